@@ -1,0 +1,97 @@
+"""The one interface through which the dashboard talks to a cluster.
+
+Views and tasks only ever see `ClusterBackend`; adding a backend (e.g. sbatch over SSH)
+means adding a module here and a name in `backends/__init__.py`, nothing else.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+
+class JobState(str, enum.Enum):
+    """Backend-neutral job states; each backend maps its native states onto these."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    # Failed through the cluster's fault (node failure, preemption, boot failure...): requeueable.
+    INFRA_FAILED = "infra_failed"
+    TIMEOUT = "timeout"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (JobState.PENDING, JobState.RUNNING)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a backend needs to start one attempt of one run."""
+
+    run_id: int
+    attempt: int
+    run_dir: Path
+    argv: list[str]  # the command, as an argument vector: never joined into shell text
+    env: dict[str, str] = field(default_factory=dict)  # user values travel here, not in the script
+    gpus: int = 0
+    cpus: int = 1
+    mem_gb: float = 4.0
+    time_limit_min: int | None = None
+    profile: str = ""  # cluster profile name (partition, account... live in the profile)
+
+    @property
+    def name(self) -> str:
+        """Job name that makes submission idempotent: looked up before every submit."""
+        return job_name(self.run_id, self.attempt)
+
+
+def job_name(run_id: int, attempt: int) -> str:
+    return f"opl-{run_id}-a{attempt}"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    state: JobState
+    native_state: str = ""  # e.g. Slurm's "NODE_FAIL"; "exited" for local
+    reason: str = ""  # plain-words reason (pending reason, failure detail)
+    exit_code: int | None = None
+    nodes: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class BackendError(Exception):
+    """A backend call failed. `permanent=False` means retrying later may succeed
+    (cluster unreachable, auth expired); `permanent=True` means the request itself is bad
+    (e.g. asks for more GPUs than exist) and the run should fail with this message."""
+
+    def __init__(self, message: str, *, permanent: bool = False):
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class ClusterBackend(Protocol):
+    name: str
+
+    def submit(self, spec: JobSpec) -> str:
+        """Start the job and return its id. Idempotent: if a job named spec.name already
+        exists, return its id instead of creating a second one."""
+
+    def find(self, name: str) -> str | None:
+        """The id of our job with this name, or None."""
+
+    def statuses(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        """Current status of each job, in one request where the backend allows it.
+        Ids the backend no longer knows are absent from the answer (not failed)."""
+
+    def cancel(self, job_id: str) -> None:
+        """Graceful stop: the trainer gets SIGUSR1/SIGTERM, checkpoints and exits."""
+
+    def log_paths(self, spec_run_dir: Path, attempt: int) -> dict[str, Path]:
+        """Where stdout and stderr of an attempt are written: {"stdout": ..., "stderr": ...}."""
