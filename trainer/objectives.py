@@ -1,0 +1,536 @@
+"""Policy objectives: M2PO (paper Algorithm 1), the released code's capping variant, and baselines.
+
+Interface (stable; the training loop builds on these names):
+
+    policy_loss(name, logp, behav_logp, advantages, mask, **params) -> (loss, stats)
+    m2po_mask(log_ratio, advantages, mask, tau) -> keep
+    OBJECTIVES, AGG_MODES, STATS_KEYS, LossParams
+
+Tensors, all shaped (batch, tokens) and of one floating dtype:
+    logp        log pi_theta of each sampled token, with gradient
+    behav_logp  log pi_behav: the policy that generated the rollout (no gradient is taken)
+    advantages  per token (see trainer.advantages.broadcast_to_tokens)
+    mask        True (or 1) on valid response tokens; padding may hold any *finite* values
+
+`params` are the fields of `LossParams` below (tau_m2, budget, eps_low, eps_high, tis_cap,
+rollout_logp, prox_logp, agg, max_response_len). `loss` is a 0-d tensor to minimise (-J);
+`stats` maps the `STATS_KEYS` to Python floats.
+
+Notation: log r = logp - behav_logp, r = exp(log r), M2_i = (log r_i)^2. Trust-region tokens
+are the valid tokens with (A > 0 and r > 1) or (A < 0 and r < 1): the ones PPO's outer min can clip.
+
+Objectives (the per-token loss l is then aggregated over the valid tokens, see `agg`):
+    m2po           l = -M * r * A; M = Algorithm 1's mask (`m2po_mask`); no clipping.
+                   With agg="token-mean", loss = -sum(M r A) / #valid tokens (masked ones included).
+    m2po_cap       the released code (Infini-AI-Lab/M2PO, `compute_m2po_policy_loss`): solve tau with
+                   sum min(M2, tau^2) <= budget * n over the n trust-region tokens, then
+                   l = max(-A r, -A clip(r, exp(-tau), exp(tau))). No constraint when mean M2 <= budget.
+    grpo           l = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)); eps_high > eps_low is clip-higher.
+    no_clip        l = -A r ("GRPO without trust region").
+    gspo           s_i = exp(mean_t log r_{i,t}) per sequence; GSPO-token form
+                   s_{i,t} = sg(s_i) * pi_theta / sg(pi_theta), l = max(-A s, -A clip(s, 1 - eps_low,
+                   1 + eps_high)); defaults eps (3e-4, 4e-4) and agg "seq-mean-token-mean" as in GSPO.
+    decoupled_ppo  AReaL: u = pi_theta / pi_prox (prox_logp required),
+                   l = (pi_prox / pi_behav) * max(-A u, -A clip(u, 1 - eps_low, 1 + eps_high)).
+
+Truncated importance sampling (any objective): tis_cap=C multiplies l by the constant
+min(pi_behav / pi_rollout, C), where rollout_logp are the log-probs the inference engine reported
+while sampling and behav_logp the trainer's recomputation of the same policy. This is the paper's
+TIS ablation (Fig. 10; Yao et al.'s correction of the engine/trainer mismatch). C = 2 is
+`TIS_DEFAULT_CAP`; tis_cap=None (default) turns TIS off.
+
+Aggregation (`agg`; default per objective: "seq-mean-token-mean" for gspo, "token-mean" otherwise):
+    token-mean               sum(l) / #valid tokens
+    seq-mean-token-mean      mean over non-empty sequences of (sum_t l / #valid tokens of the sequence)
+    seq-mean-token-sum-norm  sum(l) / (batch * max_response_len): Dr. GRPO's constant normaliser
+                             (max_response_len defaults to the tokens dimension)
+
+Mask scope: M2PO's mask is computed over exactly the batch passed in. The paper says "batch-level";
+the released code calls the loss per forward micro-batch. The caller chooses by what it passes.
+
+Tie-break: Algorithm 1 removes one token with the largest M2 at a time; among equal M2 values the
+token with the lowest flat (row-major) index goes first. The count removed does not depend on it.
+The loop condition "mean M2 over the remaining trust-region tokens > tau" is decided exactly on the
+tensor's M2 values (in rational arithmetic when floating-point rounding could change the answer),
+so the result does not depend on summation order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import torch
+from torch import Tensor
+
+OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+TIS_DEFAULT_CAP = 2.0
+
+STATS_KEYS = (
+    "actor/pg_loss",  # the aggregated policy loss
+    "actor/clip_frac",  # fraction of valid tokens masked (m2po) or clipped (clip objectives)
+    "actor/clip_frac_low",  # ... of them, those on the r < 1 side (A < 0)
+    "actor/clip_frac_high",  # ... of them, those on the r > 1 side (A > 0)
+    "actor/m2",  # mean (log r)^2 over trust-region tokens, before masking or clipping
+    "actor/m2_after",  # the same over trust-region tokens that still carry gradient
+    "actor/m2_all",  # mean (log r)^2 over all valid tokens
+    "actor/ppo_kl",  # mean of -log r over valid tokens
+    "actor/ratio_mean",  # r over valid tokens
+    "actor/ratio_min",
+    "actor/ratio_max",
+    "actor/tr_frac",  # fraction of valid tokens in the trust region
+    "actor/m2po_tau",  # m2po: tau_m2; m2po_cap: the solved tau on |log r|; others: 0
+)
+
+_OBJECTIVE_DEFAULTS = {
+    "gspo": {"eps_low": 3e-4, "eps_high": 4e-4, "agg": "seq-mean-token-mean"},
+}
+
+
+@dataclass(frozen=True)
+class LossParams:
+    """Keyword parameters of `policy_loss`. None means "the objective's default"."""
+
+    tau_m2: float = 0.04
+    """m2po: Algorithm 1's threshold on the mean (log r)^2 of the remaining trust-region tokens."""
+    budget: float = 0.04
+    """m2po_cap: M2 budget of the released code (its `M2_budget`)."""
+    eps_low: float | None = None
+    """grpo, gspo, decoupled_ppo: lower clip range; None: 0.2 (gspo: 3e-4)."""
+    eps_high: float | None = None
+    """grpo, gspo, decoupled_ppo: upper clip range; None: 0.2 (gspo: 4e-4)."""
+    tis_cap: float | None = None
+    """Truncated importance sampling cap C (TIS_DEFAULT_CAP = 2); None turns TIS off."""
+    rollout_logp: Tensor | None = None
+    """TIS: the inference engine's log-probs of the sampled tokens, shape (batch, tokens)."""
+    prox_logp: Tensor | None = None
+    """decoupled_ppo: log-probs of the proximal policy (before this update), shape (batch, tokens)."""
+    agg: str | None = None
+    """Aggregation, one of AGG_MODES; None: seq-mean-token-mean for gspo, token-mean otherwise."""
+    max_response_len: int | None = None
+    """seq-mean-token-sum-norm: the constant normaliser per sequence; None: the tokens dimension."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------------------------
+
+
+def policy_loss(
+    name: str, logp: Tensor, behav_logp: Tensor, advantages: Tensor, mask: Tensor, **params
+) -> tuple[Tensor, dict[str, float]]:
+    """The loss (-J) of objective `name` and its stats; see the module docstring."""
+    p = _validate(name, logp, behav_logp, advantages, mask, params)
+    mask = mask.bool()
+    adv = advantages.detach()
+
+    log_r = (logp - behav_logp).masked_fill(~mask, 0.0)  # (B, T), 0 on padding, with grad
+    with torch.no_grad():
+        lr = log_r.detach()  # (B, T)
+        m2 = lr * lr  # (B, T)
+        trust = (torch.sign(adv) * torch.sign(lr)) > 0  # (B, T); padding has log r = 0
+
+    token_loss, clipped_low, clipped_high, extra = _SURROGATES[name](
+        log_r, logp, behav_logp.detach(), adv, mask, m2, trust, p
+    )
+
+    if p.tis_cap is not None:
+        tis_weight = torch.exp(behav_logp.detach() - p.rollout_logp).clamp(max=p.tis_cap)  # (B, T)
+        token_loss = token_loss * tis_weight
+
+    loss = _aggregate(token_loss, mask, p.agg, p.max_response_len)
+    stats = _stats(loss, lr, m2, mask, trust, clipped_low, clipped_high, extra)
+    return loss, stats
+
+
+def m2po_mask(log_ratio: Tensor, advantages: Tensor, mask: Tensor, tau: float) -> Tensor:
+    """Algorithm 1's mask M: False exactly at the trust-region tokens it removes, True elsewhere
+    (padding included). Same shape as `log_ratio`; never masks a token outside the trust region."""
+    _check_tensor("log_ratio", log_ratio, None)
+    _check_tensor("advantages", advantages, log_ratio)
+    _check_mask(mask, log_ratio)
+    _check_positive("tau", tau)
+    mask = mask.bool()
+    with torch.no_grad():
+        lr = log_ratio.detach().masked_fill(~mask, 0.0)
+        m2 = lr * lr
+        trust = (torch.sign(advantages.detach()) * torch.sign(lr)) > 0
+        dropped, _ = _greedy_m2_drop(m2, trust, tau)
+    return ~dropped
+
+
+# ---------------------------------------------------------------------------------------------
+# Surrogates: each returns (token_loss (B, T) zero on padding, clipped_low, clipped_high, extra)
+# ---------------------------------------------------------------------------------------------
+
+
+def _m2po(log_r, logp, behav_logp, adv, mask, m2, trust, p):
+    dropped, m2_after = _greedy_m2_drop(m2, trust, p.tau_m2)  # (B, T) bool
+    live = mask & ~dropped  # (B, T)
+    ratio = torch.exp(log_r.masked_fill(~live, -math.inf))  # (B, T): r where M = 1, exactly 0 elsewhere
+    token_loss = -adv * ratio  # (B, T)
+    with torch.no_grad():
+        low = dropped & (adv < 0)
+        high = dropped & (adv > 0)
+    return token_loss, low, high, {"actor/m2po_tau": p.tau_m2, "_m2_after": m2_after}
+
+
+def _m2po_cap(log_r, logp, behav_logp, adv, mask, m2, trust, p):
+    tau = _solve_cap_tau(m2[trust], p.budget)
+    ratio = torch.exp(log_r)  # (B, T)
+    if tau is None:  # mean M2 within budget: the released code sets no constraint
+        token_loss = (-adv * ratio).masked_fill(~mask, 0.0)
+        no = torch.zeros_like(mask)
+        return token_loss, no, no, {"actor/m2po_tau": 0.0}
+    token_loss, low, high = _ppo_clip(ratio, adv, mask, math.exp(-tau), math.exp(tau))
+    return token_loss, low, high, {"actor/m2po_tau": tau}
+
+
+def _grpo(log_r, logp, behav_logp, adv, mask, m2, trust, p):
+    ratio = torch.exp(log_r)  # (B, T)
+    token_loss, low, high = _ppo_clip(ratio, adv, mask, 1.0 - p.eps_low, 1.0 + p.eps_high)
+    return token_loss, low, high, {}
+
+
+def _no_clip(log_r, logp, behav_logp, adv, mask, m2, trust, p):
+    ratio = torch.exp(log_r)  # (B, T)
+    token_loss = (-adv * ratio).masked_fill(~mask, 0.0)
+    no = torch.zeros_like(mask)
+    return token_loss, no, no, {}
+
+
+def _gspo(log_r, logp, behav_logp, adv, mask, m2, trust, p):
+    lengths = mask.sum(dim=1).clamp(min=1)  # (B,)
+    seq_log_s = log_r.detach().sum(dim=1) / lengths  # (B,) mean token log-ratio
+    log_s = seq_log_s[:, None] + logp - logp.detach()  # (B, T) value log s_i, gradient of log pi_t
+    ratio = torch.exp(log_s)  # (B, T)
+    token_loss, low, high = _ppo_clip(ratio, adv, mask, 1.0 - p.eps_low, 1.0 + p.eps_high)
+    return token_loss, low, high, {}
+
+
+def _decoupled_ppo(log_r, logp, behav_logp, adv, mask, m2, trust, p):
+    prox = p.prox_logp.detach()
+    ratio = torch.exp((logp - prox).masked_fill(~mask, 0.0))  # (B, T) u = pi_theta / pi_prox
+    behav_weight = torch.exp((prox - behav_logp).masked_fill(~mask, 0.0))  # (B, T) pi_prox / pi_behav
+    clip_loss, low, high = _ppo_clip(ratio, adv, mask, 1.0 - p.eps_low, 1.0 + p.eps_high)
+    token_loss = behav_weight * clip_loss  # (B, T)
+    return token_loss, low, high, {}
+
+
+_SURROGATES = {
+    "m2po": _m2po,
+    "m2po_cap": _m2po_cap,
+    "grpo": _grpo,
+    "no_clip": _no_clip,
+    "gspo": _gspo,
+    "decoupled_ppo": _decoupled_ppo,
+}
+assert tuple(_SURROGATES) == OBJECTIVES
+
+
+def _ppo_clip(ratio, adv, mask, low_bound, high_bound):
+    """PPO's max(-A r, -A clip(r, low, high)) on valid tokens, and where each side's clip is active."""
+    unclipped = -adv * ratio  # (B, T)
+    clipped = -adv * ratio.clamp(low_bound, high_bound)  # (B, T)
+    token_loss = torch.maximum(unclipped, clipped).masked_fill(~mask, 0.0)  # (B, T)
+    with torch.no_grad():
+        active = (clipped > unclipped) & mask  # the clip term wins: no gradient
+        low = active & (adv < 0)
+        high = active & (adv > 0)
+    return token_loss, low, high
+
+
+# ---------------------------------------------------------------------------------------------
+# M2PO Algorithm 1: the greedy mask, with candidates found by a threshold and a small sort
+# ---------------------------------------------------------------------------------------------
+
+_UNIT_ROUNDOFF = 2.0**-53
+_SAMPLE_SIZE = 1 << 16
+
+
+def _greedy_m2_drop(m2: Tensor, trust: Tensor, tau: float) -> tuple[Tensor, float]:
+    """Algorithm 1 on M2 values `m2` (B, T) restricted to `trust` (B, T).
+
+    Returns the removed tokens (B, T bool) and the mean M2 of the remaining trust-region tokens.
+    With the trust-region values v sorted descending (ties: lowest flat index first), removing
+    k tokens leaves mean (S - P_k) / (n - k), where S is the total and P_k the sum of the k
+    largest. This mean never increases with k, so the loop stops at the first k with
+    S - P_k <= tau (n - k), or at k = n. Only the top of the sort matters: a threshold theta
+    is chosen from a strided sample so that removing every value > theta already satisfies the
+    condition; then only those candidates are sorted.
+    """
+    flat = torch.where(trust, m2, -1.0).reshape(-1)  # (N,) -1 outside the trust region
+    n = int(trust.sum())
+    dropped = torch.zeros(m2.shape, dtype=torch.bool, device=m2.device)
+    if n == 0:
+        return dropped, 0.0
+    total = float(torch.where(trust, m2, 0.0).sum(dtype=torch.float64))
+    tally = _Tally(flat, n, total, tau)
+    if tally.holds_at(0, 0.0):
+        return dropped, total / n
+
+    for theta in _thresholds(flat, tau):
+        cand_idx = torch.nonzero(flat > theta).squeeze(1)  # (c,) flat indices, ascending
+        cand = flat[cand_idx]  # (c,)
+        order = torch.sort(cand, descending=True, stable=True).indices  # ties keep lowest index first
+        cand_idx, cand = cand_idx[order], cand[order]
+        prefix = torch.cumsum(cand.to(torch.float64), dim=0)  # (c,) P_1..P_c
+        c = cand.numel()
+        if c == n or tally.holds_at(c, float(prefix[-1]) if c else 0.0, cand):
+            break
+
+    k = tally.first_holding(prefix, cand)
+    dropped.view(-1)[cand_idx[:k]] = True
+    m2_after = (total - float(prefix[k - 1])) / (n - k) if k < n else 0.0
+    return dropped, m2_after
+
+
+def _thresholds(flat: Tensor, tau: float):
+    """Candidate thresholds, decreasing: a guess from a strided sample, lower ones, then all."""
+    stride = max(1, flat.numel() // _SAMPLE_SIZE) | 1  # odd, so it does not follow row length
+    sample = flat[::stride]
+    sample = torch.sort(sample[sample >= 0], descending=True).values.to(torch.float64)
+    ns = sample.numel()
+    if ns:
+        suffix = sample.sum() - torch.cumsum(sample, dim=0)  # (ns,) sum after removing k + 1
+        remaining = torch.arange(ns - 1, -1, -1, dtype=torch.float64)  # (ns,)
+        holds = suffix <= tau * remaining
+        k_sample = int(torch.argmax(holds.to(torch.uint8))) + 1 if sample.sum() > tau * ns else 0
+        rank = 2 * k_sample + 16
+        while rank < ns:
+            yield float(sample[rank])
+            rank = 8 * rank
+    yield -0.5  # every trust-region token: removing all of them always ends the loop
+
+
+class _Tally:
+    """Decides "S - P_k <= tau (n - k)" (the remaining mean is <= tau) exactly.
+
+    The float64 value is trusted when it is farther from the boundary than its worst-case
+    rounding error; otherwise the sign is computed exactly with math.fsum (correctly rounded,
+    so its sign is exact) over the values and an exact two-float split of tau (n - k).
+    """
+
+    def __init__(self, flat: Tensor, n: int, total: float, tau: float):
+        self.flat, self.n, self.total, self.tau = flat, n, total, tau
+        self.error = 4.0 * (n + 4) * _UNIT_ROUNDOFF * (abs(total) + tau * n)
+        self._values: list[float] | None = None
+
+    def holds_at(self, k: int, prefix_k: float, cand: Tensor | None = None) -> bool:
+        if k >= self.n:
+            return True
+        gap = (self.total - prefix_k) - self.tau * (self.n - k)
+        if gap > self.error:
+            return False
+        if gap < -self.error:
+            return True
+        return self._exact(k, cand)
+
+    def first_holding(self, prefix: Tensor, cand: Tensor) -> int:
+        """The smallest k in [0, len(cand)] where the condition holds (it holds at len(cand))."""
+        c = cand.numel()
+        k = torch.arange(c + 1, dtype=torch.float64)
+        rest = self.total - torch.cat([prefix.new_zeros(1), prefix])  # (c + 1,) S - P_k
+        gap = rest - self.tau * (self.n - k)  # (c + 1,)
+        not_false = torch.nonzero(gap <= self.error).squeeze(1)
+        lo = int(not_false[0]) if not_false.numel() else c
+        surely = torch.nonzero(gap < -self.error).squeeze(1)
+        hi = int(surely[0]) if surely.numel() else c
+        hi = max(hi, lo)
+        while lo < hi:  # the condition is monotone in k: binary search the uncertain stretch
+            mid = (lo + hi) // 2
+            if self.holds_at(mid, float(prefix[mid - 1]) if mid else 0.0, cand):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _exact(self, k: int, cand: Tensor | None) -> bool:
+        if self._values is None:
+            values = self.flat[self.flat >= 0]
+            self._values = values.to(torch.float64).tolist()
+        removed = cand[:k].to(torch.float64).tolist() if k else []
+        bound = Fraction(self.tau) * (self.n - k)  # exact
+        parts = []
+        while bound != 0 and len(parts) < 8:
+            part = float(bound)
+            parts.append(part)
+            bound -= Fraction(part)
+        terms = self._values + [-v for v in removed] + [-v for v in parts]
+        return math.fsum(terms) <= 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# m2po_cap: the released code's tau solver (`_solve_tau_from_sorted_delta2`), behaviour kept
+# ---------------------------------------------------------------------------------------------
+
+
+def _solve_cap_tau(delta_sq: Tensor, budget: float) -> float | None:
+    """tau such that sum min(delta^2, tau^2) <= budget * n, as the released code picks it:
+    None when mean delta^2 <= budget (+1e-12); else sorted ascending, the first k with
+    delta_k^2 (n - k - 1) + sum_{i<=k} delta_i^2 >= budget * n, and tau = sqrt(delta_{k-1}^2 - 1e-12)
+    (0 when k = 0). The 1e-12 offsets are the released code's."""
+    n = delta_sq.numel()
+    if n == 0:
+        return None
+    values = torch.sort(delta_sq.to(torch.float64)).values  # (n,) ascending
+    total = float(values.sum())
+    target = budget * n
+    if total / n <= budget + 1e-12 or target >= total - 1e-12:
+        return None
+    if target <= 1e-12:
+        return 0.0
+    csum = torch.cumsum(values, dim=0)  # (n,)
+    rest = torch.arange(n - 1, -1, -1, dtype=torch.float64)  # (n,) n - k - 1
+    capped = (values - 1e-12) * rest + csum  # (n,)
+    reached = torch.nonzero(capped >= target - 1e-12).squeeze(1)
+    if reached.numel() == 0:
+        return None
+    k = int(reached[0])
+    if k == 0:
+        return 0.0
+    return math.sqrt(max(float(values[k - 1]) - 1e-12, 0.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregation and stats
+# ---------------------------------------------------------------------------------------------
+
+
+def _aggregate(token_loss: Tensor, mask: Tensor, agg: str, max_response_len: int | None) -> Tensor:
+    if agg == "token-mean":
+        return token_loss.sum() / mask.sum().clamp(min=1)
+    if agg == "seq-mean-token-mean":
+        lengths = mask.sum(dim=1)  # (B,)
+        per_seq = token_loss.sum(dim=1) / lengths.clamp(min=1)  # (B,)
+        return per_seq.sum() / (lengths > 0).sum().clamp(min=1)
+    normaliser = max_response_len if max_response_len is not None else mask.shape[1]
+    return token_loss.sum() / (mask.shape[0] * normaliser)  # seq-mean-token-sum-norm
+
+
+@torch.no_grad()
+def _stats(loss, lr, m2, mask, trust, clipped_low, clipped_high, extra) -> dict[str, float]:
+    n_valid = int(mask.sum())
+    n_trust = int(trust.sum())
+    denom = max(n_valid, 1)
+    dropped = clipped_low | clipped_high
+    kept_trust = trust & ~dropped
+    n_kept_trust = int(kept_trust.sum())
+    if "_m2_after" in extra:
+        m2_after = extra.pop("_m2_after")
+    else:
+        m2_after = float(m2[kept_trust].sum(dtype=torch.float64)) / max(n_kept_trust, 1)
+    valid_lr = lr[mask]  # (n_valid,)
+    ratio = torch.exp(valid_lr)
+    stats = {
+        "actor/pg_loss": float(loss.detach()),
+        "actor/clip_frac": int(dropped.sum()) / denom,
+        "actor/clip_frac_low": int(clipped_low.sum()) / denom,
+        "actor/clip_frac_high": int(clipped_high.sum()) / denom,
+        "actor/m2": float(m2[trust].sum(dtype=torch.float64)) / max(n_trust, 1),
+        "actor/m2_after": m2_after,
+        "actor/m2_all": float(m2[mask].sum(dtype=torch.float64)) / denom,
+        "actor/ppo_kl": float(-valid_lr.sum(dtype=torch.float64)) / denom,
+        "actor/ratio_mean": float(ratio.sum(dtype=torch.float64)) / n_valid if n_valid else 1.0,
+        "actor/ratio_min": float(ratio.min()) if n_valid else 1.0,
+        "actor/ratio_max": float(ratio.max()) if n_valid else 1.0,
+        "actor/tr_frac": n_trust / denom,
+        "actor/m2po_tau": 0.0,
+    }
+    stats.update(extra)
+    return stats
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation: every check runs before any computation and names the offending argument
+# ---------------------------------------------------------------------------------------------
+
+
+def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
+    if name not in OBJECTIVES:
+        raise ValueError(f"name: unknown objective {name!r}; known: {', '.join(OBJECTIVES)}")
+    known = {f.name for f in dataclasses.fields(LossParams)}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(f"{unknown[0]}: unknown parameter; known: {', '.join(sorted(known))}")
+    _check_tensor("logp", logp, None)
+    _check_tensor("behav_logp", behav_logp, logp)
+    _check_tensor("advantages", advantages, logp)
+    _check_mask(mask, logp)
+
+    values = {**_OBJECTIVE_DEFAULTS.get(name, {}), **{k: v for k, v in params.items() if v is not None}}
+    values.setdefault("eps_low", 0.2)
+    values.setdefault("eps_high", 0.2)
+    values.setdefault("agg", "token-mean")
+    p = LossParams(**values)
+
+    _check_positive("tau_m2", p.tau_m2)
+    _check_positive("budget", p.budget)
+    for field in ("eps_low", "eps_high"):
+        value = getattr(p, field)
+        if not _is_number(value) or not (0 <= value < math.inf):
+            raise ValueError(f"{field}: must be a finite number >= 0, got {value!r}")
+    if p.eps_low >= 1:
+        raise ValueError(f"eps_low: must be < 1 (the lower bound 1 - eps_low must stay positive), got {p.eps_low!r}")
+    if p.agg not in AGG_MODES:
+        raise ValueError(f"agg: unknown aggregation {p.agg!r}; known: {', '.join(AGG_MODES)}")
+    if p.max_response_len is not None and (
+        isinstance(p.max_response_len, bool) or not isinstance(p.max_response_len, int) or p.max_response_len < 1
+    ):
+        raise ValueError(f"max_response_len: must be a positive int, got {p.max_response_len!r}")
+    if p.tis_cap is not None:
+        _check_positive("tis_cap", p.tis_cap)
+        if p.rollout_logp is None:
+            raise ValueError("rollout_logp: required when tis_cap is set (the engine's sampling log-probs)")
+        _check_tensor("rollout_logp", p.rollout_logp, logp)
+    elif p.rollout_logp is not None:
+        _check_tensor("rollout_logp", p.rollout_logp, logp)
+    if name == "decoupled_ppo":
+        if p.prox_logp is None:
+            raise ValueError("prox_logp: required by decoupled_ppo (log-probs of the policy before this update)")
+    if p.prox_logp is not None:
+        _check_tensor("prox_logp", p.prox_logp, logp)
+    return p
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_positive(field: str, value) -> None:
+    if not _is_number(value) or not (0 < value < math.inf):
+        raise ValueError(f"{field}: must be a finite number > 0, got {value!r}")
+
+
+def _check_tensor(field: str, tensor, like: Tensor | None) -> None:
+    if not isinstance(tensor, Tensor):
+        raise ValueError(f"{field}: must be a torch.Tensor, got {type(tensor).__name__}")
+    if not tensor.is_floating_point():
+        raise ValueError(f"{field}: must be floating point, got {tensor.dtype}")
+    if like is None:
+        if tensor.dim() != 2:
+            raise ValueError(f"{field}: must be 2-D (batch, tokens), got shape {tuple(tensor.shape)}")
+    else:
+        if tensor.shape != like.shape:
+            raise ValueError(f"{field}: shape {tuple(tensor.shape)} does not match {tuple(like.shape)}")
+        if tensor.dtype != like.dtype:
+            raise ValueError(f"{field}: dtype {tensor.dtype} does not match {like.dtype}")
+        if tensor.device != like.device:
+            raise ValueError(f"{field}: device {tensor.device} does not match {like.device}")
+    if not bool(torch.isfinite(tensor).all()):
+        bad = int((~torch.isfinite(tensor)).sum())
+        raise ValueError(f"{field}: contains NaN or inf ({bad} entries; padding must be finite too)")
+
+
+def _check_mask(mask, like: Tensor) -> None:
+    if not isinstance(mask, Tensor):
+        raise ValueError(f"mask: must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.shape != like.shape:
+        raise ValueError(f"mask: shape {tuple(mask.shape)} does not match {tuple(like.shape)}")
+    if mask.device != like.device:
+        raise ValueError(f"mask: device {mask.device} does not match {like.device}")
+    if mask.dtype != torch.bool and not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("mask: must be boolean or hold only 0 and 1")
