@@ -1,0 +1,91 @@
+"""Small helpers shared by the JSON API views: authentication and error answers.
+
+API views authenticate either with the browser session (CSRF enforced) or with
+`Authorization: Bearer <personal token>` (no cookies, so no CSRF). They answer 401 in JSON
+instead of redirecting to the login page.
+"""
+import functools
+import json
+from typing import Any
+
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+from pydantic import BaseModel, ValidationError
+
+
+def json_error(status: int, message: str, errors: list[dict[str, Any]] | None = None) -> JsonResponse:
+    body: dict[str, Any] = {"error": message}
+    if errors:
+        body["errors"] = errors
+    return JsonResponse(body, status=status)
+
+
+def bearer_token(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def _csrf_failure(request: HttpRequest):
+    check = CsrfViewMiddleware(lambda req: None)
+    check.process_request(request)
+    return check.process_view(request, None, (), {})
+
+
+def api_view(view):
+    """Authenticate an API view by session or personal token; set request.user."""
+    from orchestrator.accounts.services import user_for_api_token
+
+    @csrf_exempt
+    @login_not_required
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        token = bearer_token(request)
+        if token is not None:
+            user = user_for_api_token(token)
+            if user is None:
+                return json_error(401, "invalid API token")
+            request.user = user
+        elif not request.user.is_authenticated:
+            return json_error(401, "authentication required: log in or send Authorization: Bearer <token>")
+        elif request.method not in ("GET", "HEAD", "OPTIONS") and (failure := _csrf_failure(request)):
+            return json_error(403, "CSRF check failed")
+        try:
+            return view(request, *args, **kwargs)
+        except Http404 as exc:
+            return json_error(404, str(exc) or "not found")
+        except PermissionDenied as exc:
+            return json_error(403, str(exc) or "permission denied")
+
+    return wrapper
+
+
+def parse_json_body(request: HttpRequest) -> tuple[Any, JsonResponse | None]:
+    try:
+        return json.loads(request.body or b"null"), None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return None, json_error(400, f"body is not valid JSON: {exc}")
+
+
+def pydantic_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    """Errors as [{field: "a.b", message: ...}], the shape every 400 answer uses."""
+    return [
+        {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "message": err["msg"]}
+        for err in exc.errors(include_url=False)
+    ]
+
+
+def validate_body(schema: type[BaseModel], request: HttpRequest):
+    """(instance, None) or (None, 400 response naming each bad field)."""
+    data, error = parse_json_body(request)
+    if error:
+        return None, error
+    try:
+        return schema.model_validate(data), None
+    except ValidationError as exc:
+        return None, json_error(400, "invalid request", pydantic_errors(exc))

@@ -1,0 +1,134 @@
+"""The `local` backend: each job is a subprocess on this machine, in its own process group.
+
+Job ids are the job names (`opl-<run>-a<attempt>`), unique by construction. Each job's
+bookkeeping lives in LOCAL_JOBS_DIR/<name>/ (job.json while it runs, exit.json once it ended);
+its stdout and stderr go to files in the run directory.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from django.conf import settings
+
+from orchestrator.cluster.backends.base import BackendError, JobSpec, JobState, JobStatus
+
+# Environment a local job inherits from the worker: nothing secret (no SECRET_KEY, no DATABASE_URL).
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "OMP_NUM_THREADS",
+                 "OPL_BENCHMARKS_DIR", "OPL_MODEL_CACHE")
+START_TIMEOUT_S = 60
+EXIT_REQUEUE = 75  # the trainer checkpointed and stopped on SIGUSR1/SIGTERM
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, jobs_dir: Path | None = None):
+        self.jobs_dir = Path(jobs_dir or settings.LOCAL_JOBS_DIR)
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+
+    def log_paths(self, run_dir: Path, attempt: int) -> dict[str, Path]:
+        logs = Path(run_dir) / "logs"
+        return {"stdout": logs / f"attempt-{attempt}.out", "stderr": logs / f"attempt-{attempt}.err"}
+
+    def find(self, name: str) -> str | None:
+        return name if (self.jobs_dir / name / "submitted").exists() else None
+
+    def submit(self, spec: JobSpec) -> str:
+        job_dir = self.jobs_dir / spec.name
+        job_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            # Claim the name before starting anything: a retried submit never starts a second job.
+            os.close(os.open(job_dir / "submitted", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return spec.name
+        logs = self.log_paths(spec.run_dir, spec.attempt)
+        logs["stdout"].parent.mkdir(parents=True, exist_ok=True)
+        env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
+        env.update(spec.env)
+        env["PYTHONPATH"] = str(settings.BASE_DIR)
+        supervisor = [
+            sys.executable, "-m", "orchestrator.cluster.backends.local_supervisor", str(job_dir),
+            "--stdout", str(logs["stdout"]), "--stderr", str(logs["stderr"]), "--cwd", str(spec.run_dir),
+            "--grace-s", str(settings.CANCEL_GRACE_SECONDS),
+            "--time-limit-s", str((spec.time_limit_min or 0) * 60),
+            "--", *spec.argv,
+        ]
+        try:
+            with open(job_dir / "supervisor.log", "ab") as log:
+                subprocess.Popen(supervisor, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                 cwd=settings.BASE_DIR, start_new_session=True)
+        except OSError as exc:
+            raise BackendError(f"could not start local job: {exc}", permanent=True) from exc
+        return spec.name
+
+    def statuses(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        answer = {}
+        for job_id in job_ids:
+            status = self._status(job_id)
+            if status is not None:
+                answer[job_id] = status
+        return answer
+
+    def cancel(self, job_id: str) -> None:
+        info = self._read(self.jobs_dir / job_id / "job.json")
+        if info is None or (self.jobs_dir / job_id / "exit.json").exists():
+            return
+        try:
+            os.kill(info["supervisor_pid"], 15)  # SIGTERM: the supervisor forwards SIGUSR1, then kills
+        except ProcessLookupError:
+            pass
+
+    def _status(self, job_id: str) -> JobStatus | None:
+        job_dir = self.jobs_dir / job_id
+        if not (job_dir / "submitted").exists():
+            return None
+        ended = self._read(job_dir / "exit.json")
+        info = self._read(job_dir / "job.json")
+        started = _dt(info["started_at"]) if info else None
+        if ended is not None:
+            return _final_status(job_id, ended, started)
+        if info is None:
+            if time.time() - (job_dir / "submitted").stat().st_mtime > START_TIMEOUT_S:
+                return None  # the supervisor never came up (see supervisor.log)
+            return JobStatus(job_id, JobState.PENDING, "starting", reason="starting the process")
+        if not _alive(info["supervisor_pid"], job_id):
+            return None  # vanished without a final state: the caller decides when it is lost
+        return JobStatus(job_id, JobState.RUNNING, "running", nodes="localhost", started_at=started,
+                         reason=f"pid {info['child_pid']}")
+
+    @staticmethod
+    def _read(path: Path) -> dict | None:
+        try:
+            return json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+
+def _final_status(job_id: str, ended: dict, started: datetime | None) -> JobStatus:
+    code = ended["exit_code"]
+    common = dict(exit_code=code, nodes="localhost", started_at=started, ended_at=_dt(ended["ended_at"]))
+    if ended.get("cancelled"):
+        return JobStatus(job_id, JobState.CANCELLED, "cancelled", reason="cancelled", **common)
+    if ended.get("timed_out"):
+        return JobStatus(job_id, JobState.TIMEOUT, "timeout", reason="time limit reached", **common)
+    if code == 0:
+        return JobStatus(job_id, JobState.SUCCEEDED, "exited", **common)
+    if code < 0:
+        return JobStatus(job_id, JobState.FAILED, "signaled", reason=f"killed by signal {-code}", **common)
+    return JobStatus(job_id, JobState.FAILED, "exited", reason=f"exit code {code}", **common)
+
+
+def _alive(pid: int, job_id: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return job_id.encode() in cmdline  # guards against a recycled pid
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=timezone.utc)

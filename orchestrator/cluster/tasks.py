@@ -1,0 +1,34 @@
+"""Celery tasks: thin wrappers that take ids and call one service each."""
+from celery import shared_task
+
+from orchestrator.cluster.backends import BackendError
+
+
+@shared_task(acks_late=True, autoretry_for=(BackendError,), retry_backoff=5, retry_backoff_max=60, max_retries=None)
+def submit_run(run_id: int) -> None:
+    from orchestrator.cluster.services import run_submit
+
+    run_submit(run_id=run_id)
+
+
+@shared_task(acks_late=True)
+def cancel_run(run_id: int) -> None:
+    from orchestrator.cluster.services import run_cancel
+
+    run_cancel(run_id=run_id)
+
+
+@shared_task(ignore_result=True)
+def sync_runs() -> None:
+    from orchestrator.cluster.services import sync_active_runs
+
+    sync_active_runs()
+
+
+@shared_task(ignore_result=True)
+def dispatch_queued() -> None:
+    """Submit queued runs, highest priority first, within capacity."""
+    from orchestrator.cluster.services import dispatch_capacity, queued_runs_to_dispatch
+
+    for run_id in queued_runs_to_dispatch(dispatch_capacity()):
+        submit_run.delay(run_id)

@@ -1,0 +1,155 @@
+from django.conf import settings
+from django.db import models
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="opl_projects", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Experiment(models.Model):
+    """A named run config, optionally expanded over a sweep grid and seeds into runs."""
+
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        PAUSED = "paused"
+        CANCELLED = "cancelled"
+
+    name = models.CharField(max_length=200)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="experiments")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
+    base_config = models.JSONField(default=dict)
+    sweep = models.JSONField(default=dict, blank=True)
+    seeds = models.PositiveIntegerField(default=1)
+    priority = models.IntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Run(models.Model):
+    """One training job: a full RunConfig, its queue position and its life on a cluster.
+
+    Every state change goes through `experiments.services.run_transition`, which records the
+    transition's time here and a RunEvent row.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        SUBMITTED = "submitted"
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        LOST = "lost"  # the job vanished from the cluster without a final state
+
+    TERMINAL = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.LOST)
+    ACTIVE = (State.SUBMITTED, State.PENDING, State.RUNNING)
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
+    name = models.CharField(max_length=200)
+    config = models.JSONField()
+    sweep_values = models.JSONField(default=dict, blank=True)  # the grid point, e.g. {"staleness.k": 64}
+    seed = models.IntegerField(default=1)
+
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    state_reason = models.TextField(blank=True)  # pending reason, failure detail, in plain words
+    priority = models.IntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+
+    attempt = models.PositiveIntegerField(default=0)  # 0 until first submitted
+    max_attempts = models.PositiveIntegerField(default=3)
+    backend = models.CharField(max_length=32, blank=True)
+    job_id = models.CharField(max_length=64, blank=True)
+    run_dir = models.CharField(max_length=500, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    node_list = models.CharField(max_length=200, blank=True)
+
+    # The ingestion token of the current attempt: only its hash, plus the salt it is derived from
+    # (the salt alone cannot produce the token without SECRET_KEY).
+    token_hash = models.CharField(max_length=64, blank=True)
+    token_salt = models.CharField(max_length=64, blank=True)
+
+    step = models.IntegerField(default=0)
+    total_steps = models.IntegerField(null=True, blank=True)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    pending_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["state", "-priority", "id"], name="run_queue_idx"),
+            models.Index(fields=["experiment", "state"], name="run_experiment_state_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.name})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in self.TERMINAL
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.pk,
+            "name": self.name,
+            "experiment": self.experiment_id,
+            "owner": self.owner.get_username() if self.owner_id else None,
+            "state": self.state,
+            "state_reason": self.state_reason,
+            "priority": self.priority,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "backend": self.backend,
+            "job_id": self.job_id,
+            "node_list": self.node_list,
+            "exit_code": self.exit_code,
+            "run_dir": self.run_dir,
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "last_heartbeat": _iso(self.last_heartbeat),
+            "queued_at": _iso(self.queued_at),
+            "submitted_at": _iso(self.submitted_at),
+            "pending_at": _iso(self.pending_at),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+            "config": self.config,
+            "sweep_values": self.sweep_values,
+            "seed": self.seed,
+        }
+
+
+class RunEvent(models.Model):
+    """An append-only history of a run's transitions."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    from_state = models.CharField(max_length=16)
+    to_state = models.CharField(max_length=16)
+    attempt = models.PositiveIntegerField(default=0)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+
+def _iso(value):
+    return value.isoformat() if value else None

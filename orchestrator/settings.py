@@ -1,0 +1,126 @@
+"""OffPolicy Lab settings. Everything comes from the environment; with nothing set the app
+runs on a SQLite file under var/ and the `local` cluster backend (see README)."""
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from orchestrator.env import env_bool, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("OPL_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_secret("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY is not set (set DEBUG=true for a throwaway dev key)")
+    SECRET_KEY = "dev-only-insecure-key"
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "orchestrator.accounts",
+    "orchestrator.experiments",
+    "orchestrator.cluster",
+    "orchestrator.metrics",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "orchestrator.urls"
+ASGI_APPLICATION = "orchestrator.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'opl.sqlite3'}"), conn_max_age=0
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The demo runs web, worker and beat against one file: wait on locks instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "exp-run-list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstatic in dev and demo
+
+# --- Redis and Celery -------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "sync-runs": {"task": "orchestrator.cluster.tasks.sync_runs", "schedule": 3.0},
+    "dispatch-queued": {"task": "orchestrator.cluster.tasks.dispatch_queued", "schedule": 3.0},
+}
+
+# --- Runs and clusters ------------------------------------------------------------------------
+CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "local")
+if CLUSTER_BACKEND not in ("local", "slurm"):
+    raise ImproperlyConfigured(f"CLUSTER_BACKEND: expected local or slurm, got {CLUSTER_BACKEND!r}")
+# The URL jobs use to reach this dashboard (metrics and heartbeats).
+PUBLIC_URL = env_str("OPL_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+RUNS_DIR = Path(env_str("OPL_RUNS_DIR", str(VAR_DIR / "runs")))
+LOCAL_JOBS_DIR = Path(env_str("OPL_LOCAL_JOBS_DIR", str(VAR_DIR / "local-jobs")))
+# Python that runs the trainer; on a cluster this is the node's environment, not ours.
+TRAINER_PYTHON = env_str("OPL_TRAINER_PYTHON", "")
+MAX_ACTIVE_RUNS = env_int("OPL_MAX_ACTIVE_RUNS", 4)
+LOST_GRACE_SECONDS = env_int("OPL_LOST_GRACE_SECONDS", 120)
+CANCEL_GRACE_SECONDS = env_int("OPL_CANCEL_GRACE_SECONDS", 30)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+}

