@@ -145,20 +145,3 @@ def run_cancel(*, run_id: int) -> bool:
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
     get_backend(run.backend).cancel(run.job_id)  # idempotent: safe to repeat every tick
     return True
-
-
-def queued_runs_to_dispatch(limit: int) -> list[int]:
-    """Ids of the queued runs to submit next: highest priority first, oldest first."""
-    if limit <= 0:
-        return []
-    return list(
-        Run.objects.filter(state=S.QUEUED, experiment__state="active")
-        .order_by("-priority", "id")
-        .values_list("id", flat=True)[:limit]
-    )
-
-
-def dispatch_capacity() -> int:
-    return settings.MAX_ACTIVE_RUNS - Run.objects.filter(state__in=Run.ACTIVE).count()
-
-

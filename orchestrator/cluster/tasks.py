@@ -27,8 +27,8 @@ def sync_runs() -> None:
 
 @shared_task(ignore_result=True)
 def dispatch_queued() -> None:
-    """Submit queued runs, highest priority first, within capacity."""
-    from orchestrator.cluster.services import dispatch_capacity, queued_runs_to_dispatch
+    """Submit the queued runs the queue policy picks."""
+    from orchestrator.experiments.queue import runs_to_dispatch
 
-    for run_id in queued_runs_to_dispatch(dispatch_capacity()):
+    for run_id in runs_to_dispatch():
         submit_run.delay(run_id)
