@@ -140,14 +140,23 @@ class AlgorithmConfig(_Section):
         description="Policy loss: m2po (Algorithm 1 mask), m2po_cap (official capping variant), "
         "grpo (PPO clip), no_clip, gspo (sequence ratio), decoupled_ppo (AReaL).",
     )
-    tau_m2: float = Field(0.04, gt=0, description="M2PO threshold on the mean (log r)^2.")
-    eps_low: float = Field(0.2, ge=0, description="Lower clip range (grpo, gspo, decoupled_ppo).")
-    eps_high: float = Field(0.2, ge=0, description="Upper clip range (grpo, gspo, decoupled_ppo).")
-    tis_cap: float | None = Field(
-        None, gt=0, description="Truncated importance sampling cap; null turns TIS off."
+    tau_m2: float = Field(
+        0.04, gt=0, description="M2PO threshold on the mean (log r)^2 (m2po_cap: the M2 budget)."
     )
-    loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
-        "token-mean", description="How token losses are aggregated."
+    eps_low: float | None = Field(
+        None, ge=0, description="Lower clip range (grpo, gspo, decoupled_ppo); null: 0.2 (gspo 3e-4)."
+    )
+    eps_high: float | None = Field(
+        None, ge=0, description="Upper clip range (grpo, gspo, decoupled_ppo); null: 0.2 (gspo 4e-4)."
+    )
+    tis_cap: float | None = Field(
+        None,
+        gt=0,
+        description="Truncated importance sampling cap on pi_behav/pi_engine (needs rollout.behav_logp "
+        "'recompute'); null turns TIS off.",
+    )
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] | None = Field(
+        None, description="How token losses are aggregated; null: the objective's default."
     )
     adv_std_normalize: bool = Field(
         True, description="Divide group-centred rewards by the group's std (GRPO)."
@@ -301,12 +310,19 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
     """Checks that span fields; each problem is (field path, reason)."""
     problems: list[tuple[str, str]] = []
     alg, roll, task, st = cfg.algorithm, cfg.rollout, cfg.task, cfg.staleness
-    if roll.group_size == 1 and alg.adv_std_normalize:
+    if roll.group_size == 1:
+        why = (
+            "group_size 1 with std-normalised advantages (algorithm.adv_std_normalize) has no std"
+            if alg.adv_std_normalize
+            else "group_size 1 gives every sample advantage 0 (no group baseline)"
+        )
+        problems.append(("rollout.group_size", f"{why}; use group_size >= 2"))
+    if alg.tis_cap is not None and roll.behav_logp != "recompute":
         problems.append(
             (
-                "rollout.group_size",
-                "group_size 1 with std-normalised advantages (algorithm.adv_std_normalize) gives "
-                "zero advantages; use group_size >= 2",
+                "algorithm.tis_cap",
+                "TIS weighs pi_behav (trainer recomputation) against the engine's log-probs; "
+                "set rollout.behav_logp: recompute",
             )
         )
     if roll.prompts_per_step % alg.updates_per_step:

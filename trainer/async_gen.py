@@ -1,0 +1,183 @@
+"""Asynchronous generation: a separate process with its own engine, bounded staleness.
+
+The generator process produces whole batches while the trainer trains. Weights reach it through
+shared-memory tensors, published by the trainer every `sync_every` updates with their version.
+
+Admission (AReaL-style, so it never produces rollouts that would only be thrown away): before
+starting batch P (the P-th it produces) with weights of version v, the generator needs
+
+    committed + (P - C) * U + (U - 1) - v <= max_staleness
+
+where C is the number of batches the trainer has taken, `committed` the version the trainer will
+have once it has finished the batch it is training on, and U the updates per batch. The P - C
+batches ahead of batch P add at most U updates each, so the left side bounds the staleness any
+sample of batch P can reach during its own U updates. When the bound fails the generator waits for
+newer weights. The trainer checks each batch again on arrival and drops one that would exceed the
+bound (this only happens if the accounting above were wrong; `rollout/dropped_frac` shows it).
+"""
+
+from __future__ import annotations
+
+import queue as queue_mod
+import random
+import time
+import traceback
+
+import torch
+import torch.multiprocessing as tmp
+
+POLL_S = 0.005
+
+
+class Control:
+    """Counters shared between the trainer and the generator (all guarded by `lock`)."""
+
+    def __init__(self, ctx, start_version: int):
+        self.lock = ctx.Lock()
+        self.stop = ctx.Event()
+        self.weights_version = ctx.Value("q", -1, lock=False)
+        self.consumed = ctx.Value("q", 0, lock=False)
+        self.committed = ctx.Value("q", start_version, lock=False)
+
+
+def admissible(committed: int, produced: int, consumed: int, updates_per_batch: int, weights_version: int, max_staleness: int) -> bool:
+    worst = committed + (produced - consumed) * updates_per_batch + updates_per_batch - 1 - weights_version
+    return worst <= max_staleness
+
+
+def generator_main(cfg_json: str, alphabet: str, shared: dict, ctrl: Control, out, seed: int, device: str, threads: int) -> None:
+    """Entry point of the generator process."""
+    try:
+        _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threads)
+    except Exception:
+        out.put({"error": traceback.format_exc()})
+
+
+def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threads):
+    from trainer.config import RunConfig, updates_per_step_total
+    from trainer.models import load_policy
+    from trainer.rollout import HFEngine, make_batch, token_logprobs
+    from trainer.tasks import build_task
+
+    if threads:
+        torch.set_num_threads(threads)
+    cfg = RunConfig.model_validate_json(cfg_json)
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    dev = torch.device(device)
+    task = build_task(cfg.task)
+    policy = load_policy(cfg.model, alphabet, cfg.train.seed, dev)
+    engine = _make_engine(cfg, policy, dev)
+    roll, st = cfg.rollout, cfg.staleness
+    U = updates_per_step_total(cfg)
+    version, produced = -1, 0
+    try:
+        while not ctrl.stop.is_set():
+            if ctrl.weights_version.value > version:
+                with ctrl.lock:
+                    version = ctrl.weights_version.value
+                    policy.model.load_state_dict(shared)
+                    if roll.engine == "vllm":
+                        engine.load_weights(shared)
+            with ctrl.lock:
+                consumed, committed = ctrl.consumed.value, ctrl.committed.value
+            if version < 0 or not admissible(committed, produced, consumed, U, version, st.max_staleness):
+                time.sleep(POLL_S)
+                continue
+            t0 = time.perf_counter()
+            problems = task.sample(rng, roll.prompts_per_step)
+            gen = engine.generate([task.prompt_text(p) for p in problems], roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
+            expanded = [p for p in problems for _ in range(roll.group_size)]
+            rewards = task.train_rewards(expanded, gen.texts, gen.finished)
+            batch = make_batch(gen, rewards, version, roll.group_size, 0.0)
+            if roll.behav_logp == "recompute":
+                with torch.no_grad():
+                    lp, _ = token_logprobs(policy.model, batch.input_ids.to(dev), batch.attention_mask.to(dev), batch.prompt_len, roll.temperature)
+                batch.rollout_logp = batch.behav_logp
+                batch.behav_logp = (lp.float().cpu() * batch.response_mask)
+            batch.gen_seconds = time.perf_counter() - t0
+            out.put(batch.to_state())
+            produced += 1
+    finally:
+        task.close()
+
+
+def _make_engine(cfg, policy, dev):
+    from trainer.rollout import HFEngine
+
+    if cfg.rollout.engine == "vllm":
+        from trainer.vllm_engine import VLLMEngine
+
+        return VLLMEngine.from_policy(policy, cfg)
+    return HFEngine(policy, dev)
+
+
+class AsyncGenerator:
+    """The trainer's handle on the generator process."""
+
+    def __init__(self, cfg, alphabet: str, model: torch.nn.Module, start_version: int, seed: int, device: torch.device, threads: int):
+        self.ctx = tmp.get_context("spawn")
+        self.cfg = cfg
+        self.U = cfg.algorithm.updates_per_step * cfg.algorithm.epochs
+        self.ctrl = Control(self.ctx, start_version)
+        self.shared = {k: v.detach().to("cpu", copy=True).share_memory_() for k, v in model.state_dict().items()}
+        self.out = self.ctx.Queue()
+        self.version = start_version
+        self.publish(model, start_version)
+        self.proc = self.ctx.Process(
+            target=generator_main,
+            args=(cfg.model_dump_json(), alphabet, self.shared, self.ctrl, self.out, seed, str(device), threads),
+            name="rollout-generator",
+        )
+        self.proc.start()
+
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        """Copy the trainer's weights into shared memory and announce their version."""
+        with torch.no_grad(), self.ctrl.lock:
+            for k, v in model.state_dict().items():
+                self.shared[k].copy_(v.detach().to("cpu"))
+            self.ctrl.weights_version.value = version
+
+    def maybe_sync(self, model: torch.nn.Module, version: int) -> None:
+        if version % self.cfg.staleness.sync_every == 0:
+            self.publish(model, version)
+
+    def next_batch(self, should_stop) -> tuple[dict | None, float]:
+        """Block until a batch arrives (or a stop is asked for); returns (state, seconds waited)."""
+        t0 = time.perf_counter()
+        while True:
+            if should_stop():
+                return None, time.perf_counter() - t0
+            try:
+                item = self.out.get(timeout=0.2)
+            except queue_mod.Empty:
+                if not self.proc.is_alive():
+                    raise RuntimeError(f"the generator process died (exit code {self.proc.exitcode})")
+                continue
+            if "error" in item:
+                raise RuntimeError(f"the generator process failed:\n{item['error']}")
+            return item, time.perf_counter() - t0
+
+    def take(self, trains: bool, version: int) -> None:
+        """Record that the trainer took a batch; it will reach `version + U` if it trains on it."""
+        with self.ctrl.lock:
+            self.ctrl.consumed.value += 1
+            self.ctrl.committed.value = version + (self.U if trains else 0)
+
+    def queued(self) -> int:
+        try:
+            return self.out.qsize()
+        except NotImplementedError:
+            return -1
+
+    def close(self) -> None:
+        self.ctrl.stop.set()
+        deadline = time.monotonic() + 10
+        while self.proc.is_alive() and time.monotonic() < deadline:
+            try:  # drain so the child's queue feeder thread can exit
+                self.out.get(timeout=0.1)
+            except queue_mod.Empty:
+                pass
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join(timeout=5)

@@ -1,0 +1,100 @@
+"""Checkpoints: everything needed to resume a run exactly, written atomically.
+
+A checkpoint is a folder DIR/ckpt/step-<updates, 8 digits>/ holding `state.pt` (model, optimizer,
+scheduler, counters, RNG states, config) and one `queue-rank<r>.pt` per training process with its
+stale queue, so a resumed stale-k run trains on the very batches it would have trained on. It is
+written under a temporary name and renamed into place, so a kill at any moment leaves either the
+old set of checkpoints or the new one, never a torn folder. Only the newest `keep` are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+CKPT_DIR = "ckpt"
+_NAME = re.compile(r"^step-(\d{8})$")
+
+
+def rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    root = Path(run_dir) / CKPT_DIR
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name) and (p / "state.pt").is_file()]
+    return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def staging_dir(run_dir: Path, step: int) -> Path:
+    root = Path(run_dir) / CKPT_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    return root / f".tmp-step-{step:08d}"
+
+
+def _save(obj, path: Path) -> None:
+    with open(path, "wb") as fh:
+        torch.save(obj, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def write_rank_queue(stage: Path, rank: int, queue_state: list) -> None:
+    _save(queue_state, stage / f"queue-rank{rank}.pt")
+
+
+def commit(run_dir: Path, stage: Path, step: int, state: dict, keep: int) -> Path:
+    """Write state.pt into the staged folder, rename it into place, drop old checkpoints."""
+    _save(state, stage / "state.pt")
+    final = Path(run_dir) / CKPT_DIR / f"step-{step:08d}"
+    if final.exists():  # the same step again (e.g. a stop right after a periodic checkpoint)
+        shutil.rmtree(final)
+    os.rename(stage, final)
+    dir_fd = os.open(final.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    for old in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def prepare_stage(run_dir: Path, step: int) -> Path:
+    stage = staging_dir(run_dir, step)
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    return stage
+
+
+def load_state(path: Path) -> dict:
+    return torch.load(Path(path) / "state.pt", map_location="cpu", weights_only=False)
+
+
+def load_rank_queue(path: Path, rank: int) -> list:
+    return torch.load(Path(path) / f"queue-rank{rank}.pt", map_location="cpu", weights_only=False)

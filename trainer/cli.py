@@ -1,0 +1,66 @@
+"""Command line: `python -m trainer run --config FILE.yaml --run-dir DIR [--resume]`.
+
+Exit codes: 0 done; 2 bad config or data (the message names the field, on stderr); 75 stopped by
+SIGUSR1/SIGTERM after a checkpoint, ready to be requeued with --resume; 1 anything else.
+Also: `python -m trainer check --config FILE` (validate, print derived sizes) and
+`python -m trainer schema` (the RunConfig JSON schema).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from trainer.benchmarks import DataError
+from trainer.config import ConfigError, RunConfig, load_config
+
+EX_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m trainer", description="OffPolicy Lab's bundled RL trainer")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train one run")
+    run.add_argument("--config", required=True, help="run config (YAML)")
+    run.add_argument("--run-dir", required=True, help="folder for config, metrics.jsonl and ckpt/")
+    run.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --run-dir")
+    check = sub.add_parser("check", help="validate a config and print the derived sizes")
+    check.add_argument("--config", required=True)
+    sub.add_parser("schema", help="print the RunConfig JSON schema")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.command == "schema":
+        print(json.dumps(RunConfig.model_json_schema(), indent=1))
+        return 0
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return EX_CONFIG
+    if args.command == "check":
+        for line in cfg.derived().lines():
+            print(line)
+        return 0
+
+    from trainer.loop import Trainer  # torch and transformers load only for a real run
+
+    trainer = Trainer(cfg, Path(args.run_dir), resume=args.resume)
+
+    def request_stop(signum, _frame):
+        trainer.stop_signal = signum
+
+    signal.signal(signal.SIGUSR1, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        return trainer.run()
+    except DataError as exc:
+        print(f"invalid run data: {exc}", file=sys.stderr)
+        return EX_CONFIG

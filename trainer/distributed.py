@@ -1,0 +1,133 @@
+"""One process or many: the same training code runs alone on a CPU or under torchrun with FSDP.
+
+Under torchrun (WORLD_SIZE > 1) every rank holds a shard of the model (FSDP2 `fully_shard` per
+decoder layer, then the root), generates and scores its own slice of each step's prompts (whole
+groups), and computes its loss on that slice; FSDP averages the gradients. Scalars are averaged
+across ranks before logging, and only rank 0 writes metrics. Alone, none of this is active and
+the helpers are plain calls.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    world: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def pick_device(pref: str, local_rank: int = 0) -> torch.device:
+    if pref == "cuda" or (pref == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise RuntimeError("train.device: cuda asked for, but torch sees no CUDA device")
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def init_distributed(device_pref: str) -> DistInfo:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = pick_device(device_pref, local_rank)
+    if world > 1 and not dist.is_initialized():
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return DistInfo(rank, world, local_rank, device)
+
+
+def wrap_fsdp(model: torch.nn.Module, info: DistInfo) -> torch.nn.Module:
+    if not info.enabled:
+        return model
+    from torch.distributed.fsdp import fully_shard
+
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    for layer in layers or []:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def mean_across(values: dict[str, float], info: DistInfo) -> dict[str, float]:
+    """Average each scalar over ranks (min/max keys take the min/max)."""
+    if not info.enabled or not values:
+        return values
+    keys = sorted(values)
+    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=info.device)
+    lo, hi = t.clone(), t.clone()
+    dist.all_reduce(t)
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    out = {}
+    for i, k in enumerate(keys):
+        if k.endswith("_min"):
+            out[k] = lo[i].item()
+        elif k.endswith("_max"):
+            out[k] = hi[i].item()
+        else:
+            out[k] = t[i].item() / info.world
+    return out
+
+
+def sum_across(value: float, info: DistInfo) -> float:
+    if not info.enabled:
+        return value
+    t = torch.tensor([float(value)], dtype=torch.float64, device=info.device)
+    dist.all_reduce(t)
+    return t.item()
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def full_state(model, optimizer, info: DistInfo) -> tuple[dict, dict]:
+    """Unsharded model and optimizer state on CPU (every rank takes part; rank 0 saves)."""
+    if not info.enabled:
+        return model.state_dict(), optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    return get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_full_state(model, optimizer, model_sd: dict, optim_sd: dict, info: DistInfo) -> None:
+    if not info.enabled:
+        model.load_state_dict(model_sd)
+        optimizer.load_state_dict(optim_sd)
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    set_state_dict(
+        model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd, options=StateDictOptions(full_state_dict=True)
+    )
+
+
+def model_state_for_engine(model, info: DistInfo) -> dict:
+    """Full weights for a rollout engine (rank 0 gets them; others get {})."""
+    if not info.enabled:
+        return model.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def shutdown(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,65 @@
+"""Every metric key the trainer logs, with its meaning: the one documented table.
+
+The x-axis ("step") of every point is the optimizer update count ("model updates", as the paper
+plots it). `eval/<set>/acc` has one key per configured eval set. tests/unit/trainer/test_metric_keys.py
+fails if the trainer logs a key that is not listed here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trainer.objectives import STATS_KEYS
+
+METRIC_KEYS: dict[str, str] = {
+    # the objective's own stats (trainer/objectives.py), averaged over the step's updates
+    "actor/pg_loss": "aggregated policy loss (-J)",
+    "actor/clip_frac": "fraction of valid tokens masked (m2po) or clipped (clip objectives)",
+    "actor/clip_frac_low": "... of them on the r < 1 side (A < 0)",
+    "actor/clip_frac_high": "... of them on the r > 1 side (A > 0)",
+    "actor/m2": "mean (log r)^2 over trust-region tokens before masking/clipping (M2)",
+    "actor/m2_after": "the same over trust-region tokens still carrying gradient",
+    "actor/m2_all": "mean (log r)^2 over all valid tokens",
+    "actor/ppo_kl": "mean -log r over valid tokens",
+    "actor/ratio_mean": "mean importance ratio r = pi_theta / pi_behav",
+    "actor/ratio_min": "smallest r in the step",
+    "actor/ratio_max": "largest r in the step",
+    "actor/tr_frac": "fraction of valid tokens in the trust region",
+    "actor/m2po_tau": "m2po: tau_m2; m2po_cap: solved tau on |log r|; others 0",
+    # training loop
+    "actor/entropy": "mean token entropy of the current policy over trained response tokens (nats)",
+    "actor/grad_norm": "global gradient norm before clipping, mean over the step's updates",
+    "actor/lr": "learning rate at the step's last update",
+    "train/reward_mean": "mean reward of the batch trained on this step",
+    "train/reward_std": "std of that reward",
+    "train/solved_frac": "fraction of trained samples with reward 1",
+    "train/response_len_mean": "mean response length in tokens of the trained batch (EOS included)",
+    "train/adv_abs_mean": "mean |advantage| of the trained samples",
+    "train/samples_seen": "samples trained on so far",
+    "train/tokens_seen": "response tokens trained on so far",
+    "train/train_step": "training steps done (each = one batch)",
+    "rollout/staleness_mean": "mean staleness in updates (update index - sample's policy version)",
+    "rollout/staleness_min": "smallest staleness in the step",
+    "rollout/staleness_max": "largest staleness in the step",
+    "rollout/reward_mean": "mean reward of the batches generated during this step (the newest policy)",
+    "rollout/queue_batches": "batches waiting in the stale queue (stale_k) or generator queue (async)",
+    "rollout/dropped_frac": "async: fraction of samples discarded this step for exceeding max_staleness",
+    "rollout/engine_kl": "recompute: mean (engine log-prob - trainer log-prob) of sampled tokens",
+    "perf/gen_s": "seconds generating the batches of this step (async: the consumed batch's)",
+    "perf/train_s": "seconds of forward, backward and optimizer work this step",
+    "perf/wait_s": "async: seconds the trainer waited for a batch",
+    "perf/step_s": "wall seconds of the step",
+    "perf/tokens_per_s": "trained response tokens per wall second of the step",
+    "perf/samples_per_s": "trained samples per wall second of the step",
+    "eval/avg_acc": "mean of eval/<set>/acc over the eval sets",
+}
+
+PATTERNS = {
+    re.compile(r"^eval/[A-Za-z0-9_\-]+/acc$"): "mean@k accuracy on one eval set",
+}
+
+assert set(STATS_KEYS) <= set(METRIC_KEYS), "objective stats missing from the metric table"
+
+
+def is_known(key: str) -> bool:
+    return key in METRIC_KEYS or any(p.match(key) for p in PATTERNS)

@@ -1,0 +1,146 @@
+"""Tasks: where prompts come from, how they are shown to the model, and how responses score.
+
+- `arithmetic`: procedural sums ("37+5=" -> "42"), generated offline from the run's seed. The
+  training reward is dense (arithmetic_reward: positional credit, 1.0 only for the exact answer
+  then EOS), so a random-init tiny model improves within a minute on a CPU. Evaluation uses exact
+  match.
+- `math`: problems with answers from a JSONL file or a Hugging Face dataset; reward 1/0 from
+  math-verify on the last \\boxed{} answer.
+
+Eval sets are scored by their own rule: 'arithmetic' by exact match, benchmark sets by math-verify.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+
+from trainer.benchmarks import Problem, load_benchmark, load_train_file
+from trainer.rewards import MathVerifier, arithmetic_reward
+
+MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+ARITHMETIC_EVAL_SEED = 20251001
+ARITHMETIC_ALPHABET = "0123456789+="
+TEXT_ALPHABET = string.printable
+
+
+class Task:
+    name: str
+    alphabet: str  # characters the tiny preset's tokenizer must cover
+
+    def sample(self, rng: random.Random, n: int) -> list[Problem]:
+        raise NotImplementedError
+
+    def prompt_text(self, problem: Problem) -> str:
+        raise NotImplementedError
+
+    def train_rewards(self, problems: list[Problem], responses: list[str], finished: list[bool]) -> list[float]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class ArithmeticTask(Task):
+    name = "arithmetic"
+    alphabet = ARITHMETIC_ALPHABET
+
+    def __init__(self, min_digits: int = 1, max_digits: int = 1, num_terms: int = 2):
+        self.min_digits, self.max_digits, self.num_terms = min_digits, max_digits, num_terms
+
+    def _operand(self, rng: random.Random) -> int:
+        digits = rng.randint(self.min_digits, self.max_digits)
+        low = 0 if digits == 1 else 10 ** (digits - 1)
+        return rng.randint(low, 10**digits - 1)
+
+    def sample(self, rng: random.Random, n: int) -> list[Problem]:
+        out = []
+        for _ in range(n):
+            terms = [self._operand(rng) for _ in range(self.num_terms)]
+            out.append(Problem("+".join(map(str, terms)), str(sum(terms))))
+        return out
+
+    def prompt_text(self, problem: Problem) -> str:
+        return f"{problem.question}="
+
+    def train_rewards(self, problems, responses, finished):
+        return [arithmetic_reward(r, f, p.answer) for p, r, f in zip(problems, responses, finished)]
+
+    def eval_problems(self, limit: int) -> list[Problem]:
+        return self.sample(random.Random(ARITHMETIC_EVAL_SEED), limit)
+
+
+class MathTask(Task):
+    name = "math"
+    alphabet = TEXT_ALPHABET
+
+    def __init__(self, problems: list[Problem], verifier: MathVerifier):
+        self.problems = problems
+        self.verifier = verifier
+
+    def sample(self, rng: random.Random, n: int) -> list[Problem]:
+        return [self.problems[rng.randrange(len(self.problems))] for _ in range(n)]
+
+    def prompt_text(self, problem: Problem) -> str:
+        return f"{problem.question}\n{MATH_INSTRUCTION}"
+
+    def train_rewards(self, problems, responses, finished):
+        return self.verifier.score(responses, [p.answer for p in problems])
+
+    def close(self) -> None:
+        self.verifier.close()
+
+
+def load_train_problems(task_cfg) -> list[Problem]:
+    if task_cfg.train_file:
+        return load_train_file(task_cfg.train_file)
+    import datasets  # only when a hub dataset is asked for
+
+    rows = datasets.load_dataset(task_cfg.hf_dataset, split=task_cfg.hf_split)
+    keys = rows.column_names
+    q = next(k for k in ("problem", "question", "prompt") if k in keys)
+    a = next(k for k in ("answer", "final_answer", "solution") if k in keys)
+    return [Problem(str(r[q]), str(r[a])) for r in rows]
+
+
+def build_task(task_cfg, verifier: MathVerifier | None = None) -> Task:
+    if task_cfg.name == "arithmetic":
+        return ArithmeticTask(task_cfg.min_digits, task_cfg.max_digits, task_cfg.num_terms)
+    verifier = verifier or MathVerifier(task_cfg.reward_workers, task_cfg.reward_timeout_s)
+    return MathTask(load_train_problems(task_cfg), verifier)
+
+
+class EvalSet:
+    """One evaluation set: problems, the prompt format and the accuracy rule."""
+
+    def __init__(self, name: str, problems: list[Problem], prompt, score):
+        self.name, self.problems, self.prompt_text, self.score = name, problems, prompt, score
+
+
+def build_eval_sets(task_cfg, task: Task, verifier_factory) -> list[EvalSet]:
+    """Load every eval set up front, so a missing file fails before any model loads."""
+    sets = []
+    for name in task_cfg.eval_sets:
+        if name == "arithmetic":
+            arith = task if isinstance(task, ArithmeticTask) else ArithmeticTask()
+            sets.append(
+                EvalSet(
+                    name,
+                    arith.eval_problems(task_cfg.eval_max_problems),
+                    arith.prompt_text,
+                    lambda problems, responses, finished: [
+                        1.0 if f and r == p.answer else 0.0 for p, r, f in zip(problems, responses, finished)
+                    ],
+                )
+            )
+        else:
+            verifier = verifier_factory()
+            sets.append(
+                EvalSet(
+                    name,
+                    load_benchmark(name, task_cfg.eval_max_problems),
+                    lambda p: f"{p.question}\n{MATH_INSTRUCTION}",
+                    lambda problems, responses, finished, v=verifier: v.score(responses, [p.answer for p in problems]),
+                )
+            )
+    return sets
