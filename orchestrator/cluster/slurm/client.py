@@ -87,8 +87,9 @@ class SlurmClient:
             detail = f"the token expired at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(exp))}"
         return SlurmAuthError(f"{detail} (user {self.credentials.user!r}, HTTP {status})", http_status=status)
 
-    def _call(self, method: str, endpoint: str, *, job_id: str | None = None, **kw: Any) -> dict[str, Any]:
-        path = self.wire.path(endpoint)
+    def _call(self, method: str, endpoint: str, *, job_id: str | None = None, accounting: bool = False,
+              **kw: Any) -> dict[str, Any]:
+        path = self.wire.accounting_path(endpoint) if accounting else self.wire.path(endpoint)
         resp = self._send(method, path, **kw)
         try:
             body = resp.json()
@@ -225,6 +226,24 @@ class SlurmClient:
 
     def partitions(self) -> list[PartitionInfo]:
         return [self.wire.parse_partition(p) for p in self._call("GET", "partitions").get("partitions") or []]
+
+    # ------------------------------------------------------------------ accounting (slurmdbd)
+    def accounting_job(self, job_id: str) -> JobInfo:
+        """The job's record in slurmdbd, for jobs slurmctld has forgotten (after MinJobAge).
+        Only on clusters with accounting; others answer 404 (raised as SlurmError)."""
+        body = self._call("GET", f"job/{job_id}", job_id=str(job_id), accounting=True)
+        jobs = body.get("jobs") or []
+        if not jobs:
+            raise SlurmJobNotFound(str(job_id))
+        return self.wire.parse_accounting_job(jobs[0])
+
+    def accounting_jobs(self) -> list[JobInfo]:
+        body = self._call("GET", "jobs", accounting=True)
+        return [self.wire.parse_accounting_job(j) for j in body.get("jobs") or []]
+
+    def accounting_diag(self) -> dict[str, Any]:
+        """slurmdbd statistics; needs an administrator (others get error 2002)."""
+        return self._call("GET", "diag", accounting=True).get("statistics") or {}
 
     def _remember_release(self, body: dict[str, Any]) -> None:
         meta = body.get("meta") or {}

@@ -180,6 +180,41 @@ class WireFormat:
     def parse_ping(self, p: dict[str, Any]) -> PingInfo:
         raise NotImplementedError
 
+    def accounting_path(self, endpoint: str) -> str:
+        return f"/slurmdb/{self.api_version}/{endpoint}"
+
+    def parse_accounting_job(self, j: dict[str, Any]) -> JobInfo:
+        """A job record from slurmdbd (/slurmdb/vX/job/{id}): kept after slurmctld forgets it."""
+        st = j.get("state") or {}
+        state, flags = self.job_state(st.get("current"))
+        ec = j.get("exit_code") or {}
+        if isinstance(ec, dict) and not isinstance(ec.get("return_code"), dict):
+            # v0.0.38 shape {"status": "SUCCESS", "return_code": N}. Slurm 22.05 reports
+            # 0 here even for a job that exited 3 (a 22.05 bug), so FAILED keeps no code.
+            exit_code = ec.get("return_code") if state != "FAILED" else None
+            signal = None
+        else:
+            exit_code, signal = self.exit_status(ec)
+        t = j.get("time") or {}
+        comment = j.get("comment")
+        return JobInfo(
+            job_id=str(j.get("job_id")),
+            name=j.get("name") or "",
+            user=j.get("user") or "",
+            state=state,
+            state_flags=flags,
+            reason=st.get("reason") or "",
+            exit_code=exit_code,
+            signal=signal,
+            submit_time=_timestamp(t.get("submission")),
+            start_time=_timestamp(t.get("start")),
+            end_time=_timestamp(t.get("end")),
+            nodes=j.get("nodes") or "",
+            partition=j.get("partition") or "",
+            comment=(comment.get("job") or "") if isinstance(comment, dict) else (comment or ""),
+            time_limit_min=unwrap_number(t.get("limit")),
+        )
+
     def parse_node(self, n: dict[str, Any]) -> NodeInfo:
         state = n.get("state")
         if isinstance(state, list):
