@@ -119,31 +119,46 @@ class LossParams:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """The validated inputs, with what every objective and the stats share."""
+
+    logp: Tensor  # (B, T) log pi_theta, with grad
+    behav_logp: Tensor  # (B, T) log pi_behav, detached
+    log_r: Tensor  # (B, T) logp - behav_logp, 0 on padding, with grad
+    adv: Tensor  # (B, T) advantages, 0 on padding
+    mask: Tensor  # (B, T) bool, valid response tokens
+    trust: Tensor  # (B, T) bool, trust-region tokens
+    m2_trust: Tensor  # (B, T) (log r)^2 on trust-region tokens, 0 elsewhere
+
+
 def policy_loss(
     name: str, logp: Tensor, behav_logp: Tensor, advantages: Tensor, mask: Tensor, **params
 ) -> tuple[Tensor, dict[str, float]]:
     """The loss (-J) of objective `name` and its stats; see the module docstring."""
     p = _validate(name, logp, behav_logp, advantages, mask, params)
     mask = mask.bool()
-    adv = advantages.detach()
-
-    log_r = (logp - behav_logp).masked_fill(~mask, 0.0)  # (B, T), 0 on padding, with grad
+    pad = ~mask  # (B, T)
+    behav_logp = behav_logp.detach()
+    adv = advantages.detach().masked_fill(pad, 0.0)  # (B, T)
+    log_r = (logp - behav_logp).masked_fill_(pad, 0.0)  # (B, T), with grad
     with torch.no_grad():
-        lr = log_r.detach()  # (B, T)
-        m2 = lr * lr  # (B, T)
-        trust = (torch.sign(adv) * torch.sign(lr)) > 0  # (B, T); padding has log r = 0
+        trust = _trust_region(log_r.detach(), adv)  # (B, T)
+        m2 = log_r.detach().masked_fill(~trust, 0.0).square_()  # (B, T) M2_i on the trust region
+    batch = _Batch(logp, behav_logp, log_r, adv, mask, trust, m2)
 
-    token_loss, clipped_low, clipped_high, extra = _SURROGATES[name](
-        log_r, logp, behav_logp.detach(), adv, mask, m2, trust, p
-    )
-
+    token_obj, clipped_low, clipped_high, extra = _SURROGATES[name](batch, p)  # (B, T) ...
     if p.tis_cap is not None:
-        tis_weight = torch.exp(behav_logp.detach() - p.rollout_logp).clamp(max=p.tis_cap)  # (B, T)
-        token_loss = token_loss * tis_weight
+        tis_weight = torch.exp((behav_logp - p.rollout_logp).masked_fill_(pad, 0.0)).clamp_(max=p.tis_cap)
+        token_obj = token_obj * tis_weight  # (B, T)
+    loss = -_aggregate(token_obj, mask, p.agg, p.max_response_len)
 
-    loss = _aggregate(token_loss, mask, p.agg, p.max_response_len)
-    stats = _stats(loss, lr, m2, mask, trust, clipped_low, clipped_high, extra)
-    return loss, stats
+    if bool(torch.isnan(loss)):
+        raise ValueError(
+            f"logp: the {name} loss is NaN because an importance ratio overflows "
+            f"{logp.dtype} (largest log r = {float(log_r.max()):.4g})"
+        )
+    return loss, _stats(loss, batch, clipped_low, clipped_high, extra)
 
 
 def m2po_mask(log_ratio: Tensor, advantages: Tensor, mask: Tensor, tau: float) -> Tensor:
@@ -153,71 +168,73 @@ def m2po_mask(log_ratio: Tensor, advantages: Tensor, mask: Tensor, tau: float) -
     _check_tensor("advantages", advantages, log_ratio)
     _check_mask(mask, log_ratio)
     _check_positive("tau", tau)
-    mask = mask.bool()
     with torch.no_grad():
-        lr = log_ratio.detach().masked_fill(~mask, 0.0)
-        m2 = lr * lr
-        trust = (torch.sign(advantages.detach()) * torch.sign(lr)) > 0
-        dropped, _ = _greedy_m2_drop(m2, trust, tau)
+        pad = ~mask.bool()
+        log_r = log_ratio.detach().masked_fill(pad, 0.0)  # (B, T)
+        trust = _trust_region(log_r, advantages.detach().masked_fill(pad, 0.0))  # (B, T)
+        m2 = log_r.masked_fill_(~trust, 0.0).square_()  # (B, T)
+        dropped = _greedy_m2_drop(m2, int(torch.count_nonzero(trust)), tau)
     return ~dropped
 
 
+def _trust_region(log_r: Tensor, adv: Tensor) -> Tensor:
+    """Tokens PPO's outer min can clip: (A > 0 and r > 1) or (A < 0 and r < 1)."""
+    return ((adv > 0) & (log_r > 0)) | ((adv < 0) & (log_r < 0))
+
+
 # ---------------------------------------------------------------------------------------------
-# Surrogates: each returns (token_loss (B, T) zero on padding, clipped_low, clipped_high, extra)
+# Surrogates. Each returns (j, clipped_low, clipped_high, extra): j (B, T) is the per-token
+# objective to maximise, 0 on padding; clipped_low / clipped_high mark the valid tokens masked or
+# clipped on the A < 0 (r < 1) and A > 0 (r > 1) sides; extra holds objective-specific stats.
 # ---------------------------------------------------------------------------------------------
 
 
-def _m2po(log_r, logp, behav_logp, adv, mask, m2, trust, p):
-    dropped, m2_after = _greedy_m2_drop(m2, trust, p.tau_m2)  # (B, T) bool
-    live = mask & ~dropped  # (B, T)
-    ratio = torch.exp(log_r.masked_fill(~live, -math.inf))  # (B, T): r where M = 1, exactly 0 elsewhere
-    token_loss = -adv * ratio  # (B, T)
-    with torch.no_grad():
-        low = dropped & (adv < 0)
-        high = dropped & (adv > 0)
-    return token_loss, low, high, {"actor/m2po_tau": p.tau_m2, "_m2_after": m2_after}
+def _m2po(b: _Batch, p: LossParams):
+    dropped = _greedy_m2_drop(b.m2_trust, int(torch.count_nonzero(b.trust)), p.tau_m2)  # (B, T)
+    keep = b.mask & ~dropped  # (B, T) M on valid tokens
+    ratio = torch.exp(b.log_r.masked_fill(~keep, -math.inf))  # (B, T) r where M = 1, exactly 0 elsewhere
+    j = ratio * b.adv  # (B, T) M r A
+    return j, dropped & (b.adv < 0), dropped & (b.adv > 0), {"actor/m2po_tau": p.tau_m2}
 
 
-def _m2po_cap(log_r, logp, behav_logp, adv, mask, m2, trust, p):
-    tau = _solve_cap_tau(m2[trust], p.budget)
-    ratio = torch.exp(log_r)  # (B, T)
-    if tau is None:  # mean M2 within budget: the released code sets no constraint
-        token_loss = (-adv * ratio).masked_fill(~mask, 0.0)
-        no = torch.zeros_like(mask)
-        return token_loss, no, no, {"actor/m2po_tau": 0.0}
-    token_loss, low, high = _ppo_clip(ratio, adv, mask, math.exp(-tau), math.exp(tau))
-    return token_loss, low, high, {"actor/m2po_tau": tau}
+def _m2po_cap(b: _Batch, p: LossParams):
+    tau = _solve_cap_tau(b.m2_trust[b.trust], p.budget)
+    ratio = torch.exp(b.log_r)  # (B, T)
+    if tau is None:  # mean M2 within the budget: the released code sets no constraint
+        none = torch.zeros_like(b.mask)
+        return ratio * b.adv, none, none, {"actor/m2po_tau": 0.0}
+    j, low, high = _ppo_clip(ratio, b.adv, math.exp(-tau), math.exp(tau))
+    return j, low, high, {"actor/m2po_tau": tau}
 
 
-def _grpo(log_r, logp, behav_logp, adv, mask, m2, trust, p):
-    ratio = torch.exp(log_r)  # (B, T)
-    token_loss, low, high = _ppo_clip(ratio, adv, mask, 1.0 - p.eps_low, 1.0 + p.eps_high)
-    return token_loss, low, high, {}
+def _grpo(b: _Batch, p: LossParams):
+    ratio = torch.exp(b.log_r)  # (B, T)
+    j, low, high = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
+    return j, low, high, {}
 
 
-def _no_clip(log_r, logp, behav_logp, adv, mask, m2, trust, p):
-    ratio = torch.exp(log_r)  # (B, T)
-    token_loss = (-adv * ratio).masked_fill(~mask, 0.0)
-    no = torch.zeros_like(mask)
-    return token_loss, no, no, {}
+def _no_clip(b: _Batch, p: LossParams):
+    ratio = torch.exp(b.log_r)  # (B, T)
+    none = torch.zeros_like(b.mask)
+    return ratio * b.adv, none, none, {}
 
 
-def _gspo(log_r, logp, behav_logp, adv, mask, m2, trust, p):
-    lengths = mask.sum(dim=1).clamp(min=1)  # (B,)
-    seq_log_s = log_r.detach().sum(dim=1) / lengths  # (B,) mean token log-ratio
-    log_s = seq_log_s[:, None] + logp - logp.detach()  # (B, T) value log s_i, gradient of log pi_t
+def _gspo(b: _Batch, p: LossParams):
+    lengths = b.mask.sum(dim=1).clamp(min=1)  # (B,)
+    seq_log_s = b.log_r.detach().sum(dim=1) / lengths  # (B,) log s_i: mean token log-ratio
+    log_s = seq_log_s[:, None] + (b.logp - b.logp.detach())  # (B, T) value log s_i, gradient of log pi_t
     ratio = torch.exp(log_s)  # (B, T)
-    token_loss, low, high = _ppo_clip(ratio, adv, mask, 1.0 - p.eps_low, 1.0 + p.eps_high)
-    return token_loss, low, high, {}
+    j, low, high = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
+    return j, low & b.mask, high & b.mask, {}
 
 
-def _decoupled_ppo(log_r, logp, behav_logp, adv, mask, m2, trust, p):
-    prox = p.prox_logp.detach()
-    ratio = torch.exp((logp - prox).masked_fill(~mask, 0.0))  # (B, T) u = pi_theta / pi_prox
-    behav_weight = torch.exp((prox - behav_logp).masked_fill(~mask, 0.0))  # (B, T) pi_prox / pi_behav
-    clip_loss, low, high = _ppo_clip(ratio, adv, mask, 1.0 - p.eps_low, 1.0 + p.eps_high)
-    token_loss = behav_weight * clip_loss  # (B, T)
-    return token_loss, low, high, {}
+def _decoupled_ppo(b: _Batch, p: LossParams):
+    prox_logp = p.prox_logp.detach()
+    pad = ~b.mask
+    ratio = torch.exp((b.logp - prox_logp).masked_fill_(pad, 0.0))  # (B, T) u = pi_theta / pi_prox
+    behav_weight = torch.exp((prox_logp - b.behav_logp).masked_fill_(pad, 0.0))  # (B, T) pi_prox / pi_behav
+    j, low, high = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
+    return behav_weight * j, low, high, {}
 
 
 _SURROGATES = {
@@ -231,95 +248,93 @@ _SURROGATES = {
 assert tuple(_SURROGATES) == OBJECTIVES
 
 
-def _ppo_clip(ratio, adv, mask, low_bound, high_bound):
-    """PPO's max(-A r, -A clip(r, low, high)) on valid tokens, and where each side's clip is active."""
-    unclipped = -adv * ratio  # (B, T)
-    clipped = -adv * ratio.clamp(low_bound, high_bound)  # (B, T)
-    token_loss = torch.maximum(unclipped, clipped).masked_fill(~mask, 0.0)  # (B, T)
+def _ppo_clip(ratio: Tensor, adv: Tensor, low_bound: float, high_bound: float):
+    """PPO's min(r A, clip(r, low, high) A), and where the clip term wins (no gradient)."""
+    unclipped = ratio * adv  # (B, T)
+    clipped = ratio.clamp(low_bound, high_bound) * adv  # (B, T)
+    j = torch.minimum(unclipped, clipped)  # (B, T)
     with torch.no_grad():
-        active = (clipped > unclipped) & mask  # the clip term wins: no gradient
+        active = clipped < unclipped  # (B, T); never on padding, where A = 0
         low = active & (adv < 0)
         high = active & (adv > 0)
-    return token_loss, low, high
+    return j, low, high
 
 
 # ---------------------------------------------------------------------------------------------
-# M2PO Algorithm 1: the greedy mask, with candidates found by a threshold and a small sort
+# M2PO Algorithm 1: the greedy mask, from a threshold and a sort of the few candidates
 # ---------------------------------------------------------------------------------------------
 
 _UNIT_ROUNDOFF = 2.0**-53
 _SAMPLE_SIZE = 1 << 16
+_CHUNK = 1 << 18
 
 
-def _greedy_m2_drop(m2: Tensor, trust: Tensor, tau: float) -> tuple[Tensor, float]:
-    """Algorithm 1 on M2 values `m2` (B, T) restricted to `trust` (B, T).
+def _greedy_m2_drop(m2: Tensor, n: int, tau: float) -> Tensor:
+    """The tokens Algorithm 1 removes (B, T bool), given M2 on the n trust-region tokens (0 elsewhere).
 
-    Returns the removed tokens (B, T bool) and the mean M2 of the remaining trust-region tokens.
-    With the trust-region values v sorted descending (ties: lowest flat index first), removing
-    k tokens leaves mean (S - P_k) / (n - k), where S is the total and P_k the sum of the k
-    largest. This mean never increases with k, so the loop stops at the first k with
-    S - P_k <= tau (n - k), or at k = n. Only the top of the sort matters: a threshold theta
-    is chosen from a strided sample so that removing every value > theta already satisfies the
-    condition; then only those candidates are sorted.
+    With the trust-region values sorted descending (ties: lowest flat index first), removing the
+    first k leaves the mean (S - P_k) / (n - k), S the total and P_k the sum of the k largest.
+    Removing a largest value never raises the mean, so the loop stops at the first k with
+    S - P_k <= tau (n - k), or at k = n. Only the top of the order matters: a threshold theta is
+    taken from a strided sample such that removing every value > theta already stops the loop,
+    and only those candidates are sorted. A trust-region value of 0 (underflow) is never removed.
     """
-    flat = torch.where(trust, m2, -1.0).reshape(-1)  # (N,) -1 outside the trust region
-    n = int(trust.sum())
     dropped = torch.zeros(m2.shape, dtype=torch.bool, device=m2.device)
     if n == 0:
-        return dropped, 0.0
-    total = float(torch.where(trust, m2, 0.0).sum(dtype=torch.float64))
+        return dropped
+    flat = m2.reshape(-1)  # (N,)
+    total = float(sum(chunk.sum(dtype=torch.float64) for chunk in flat.split(_CHUNK)))  # S
     tally = _Tally(flat, n, total, tau)
-    if tally.holds_at(0, 0.0):
-        return dropped, total / n
+    if tally.holds_at(0, 0.0, None):
+        return dropped
 
     for theta in _thresholds(flat, tau):
         cand_idx = torch.nonzero(flat > theta).squeeze(1)  # (c,) flat indices, ascending
         cand = flat[cand_idx]  # (c,)
-        order = torch.sort(cand, descending=True, stable=True).indices  # ties keep lowest index first
+        order = torch.sort(cand, descending=True, stable=True).indices  # equal values: lowest index first
         cand_idx, cand = cand_idx[order], cand[order]
-        prefix = torch.cumsum(cand.to(torch.float64), dim=0)  # (c,) P_1..P_c
+        prefix = torch.cumsum(cand.to(torch.float64), dim=0)  # (c,) P_1 .. P_c
         c = cand.numel()
-        if c == n or tally.holds_at(c, float(prefix[-1]) if c else 0.0, cand):
+        # theta = 0 leaves only zeros: the loop has certainly stopped by then.
+        if theta == 0.0 or tally.holds_at(c, float(prefix[-1]) if c else 0.0, cand):
             break
 
     k = tally.first_holding(prefix, cand)
     dropped.view(-1)[cand_idx[:k]] = True
-    m2_after = (total - float(prefix[k - 1])) / (n - k) if k < n else 0.0
-    return dropped, m2_after
+    return dropped
 
 
 def _thresholds(flat: Tensor, tau: float):
-    """Candidate thresholds, decreasing: a guess from a strided sample, lower ones, then all."""
-    stride = max(1, flat.numel() // _SAMPLE_SIZE) | 1  # odd, so it does not follow row length
+    """Thresholds to try, decreasing: a guess from a strided sample, lower ones, then 0."""
+    stride = max(1, flat.numel() // _SAMPLE_SIZE) | 1  # odd, so it does not follow the row length
     sample = flat[::stride]
-    sample = torch.sort(sample[sample >= 0], descending=True).values.to(torch.float64)
+    sample = torch.sort(sample[sample > 0], descending=True).values.to(torch.float64)  # (ns,)
     ns = sample.numel()
     if ns:
-        suffix = sample.sum() - torch.cumsum(sample, dim=0)  # (ns,) sum after removing k + 1
-        remaining = torch.arange(ns - 1, -1, -1, dtype=torch.float64)  # (ns,)
-        holds = suffix <= tau * remaining
-        k_sample = int(torch.argmax(holds.to(torch.uint8))) + 1 if sample.sum() > tau * ns else 0
+        rest = sample.sum() - torch.cumsum(sample, dim=0)  # (ns,) sum left after removing k + 1
+        left = torch.arange(ns - 1, -1, -1, dtype=torch.float64)  # (ns,)
+        k_sample = int(torch.argmax((rest <= tau * left).to(torch.uint8))) + 1 if sample.sum() > tau * ns else 0
         rank = 2 * k_sample + 16
         while rank < ns:
             yield float(sample[rank])
-            rank = 8 * rank
-    yield -0.5  # every trust-region token: removing all of them always ends the loop
+            rank *= 8
+    yield 0.0
 
 
 class _Tally:
     """Decides "S - P_k <= tau (n - k)" (the remaining mean is <= tau) exactly.
 
-    The float64 value is trusted when it is farther from the boundary than its worst-case
+    The float64 value is trusted when it lies farther from the boundary than its worst-case
     rounding error; otherwise the sign is computed exactly with math.fsum (correctly rounded,
-    so its sign is exact) over the values and an exact two-float split of tau (n - k).
+    so its sign is exact) over the values and an exact float split of tau (n - k).
     """
 
     def __init__(self, flat: Tensor, n: int, total: float, tau: float):
         self.flat, self.n, self.total, self.tau = flat, n, total, tau
-        self.error = 4.0 * (n + 4) * _UNIT_ROUNDOFF * (abs(total) + tau * n)
+        self.error = 4.0 * (flat.numel() + 4) * _UNIT_ROUNDOFF * (total + tau * n)
         self._values: list[float] | None = None
 
-    def holds_at(self, k: int, prefix_k: float, cand: Tensor | None = None) -> bool:
+    def holds_at(self, k: int, prefix_k: float, cand: Tensor | None) -> bool:
         if k >= self.n:
             return True
         gap = (self.total - prefix_k) - self.tau * (self.n - k)
@@ -330,19 +345,18 @@ class _Tally:
         return self._exact(k, cand)
 
     def first_holding(self, prefix: Tensor, cand: Tensor) -> int:
-        """The smallest k in [0, len(cand)] where the condition holds (it holds at len(cand))."""
+        """The smallest k in [0, len(cand)] where the condition holds; it holds at len(cand)."""
         c = cand.numel()
-        k = torch.arange(c + 1, dtype=torch.float64)
-        rest = self.total - torch.cat([prefix.new_zeros(1), prefix])  # (c + 1,) S - P_k
-        gap = rest - self.tau * (self.n - k)  # (c + 1,)
-        not_false = torch.nonzero(gap <= self.error).squeeze(1)
-        lo = int(not_false[0]) if not_false.numel() else c
+        prefix0 = torch.cat([prefix.new_zeros(1), prefix])  # (c + 1,) P_0 .. P_c
+        left = self.n - torch.arange(c + 1, dtype=torch.float64)  # (c + 1,) n - k
+        gap = (self.total - prefix0) - self.tau * left  # (c + 1,)
+        maybe = torch.nonzero(gap <= self.error).squeeze(1)
+        lo = int(maybe[0]) if maybe.numel() else c
         surely = torch.nonzero(gap < -self.error).squeeze(1)
-        hi = int(surely[0]) if surely.numel() else c
-        hi = max(hi, lo)
-        while lo < hi:  # the condition is monotone in k: binary search the uncertain stretch
+        hi = max(int(surely[0]) if surely.numel() else c, lo)
+        while lo < hi:  # the condition is monotone in k: bisect the uncertain stretch
             mid = (lo + hi) // 2
-            if self.holds_at(mid, float(prefix[mid - 1]) if mid else 0.0, cand):
+            if self.holds_at(mid, float(prefix0[mid]), cand):
                 hi = mid
             else:
                 lo = mid + 1
@@ -350,17 +364,16 @@ class _Tally:
 
     def _exact(self, k: int, cand: Tensor | None) -> bool:
         if self._values is None:
-            values = self.flat[self.flat >= 0]
-            self._values = values.to(torch.float64).tolist()
+            self._values = self.flat[self.flat > 0].to(torch.float64).tolist()
         removed = cand[:k].to(torch.float64).tolist() if k else []
         bound = Fraction(self.tau) * (self.n - k)  # exact
         parts = []
-        while bound != 0 and len(parts) < 8:
-            part = float(bound)
-            parts.append(part)
-            bound -= Fraction(part)
-        terms = self._values + [-v for v in removed] + [-v for v in parts]
-        return math.fsum(terms) <= 0.0
+        while bound != 0:
+            parts.append(float(bound))
+            if parts[-1] == 0.0:  # below the smallest float: cannot move the sum's sign
+                break
+            bound -= Fraction(parts[-1])
+        return math.fsum(self._values + [-v for v in removed] + [-v for v in parts]) <= 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,43 +413,52 @@ def _solve_cap_tau(delta_sq: Tensor, budget: float) -> float | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _aggregate(token_loss: Tensor, mask: Tensor, agg: str, max_response_len: int | None) -> Tensor:
+def _aggregate(token_obj: Tensor, mask: Tensor, agg: str, max_response_len: int | None) -> Tensor:
+    """J from the per-token objective (0 on padding)."""
     if agg == "token-mean":
-        return token_loss.sum() / mask.sum().clamp(min=1)
+        return token_obj.sum() / torch.count_nonzero(mask).clamp(min=1)
     if agg == "seq-mean-token-mean":
         lengths = mask.sum(dim=1)  # (B,)
-        per_seq = token_loss.sum(dim=1) / lengths.clamp(min=1)  # (B,)
-        return per_seq.sum() / (lengths > 0).sum().clamp(min=1)
+        per_seq = token_obj.sum(dim=1) / lengths.clamp(min=1)  # (B,)
+        return per_seq.sum() / torch.count_nonzero(lengths).clamp(min=1)
     normaliser = max_response_len if max_response_len is not None else mask.shape[1]
-    return token_loss.sum() / (mask.shape[0] * normaliser)  # seq-mean-token-sum-norm
+    return token_obj.sum() / (mask.shape[0] * normaliser)  # seq-mean-token-sum-norm
 
 
 @torch.no_grad()
-def _stats(loss, lr, m2, mask, trust, clipped_low, clipped_high, extra) -> dict[str, float]:
-    n_valid = int(mask.sum())
-    n_trust = int(trust.sum())
+def _stats(loss: Tensor, b: _Batch, clipped_low: Tensor, clipped_high: Tensor, extra: dict) -> dict[str, float]:
+    """The STATS_KEYS as floats. Means over an empty set are 0 (ratios: 1). Consumes b.m2_trust."""
+    log_r = b.log_r.detach()  # (B, T), 0 on padding
+    n_valid = int(torch.count_nonzero(b.mask))
+    n_pad = b.mask.numel() - n_valid
+    n_trust = int(torch.count_nonzero(b.trust))
+    n_low, n_high = int(torch.count_nonzero(clipped_low)), int(torch.count_nonzero(clipped_high))
+    dropped = clipped_low | clipped_high  # (B, T)
+    n_trust_after = n_trust - int(torch.count_nonzero(dropped & b.trust))
+    m2_sum = float(b.m2_trust.sum())
+    m2_sum_after = float(b.m2_trust.masked_fill_(dropped, 0.0).sum())
+
+    flat = log_r.reshape(-1)
+    lowest, highest = (float(x) for x in torch.aminmax(flat))
+    if n_pad and lowest == 0.0:  # padding holds log r = 0; look at the valid tokens alone
+        lowest = float(log_r.masked_fill(~b.mask, math.inf).min())
+    if n_pad and highest == 0.0:
+        highest = float(log_r.masked_fill(~b.mask, -math.inf).max())
+    ratio_sum = float(torch.exp(log_r).sum()) - n_pad  # padding adds exp(0) = 1 each
+
     denom = max(n_valid, 1)
-    dropped = clipped_low | clipped_high
-    kept_trust = trust & ~dropped
-    n_kept_trust = int(kept_trust.sum())
-    if "_m2_after" in extra:
-        m2_after = extra.pop("_m2_after")
-    else:
-        m2_after = float(m2[kept_trust].sum(dtype=torch.float64)) / max(n_kept_trust, 1)
-    valid_lr = lr[mask]  # (n_valid,)
-    ratio = torch.exp(valid_lr)
     stats = {
         "actor/pg_loss": float(loss.detach()),
-        "actor/clip_frac": int(dropped.sum()) / denom,
-        "actor/clip_frac_low": int(clipped_low.sum()) / denom,
-        "actor/clip_frac_high": int(clipped_high.sum()) / denom,
-        "actor/m2": float(m2[trust].sum(dtype=torch.float64)) / max(n_trust, 1),
-        "actor/m2_after": m2_after,
-        "actor/m2_all": float(m2[mask].sum(dtype=torch.float64)) / denom,
-        "actor/ppo_kl": float(-valid_lr.sum(dtype=torch.float64)) / denom,
-        "actor/ratio_mean": float(ratio.sum(dtype=torch.float64)) / n_valid if n_valid else 1.0,
-        "actor/ratio_min": float(ratio.min()) if n_valid else 1.0,
-        "actor/ratio_max": float(ratio.max()) if n_valid else 1.0,
+        "actor/clip_frac": (n_low + n_high) / denom,
+        "actor/clip_frac_low": n_low / denom,
+        "actor/clip_frac_high": n_high / denom,
+        "actor/m2": m2_sum / max(n_trust, 1),
+        "actor/m2_after": m2_sum_after / max(n_trust_after, 1),
+        "actor/m2_all": float(torch.dot(flat, flat)) / denom,
+        "actor/ppo_kl": -float(flat.sum()) / denom,
+        "actor/ratio_mean": ratio_sum / n_valid if n_valid else 1.0,
+        "actor/ratio_min": math.exp(lowest) if n_valid else 1.0,
+        "actor/ratio_max": math.exp(highest) if n_valid else 1.0,
         "actor/tr_frac": n_trust / denom,
         "actor/m2po_tau": 0.0,
     }
@@ -520,7 +542,8 @@ def _check_tensor(field: str, tensor, like: Tensor | None) -> None:
             raise ValueError(f"{field}: dtype {tensor.dtype} does not match {like.dtype}")
         if tensor.device != like.device:
             raise ValueError(f"{field}: device {tensor.device} does not match {like.device}")
-    if not bool(torch.isfinite(tensor).all()):
+    # Any NaN or inf makes the sum NaN or inf, so a finite sum clears the tensor at the cost of a sum.
+    if not bool(torch.isfinite(tensor.sum())) and not bool(torch.isfinite(tensor).all()):
         bad = int((~torch.isfinite(tensor)).sum())
         raise ValueError(f"{field}: contains NaN or inf ({bad} entries; padding must be finite too)")
 
