@@ -156,7 +156,7 @@ def policy_loss(
     if bool(torch.isnan(loss)):
         raise ValueError(
             f"logp: the {name} loss is NaN because an importance ratio overflows "
-            f"{logp.dtype} (largest log r = {float(log_r.max()):.4g})"
+            f"{logp.dtype} (largest log r = {float(log_r.detach().max()):.4g})"
         )
     return loss, _stats(loss, batch, clipped_low, clipped_high, extra)
 

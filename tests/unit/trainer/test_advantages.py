@@ -1,0 +1,85 @@
+"""GRPO advantages: (R - group mean) / (group std + eps), computed here by hand in float64."""
+
+import math
+import statistics
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainer.advantages import broadcast_to_tokens, grpo_advantages
+
+F64 = torch.float64
+
+
+def test_a_group_by_hand():
+    # rewards 1, 0, 0, 1: mean 0.5, unbiased std sqrt(1/3).
+    adv = grpo_advantages(torch.tensor([1.0, 0.0, 0.0, 1.0], dtype=F64), group_size=4, eps=0.0)
+    s = math.sqrt(1 / 3)
+    assert adv.tolist() == pytest.approx([0.5 / s, -0.5 / s, -0.5 / s, 0.5 / s])
+
+
+def test_groups_are_normalised_separately_and_order_is_kept():
+    rewards = torch.tensor([[1.0, 0.0], [5.0, 7.0]], dtype=F64)
+    adv = grpo_advantages(rewards, group_size=2, eps=0.0)
+    s1, s2 = math.sqrt(0.5), math.sqrt(2.0)
+    assert adv.shape == (4,)
+    assert adv.tolist() == pytest.approx([0.5 / s1, -0.5 / s1, -1 / s2, 1 / s2])
+
+
+def test_equal_rewards_give_zero_not_nan():
+    adv = grpo_advantages(torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0]), group_size=3, eps=0.0)
+    assert adv.tolist() == [0.0] * 6
+
+
+def test_dr_grpo_skips_the_division_by_std():
+    adv = grpo_advantages(torch.tensor([3.0, 1.0, 2.0]), group_size=3, normalize_std=False)
+    assert adv.tolist() == pytest.approx([1.0, -1.0, 0.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    groups=st.lists(
+        st.lists(st.one_of(st.sampled_from([0.0, 1.0]), st.floats(-100, 100)), min_size=4, max_size=4),
+        min_size=1,
+        max_size=6,
+    ),
+    normalize=st.booleans(),
+)
+def test_matches_the_formula(groups, normalize):
+    adv = grpo_advantages(torch.tensor(groups, dtype=F64).flatten(), 4, normalize_std=normalize)
+    expected = []
+    for rewards in groups:
+        mean, std = statistics.fmean(rewards), statistics.stdev(rewards)
+        for r in rewards:
+            expected.append((r - mean) / (std + 1e-6) if normalize else r - mean)
+    assert adv.tolist() == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert torch.isfinite(adv).all()
+
+
+def test_broadcast_to_tokens_zeroes_padding():
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]]).bool()
+    tokens = broadcast_to_tokens(torch.tensor([2.0, -1.0]), mask)
+    assert tokens.tolist() == [[2.0, 2.0, 0.0], [-1.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"rewards": torch.tensor([1.0, 2.0, 3.0]), "group_size": 2}, "rewards"),
+        ({"rewards": torch.tensor([[1.0, 2.0, 3.0]]), "group_size": 2}, "rewards"),
+        ({"rewards": torch.tensor([1.0, math.nan]), "group_size": 2}, "rewards"),
+        ({"rewards": torch.tensor([1, 2]), "group_size": 2}, "rewards"),
+        ({"rewards": torch.tensor([1.0, 2.0]), "group_size": 1}, "group_size"),
+        ({"rewards": torch.tensor([1.0, 2.0]), "group_size": 2, "eps": -1.0}, "eps"),
+    ],
+)
+def test_bad_input_names_the_argument(kwargs, field):
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        grpo_advantages(**kwargs)
+
+
+def test_broadcast_checks_the_shapes():
+    with pytest.raises(ValueError, match="^seq_advantages: "):
+        broadcast_to_tokens(torch.zeros(3), torch.ones(2, 4).bool())
