@@ -1,21 +1,115 @@
+"""Metric storage.
+
+`MetricPoint` holds every point ever posted. A restart from a checkpoint at step S marks the
+older attempts' points at or after S `superseded` (kept, as Determined archives them), so the
+live series of a key is the points with `superseded = false`: one per step.
+
+Non-finite values are kept: `value` is NULL and `special` says which one. SQLite cannot store
+NaN in a REAL column (it reads back as NULL), and PostgreSQL sorts NaN above every number,
+which would spoil min/max; a flag column is correct on both.
+
+`seq` numbers the ingested batches of a run (1, 2, 3 ... with no gaps, in commit order). It is
+the id of the live event that carried the batch, so a reconnecting browser asks for
+`seq > Last-Event-ID` and gets exactly what it missed.
+"""
 from django.db import models
+from django.db.models import Q
 
 from orchestrator.experiments.models import Run
 
 
+class Special(models.IntegerChoices):
+    FINITE = 0
+    NAN = 1
+    POS_INF = 2
+    NEG_INF = 3
+
+
 class MetricPoint(models.Model):
-    """One scalar of one run at one optimizer step. NaN and ±inf are kept (PostgreSQL floats
-    hold them); they are shown as gaps or markers, never dropped."""
+    """One scalar of one run at one optimizer step, as posted by one attempt."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_points")
     attempt = models.PositiveIntegerField(default=1)
     key = models.CharField(max_length=200)
     step = models.BigIntegerField()
-    value = models.FloatField(null=True)
+    value = models.FloatField(null=True)  # NULL when `special` is not FINITE
+    special = models.SmallIntegerField(choices=Special.choices, default=Special.FINITE)
     time = models.FloatField()
+    seq = models.BigIntegerField(default=0)
+    superseded = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "attempt", "key", "step"], name="metric_point_unique"),
         ]
-        indexes = [models.Index(fields=["run", "key", "step"], name="metric_run_key_step")]
+        indexes = [
+            # Chart query: one key of one or many runs over a step range (covering on PostgreSQL).
+            models.Index(fields=["run", "key", "step"], name="metric_live_run_key_step",
+                         include=["value", "special", "time"], condition=Q(superseded=False)),
+            # Live resume: the points of a run's batches after a given sequence number.
+            models.Index(fields=["run", "seq"], name="metric_live_run_seq", condition=Q(superseded=False)),
+        ]
+
+
+class MetricSeries(models.Model):
+    """Per (run, key): the latest point and running extremes; serves tables without touching
+    the points. Rebuilt from the points when a restart supersedes some of them."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_series")
+    key = models.CharField(max_length=200)
+    first_step = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    last_value = models.FloatField(null=True)
+    last_special = models.SmallIntegerField(default=Special.FINITE)
+    min_value = models.FloatField(null=True)  # over finite values
+    max_value = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key"], name="metric_series_unique")]
+
+
+class MetricStream(models.Model):
+    """The run's batch counter. Incrementing it row-locks it until the batch commits, so
+    sequence numbers become visible in order and without gaps."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="metric_stream")
+    last_seq = models.BigIntegerField(default=0)
+
+
+class MetricAttempt(models.Model):
+    """Where each attempt's points start: the restart step S that supersedes older attempts."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_attempts")
+    attempt = models.PositiveIntegerField()
+    start_step = models.BigIntegerField()
+    seq = models.BigIntegerField(default=0)  # the batch that set or last lowered start_step
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "attempt"], name="metric_attempt_unique")]
+
+
+class MetricRollup(models.Model):
+    """Pre-aggregated buckets of `width` steps (PostgreSQL only): min and max with their steps,
+    the last point, and one non-finite point, over live points. Levels 16, 256 and 4096 let a
+    chart of 10M steps read a few thousand rows instead of the points."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    width = models.IntegerField()
+    bucket = models.BigIntegerField()  # steps [bucket * width, (bucket + 1) * width)
+    n = models.IntegerField()
+    min_value = models.FloatField(null=True)
+    min_step = models.BigIntegerField(null=True)
+    max_value = models.FloatField(null=True)
+    max_step = models.BigIntegerField(null=True)
+    last_step = models.BigIntegerField()
+    last_value = models.FloatField(null=True)
+    last_special = models.SmallIntegerField(default=Special.FINITE)
+    last_time = models.FloatField()
+    special_step = models.BigIntegerField(null=True)
+    special_kind = models.SmallIntegerField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key", "width", "bucket"], name="metric_rollup_unique"),
+        ]

@@ -1,12 +1,23 @@
-"""The wire format of metric batches, shared by the ingestion API and the trainer's spool."""
+"""The wire format of metric batches, shared by the ingestion API and the trainer's spool.
+
+A point is {"step": int >= 0, "key": "namespace/name", "value": number | "NaN" | "Infinity" |
+"-Infinity", "time": unix seconds}. `parse_columns` checks a whole batch with a plain loop (batches
+carry up to ~10^5 points) and falls back to the pydantic model only to explain refused rows.
+"""
 import math
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from orchestrator.metrics.models import Special
+from orchestrator.metrics.store import Columns
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9_.@:\-]+(/[A-Za-z0-9_.@:\-]+)*$")
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+SPECIAL_CODES = {"NaN": Special.NAN, "Infinity": Special.POS_INF, "-Infinity": Special.NEG_INF}
+SPECIAL_NAMES = {int(code): name for name, code in SPECIAL_CODES.items()}
+MAX_POINTS_PER_BATCH = 200_000
 
 
 def _special_float(value):
@@ -29,8 +40,91 @@ class MetricIn(BaseModel):
     time: float = Field(allow_inf_nan=False)
 
 
-def encode_value(value: float | None):
+class BatchError(ValueError):
+    """A batch was refused whole; `errors` lists [{index, field, message}] for each bad row."""
+
+    def __init__(self, errors: list[dict[str, Any]]):
+        super().__init__(f"{len(errors)} invalid row(s)")
+        self.errors = errors
+
+
+def special_code(value: float) -> int:
+    if math.isnan(value):
+        return Special.NAN
+    return Special.POS_INF if value > 0 else Special.NEG_INF
+
+
+def parse_columns(rows: Any) -> Columns:
+    """Validate a batch and return it as columns, one point per (key, step) (the last wins).
+    Raises BatchError naming every bad row when any row is bad."""
+    if not isinstance(rows, list):
+        raise BatchError([{"index": None, "field": "points", "message": "must be a list"}])
+    if len(rows) > MAX_POINTS_PER_BATCH:
+        raise BatchError([{"index": None, "field": "points",
+                           "message": f"at most {MAX_POINTS_PER_BATCH} points per batch, got {len(rows)}"}])
+    return _fast_columns(rows) or _checked_columns(rows)
+
+
+def _fast_columns(rows: list) -> Columns | None:
+    """The common case without pydantic; None as soon as any row is not plainly valid."""
+    at: dict[tuple[str, int], int] = {}
+    keys, steps, values, specials, times = [], [], [], [], []
+    known: set[str] = set()
+    finite = math.isfinite
+    for row in rows:
+        if type(row) is not dict or len(row) != 4:
+            return None
+        try:
+            step, key, value, time = row["step"], row["key"], row["value"], row["time"]
+        except KeyError:
+            return None
+        if type(step) is not int or step < 0:
+            return None
+        if key not in known:
+            if type(key) is not str or len(key) > 200 or not KEY_PATTERN.match(key):
+                return None
+            known.add(key)
+        kind = type(value)
+        if kind is float or kind is int:
+            if kind is float and not finite(value):
+                special, value = special_code(value), None
+            else:
+                special, value = 0, float(value)
+        elif kind is str and value in SPECIAL_CODES:
+            special, value = int(SPECIAL_CODES[value]), None
+        else:
+            return None
+        if type(time) is int:
+            time = float(time)
+        elif type(time) is not float or not finite(time):
+            return None
+        index = at.setdefault((key, step), len(keys))
+        if index == len(keys):
+            keys.append(key), steps.append(step), values.append(value), specials.append(special), times.append(time)
+        else:
+            values[index], specials[index], times[index] = value, special, time
+    return Columns(keys, steps, values, specials, times)
+
+
+def _checked_columns(rows: list) -> Columns:
+    """The pydantic path: explains every bad row, and accepts what pydantic's lax mode accepts."""
+    points, errors = [], []
+    for index, row in enumerate(rows):
+        try:
+            points.append(MetricIn.model_validate(row))
+        except ValidationError as exc:
+            for err in exc.errors(include_url=False):
+                field = ".".join(str(p) for p in err["loc"]) or "(row)"
+                errors.append({"index": index, "field": field, "message": err["msg"]})
+    if errors:
+        raise BatchError(errors)
+    return _fast_columns([p.model_dump() for p in points]) or Columns([], [], [], [], [])
+
+
+def encode_value(value: float | None, special: int = 0):
     """JSON-safe value: NaN and ±inf become the strings the trainer writes."""
+    if special:
+        return SPECIAL_NAMES[special]
     if value is None or math.isnan(value):
         return "NaN"
     if math.isinf(value):

@@ -1,56 +1,68 @@
 """Storing metric batches and heartbeats from running jobs."""
+import logging
+import math
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
-from pydantic import ValidationError
 
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
-from orchestrator.metrics.models import MetricPoint
-from orchestrator.metrics.schemas import MetricIn
+from orchestrator.metrics import live, store
+from orchestrator.metrics.schemas import BatchError, encode_value, parse_columns  # noqa: F401 (re-exported)
+from orchestrator.metrics.store import Columns
 
 S = Run.State
+log = logging.getLogger(__name__)
 
 
-class BatchError(ValueError):
-    """A batch was refused whole; `errors` lists [{index, field, message}] for each bad row."""
+def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
+    """Store a batch idempotently on (run, attempt, key, step) and announce it to live charts.
 
-    def __init__(self, errors: list[dict[str, Any]]):
-        super().__init__(f"{len(errors)} invalid row(s)")
-        self.errors = errors
-
-
-def parse_points(rows: Any) -> list[MetricIn]:
-    if not isinstance(rows, list):
-        raise BatchError([{"index": None, "field": "points", "message": "must be a list"}])
-    points, errors = [], []
-    for index, row in enumerate(rows):
-        try:
-            points.append(MetricIn.model_validate(row))
-        except ValidationError as exc:
-            for err in exc.errors(include_url=False):
-                field = ".".join(str(p) for p in err["loc"]) or "(row)"
-                errors.append({"index": index, "field": field, "message": err["msg"]})
-    if errors:
-        raise BatchError(errors)
-    return points
-
-
-def metrics_ingest(*, run: Run, attempt: int, points: list[MetricIn]) -> int:
-    """Store points idempotently on (run, attempt, key, step); returns how many were written."""
-    if not points:
+    `points` is the wire list (validated here, refused whole with BatchError) or parsed Columns.
+    The first batch of a restarted attempt that starts at step S supersedes the older attempts'
+    points at steps >= S. Returns how many points were written.
+    """
+    cols = points if isinstance(points, Columns) else parse_columns(points)
+    if not cols.keys:
         return 0
-    rows = [MetricPoint(run=run, attempt=attempt, key=p.key, step=p.step, value=p.value, time=p.time)
-            for p in points]
+    restart_from = None
     with transaction.atomic():
-        MetricPoint.objects.bulk_create(
-            rows, update_conflicts=True, unique_fields=["run", "attempt", "key", "step"],
-            update_fields=["value", "time"],
-        )
-    _note_progress(run, step=max(p.step for p in points))
-    return len(rows)
+        seq = store.next_seq(run.pk)
+        first = min(cols.steps)
+        if store.note_attempt_start(run.pk, attempt, first, seq) and attempt > 1:
+            if store.supersede(run.pk, attempt, first):
+                restart_from = first
+        store.upsert_points(run.pk, attempt, seq, cols)
+        if restart_from is not None:
+            store.rebuild_series(run.pk)
+        else:
+            store.upsert_series(run.pk, _summaries(cols))
+        if store.is_postgres():
+            if restart_from is not None:
+                store.rebuild_rollups(run.pk, restart_from)
+            store.update_rollups(run.pk, cols.keys, cols.steps)
+        event = live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)
+        transaction.on_commit(lambda: live.publish(run.pk, event))
+    _note_progress(run, step=max(cols.steps))
+    return len(cols.keys)
+
+
+def _summaries(cols: Columns) -> list[tuple]:
+    """Per key: (key, first_step, last_step, last_value, last_special, min, max) of a batch."""
+    acc: dict[str, list] = {}
+    for key, step, value, special in zip(cols.keys, cols.steps, cols.values, cols.specials, strict=True):
+        s = acc.get(key)
+        if s is None:
+            acc[key] = [key, step, step, value, special, value, value]
+            continue
+        s[1] = min(s[1], step)
+        if step > s[2]:
+            s[2], s[3], s[4] = step, value, special
+        if value is not None:
+            s[5] = value if s[5] is None else min(s[5], value)
+            s[6] = value if s[6] is None else max(s[6], value)
+    return [tuple(s) for s in acc.values()]
 
 
 def run_heartbeat(*, run: Run, step: int | None = None, total_steps: int | None = None) -> None:
@@ -71,19 +83,11 @@ def _note_progress(run: Run, *, step: int | None) -> None:
         run_transition(run=run, to=S.RUNNING, reason="the trainer reported in")
 
 
-def metric_series(*, run: Run, key: str) -> list[tuple[int, float | None]]:
-    """One key of one run, latest attempt winning at each step."""
-    rows = (MetricPoint.objects.filter(run=run, key=key).order_by("step", "attempt")
-            .values_list("step", "value"))
-    merged: dict[int, float | None] = {}
-    for step, value in rows:
-        merged[step] = value
-    return sorted(merged.items())
+def as_float(value: float | None, special: int) -> float:
+    """A stored value as a Python float (NaN and ±inf restored)."""
+    if special:
+        return {1: math.nan, 2: math.inf, 3: -math.inf}[special]
+    return math.nan if value is None else value
 
 
-def metric_keys(*, run: Run) -> list[str]:
-    return list(MetricPoint.objects.filter(run=run).values_list("key", flat=True).distinct().order_by("key"))
-
-
-def latest_step(*, run: Run) -> int | None:
-    return MetricPoint.objects.filter(run=run).aggregate(m=Max("step"))["m"]
+__all__ = ["BatchError", "encode_value", "metrics_ingest", "run_heartbeat", "as_float"]

@@ -4,5 +4,9 @@ from orchestrator.metrics import views
 
 urlpatterns = [
     path("api/v1/runs/<int:run_id>/metrics", views.run_metrics, name="metrics-ingest"),
+    path("api/v1/runs/<int:run_id>/metrics/keys", views.run_metric_keys, name="metrics-keys"),
+    path("api/v1/runs/<int:run_id>/metrics/stream", views.run_stream, name="metrics-stream"),
     path("api/v1/runs/<int:run_id>/heartbeat", views.run_heartbeat_view, name="metrics-heartbeat"),
+    path("api/v1/metrics/compare", views.compare_series, name="metrics-compare-api"),
+    path("compare/", views.compare_page, name="metrics-compare"),
 ]

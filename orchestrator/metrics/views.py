@@ -1,15 +1,26 @@
+"""Metric endpoints: ingestion (run token), series and compare JSON, the live SSE stream, and the
+compare page. Views stay thin: access helper, parameter check, one service or selector."""
+import json
+
+from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, JsonResponse
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from orchestrator.api import api_view, bearer_token, json_error, parse_json_body
-from orchestrator.experiments.access import get_run_for_user
-from orchestrator.experiments.models import Run
+from orchestrator.experiments.access import get_run_for_user, visible_runs
+from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.tokens import run_token_matches
-from orchestrator.metrics.schemas import encode_value
-from orchestrator.metrics.services import BatchError, metric_series, metrics_ingest, parse_points, run_heartbeat
+from orchestrator.metrics import live, selectors
+from orchestrator.metrics.compare import differing_fields, flatten
+from orchestrator.metrics.panels import X_AXES, panel_keys, panels_for
+from orchestrator.metrics.schemas import BatchError, encode_value
+from orchestrator.metrics.services import metrics_ingest, run_heartbeat
+
+MAX_COMPARE_RUNS = 200
 
 
 def _authenticated_run(request: HttpRequest, run_id: int):
@@ -48,19 +59,181 @@ def _ingest(request: HttpRequest, run_id: int):
         return json_error(400, "invalid batch",
                           [{"field": "attempt", "message": f"must be the run's current attempt {run.attempt}"}])
     try:
-        points = parse_points(body["points"])
+        stored = metrics_ingest(run=run, attempt=attempt, points=body["points"])
     except BatchError as exc:
         return json_error(400, "invalid batch: nothing was stored", exc.errors)
-    stored = metrics_ingest(run=run, attempt=attempt, points=points)
     return JsonResponse({"stored": stored}, status=202)
+
+
+class ParamError(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+def _int_param(request: HttpRequest, name: str, default=None, *, low: int = 0, high: int | None = None):
+    raw = request.GET.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ParamError(name, f"must be an integer, got {raw!r}") from None
+    if value < low or (high is not None and value > high):
+        raise ParamError(name, f"must be between {low} and {high}" if high else f"must be >= {low}")
+    return value
+
+
+def _window_params(request: HttpRequest) -> dict:
+    params = {
+        "start": _int_param(request, "start"),
+        "end": _int_param(request, "end"),
+        "max_points": _int_param(request, "max_points", selectors.DEFAULT_MAX_POINTS,
+                                 low=2, high=selectors.MAX_MAX_POINTS),
+        "field": request.GET.get("field", "value"),
+    }
+    if params["field"] not in ("value", "time"):
+        raise ParamError("field", "must be value or time")
+    if params["start"] is not None and params["end"] is not None and params["end"] < params["start"]:
+        raise ParamError("end", "must be >= start")
+    return params
+
+
+def _points_json(points) -> list[list]:
+    return [[step, encode_value(value, special)] for step, value, special in points]
+
+
+def _key_param(request: HttpRequest) -> str:
+    key = request.GET.get("key", "")
+    if not key:
+        raise ParamError("key", "required, e.g. key=train/reward_mean")
+    return key
 
 
 @api_view
 def _series(request: HttpRequest, run_id: int):
+    """{"key", "points": [[step, value]...], "seq", "attempts"}; seq is the live stream position
+    this answer reflects (open the stream with after=seq)."""
     run = get_run_for_user(request.user, run_id)
-    key = request.GET.get("key", "train/reward_mean")
-    points = [[step, encode_value(value)] for step, value in metric_series(run=run, key=key)]
-    return JsonResponse({"key": key, "points": points})
+    try:
+        key, params = _key_param(request), _window_params(request)
+    except ParamError as exc:
+        return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
+    seq = selectors.current_seq(run.pk)
+    points = selectors.series([run.pk], key, **params)[run.pk]
+    return JsonResponse({"key": key, "points": _points_json(points), "seq": seq,
+                         "attempts": selectors.attempt_starts([run.pk]).get(run.pk, [])})
+
+
+def _run_ids_param(request: HttpRequest) -> list[int]:
+    raw = request.GET.get("runs", "")
+    try:
+        ids = [int(part) for part in raw.split(",") if part.strip()]
+    except ValueError:
+        raise ParamError("runs", f"must be comma-separated run ids, got {raw!r}") from None
+    if not ids:
+        raise ParamError("runs", "required, e.g. runs=1,2,3")
+    if len(ids) > MAX_COMPARE_RUNS:
+        raise ParamError("runs", f"at most {MAX_COMPARE_RUNS} runs")
+    return list(dict.fromkeys(ids))
+
+
+def _visible_ids(user, ids: list[int]) -> list[int]:
+    found = set(visible_runs(user).filter(pk__in=ids).values_list("pk", flat=True))
+    if missing := [i for i in ids if i not in found]:
+        raise Http404(f"runs {', '.join(map(str, missing))} do not exist")
+    return ids
+
+
+@api_view
+def compare_series(request: HttpRequest):
+    """One key of many runs on one bucket grid: {"key", "runs": [{"run", "points", "attempts"}]}."""
+    try:
+        ids, key, params = _run_ids_param(request), _key_param(request), _window_params(request)
+    except ParamError as exc:
+        return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
+    ids = _visible_ids(request.user, ids)
+    per_run = selectors.series(ids, key, **params)
+    attempts = selectors.attempt_starts(ids)
+    return JsonResponse({"key": key, "runs": [
+        {"run": rid, "points": _points_json(per_run[rid]), "attempts": attempts.get(rid, [])} for rid in ids]})
+
+
+@api_view
+def run_metric_keys(request: HttpRequest, run_id: int):
+    run = get_run_for_user(request.user, run_id)
+    return JsonResponse({"keys": selectors.run_keys(run.pk)})
+
+
+@login_not_required
+async def run_stream(request: HttpRequest, run_id: int):
+    """Server-Sent Events of a run's new points. Resumes after Last-Event-ID (or ?after=);
+    ?keys=a,b limits the keys sent."""
+    user = await request.auser()
+    if not user.is_authenticated:
+        return json_error(401, "authentication required")
+    try:
+        run = await sync_to_async(get_run_for_user)(user, run_id)
+    except Http404 as exc:
+        return json_error(404, str(exc))
+    raw_after = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
+    try:
+        after = int(raw_after)
+    except ValueError:
+        return json_error(400, "invalid query", [{"field": "after", "message": f"must be an integer, got {raw_after!r}"}])
+    keys = {k for k in request.GET.get("keys", "").split(",") if k} or None
+    response = StreamingHttpResponse(live.stream(run.pk, after, keys), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def _compare_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:
+    experiment = None
+    if exp_id := request.GET.get("experiment"):
+        if not exp_id.isdigit():
+            raise Http404("experiment must be an id")
+        experiment = get_object_or_404(Experiment, pk=int(exp_id))
+        runs = list(visible_runs(request.user).filter(experiment=experiment).order_by("id"))
+        if not runs:
+            raise Http404(f"experiment {exp_id} does not exist")
+        return runs, experiment
+    try:
+        ids = _run_ids_param(request)
+    except ParamError as exc:
+        raise Http404(exc.message) from None
+    ids = _visible_ids(request.user, ids)
+    by_id = {r.pk: r for r in visible_runs(request.user).filter(pk__in=ids)}
+    return [by_id[i] for i in ids], None
+
+
+def compare_page(request: HttpRequest):
+    """/compare/?runs=1,2,3 or ?experiment=<id>: overlaid panels, grouping, diff, summary, heatmap."""
+    runs, experiment = _compare_runs(request)
+    ids = [r.pk for r in runs]
+    keys = sorted({k for rid in ids for k in selectors.run_keys(rid)})
+    panels = panels_for(keys)
+    differing = differing_fields([r.config for r in runs])
+    flat = {r.pk: flatten(r.config) for r in runs}
+    diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f)) for r in runs]} for f in differing]
+    page = {
+        "runs": [{"id": r.pk, "name": r.name, "state": r.state, "seed": r.seed,
+                  "config": {f: flat[r.pk].get(f) for f in differing}} for r in runs],
+        "fields": differing,
+        "panels": panels,
+        "x_axes": X_AXES,
+        "summary": selectors.summaries(ids, panel_keys(panels)),
+        "series_url": reverse("metrics-compare-api"),
+    }
+    return render(request, "metrics/compare.html", {
+        "runs": runs, "experiment": experiment, "diff_rows": diff_rows, "page": page,
+    })
+
+
+def _show(value) -> str:
+    if value is None:
+        return "–"
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 @csrf_exempt
@@ -80,3 +253,4 @@ def run_heartbeat_view(request: HttpRequest, run_id: int):
             return json_error(400, "invalid heartbeat", [{"field": field, "message": "must be a non-negative integer"}])
     run_heartbeat(run=run, step=step, total_steps=total)
     return JsonResponse({"ok": True})
+

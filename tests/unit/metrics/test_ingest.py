@@ -1,41 +1,46 @@
-import json
-import math
-
 import pytest
 
-from orchestrator.experiments.models import Run
-from orchestrator.experiments.services import experiment_create
-from orchestrator.experiments.tokens import derive_token, token_hash
-from orchestrator.metrics.models import MetricPoint
+from orchestrator.metrics.models import MetricPoint, MetricSeries, Special
+from orchestrator.metrics.selectors import latest_values, series, summaries
+
+from .helpers import T0, make_run, points, push, start_attempt
 
 pytestmark = pytest.mark.django_db
 
-
-def make_run(owner, config) -> tuple[Run, str]:
-    run = experiment_create(owner=owner, name="exp", config=config).runs.get()
-    run.attempt, run.token_salt, run.state = 1, "salt", Run.State.RUNNING
-    token = derive_token(run.pk, 1, "salt")
-    run.token_hash = token_hash(token)
-    run.save()
-    return run, token
+POINTS = {"points": [{"step": 1, "key": "train/reward_mean", "value": 0.25, "time": T0},
+                     {"step": 2, "key": "train/reward_mean", "value": "NaN", "time": T0 + 1}]}
 
 
-def push(client, run_id, token, body):
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
-    return client.post(f"/api/v1/runs/{run_id}/metrics", data=json.dumps(body),
-                       content_type="application/json", **headers)
-
-
-POINTS = {"points": [{"step": 1, "key": "train/reward_mean", "value": 0.25, "time": 1764400000.0},
-                     {"step": 2, "key": "train/reward_mean", "value": "NaN", "time": 1764400001.0}]}
+def stored(run, key="train/reward_mean"):
+    return list(MetricPoint.objects.filter(run=run, key=key, superseded=False)
+                .order_by("step").values_list("step", "value", "special"))
 
 
 def test_points_are_stored_once_even_when_sent_twice(client, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
     assert push(client, run.pk, token, POINTS).status_code == 202
     assert push(client, run.pk, token, POINTS).status_code == 202
-    values = dict(MetricPoint.objects.filter(run=run).values_list("step", "value"))
-    assert values[1] == 0.25 and math.isnan(values[2]) and len(values) == 2
+    assert stored(run) == [(1, 0.25, Special.FINITE), (2, None, Special.NAN)]
+
+
+def test_a_step_posted_twice_in_one_batch_keeps_the_last_value(client, alice, tiny_config):
+    run, token = make_run(alice, tiny_config)
+    body = {"points": points("actor/m2", [3, 3], value=lambda s: 1.0) + [
+        {"step": 3, "key": "actor/m2", "value": 2.0, "time": T0}]}
+    assert push(client, run.pk, token, body).status_code == 202
+    assert stored(run, "actor/m2") == [(3, 2.0, 0)]
+
+
+def test_non_finite_values_are_kept_and_served_as_strings(client, alice, tiny_config):
+    run, token = make_run(alice, tiny_config)
+    body = {"points": [{"step": s, "key": "actor/grad_norm", "value": v, "time": T0 + s}
+                       for s, v in [(0, 1.5), (1, "NaN"), (2, "Infinity"), (3, "-Infinity"), (4, 2.5)]]}
+    assert push(client, run.pk, token, body).status_code == 202
+    client.force_login(alice)
+    answer = client.get(f"/api/v1/runs/{run.pk}/metrics", {"key": "actor/grad_norm"}).json()
+    assert answer["points"] == [[0, 1.5], [1, "NaN"], [2, "Infinity"], [3, "-Infinity"], [4, 2.5]]
+    summary = summaries([run.pk])[run.pk]["actor/grad_norm"]
+    assert (summary["min"], summary["max"], summary["last"]) == (1.5, 2.5, 2.5)
 
 
 @pytest.mark.parametrize("token,status", [(None, 401), ("oplrun_wrong", 403)])
@@ -52,15 +57,85 @@ def test_a_runs_token_cannot_write_another_run(client, alice, tiny_config):
     assert MetricPoint.objects.count() == 0
 
 
+def test_an_old_attempts_token_is_refused_after_a_restart(client, alice, tiny_config):
+    run, old_token = make_run(alice, tiny_config)
+    start_attempt(run, 2)
+    assert push(client, run.pk, old_token, {"attempt": 1, **POINTS}).status_code == 403
+
+
+def test_a_batch_for_another_attempt_is_refused(client, alice, tiny_config):
+    run, token = make_run(alice, tiny_config)
+    response = push(client, run.pk, token, {"attempt": 2, **POINTS})
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "attempt"
+
+
 def test_batch_with_bad_rows_is_refused_whole(client, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
     body = {"points": [POINTS["points"][0], {"step": -1, "key": "a", "value": 1, "time": 0},
-                       {"step": 3, "key": "bad key!", "value": "x", "time": 0}]}
+                       {"step": 3, "key": "bad key!", "value": "x", "time": 0},
+                       {"step": 4, "key": "a", "value": True, "time": 0}]}
     response = push(client, run.pk, token, body)
     assert response.status_code == 400
-    assert sorted({e["index"] for e in response.json()["errors"]}) == [1, 2]
+    errors = response.json()["errors"]
+    assert sorted({e["index"] for e in errors}) == [1, 2, 3]
+    assert {(e["index"], e["field"]) for e in errors} >= {(1, "step"), (2, "key"), (2, "value"), (3, "value")}
     assert MetricPoint.objects.count() == 0
+
+
+def test_points_that_are_not_a_list_are_refused(client, alice, tiny_config):
+    run, token = make_run(alice, tiny_config)
+    response = push(client, run.pk, token, {"points": {"step": 1}})
+    assert response.status_code == 400 and response.json()["errors"][0]["field"] == "points"
 
 
 def test_unknown_run_is_404(client):
     assert push(client, 987654, "oplrun_x", POINTS).status_code == 404
+
+
+def test_restart_supersedes_the_old_attempt_from_the_restart_step(client, alice, tiny_config):
+    run, token1 = make_run(alice, tiny_config)
+    push(client, run.pk, token1, {"attempt": 1, "points": points("train/reward_mean", range(10))})
+    run, token2 = start_attempt(run, 2)  # resumed from the checkpoint at step 5
+    body = {"attempt": 2, "points": points("train/reward_mean", range(5, 8), value=lambda s: 100 + s)}
+    assert push(client, run.pk, token2, body).status_code == 202
+
+    client.force_login(alice)
+    answer = client.get(f"/api/v1/runs/{run.pk}/metrics", {"key": "train/reward_mean"}).json()
+    assert answer["points"] == [[s, s / 10] for s in range(5)] + [[s, 100 + s] for s in range(5, 8)]
+    assert answer["attempts"] == [[1, 0], [2, 5]]
+    # the old attempt's points are kept, marked superseded, not deleted
+    assert MetricPoint.objects.filter(run=run, attempt=1, superseded=True).count() == 5
+    assert latest_values([run.pk], ["train/reward_mean"]) == {run.pk: {"train/reward_mean": 107.0}}
+    s = MetricSeries.objects.get(run=run, key="train/reward_mean")
+    assert (s.first_step, s.last_step, s.min_value, s.max_value) == (0, 7, 0.0, 107.0)
+
+
+def test_backfill_after_an_outage_gives_the_same_result_as_no_outage(client, alice, tiny_config):
+    batches = [{"attempt": 1, "points": points("train/reward_mean", range(i * 5, i * 5 + 5))
+                + points("eval/avg_acc", [i * 5], value=lambda s: s / 100)} for i in range(6)]
+    steady, token_a = make_run(alice, tiny_config, name="steady")
+    for body in batches:
+        assert push(client, steady.pk, token_a, body).status_code == 202
+    flaky, token_b = make_run(alice, tiny_config, name="flaky")
+    for body in batches[:2]:
+        push(client, flaky.pk, token_b, body)
+    # the trainer lost the dashboard after batch 2 (its answer never arrived) and spooled the
+    # rest; when it reconnects it replays the spool from the last unacknowledged batch
+    for body in batches[1:]:
+        assert push(client, flaky.pk, token_b, body).status_code == 202
+
+    for key in ("train/reward_mean", "eval/avg_acc"):
+        assert stored(flaky, key) == stored(steady, key)
+        assert series([flaky.pk], key)[flaky.pk] == series([steady.pk], key)[steady.pk]
+    assert summaries([flaky.pk])[flaky.pk] == summaries([steady.pk])[steady.pk]
+
+
+def test_latest_values_for_a_runs_table(client, alice, tiny_config):
+    run_a, token_a = make_run(alice, tiny_config, name="a")
+    run_b, token_b = make_run(alice, tiny_config, name="b")
+    push(client, run_a.pk, token_a, {"points": points("train/reward_mean", [1, 2])})
+    push(client, run_b.pk, token_b, {"points": points("eval/avg_acc", [3]) + points("train/reward_mean", [9, 4])})
+    values = latest_values([run_a.pk, run_b.pk], ["train/reward_mean", "eval/avg_acc", "actor/m2"])
+    assert values == {run_a.pk: {"train/reward_mean": 0.2},
+                      run_b.pk: {"train/reward_mean": 0.9, "eval/avg_acc": 0.3}}

@@ -1,0 +1,157 @@
+"""Reads of metric data: chart series (one or many runs), latest values and summaries."""
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import connection
+
+from orchestrator.metrics import store
+from orchestrator.metrics.downsample import Bucket, bucket_width, bucketize, points_from_buckets
+from orchestrator.metrics.models import MetricAttempt, MetricPoint, MetricSeries
+from orchestrator.metrics.services import as_float
+
+DEFAULT_MAX_POINTS = 1500
+MAX_MAX_POINTS = 20_000
+Point = tuple[int, float | None, int]  # (step, value, special)
+
+
+@dataclass(frozen=True)
+class Window:
+    lo: int
+    hi: int
+    width: int  # bucket width in steps; 1 = every point
+    level: int  # rollup width read, 0 = points
+
+
+def plan_window(lo: int, hi: int, max_points: int, *, rollups: bool) -> Window:
+    """Choose the bucket width for [lo, hi] and the coarsest rollup level finer than it."""
+    width = bucket_width(lo, hi, max_points)
+    level = max((w for w in store.LEVELS if w <= width), default=0) if rollups else 0
+    if level:
+        width = math.ceil(width / level) * level  # whole rollup buckets per chart bucket
+    return Window(lo, hi, width, level)
+
+
+def series(run_ids: Iterable[int], key: str, *, start: int | None = None, end: int | None = None,
+           max_points: int = DEFAULT_MAX_POINTS, field: str = "value") -> dict[int, list[Point]]:
+    """One key of many runs over [start, end], each downsampled to about max_points points.
+
+    All runs share one bucket grid. field="time" gives each bucket's last (step, wall time),
+    the mapping used for a wall-clock x-axis."""
+    run_ids = list(run_ids)
+    result: dict[int, list[Point]] = {rid: [] for rid in run_ids}
+    bounds = MetricSeries.objects.filter(run_id__in=run_ids, key=key).values_list("first_step", "last_step")
+    if not bounds:
+        return result
+    lo = max(start if start is not None else 0, min(b[0] for b in bounds))
+    hi = min(end if end is not None else 2**62, max(b[1] for b in bounds))
+    if lo > hi:
+        return result
+    window = plan_window(lo, hi, max_points, rollups=store.is_postgres())
+    fetch = _from_rollups if window.level else _from_points
+    result.update(fetch(run_ids, key, window, max_points, field))
+    return result
+
+
+def _from_points(run_ids, key, window: Window, max_points: int, field: str) -> dict[int, list[Point]]:
+    rows = (MetricPoint.objects
+            .filter(run_id__in=run_ids, key=key, superseded=False, step__gte=window.lo, step__lte=window.hi)
+            .order_by("run_id", "step").values_list("run_id", "step", "value", "special", "time"))
+    per_run: dict[int, list] = {}
+    for row in rows:
+        per_run.setdefault(row[0], []).append(row[1:])
+    out = {}
+    for rid, pts in per_run.items():
+        if len(pts) <= max_points:
+            out[rid] = [(s, t, 0) if field == "time" else (s, v, sp) for s, v, sp, t in pts]
+            continue
+        steps = np.fromiter((p[0] for p in pts), dtype=np.int64, count=len(pts))
+        values = np.fromiter((math.nan if p[1] is None else p[1] for p in pts), dtype=np.float64, count=len(pts))
+        specials = np.fromiter((p[2] for p in pts), dtype=np.int8, count=len(pts))
+        times = np.fromiter((p[3] for p in pts), dtype=np.float64, count=len(pts))
+        out[rid] = points_from_buckets(bucketize(steps, values, specials, times, window.width), field)
+    return out
+
+
+_ROLLUP_QUERY = f"""
+SELECT run_id, bucket / %(k)s AS qb,
+  (min(ARRAY[min_value, min_step]) FILTER (WHERE min_value IS NOT NULL)),
+  (max(ARRAY[max_value, -max_step]) FILTER (WHERE max_value IS NOT NULL)),
+  (max(ARRAY[last_step, last_value, last_special, last_time])),
+  (max(ARRAY[special_step, special_kind]) FILTER (WHERE special_step IS NOT NULL))
+FROM {store.ROLLUP}
+WHERE run_id = ANY(%(runs)s) AND key = %(key)s AND width = %(level)s AND bucket >= %(b0)s AND bucket <= %(b1)s
+GROUP BY run_id, qb ORDER BY run_id, qb
+"""
+
+
+def _from_rollups(run_ids, key, window: Window, max_points: int, field: str) -> dict[int, list[Point]]:
+    params = {"k": window.width // window.level, "runs": run_ids, "key": key, "level": window.level,
+              "b0": window.lo // window.level, "b1": window.hi // window.level}
+    with connection.cursor() as cur:
+        cur.execute(_ROLLUP_QUERY, params)
+        rows = cur.fetchall()
+    per_run: dict[int, list[Bucket]] = {}
+    for rid, _qb, mn, mx, last, sp in rows:
+        per_run.setdefault(rid, []).append(Bucket(
+            min_step=int(mn[1]) if mn else None, min_value=mn[0] if mn else None,
+            max_step=int(-mx[1]) if mx else None, max_value=mx[0] if mx else None,
+            last_step=int(last[0]), last_value=last[1], last_special=int(last[2]), last_time=last[3],
+            special_step=int(sp[0]) if sp else None, special_kind=int(sp[1]) if sp else None,
+        ))
+    return {rid: points_from_buckets(b, field) for rid, b in per_run.items()}
+
+
+def attempt_starts(run_ids: Iterable[int]) -> dict[int, list[list[int]]]:
+    """{run_id: [[attempt, start_step], ...]} for attempt markers on charts."""
+    out: dict[int, list[list[int]]] = {}
+    for rid, attempt, start in (MetricAttempt.objects.filter(run_id__in=list(run_ids))
+                                .order_by("run_id", "attempt").values_list("run_id", "attempt", "start_step")):
+        out.setdefault(rid, []).append([attempt, start])
+    return out
+
+
+def current_seq(run_id: int) -> int:
+    return store.last_seq(run_id)
+
+
+def run_keys(run_id: int) -> list[str]:
+    return list(MetricSeries.objects.filter(run_id=run_id).order_by("key").values_list("key", flat=True))
+
+
+def latest_values(run_ids: Iterable[int], keys: Iterable[str]) -> dict[int, dict[str, float]]:
+    """{run_id: {key: latest value}} for a runs table; NaN/±inf come back as floats. Runs or
+    keys without points are absent. One indexed query, independent of the number of points."""
+    out: dict[int, dict[str, float]] = {}
+    rows = MetricSeries.objects.filter(run_id__in=list(run_ids), key__in=list(keys))
+    for rid, key, value, special in rows.values_list("run_id", "key", "last_value", "last_special"):
+        out.setdefault(rid, {})[key] = as_float(value, special)
+    return out
+
+
+# Keys where lower is better; every other key is best at its maximum.
+LOWER_IS_BETTER = ("loss", "kl", "grad_norm", "staleness", "clip_frac", "m2")
+
+
+def lower_is_better(key: str) -> bool:
+    """Losses, divergences, staleness and seconds; accuracies, rewards and rates are maximised."""
+    name = key.rsplit("/", 1)[-1]
+    return any(part in name for part in LOWER_IS_BETTER) or (name.endswith("_s") and not name.endswith("per_s"))
+
+
+def summaries(run_ids: Iterable[int], keys: Iterable[str] | None = None) -> dict[int, dict[str, dict]]:
+    """{run_id: {key: {last, last_step, min, max, best}}} (JSON-safe: NaN/inf as strings)."""
+    from orchestrator.metrics.schemas import encode_value
+
+    rows = MetricSeries.objects.filter(run_id__in=list(run_ids))
+    if keys is not None:
+        rows = rows.filter(key__in=list(keys))
+    out: dict[int, dict[str, dict]] = {}
+    for s in rows:
+        best = s.min_value if lower_is_better(s.key) else s.max_value
+        out.setdefault(s.run_id, {})[s.key] = {
+            "last": encode_value(s.last_value, s.last_special), "last_step": s.last_step,
+            "min": s.min_value, "max": s.max_value, "best": best,
+        }
+    return out
