@@ -1,59 +1,280 @@
-"""JSON API for experiments and runs (/api/v1)."""
+"""JSON API for experiments, runs, projects and tags (/api/v1). The OpenAPI document is built
+from the request models below (openapi.py)."""
 from typing import Any
 
-from django.db import transaction
+from django.contrib.auth.models import User
+from django.core.paginator import Paginator
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.api import api_view, json_error, validate_body
-from orchestrator.experiments.access import get_run_for_user
+from orchestrator.experiments.access import (
+    get_experiment_for_user,
+    get_project_for_user,
+    get_run_for_user,
+    visible_experiments,
+    visible_projects,
+)
+from orchestrator.experiments.models import Experiment, Project, Tag
 from orchestrator.experiments.runconfig import ConfigError
-from orchestrator.experiments.services import experiment_create, run_request_cancel
+from orchestrator.experiments.selectors import RunFilter, filtered_runs
+from orchestrator.experiments.services import (
+    experiment_cancel,
+    experiment_create,
+    experiment_pause,
+    experiment_plan,
+    experiment_resume,
+    experiment_set_priority,
+    project_add_member,
+    project_create,
+    project_set_limits,
+    run_move_to_top,
+    run_retry,
+    run_set_notes,
+    run_set_priority,
+    run_set_tags,
+    run_stop,
+)
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+SWEEP_DOC = {
+    "type": "object",
+    "description": "Dotted RunConfig paths to values: a list, {\"linear\": [start, stop, count]} or "
+    "{\"log\": [start, stop, count]}. Together they make a grid.",
+    "additionalProperties": {"anyOf": [
+        {"type": "array", "items": {}},
+        {"$ref": "#/components/schemas/LinearRange"},
+        {"$ref": "#/components/schemas/LogRange"},
+    ]},
+}
 
 
-class ExperimentIn(BaseModel):
+class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-    project: str = Field(default="default", min_length=1, max_length=100)
-    config: dict[str, Any] = Field(default_factory=dict)
-    sweep: dict[str, list[Any]] = Field(default_factory=dict)
-    seeds: int = Field(default=1, ge=1, le=100)
-    priority: int = 0
 
+class ExperimentIn(_In):
+    name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
+    project: str = Field(default="default", min_length=1, max_length=100)
+    config: dict[str, Any] = Field(default_factory=dict, description="A (partial) RunConfig; defaults fill the rest.")
+    sweep: dict[str, Any] = Field(default_factory=dict, json_schema_extra=SWEEP_DOC)
+    random: dict[str, Any] = Field(default_factory=dict, description="Random search: see RandomSearch.",
+                                   json_schema_extra={"$ref": "#/components/schemas/RandomSearch"})
+    seeds: int = Field(default=1, ge=1, le=1000, description="Seeds per point: train.seed, +1, ... (k in all)")
+    priority: int = 0
+    tags: list[str] = Field(default_factory=list)
+    notes: str = ""
+
+
+class PriorityIn(_In):
+    priority: int
+
+
+class RunAnnotationIn(_In):
+    tags: list[str] | None = Field(default=None, description="Replaces the run's tags when given.")
+    notes: str | None = None
+
+
+class ProjectIn(_In):
+    name: str = Field(min_length=1, max_length=100, pattern=NAME_PATTERN)
+    description: str = ""
+
+
+class ProjectPatchIn(_In):
+    add_members: list[str] = Field(default_factory=list, description="Usernames to add.")
+    max_active_runs: int | None = Field(default=None, ge=0, description="Staff only; null: the site default.")
+    max_gpus: int | None = Field(default=None, ge=0, description="Staff only; null: the site default.")
+
+
+def _config_errors(exc: ConfigError) -> list[dict[str, str]]:
+    return [{**e, "field": e["field"] if e["field"].startswith(("sweep", "random", "seeds", "(")) else f"config.{e['field']}"}
+            for e in exc.errors]
+
+
+def experiment_to_dict(experiment: Experiment, counts: dict | None = None) -> dict[str, Any]:
+    return {
+        "id": experiment.pk, "name": experiment.name, "project": experiment.project.name,
+        "owner": experiment.owner.get_username(), "state": experiment.state, "priority": experiment.priority,
+        "sweep": experiment.sweep, "random": experiment.random, "seeds": experiment.seeds,
+        "notes": experiment.notes, "created_at": experiment.created_at.isoformat(),
+        **({"runs_by_state": counts} if counts is not None else {}),
+    }
+
+
+# --- experiments -------------------------------------------------------------------------------
 
 @api_view
-@require_http_methods(["POST"])
-def experiments_create(request: HttpRequest):
+@require_http_methods(["GET", "POST"])
+def experiments(request: HttpRequest):
+    if request.method == "GET":
+        rows = visible_experiments(request.user).order_by("-id")[:500]
+        return JsonResponse({"experiments": [experiment_to_dict(e) for e in rows]})
     spec, error = validate_body(ExperimentIn, request)
     if error:
         return error
     try:
         experiment = experiment_create(owner=request.user, **spec.model_dump())
     except ConfigError as exc:
-        return json_error(400, "invalid run config", [
-            {**e, "field": e["field"] if e["field"].startswith(("sweep", "seeds")) else f"config.{e['field']}"}
-            for e in exc.errors
-        ])
+        return json_error(400, "invalid experiment", _config_errors(exc))
     run_ids = list(experiment.runs.order_by("id").values_list("id", flat=True))
     return JsonResponse({"id": experiment.pk, "runs": run_ids}, status=201)
 
 
 @api_view
+@require_http_methods(["POST"])
+def experiments_preview(request: HttpRequest):
+    """Expand and validate without creating anything: the count and every run's name and values."""
+    spec, error = validate_body(ExperimentIn, request)
+    if error:
+        return error
+    try:
+        planned = experiment_plan(name=spec.name, config=spec.config, sweep=spec.sweep, random=spec.random, seeds=spec.seeds)
+    except ConfigError as exc:
+        return json_error(400, "invalid experiment", _config_errors(exc))
+    return JsonResponse({"count": len(planned), "runs": [{"name": p.name, "values": p.values, "seed": p.seed} for p in planned]})
+
+
+@api_view
 @require_http_methods(["GET"])
-def run_detail(request: HttpRequest, run_id: int):
-    return JsonResponse(get_run_for_user(request.user, run_id).to_dict())
+def experiment_detail(request: HttpRequest, experiment_id: int):
+    from django.db.models import Count
+
+    experiment = get_experiment_for_user(request.user, experiment_id)
+    counts = {r["state"]: r["n"] for r in experiment.runs.values("state").annotate(n=Count("id"))}
+    body = experiment_to_dict(experiment, counts)
+    body["runs"] = list(experiment.runs.order_by("id").values_list("id", flat=True))
+    return JsonResponse(body)
 
 
 @api_view
 @require_http_methods(["POST"])
-def run_cancel(request: HttpRequest, run_id: int):
-    from orchestrator.cluster.tasks import cancel_run
+def experiment_action(request: HttpRequest, experiment_id: int, action: str):
+    experiment = get_experiment_for_user(request.user, experiment_id, write=True)
+    if action == "priority":
+        body, error = validate_body(PriorityIn, request)
+        if error:
+            return error
+        experiment_set_priority(experiment=experiment, priority=body.priority)
+    elif action == "pause" and not experiment_pause(experiment=experiment):
+        return json_error(409, f"experiment {experiment.pk} is {experiment.state} and cannot be paused")
+    elif action == "resume" and not experiment_resume(experiment=experiment):
+        return json_error(409, f"experiment {experiment.pk} is {experiment.state} and cannot be resumed")
+    elif action == "cancel":
+        if experiment.state == Experiment.State.CANCELLED:
+            return json_error(409, f"experiment {experiment.pk} is already cancelled")
+        experiment_cancel(experiment=experiment)
+    return JsonResponse(experiment_to_dict(experiment))
 
+
+# --- runs --------------------------------------------------------------------------------------
+
+@api_view
+@require_http_methods(["GET"])
+def runs(request: HttpRequest):
+    f = RunFilter.from_params(request.GET)
+    qs = filtered_runs(request.user, f).prefetch_related("tags")
+    if f.errors:
+        return json_error(400, "invalid filter", [{"field": "q", "message": e} for e in f.errors])
+    try:
+        per_page = min(max(int(request.GET.get("per_page", 50)), 1), 500)
+    except ValueError:
+        return json_error(400, "invalid request", [{"field": "per_page", "message": "not a whole number"}])
+    page = Paginator(qs, per_page).get_page(f.page)
+    return JsonResponse({
+        "count": page.paginator.count, "page": page.number, "pages": page.paginator.num_pages,
+        "runs": [run.to_dict() for run in page.object_list],
+    })
+
+
+@api_view
+@require_http_methods(["GET", "PATCH"])
+def run_detail(request: HttpRequest, run_id: int):
+    if request.method == "GET":
+        return JsonResponse(get_run_for_user(request.user, run_id).to_dict())
     run = get_run_for_user(request.user, run_id, write=True)
-    if not run_request_cancel(run=run):
-        return json_error(409, f"run {run_id} is {run.state} and cannot be cancelled")
-    if run.is_active:
-        transaction.on_commit(lambda: cancel_run.delay(run.pk))
+    body, error = validate_body(RunAnnotationIn, request)
+    if error:
+        return error
+    if body.tags is not None:
+        run_set_tags(run=run, tags=body.tags)
+    if body.notes is not None:
+        run_set_notes(run=run, notes=body.notes)
     return JsonResponse(run.to_dict())
+
+
+@api_view
+@require_http_methods(["POST"])
+def run_action(request: HttpRequest, run_id: int, action: str):
+    run = get_run_for_user(request.user, run_id, write=True)
+    if action == "cancel":
+        done, why = run_stop(run=run), "cannot be cancelled"
+    elif action == "retry":
+        done, why = run_retry(run=run), "cannot be retried (only failed, lost or cancelled runs)"
+    elif action == "move-to-top":
+        done, why = run_move_to_top(run=run), "is not queued"
+    elif action == "priority":
+        body, error = validate_body(PriorityIn, request)
+        if error:
+            return error
+        done, why = run_set_priority(run=run, priority=body.priority), "is no longer queued: its priority is fixed"
+    else:
+        return json_error(404, f"no run action {action!r}")
+    if not done:
+        return json_error(409, f"run {run.pk} is {run.state} and {why}")
+    run.refresh_from_db()
+    return JsonResponse(run.to_dict())
+
+
+# --- projects and tags -------------------------------------------------------------------------
+
+def project_to_dict(project: Project) -> dict[str, Any]:
+    return {"name": project.name, "description": project.description,
+            "members": sorted(u.get_username() for u in project.members.all()),
+            "max_active_runs": project.max_active_runs, "max_gpus": project.max_gpus}
+
+
+@api_view
+@require_http_methods(["GET", "POST"])
+def projects(request: HttpRequest):
+    if request.method == "GET":
+        rows = visible_projects(request.user).prefetch_related("members").order_by("name")
+        return JsonResponse({"projects": [project_to_dict(p) for p in rows]})
+    body, error = validate_body(ProjectIn, request)
+    if error:
+        return error
+    try:
+        with transaction.atomic():
+            project = project_create(owner=request.user, name=body.name, description=body.description)
+    except IntegrityError:
+        return json_error(409, f"project {body.name!r} already exists", [{"field": "name", "message": "already taken"}])
+    return JsonResponse(project_to_dict(project), status=201)
+
+
+@api_view
+@require_http_methods(["GET", "PATCH"])
+def project_detail(request: HttpRequest, name: str):
+    project = get_project_for_user(request.user, name)
+    if request.method == "PATCH":
+        body, error = validate_body(ProjectPatchIn, request)
+        if error:
+            return error
+        users = {u.username: u for u in User.objects.filter(username__in=body.add_members)}
+        missing = [n for n in body.add_members if n not in users]
+        if missing:
+            return json_error(400, "invalid request", [{"field": "add_members", "message": f"no such user: {', '.join(missing)}"}])
+        limits_given = "max_active_runs" in body.model_fields_set or "max_gpus" in body.model_fields_set
+        if limits_given and not request.user.is_staff:
+            return json_error(403, "only staff change project limits")
+        for user in users.values():
+            project_add_member(project=project, user=user)
+        if limits_given:
+            project_set_limits(project=project, max_active_runs=body.max_active_runs, max_gpus=body.max_gpus)
+    return JsonResponse(project_to_dict(project))
+
+
+@api_view
+@require_http_methods(["GET"])
+def tags(request: HttpRequest):
+    return JsonResponse({"tags": list(Tag.objects.order_by("name").values_list("name", flat=True))})

@@ -3,16 +3,30 @@ from django.db import models
 
 
 class Project(models.Model):
+    """A group of experiments. Members see everything in it; the limits cap what the whole
+    project may have submitted at once (null: the site-wide default from settings)."""
+
     name = models.CharField(max_length=100, unique=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="opl_projects", blank=True)
+    description = models.TextField(blank=True)
+    max_active_runs = models.PositiveIntegerField(null=True, blank=True)
+    max_gpus = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return self.name
 
 
+class Tag(models.Model):
+    name = models.CharField(max_length=50, unique=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Experiment(models.Model):
-    """A named run config, optionally expanded over a sweep grid and seeds into runs."""
+    """A named run config, optionally expanded over a sweep (grid and random search) and seeds
+    into runs. Pausing it stops new submissions; its runs keep their own states."""
 
     class State(models.TextChoices):
         ACTIVE = "active"
@@ -23,7 +37,8 @@ class Experiment(models.Model):
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="experiments")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
     base_config = models.JSONField(default=dict)
-    sweep = models.JSONField(default=dict, blank=True)
+    sweep = models.JSONField(default=dict, blank=True)  # {dotted.path: [values] | {linear|log: ...}}
+    random = models.JSONField(default=dict, blank=True)  # {samples, seed, params: {path: distribution}}
     seeds = models.PositiveIntegerField(default=1)
     priority = models.IntegerField(default=0)
     state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
@@ -64,7 +79,12 @@ class Run(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     state_reason = models.TextField(blank=True)  # pending reason, failure detail, in plain words
     priority = models.IntegerField(default=0)
+    # "Move to top": the newest such run goes first among the owner's runs of equal priority.
+    moved_to_top_at = models.DateTimeField(null=True, blank=True)
+    gpus = models.PositiveSmallIntegerField(default=0)  # what the run holds while active (quotas)
     cancel_requested = models.BooleanField(default=False)
+    tags = models.ManyToManyField(Tag, related_name="runs", blank=True)
+    notes = models.TextField(blank=True)
 
     attempt = models.PositiveIntegerField(default=0)  # 0 until first submitted
     max_attempts = models.PositiveIntegerField(default=3)
@@ -94,6 +114,7 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["state", "-priority", "id"], name="run_queue_idx"),
             models.Index(fields=["experiment", "state"], name="run_experiment_state_idx"),
+            models.Index(fields=["owner", "state"], name="run_owner_state_idx"),
         ]
 
     def __str__(self) -> str:
@@ -112,10 +133,12 @@ class Run(models.Model):
             "id": self.pk,
             "name": self.name,
             "experiment": self.experiment_id,
+            "project": self.experiment.project.name,
             "owner": self.owner.get_username() if self.owner_id else None,
             "state": self.state,
             "state_reason": self.state_reason,
             "priority": self.priority,
+            "gpus": self.gpus,
             "attempt": self.attempt,
             "max_attempts": self.max_attempts,
             "backend": self.backend,
@@ -134,6 +157,8 @@ class Run(models.Model):
             "config": self.config,
             "sweep_values": self.sweep_values,
             "seed": self.seed,
+            "notes": self.notes,
+            "tags": sorted(tag.name for tag in self.tags.all()),  # prefetch_related("tags") in lists
         }
 
 

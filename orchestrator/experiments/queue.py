@@ -1,17 +1,108 @@
-"""Which queued runs the dispatcher submits next."""
-from django.conf import settings
+"""Which queued runs the dispatcher submits next: the lab's queue policy.
 
-from orchestrator.experiments.models import Experiment, Run
+1. Higher priority first. Within one priority, users take turns: the user with the fewest active
+   runs (counting those picked in this round) goes next, so two users who both queue large sweeps
+   share the cluster evenly, and a newcomer's first run overtakes a 500-run sweep.
+2. Within one user: highest priority, then the runs moved to the top (newest move first), then the
+   oldest.
+3. Limits: a global cap on active runs (MAX_ACTIVE_RUNS) and on GPUs (OPL_MAX_GPUS), and per user
+   and per project caps on active runs and on GPUs (a project's own limits override the site
+   default). A run that does not fit its limits waits; it does not block other users' runs.
+4. Paused or cancelled experiments submit nothing.
+"""
+import heapq
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Count, F, Sum
+
+from orchestrator.experiments.limits import limit
+from orchestrator.experiments.models import Experiment, Project, Run
+
+
+@dataclass
+class Usage:
+    """Active runs and GPUs held, per user and per project, updated as runs are picked."""
+
+    runs: Counter
+    gpus: Counter
+
+    def add(self, key, gpus: int) -> None:
+        self.runs[key] += 1
+        self.gpus[key] += gpus
+
+
+def _usage(group_by: str) -> Usage:
+    rows = Run.objects.filter(state__in=Run.ACTIVE).values(group_by).annotate(n=Count("id"), g=Sum("gpus"))
+    return Usage(Counter({r[group_by]: r["n"] for r in rows}), Counter({r[group_by]: r["g"] or 0 for r in rows}))
+
+
+def _fits(usage: Usage, key, gpus: int, max_runs: int, max_gpus: int) -> bool:
+    if max_runs and usage.runs[key] + 1 > max_runs:
+        return False
+    return not (max_gpus and gpus and usage.gpus[key] + gpus > max_gpus)
 
 
 def runs_to_dispatch() -> list[int]:
-    """Ids of the queued runs to submit now: highest priority first, then oldest, within the
-    global limit on active runs. Paused or cancelled experiments submit nothing."""
-    capacity = settings.MAX_ACTIVE_RUNS - Run.objects.filter(state__in=Run.ACTIVE).count()
+    """Ids of the queued runs to submit now, in order (see the module docstring)."""
+    active = Run.objects.filter(state__in=Run.ACTIVE).aggregate(n=Count("id"), g=Sum("gpus"))
+    capacity = settings.MAX_ACTIVE_RUNS - active["n"]
     if capacity <= 0:
         return []
-    return list(
+    gpus_free = limit("OPL_MAX_GPUS") - (active["g"] or 0) if limit("OPL_MAX_GPUS") else None
+
+    queued = list(
         Run.objects.filter(state=Run.State.QUEUED, experiment__state=Experiment.State.ACTIVE)
-        .order_by("-priority", "id")
-        .values_list("id", flat=True)[:capacity]
+        .order_by("-priority", F("moved_to_top_at").desc(nulls_last=True), "id")
+        .values_list("id", "owner_id", "experiment__project_id", "priority", "gpus")
     )
+    if not queued:
+        return []
+    users, projects = _usage("owner_id"), _usage("experiment__project_id")
+    project_limits = {
+        p["id"]: p for p in Project.objects.filter(id__in={q[2] for q in queued}).values("id", "max_active_runs", "max_gpus")
+    }
+    user_runs, user_gpus = limit("OPL_USER_MAX_ACTIVE_RUNS"), limit("OPL_USER_MAX_GPUS")
+    default_project_runs, default_project_gpus = limit("OPL_PROJECT_MAX_ACTIVE_RUNS"), limit("OPL_PROJECT_MAX_GPUS")
+
+    def fits(owner, project, gpus) -> bool:
+        if gpus_free is not None and gpus > gpus_free:
+            return False
+        p = project_limits[project]
+        return _fits(users, owner, gpus, user_runs, user_gpus) and _fits(
+            projects, project, gpus,
+            p["max_active_runs"] if p["max_active_runs"] is not None else default_project_runs,
+            p["max_gpus"] if p["max_gpus"] is not None else default_project_gpus,
+        )
+
+    levels: dict[int, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    for run_id, owner, project, priority, gpus in queued:  # already in each user's own order
+        levels[priority][owner].append((run_id, project, gpus))
+
+    picked: list[int] = []
+    for priority in sorted(levels, reverse=True):
+        per_user = levels[priority]
+        cursor = dict.fromkeys(per_user, 0)
+        # (active runs of the user, id of the user's next run): fewest active first, then oldest
+        heap = [(users.runs[owner], runs[0][0], owner) for owner, runs in per_user.items()]
+        heapq.heapify(heap)
+        while heap and len(picked) < capacity:
+            _, _, owner = heapq.heappop(heap)
+            runs, i = per_user[owner], cursor[owner]
+            while i < len(runs) and not fits(owner, runs[i][1], runs[i][2]):
+                i += 1  # blocked by a limit (e.g. a GPU run over the GPU cap): try the user's next run
+            if i == len(runs):
+                continue  # nothing of this user fits now
+            run_id, project, gpus = runs.pop(i)
+            picked.append(run_id)
+            users.add(owner, gpus)
+            projects.add(project, gpus)
+            if gpus_free is not None:
+                gpus_free -= gpus
+            cursor[owner] = i  # the runs skipped before i stay blocked this round: usage only grows
+            if i < len(runs):
+                heapq.heappush(heap, (users.runs[owner], runs[i][0], owner))
+        if len(picked) >= capacity:
+            break
+    return picked

@@ -1,14 +1,17 @@
 """Writes on experiments and runs. Every run state change goes through `run_transition`."""
-import itertools
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
-from orchestrator.experiments.models import Experiment, Project, Run, RunEvent
+from orchestrator.experiments.limits import limit, run_gpus
+from orchestrator.experiments.models import Experiment, Project, Run, RunEvent, Tag
 from orchestrator.experiments.runconfig import ConfigError, set_dotted, validate_run_config
+from orchestrator.experiments.sweeps import parse_sweep, sweep_count, sweep_points
+from orchestrator.experiments.sweeps import run_name as sweep_run_name
 
 log = logging.getLogger(__name__)
 
@@ -72,22 +75,72 @@ def project_for(name: str, user: User) -> Project:
     return project
 
 
-def expand_grid(sweep: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """The cartesian product of a sweep {dotted.path: [values]} as a list of grid points."""
-    if not sweep:
-        return [{}]
-    for path, values in sweep.items():
-        if not isinstance(values, list) or not values:
-            raise ConfigError([{"field": f"sweep.{path}", "message": "must be a non-empty list of values"}])
-    paths = list(sweep)
-    return [dict(zip(paths, combo)) for combo in itertools.product(*(sweep[p] for p in paths))]
+@dataclass(frozen=True)
+class PlannedRun:
+    name: str
+    values: dict[str, Any]  # the swept fields of this run
+    seed: int
+    config: dict[str, Any]  # full, validated
 
 
-def run_name(base: str, point: dict[str, Any], seed: int, seeds: int) -> str:
-    parts = [base] + [f"{path.rsplit('.', 1)[-1]}{value}" for path, value in point.items()]
-    if seeds > 1:
-        parts.append(f"seed{seed}")
-    return "-".join(str(p) for p in parts)
+def experiment_plan(
+    *,
+    name: str,
+    config: dict[str, Any],
+    sweep: dict[str, Any] | None = None,
+    random: dict[str, Any] | None = None,
+    seeds: int = 1,
+) -> list[PlannedRun]:
+    """Expand and validate every run of an experiment without writing anything (the preview).
+
+    Refuses a sweep larger than OPL_MAX_SWEEP_RUNS before expanding it, showing the count. A value
+    the trainer would reject is reported as `sweep.<path>` with the offending value.
+    """
+    spec = parse_sweep(sweep, random, seeds)
+    count = sweep_count(spec)
+    maximum = limit("OPL_MAX_SWEEP_RUNS")
+    if maximum and count > maximum:
+        raise ConfigError([{"field": "sweep", "message": f"expands to {count} runs, more than the maximum of {maximum}"}])
+    base = validate_run_config(config)
+    points = sweep_points(spec)
+    swept = {path for path, values in spec.grid.items() if not isinstance(values, list) or len(values) > 1}
+    if spec.random:
+        swept |= set(spec.random.params)
+    show_seed = spec.seeds > 1
+    checked: dict[tuple, dict[str, Any]] = {}  # one validation per grid point, not per seed
+    planned, names = [], set()
+    for point in points:
+        key = tuple(sorted((p, repr(v)) for p, v in point.values.items()))
+        if key not in checked:
+            checked[key] = _validated_point(config, point.values)
+        seed = base["train"]["seed"] + point.seed_offset
+        cfg = {**checked[key], "train": {**checked[key]["train"], "seed": seed}}
+        shown = {p: v for p, v in point.values.items() if p in swept}
+        run_name = unique_name(sweep_run_name(shown, cfg, seed if show_seed else None, name), names)
+        planned.append(PlannedRun(name=run_name, values=point.values, seed=seed, config=cfg))
+    return planned
+
+
+def _validated_point(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    cfg = config
+    for path, value in values.items():
+        cfg = set_dotted(cfg, path, value)
+    try:
+        return validate_run_config(cfg)
+    except ConfigError as exc:
+        raise ConfigError([
+            {"field": f"sweep.{e['field']}", "message": f"value {values[e['field']]!r}: {e['message']}"}
+            if e["field"] in values else e
+            for e in exc.errors
+        ]) from None
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name}-{n}", n + 1
+    taken.add(candidate)
+    return candidate
 
 
 @transaction.atomic
@@ -97,50 +150,55 @@ def experiment_create(
     name: str,
     config: dict[str, Any],
     project: str = "default",
-    sweep: dict[str, list[Any]] | None = None,
+    sweep: dict[str, Any] | None = None,
+    random: dict[str, Any] | None = None,
     seeds: int = 1,
     priority: int = 0,
+    tags: list[str] | None = None,
+    notes: str = "",
 ) -> Experiment:
     """Validate the config at every grid point and seed, then create the experiment and its
     queued runs. Nothing is created if any point is invalid."""
-    sweep = sweep or {}
-    if seeds < 1:
-        raise ConfigError([{"field": "seeds", "message": "must be at least 1"}])
-    base = validate_run_config(config)
-    first_seed = base["train"]["seed"]
-    planned = []
-    for point in expand_grid(sweep):
-        for offset in range(seeds):
-            seed = first_seed + offset
-            cfg = config
-            for path, value in point.items():
-                cfg = set_dotted(cfg, path, value)
-            cfg = set_dotted(cfg, "train.seed", seed)
-            planned.append((point, seed, validate_run_config(cfg)))
+    planned = experiment_plan(name=name, config=config, sweep=sweep, random=random, seeds=seeds)
     experiment = Experiment.objects.create(
         name=name,
         project=project_for(project, owner),
         owner=owner,
-        base_config=base,
-        sweep=sweep,
+        base_config=validate_run_config(config),
+        sweep=sweep or {},
+        random=random or {},
         seeds=seeds,
         priority=priority,
+        notes=notes,
     )
     now = timezone.now()
-    Run.objects.bulk_create(
+    runs = Run.objects.bulk_create(
         Run(
             experiment=experiment,
             owner=owner,
-            name=run_name(name, point, seed, seeds),
-            config=cfg,
-            sweep_values=point,
-            seed=seed,
+            name=plan.name,
+            config=plan.config,
+            sweep_values=plan.values,
+            seed=plan.seed,
             priority=priority,
+            gpus=run_gpus(plan.config),
             queued_at=now,
+            notes=notes,
         )
-        for point, seed, cfg in planned
+        for plan in planned
     )
+    if tags:
+        tag_rows = _tags(tags)
+        Run.tags.through.objects.bulk_create(
+            Run.tags.through(run_id=run.pk, tag_id=tag.pk) for run in runs for tag in tag_rows
+        )
     return experiment
+
+
+def _tags(names: list[str]) -> list[Tag]:
+    clean = sorted({n.strip() for n in names if n.strip()})
+    Tag.objects.bulk_create([Tag(name=n) for n in clean], ignore_conflicts=True)
+    return list(Tag.objects.filter(name__in=clean))
 
 
 def run_request_cancel(*, run: Run) -> bool:
@@ -152,3 +210,109 @@ def run_request_cancel(*, run: Run) -> bool:
         run.cancel_requested = True
         return True
     return False
+
+
+def run_stop(*, run: Run) -> bool:
+    """Cancel a run on a user's request: a queued run at once, an active one through the cluster
+    (the cancel task is enqueued once the transaction commits)."""
+    from orchestrator.cluster.tasks import cancel_run
+
+    if not run_request_cancel(run=run):
+        return False
+    if run.is_active:
+        run_id = run.pk
+        transaction.on_commit(lambda: cancel_run.delay(run_id))
+    return True
+
+
+def run_retry(*, run: Run) -> bool:
+    """Put a failed, lost or cancelled run back in the queue; the cluster code starts a new
+    attempt at submission."""
+    if run.state not in (S.FAILED, S.LOST, S.CANCELLED):
+        return False
+    return run_transition(run=run, to=S.QUEUED, reason="retried by hand")
+
+
+def run_set_priority(*, run: Run, priority: int) -> bool:
+    """Change a queued run's priority; once submitted it is too late."""
+    updated = Run.objects.filter(pk=run.pk, state=S.QUEUED).update(priority=priority)
+    if updated:
+        run.priority = priority
+    return bool(updated)
+
+
+def run_move_to_top(*, run: Run) -> bool:
+    """Make a queued run the next of its owner's runs: the highest priority among them, and
+    first among equals."""
+    top = (Run.objects.filter(owner_id=run.owner_id, state=S.QUEUED).aggregate(m=models.Max("priority"))["m"])
+    priority = max(run.priority, top if top is not None else run.priority)
+    now = timezone.now()
+    updated = Run.objects.filter(pk=run.pk, state=S.QUEUED).update(priority=priority, moved_to_top_at=now)
+    if updated:
+        run.priority, run.moved_to_top_at = priority, now
+    return bool(updated)
+
+
+def run_set_tags(*, run: Run, tags: list[str]) -> list[str]:
+    run.tags.set(_tags(tags))
+    return sorted(t.name for t in run.tags.all())
+
+
+def run_set_notes(*, run: Run, notes: str) -> None:
+    Run.objects.filter(pk=run.pk).update(notes=notes)
+    run.notes = notes
+
+
+# --- experiments (sweeps) ----------------------------------------------------------------------
+
+def experiment_pause(*, experiment: Experiment) -> bool:
+    """Submit nothing new from this sweep; runs already submitted go on."""
+    return _experiment_state(experiment, frm=Experiment.State.ACTIVE, to=Experiment.State.PAUSED)
+
+
+def experiment_resume(*, experiment: Experiment) -> bool:
+    return _experiment_state(experiment, frm=Experiment.State.PAUSED, to=Experiment.State.ACTIVE)
+
+
+def experiment_cancel(*, experiment: Experiment) -> int:
+    """Cancel the sweep: its queued runs at once, its active runs through the cluster. Returns
+    how many runs were cancelled or asked to stop."""
+    if experiment.state == Experiment.State.CANCELLED:
+        return 0
+    Experiment.objects.filter(pk=experiment.pk).update(state=Experiment.State.CANCELLED)
+    experiment.state = Experiment.State.CANCELLED
+    stopped = 0
+    for run in experiment.runs.filter(state__in=(S.QUEUED, *Run.ACTIVE)).order_by("id"):
+        stopped += run_stop(run=run)
+    return stopped
+
+
+def experiment_set_priority(*, experiment: Experiment, priority: int) -> int:
+    """Set the sweep's priority and that of its runs still queued; returns how many changed."""
+    Experiment.objects.filter(pk=experiment.pk).update(priority=priority)
+    experiment.priority = priority
+    return experiment.runs.filter(state=S.QUEUED).update(priority=priority)
+
+
+def _experiment_state(experiment: Experiment, *, frm: str, to: str) -> bool:
+    updated = Experiment.objects.filter(pk=experiment.pk, state=frm).update(state=to)
+    if updated:
+        experiment.state = to
+    return bool(updated)
+
+
+# --- projects ----------------------------------------------------------------------------------
+
+def project_create(*, owner: User, name: str, description: str = "") -> Project:
+    project = Project.objects.create(name=name, description=description)
+    project.members.add(owner)
+    return project
+
+
+def project_add_member(*, project: Project, user: User) -> None:
+    project.members.add(user)
+
+
+def project_set_limits(*, project: Project, max_active_runs: int | None, max_gpus: int | None) -> None:
+    Project.objects.filter(pk=project.pk).update(max_active_runs=max_active_runs, max_gpus=max_gpus)
+    project.max_active_runs, project.max_gpus = max_active_runs, max_gpus

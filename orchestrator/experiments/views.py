@@ -1,26 +1,53 @@
-"""Browser pages for experiments and runs. Views stay thin: access helper, form, one service."""
+"""Browser pages for runs: the runs table, the run page and the run actions.
+
+Views stay thin: access helper, form or parse, one service, render. An htmx request gets the
+fragment it changed (STYLE.md §5): the table for a filter, the row or the facts card for an action.
+"""
 import yaml
 from django.contrib import messages
-from django.db import transaction
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from orchestrator.experiments.access import get_run_for_user, visible_runs
-from orchestrator.experiments.forms import ExperimentYamlForm
-from orchestrator.experiments.services import experiment_create, run_request_cancel
+from orchestrator.experiments.access import can_write, get_run_for_user, visible_projects
+from orchestrator.experiments.models import Run, Tag
+from orchestrator.experiments.schema_form import minimal_config
+from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
+from orchestrator.experiments.services import (
+    run_move_to_top,
+    run_retry,
+    run_set_notes,
+    run_set_priority,
+    run_set_tags,
+    run_stop,
+)
 
-DEFAULT_CONFIG_YAML = """\
-model: {name: tiny}
-task: {name: arithmetic}
-algorithm: {objective: m2po}
-staleness: {mode: stale_k, k: 2}
-train: {steps: 60, seed: 1}
-"""
+
+def compare_url() -> str:
+    try:
+        return reverse("metrics-compare")
+    except NoReverseMatch:  # the metrics app adds the compare page
+        return "/compare/"
 
 
 def run_list(request):
-    runs = visible_runs(request.user).order_by("-id")[:200]
-    return render(request, "experiments/run_list.html", {"runs": runs})
+    f = RunFilter.from_params(request.GET)
+    context = {
+        "page": runs_page(request.user, f), "f": f, "key_metrics": KEY_METRICS, "states": Run.State.values,
+        "compare_url": compare_url(), "query_string": _without_page(request.GET),
+    }
+    if request.headers.get("HX-Request"):
+        return render(request, "experiments/_runs_table.html", context)
+    context["projects"] = visible_projects(request.user).order_by("name").values_list("name", flat=True)
+    context["tags"] = Tag.objects.order_by("name").values_list("name", flat=True)
+    return render(request, "experiments/run_list.html", context)
+
+
+def _without_page(params) -> str:
+    params = params.copy()
+    params.pop("page", None)
+    return params.urlencode()
 
 
 def run_detail(request, run_id: int):
@@ -29,26 +56,62 @@ def run_detail(request, run_id: int):
         "run": run,
         "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
         "events": run.events.all(),
-        "can_write": request.user.is_staff or run.owner_id == request.user.pk,
+        "can_write": can_write(request.user, run.owner_id),
     })
 
 
-def experiment_new(request):
-    form = ExperimentYamlForm(request.POST or None, initial={"config_yaml": DEFAULT_CONFIG_YAML})
-    if request.method == "POST" and form.is_valid():
-        experiment = experiment_create(owner=request.user, name=form.cleaned_data["name"],
-                                       project=form.cleaned_data["project"], config=form.cleaned_data["config_yaml"])
-        messages.success(request, f"Queued {experiment.runs.count()} run(s).")
-        first = experiment.runs.order_by("id").first()
-        return redirect("exp-run-detail", run_id=first.pk)
-    return render(request, "experiments/experiment_new.html", {"form": form})
+def run_config_yaml(request, run_id: int):
+    """The run's config as the YAML file `python -m trainer run --config` takes."""
+    run = get_run_for_user(request.user, run_id)
+    response = HttpResponse(yaml.safe_dump(minimal_config(run.config), sort_keys=False), content_type="application/yaml")
+    response["Content-Disposition"] = f'attachment; filename="{run.name}.yaml"'
+    return response
+
+
+def _after_action(request, run: Run, done: bool, failed: str):
+    if not done:
+        messages.error(request, failed)
+    if request.headers.get("HX-Request"):
+        run.refresh_from_db()
+        context = {"run": run, "can_write": can_write(request.user, run.owner_id), "action_error": "" if done else failed}
+        if request.headers.get("HX-Target") == "run-facts":
+            return render(request, "experiments/_run_facts.html", context)
+        run.latest = [None] * len(KEY_METRICS)
+        return render(request, "experiments/_run_row.html", context)
+    return redirect(request.POST.get("next") or reverse("exp-run-detail", args=[run.pk]))
 
 
 @require_POST
 def run_cancel(request, run_id: int):
-    from orchestrator.cluster.tasks import cancel_run
-
     run = get_run_for_user(request.user, run_id, write=True)
-    if run_request_cancel(run=run) and run.is_active:
-        transaction.on_commit(lambda: cancel_run.delay(run.pk))
-    return redirect("exp-run-detail", run_id=run.pk)
+    return _after_action(request, run, run_stop(run=run), f"run {run.pk} is {run.state} and cannot be cancelled")
+
+
+@require_POST
+def run_retry_view(request, run_id: int):
+    run = get_run_for_user(request.user, run_id, write=True)
+    return _after_action(request, run, run_retry(run=run), f"only failed, lost or cancelled runs can be retried (this one is {run.state})")
+
+
+@require_POST
+def run_top(request, run_id: int):
+    run = get_run_for_user(request.user, run_id, write=True)
+    return _after_action(request, run, run_move_to_top(run=run), "only a queued run can move to the top")
+
+
+@require_POST
+def run_priority(request, run_id: int):
+    run = get_run_for_user(request.user, run_id, write=True)
+    try:
+        priority = int(request.POST.get("priority", ""))
+    except ValueError:
+        return _after_action(request, run, False, "priority: a whole number is required")
+    return _after_action(request, run, run_set_priority(run=run, priority=priority), "the priority can change only while the run is queued")
+
+
+@require_POST
+def run_annotate(request, run_id: int):
+    run = get_run_for_user(request.user, run_id, write=True)
+    run_set_tags(run=run, tags=request.POST.get("tags", "").split(","))
+    run_set_notes(run=run, notes=request.POST.get("notes", ""))
+    return _after_action(request, run, True, "")

@@ -1,0 +1,66 @@
+"""Experiment YAML files, for import, export and `manage.py submit_experiment`.
+
+Two shapes are accepted:
+  - a plain run config, the same file `python -m trainer run --config` takes (model:, algorithm:, ...);
+  - an experiment file: name, project, seeds, priority, tags, notes, sweep, random and the run
+    config under `config:`.
+Unknown keys are refused, naming the key and the nearest valid one.
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import yaml
+
+from orchestrator.experiments.runconfig import ConfigError
+from trainer.config import RunConfig
+
+EXPERIMENT_KEYS = ("name", "project", "config", "sweep", "random", "seeds", "priority", "tags", "notes")
+CONFIG_SECTIONS = tuple(k for k in RunConfig.model_fields if k != "reporting")
+
+
+def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[str, Any]:
+    """An experiment spec from YAML text; ConfigError naming the field on any problem."""
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError([{"field": "(file)", "message": f"not valid YAML: {exc}"}]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([{"field": "(file)", "message": "the file must be a mapping of keys"}])
+    if not any(key in EXPERIMENT_KEYS for key in data):
+        return {"name": default_name, "config": data}  # a plain run config; the trainer's checks name bad keys
+    errors = []
+    for key in data:
+        if key in EXPERIMENT_KEYS:
+            continue
+        if key in CONFIG_SECTIONS:
+            errors.append({"field": str(key), "message": f"'{key}' is a run config section: put it under 'config:'"})
+            continue
+        close = difflib.get_close_matches(str(key), EXPERIMENT_KEYS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(EXPERIMENT_KEYS)}"
+        errors.append({"field": str(key), "message": f"unknown key '{key}'{hint}"})
+    if errors:
+        raise ConfigError(errors)
+    spec = {"name": default_name, **data}
+    for key, kind in (("config", dict), ("sweep", dict), ("random", dict), ("tags", list)):
+        if spec.get(key) is not None and not isinstance(spec[key], kind):
+            raise ConfigError([{"field": key, "message": f"must be a {'mapping' if kind is dict else 'list'}"}])
+    spec["name"] = str(spec["name"])
+    return spec
+
+
+def dump_experiment_yaml(spec: dict[str, Any]) -> str:
+    """YAML for a spec: a plain run config when there is nothing else to say, else an experiment file."""
+    extra = {k: spec.get(k) for k in ("sweep", "random") if spec.get(k)}
+    if spec.get("seeds", 1) != 1:
+        extra["seeds"] = spec["seeds"]
+    if not extra:
+        return yaml.safe_dump(spec.get("config") or {}, sort_keys=False)
+    out = {"name": spec.get("name"), "project": spec.get("project", "default")}
+    for key in ("priority", "tags", "notes"):
+        if spec.get(key):
+            out[key] = spec[key]
+    out.update(extra)
+    out["config"] = spec.get("config") or {}
+    return yaml.safe_dump(out, sort_keys=False)

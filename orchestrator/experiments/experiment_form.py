@@ -1,0 +1,266 @@
+"""The new-experiment page's form: flat submitted strings <-> an experiment spec.
+
+An experiment spec is what the API's POST /api/v1/experiments takes and what an experiment YAML
+file holds: {name, project, config, sweep, random, seeds, priority, tags, notes}. The page always
+renders from flat strings (what the user typed, or `flat_from_spec` of a preset, a cloned run or
+an imported file), so a refused submission comes back exactly as typed.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.experiments.runconfig import ConfigError, validate_run_config
+from orchestrator.experiments.schema_form import config_from_post, config_sections, fields_by_path, parse_values
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+SWEEP_MODES = ("list", "linear", "log")
+DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice")
+MIN_SWEEP_ROWS, MIN_RANDOM_ROWS = 3, 2
+
+
+@dataclass
+class Draft:
+    spec: dict[str, Any]
+    errors: list[dict[str, str]] = field(default_factory=list)
+    pasted_paths: set[str] = field(default_factory=set)  # config paths set by the pasted YAML
+
+    def place(self, error: dict[str, str]) -> dict[str, str]:
+        """Show an error on a value that came from the pasted YAML next to that box."""
+        path = error["field"].removeprefix("config.")
+        if any(path == p or path.startswith(p + ".") for p in self.pasted_paths):
+            return {"field": "config_yaml", "message": f"{path}: {error['message']}"}
+        return error
+
+
+def _int(data, name: str, default: int, errors: list, minimum: int | None = None) -> int:
+    raw = (data.get(name) or "").strip()
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        errors.append({"field": name, "message": f"not a whole number: {raw!r}"})
+        return default
+    if minimum is not None and value < minimum:
+        errors.append({"field": name, "message": f"must be at least {minimum}"})
+    return value
+
+
+def rows(data, prefix: str, keys: tuple[str, ...]) -> list[dict[str, str]]:
+    """The submitted rows prefix-<i>-<key>, in order, blank rows dropped."""
+    found = []
+    i = 0
+    while any(f"{prefix}-{i}-{k}" in data for k in keys):
+        row = {k: (data.get(f"{prefix}-{i}-{k}") or "").strip() for k in keys}
+        row["i"] = i
+        if row[keys[0]] or row[keys[-1]]:
+            found.append(row)
+        i += 1
+    return found
+
+
+def draft_from_post(data) -> Draft:
+    """Read the form; every unreadable value is an error naming its field."""
+    errors: list[dict[str, str]] = []
+    name = (data.get("name") or "").strip()
+    if not name:
+        errors.append({"field": "name", "message": "a name is required"})
+    elif not NAME_RE.match(name):
+        errors.append({"field": "name", "message": "letters, digits, '.', '_' and '-' only, starting with a letter or digit"})
+    config, config_errors = config_from_post(data)
+    errors += config_errors
+    pasted_paths: set[str] = set()
+    if (pasted := data.get("config_yaml") or "").strip():
+        pasted_config = _pasted_config(pasted, errors)
+        pasted_paths = set(_leaf_paths(pasted_config))
+        config = _merge(config, pasted_config)
+    spec: dict[str, Any] = {
+        "name": name,
+        "project": (data.get("project") or "default").strip() or "default",
+        "config": config,
+        "seeds": _int(data, "seeds", 1, errors, minimum=1),
+        "priority": _int(data, "priority", 0, errors),
+        "tags": [t.strip() for t in (data.get("tags") or "").split(",") if t.strip()],
+        "notes": data.get("notes") or "",
+        "sweep": {},
+        "random": {},
+    }
+    fields = fields_by_path()
+    for row in rows(data, "sweep", ("field", "mode", "values")):
+        path, where = row["field"], f"sweep-{row['i']}"
+        if path not in fields:
+            errors.append({"field": where, "message": f"choose a config field to sweep (got {path!r})" if path else "choose a field"})
+            continue
+        if path in spec["sweep"]:
+            errors.append({"field": where, "message": f"{path} is swept twice"})
+            continue
+        try:
+            spec["sweep"][path] = _sweep_values(fields[path], row["mode"] or "list", row["values"])
+        except ValueError as exc:
+            errors.append({"field": where, "message": f"{path}: {exc}"})
+    random_rows = rows(data, "random", ("field", "dist", "args"))
+    if random_rows:
+        params = {}
+        for row in random_rows:
+            where = f"random-{row['i']}"
+            try:
+                params[row["field"]] = _distribution(fields, row)
+            except ValueError as exc:
+                errors.append({"field": where, "message": str(exc)})
+        spec["random"] = {"samples": _int(data, "random-samples", 1, errors, minimum=1),
+                          "seed": _int(data, "random-seed", 0, errors), "params": params}
+    return Draft(spec=spec, errors=errors, pasted_paths=pasted_paths)
+
+
+def _pasted_config(text: str, errors: list) -> dict[str, Any]:
+    """The run config of a pasted YAML file (plain run config or experiment file)."""
+    from orchestrator.experiments.experiment_file import parse_experiment_yaml
+
+    try:
+        return parse_experiment_yaml(text).get("config") or {}
+    except ConfigError as exc:
+        errors += [{"field": "config_yaml", "message": f"{e['field']}: {e['message']}"} for e in exc.errors]
+        return {}
+
+
+def _leaf_paths(config: dict[str, Any], prefix: str = ""):
+    for key, value in config.items():
+        if isinstance(value, dict):
+            yield from _leaf_paths(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merge(out.get(key, {}), value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _numbers(text: str, count: int, what: str) -> list[float]:
+    parts = [p for p in re.split(r"\s*,\s*", text.strip()) if p]
+    if len(parts) != count:
+        raise ValueError(f"{what}: expected {count} comma-separated numbers, got {len(parts)}")
+    try:
+        return [float(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"{what}: not a number in {text!r}") from None
+
+
+def _sweep_values(spec, mode: str, text: str) -> Any:
+    if mode == "list":
+        return parse_values(spec, text)
+    if mode not in SWEEP_MODES:
+        raise ValueError(f"unknown sweep mode {mode!r}; use list, linear or log")
+    start, stop, count = _numbers(text, 3, f"{mode} range (start, stop, count)")
+    if not float(count).is_integer() or count < 1:
+        raise ValueError(f"{mode} range: the count must be a whole number >= 1")
+    return {mode: [start, stop, int(count)]}
+
+
+def _distribution(fields, row: dict) -> dict[str, Any]:
+    path, dist, args = row["field"], row["dist"] or "uniform", row["args"]
+    if path not in fields:
+        raise ValueError(f"choose a config field for the random search (got {path!r})")
+    if dist == "choice":
+        return {"choice": parse_values(fields[path], args)}
+    if dist not in DISTRIBUTIONS:
+        raise ValueError(f"{path}: unknown distribution {dist!r}; use {', '.join(DISTRIBUTIONS)}")
+    low, high = _numbers(args, 2, f"{path}: {dist} (low, high)")
+    return {dist: [int(low), int(high)] if dist == "randint" else [low, high]}
+
+
+def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
+    """The form's strings for an experiment spec (config filled in with defaults where valid)."""
+    try:
+        config = validate_run_config(spec.get("config") or {})
+    except ConfigError:
+        config = spec.get("config") or {}
+    flat = {
+        "name": str(spec.get("name", "")), "project": str(spec.get("project", "default")),
+        "seeds": str(spec.get("seeds", 1)), "priority": str(spec.get("priority", 0)),
+        "tags": ", ".join(spec.get("tags") or []), "notes": spec.get("notes") or "",
+    }
+    for path, fspec in fields_by_path().items():
+        section, name = path.split(".", 1)
+        value = config.get(section, {}).get(name, fspec.default) if isinstance(config.get(section, {}), dict) else fspec.default
+        flat[path] = fspec.to_text(value)
+    for i, (path, values) in enumerate((spec.get("sweep") or {}).items()):
+        fspec = fields_by_path().get(path)
+        flat[f"sweep-{i}-field"] = path
+        if isinstance(values, dict) and values:
+            mode, args = next(iter(values.items()))
+            flat[f"sweep-{i}-mode"], flat[f"sweep-{i}-values"] = mode, ", ".join(f"{a:g}" if isinstance(a, float) else str(a) for a in args)
+        else:
+            flat[f"sweep-{i}-mode"] = "list"
+            flat[f"sweep-{i}-values"] = ", ".join(fspec.to_text(v) if fspec else str(v) for v in values or [])
+    random = spec.get("random") or {}
+    if random:
+        flat["random-samples"], flat["random-seed"] = str(random.get("samples", 1)), str(random.get("seed", 0))
+        for i, (path, dist) in enumerate((random.get("params") or {}).items()):
+            kind, args = next(iter(dist.items()))
+            flat[f"random-{i}-field"], flat[f"random-{i}-dist"] = path, kind
+            flat[f"random-{i}-args"] = ", ".join(str(a) for a in args)
+    return flat
+
+
+def form_context(flat: dict[str, str], errors: list[dict[str, str]]) -> dict[str, Any]:
+    """What the template needs: sections of (field, text), sweep and random rows, errors by slot."""
+    slots = errors_by_slot(errors, flat)
+    sections = [
+        {"section": s, "fields": [
+            {"spec": f, "text": flat.get(f.path, f.to_text(f.default)), "errors": slots.get(f.slug, []),
+             "changed": flat.get(f.path, f.to_text(f.default)) != f.to_text(f.default)}
+            for f in s.fields]}
+        for s in config_sections()
+    ]
+    sweep_rows = _rows_from_flat(flat, "sweep", ("field", "mode", "values"), MIN_SWEEP_ROWS)
+    random_rows = _rows_from_flat(flat, "random", ("field", "dist", "args"), MIN_RANDOM_ROWS)
+    for row in sweep_rows:
+        row["errors"] = slots.get(f"sweep-{row['i']}", [])
+    for row in random_rows:
+        row["errors"] = slots.get(f"random-{row['i']}", [])
+    return {
+        "flat": flat, "sections": sections, "sweep_rows": sweep_rows, "random_rows": random_rows,
+        "field_paths": list(fields_by_path()), "sweep_modes": SWEEP_MODES, "distributions": DISTRIBUTIONS,
+        "errors": slots,
+    }
+
+
+def _rows_from_flat(flat: dict[str, str], prefix: str, keys: tuple[str, ...], minimum: int) -> list[dict]:
+    out, i = [], 0
+    while any(f"{prefix}-{i}-{k}" in flat for k in keys):
+        out.append({"i": i, **{k: flat.get(f"{prefix}-{i}-{k}", "") for k in keys}})
+        i += 1
+    while len(out) < max(minimum, len([r for r in out if r[keys[0]]]) + 1):
+        out.append({"i": len(out), **dict.fromkeys(keys, "")})
+    return out
+
+
+def errors_by_slot(errors: list[dict[str, str]], flat: dict[str, str]) -> dict[str, list[str]]:
+    """Map each error to the element that shows it: a config field, a sweep row, or the form."""
+    swept_rows = {flat.get(f"sweep-{i}-field"): f"sweep-{i}" for i in range(100) if f"sweep-{i}-field" in flat}
+    slots: dict[str, list[str]] = {}
+    for error in errors:
+        where = error["field"]
+        if where.startswith("config."):
+            where = where[len("config."):]
+        if where.startswith("sweep."):
+            path = where[len("sweep."):]
+            slot = swept_rows.get(path, "sweep")
+        elif where.startswith(("sweep-", "random-")):
+            slot = where.split(".")[0]
+        elif where.startswith("random"):
+            slot = "random"
+        elif where in fields_by_path() or where in ("name", "project", "seeds", "priority", "tags", "notes", "config_yaml"):
+            slot = where
+        elif ".".join(where.split(".")[:2]) in fields_by_path():  # task.eval_sets.1
+            slot = ".".join(where.split(".")[:2])
+        else:
+            slot = "form"
+        message = error["message"] if slot not in ("form", "sweep", "random") else f"{error['field']}: {error['message']}"
+        slots.setdefault(slot.replace(".", "__"), []).append(message)
+    return slots

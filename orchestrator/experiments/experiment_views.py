@@ -1,0 +1,185 @@
+"""Browser pages for experiments (sweeps): the generated form with live validation, preview,
+presets, clone, YAML import/export; the experiments list and a sweep's page with its actions."""
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from orchestrator.experiments.access import get_experiment_for_user, get_run_for_user, visible_experiments
+from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
+from orchestrator.experiments.experiment_form import Draft, draft_from_post, errors_by_slot, flat_from_spec, form_context
+from orchestrator.experiments.presets import get_preset, list_presets
+from orchestrator.experiments.runconfig import ConfigError
+from orchestrator.experiments.schema_form import fields_by_path, minimal_config
+from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
+from orchestrator.experiments.services import (
+    experiment_cancel,
+    experiment_create,
+    experiment_pause,
+    experiment_plan,
+    experiment_resume,
+    experiment_set_priority,
+)
+from orchestrator.experiments.views import compare_url
+
+PREVIEW_ROWS = 200
+START = {"name": "my-experiment", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu"}}}
+
+
+def _page(request, flat: dict, errors: list, status: int = 200):
+    context = form_context(flat, errors)
+    context["presets"] = list_presets()
+    return render(request, "experiments/experiment_new.html", context, status=status)
+
+
+def _initial_spec(request) -> dict:
+    if slug := request.GET.get("preset"):
+        if preset := get_preset(slug):
+            return preset.spec()
+        messages.error(request, f"preset: no preset named {slug!r}")
+    if clone := request.GET.get("clone"):
+        run = get_run_for_user(request.user, int(clone) if clone.isdigit() else 0)
+        return {"name": f"{run.name}-clone", "project": run.experiment.project.name,
+                "config": minimal_config(run.config), "tags": sorted(t.name for t in run.tags.all())}
+    return START
+
+
+def _checked(draft: Draft) -> tuple[list, list]:
+    """(planned runs, errors): the form's own errors, else the trainer's on every planned run."""
+    if draft.errors:
+        return [], draft.errors
+    spec = draft.spec
+    try:
+        return experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
+                               random=spec["random"], seeds=spec["seeds"]), []
+    except ConfigError as exc:
+        return [], [draft.place({**e, "field": e["field"] if e["field"].startswith(("sweep", "random", "seeds", "(")) else f"config.{e['field']}"})
+                    for e in exc.errors]
+
+
+def experiment_new(request):
+    if request.method != "POST":
+        return _page(request, flat_from_spec(_initial_spec(request)), [])
+    draft = draft_from_post(request.POST)
+    planned, errors = _checked(draft)
+    if errors:  # re-rendered as typed, each error next to its field
+        return _page(request, request.POST.dict(), errors)
+    spec = draft.spec
+    experiment = experiment_create(owner=request.user, **spec)
+    messages.success(request, f"Queued {len(planned)} run(s) of {experiment.name}.")
+    return redirect("exp-experiment-detail", experiment_id=experiment.pk)
+
+
+@require_POST
+def experiment_validate(request):
+    """Live validation: every field's error slot (emptied when valid) as out-of-band swaps."""
+    draft = draft_from_post(request.POST)
+    planned, errors = _checked(draft)
+    flat = request.POST.dict()
+    slots = errors_by_slot(errors, flat)
+    all_slots = ["form", "name", "project", "seeds", "priority", "sweep", "random"]
+    all_slots += [p.replace(".", "__") for p in fields_by_path()]
+    all_slots += [k.rsplit("-", 1)[0] for k in flat if k.startswith(("sweep-", "random-")) and k.endswith(("-field"))]
+    return render(request, "experiments/_validation.html", {
+        "slots": [(slot, slots.get(slot, [])) for slot in dict.fromkeys(all_slots)],
+        "count": len(planned), "error_count": len(errors),
+    })
+
+
+@require_POST
+def experiment_preview(request):
+    draft = draft_from_post(request.POST)
+    planned, errors = _checked(draft)
+    paths = list(dict.fromkeys(p for plan in planned for p in plan.values))
+    return render(request, "experiments/_preview.html", {
+        "count": len(planned), "paths": paths, "errors": errors,
+        "planned_rows": [(plan, [plan.values.get(p, "") for p in paths]) for plan in planned[:PREVIEW_ROWS]],
+    })
+
+
+@require_POST
+def experiment_export(request):
+    """Download the form as YAML: a plain run config, or an experiment file when it has a sweep."""
+    draft = draft_from_post(request.POST)
+    if draft.errors:
+        return _page(request, request.POST.dict(), draft.errors, status=400)
+    spec = {**draft.spec, "config": minimal_config(draft.spec["config"])}
+    response = HttpResponse(dump_experiment_yaml(spec), content_type="application/yaml")
+    response["Content-Disposition"] = f'attachment; filename="{spec["name"] or "experiment"}.yaml"'
+    return response
+
+
+@require_POST
+def experiment_import(request):
+    """Fill the form from an uploaded (or pasted) YAML file; nothing is queued yet."""
+    upload = request.FILES.get("file")
+    text = upload.read().decode("utf-8", errors="replace") if upload else request.POST.get("yaml", "")
+    default_name = upload.name.rsplit(".", 1)[0] if upload else "imported"
+    try:
+        spec = parse_experiment_yaml(text, default_name=default_name)
+    except ConfigError as exc:
+        return _page(request, flat_from_spec(START), [{"field": "import", "message": f"{e['field']}: {e['message']}"} for e in exc.errors], status=400)
+    planned, errors = _checked(Draft(spec={"sweep": {}, "random": {}, "seeds": 1, **spec}))
+    return _page(request, flat_from_spec(spec), errors, status=400 if errors else 200)
+
+
+def experiment_list(request):
+    experiments = visible_experiments(request.user).order_by("-id")[:200]
+    return render(request, "experiments/experiment_list.html", {"experiments": _with_counts(experiments)})
+
+
+def _with_counts(experiments):
+    from django.db.models import Count
+
+    from orchestrator.experiments.models import Run
+
+    experiments = list(experiments)
+    counts: dict = {}
+    for row in Run.objects.filter(experiment__in=experiments).values("experiment_id", "state").annotate(n=Count("id")):
+        counts.setdefault(row["experiment_id"], {})[row["state"]] = row["n"]
+    for e in experiments:
+        e.counts = counts.get(e.pk, {})
+        e.total = sum(e.counts.values())
+        e.active = sum(e.counts.get(state, 0) for state in Run.ACTIVE)
+    return experiments
+
+
+def experiment_detail(request, experiment_id: int):
+    experiment = get_experiment_for_user(request.user, experiment_id)
+    params = request.GET.copy()
+    params["experiment"] = str(experiment.pk)
+    f = RunFilter.from_params(params)
+    context = {
+        "experiment": _with_counts([experiment])[0], "page": runs_page(request.user, f), "f": f,
+        "key_metrics": KEY_METRICS, "compare_url": compare_url(),
+        "can_write": request.user.is_staff or experiment.owner_id == request.user.pk,
+        "sweep_yaml": dump_experiment_yaml({"name": experiment.name, "project": experiment.project.name,
+                                            "sweep": experiment.sweep, "random": experiment.random,
+                                            "seeds": experiment.seeds, "config": minimal_config(experiment.base_config)}),
+        "query_string": f"experiment={experiment.pk}",
+    }
+    if request.headers.get("HX-Request") and request.headers.get("HX-Target") == "runs-table":
+        return render(request, "experiments/_runs_table.html", context)
+    return render(request, "experiments/experiment_detail.html", context)
+
+
+@require_POST
+def experiment_action(request, experiment_id: int, action: str):
+    experiment = get_experiment_for_user(request.user, experiment_id, write=True)
+    if action == "pause":
+        done = experiment_pause(experiment=experiment)
+    elif action == "resume":
+        done = experiment_resume(experiment=experiment)
+    elif action == "cancel":
+        done = experiment_cancel(experiment=experiment) >= 0 and experiment.state == "cancelled"
+    elif action == "priority":
+        try:
+            experiment_set_priority(experiment=experiment, priority=int(request.POST.get("priority", "")))
+            done = True
+        except ValueError:
+            done = False
+    else:
+        done = False
+    if not done:
+        messages.error(request, f"{action}: not possible while the experiment is {experiment.state}")
+    return redirect("exp-experiment-detail", experiment_id=experiment.pk)

@@ -1,0 +1,38 @@
+"""Queue limits and the GPU count of a run.
+
+The limits are read from settings (the lead wires them to the environment in settings.py); the
+defaults here apply when a setting is absent. None or 0 means "no limit".
+"""
+from typing import Any
+
+from django.conf import settings
+
+DEFAULTS = {
+    "OPL_MAX_SWEEP_RUNS": 5000,  # a sweep expanding to more runs is refused
+    "OPL_USER_MAX_ACTIVE_RUNS": 0,  # submitted/pending/running runs per user
+    "OPL_USER_MAX_GPUS": 0,  # GPUs held by a user's active runs
+    "OPL_PROJECT_MAX_ACTIVE_RUNS": 0,  # per project, unless the project sets its own
+    "OPL_PROJECT_MAX_GPUS": 0,
+    "OPL_MAX_GPUS": 0,  # GPUs held by all active runs together
+}
+
+
+def limit(name: str) -> int:
+    """The configured limit, 0 meaning none."""
+    return int(getattr(settings, name, DEFAULTS[name]) or 0)
+
+
+def run_gpus(config: dict[str, Any]) -> int:
+    """GPUs a run holds while active, from its (validated) config.
+
+    train.device cpu needs none. cuda needs one. 'auto' runs on a GPU when the node has one, so it
+    counts as one, except for the CPU demo model ('tiny' with the hf engine), which never needs one.
+    A cluster profile that fixes its own GPU count overrides this at submission.
+    """
+    device = config.get("train", {}).get("device", "auto")
+    if device == "cpu":
+        return 0
+    if device == "cuda":
+        return 1
+    tiny = config.get("model", {}).get("name") == "tiny"
+    return 0 if tiny and config.get("rollout", {}).get("engine", "hf") == "hf" else 1

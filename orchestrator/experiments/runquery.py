@@ -1,0 +1,171 @@
+"""The runs table's small filter language, parsed into ORM lookups (never into SQL text).
+
+    algorithm.objective = m2po and staleness.k >= 64
+    state in (queued, running) and tag = baseline and name ~ seed2
+
+A query is clauses joined by `and`. A clause is `field op value` with op one of
+= != > >= < <= ~ (contains), or `field in (v1, v2, ...)`. Fields are the run's own columns
+(state, user, project, experiment, tag, name, backend, job, node, priority, step, seed, gpus, id)
+or any RunConfig field path. Values are numbers, true/false/null, bare words or quoted strings.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from django.db.models import Q
+
+from trainer.config import RunConfig
+
+OPS = {"=": "exact", "==": "exact", "!=": "exact", ">": "gt", ">=": "gte", "<": "lt", "<=": "lte", "~": "icontains"}
+
+COLUMNS = {
+    "state": "state",
+    "user": "owner__username",
+    "owner": "owner__username",
+    "project": "experiment__project__name",
+    "experiment": "experiment__name",
+    "sweep": "experiment_id",
+    "tag": "tag__name",  # on the run-tag link table, see _tag_subquery
+    "name": "name",
+    "backend": "backend",
+    "job": "job_id",
+    "node": "node_list",
+    "priority": "priority",
+    "step": "step",
+    "seed": "seed",
+    "gpus": "gpus",
+    "id": "id",
+    "attempt": "attempt",
+}
+
+TOKEN = re.compile(r"""\s*(?:(?P<str>"[^"]*"|'[^']*')|(?P<op>>=|<=|!=|==|[=<>~(),])|(?P<word>[^\s=<>!~(),"']+))""")
+
+
+class QueryError(ValueError):
+    """A filter that cannot be parsed; the message says where and why."""
+
+
+def _config_fields() -> set[str]:
+    fields = set()
+    for section, info in RunConfig.model_fields.items():
+        sub = getattr(info.annotation, "model_fields", {})
+        for name in sub:
+            if section != "reporting":
+                fields.add(f"{section}.{name}")
+    return fields
+
+
+CONFIG_FIELDS = _config_fields()
+
+
+def tokenize(text: str) -> list[tuple[str, str]]:
+    tokens, pos = [], 0
+    text = text.strip()
+    while pos < len(text):
+        m = TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise QueryError(f"cannot read the query at {text[pos:pos + 20]!r}")
+        kind = m.lastgroup
+        value = m.group(kind)
+        tokens.append((kind, value[1:-1] if kind == "str" else value))
+        pos = m.end()
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+    return tokens
+
+
+def lookup_for(field: str) -> str:
+    if field in COLUMNS:
+        return COLUMNS[field]
+    if field in CONFIG_FIELDS:
+        return "config__" + field.replace(".", "__")
+    known = sorted(COLUMNS) + sorted(CONFIG_FIELDS)
+    close = difflib.get_close_matches(field, known, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else "; use a run column (state, user, project, tag...) or a config path"
+    raise QueryError(f"unknown field '{field}'{hint}")
+
+
+def literal(kind: str, text: str) -> Any:
+    if kind == "str":
+        return text
+    if text in ("true", "false"):
+        return text == "true"
+    if text == "null":
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_query(text: str) -> Q:
+    """A Q object for the query; raises QueryError naming the problem."""
+    tokens = tokenize(text or "")
+    q, i = Q(), 0
+    while i < len(tokens):
+        if i and not (tokens[i] == ("word", "and") or tokens[i] == ("word", "AND")):
+            raise QueryError(f"expected 'and' before {tokens[i][1]!r}")
+        if i:
+            i += 1
+        clause, i = _clause(tokens, i)
+        q &= clause
+    return q
+
+
+def _clause(tokens: list[tuple[str, str]], i: int) -> tuple[Q, int]:
+    def at(j: int) -> tuple[str, str]:
+        if j >= len(tokens):
+            raise QueryError("the query ends too early: expected field, operator and value")
+        return tokens[j]
+
+    kind, field = at(i)
+    if kind != "word":
+        raise QueryError(f"expected a field name, got {field!r}")
+    lookup = lookup_for(field)
+    kind, op = at(i + 1)
+    if kind == "word" and op.lower() == "in":
+        if at(i + 2) != ("op", "("):
+            raise QueryError(f"{field} in: expected '(' after 'in'")
+        values, j = [], i + 3
+        while True:
+            vkind, vtext = at(j)
+            if vkind == "op":
+                raise QueryError(f"{field} in: expected a value, got {vtext!r}")
+            values.append(literal(vkind, vtext))
+            sep = at(j + 1)
+            j += 2
+            if sep == ("op", ")"):
+                break
+            if sep != ("op", ","):
+                raise QueryError(f"{field} in: expected ',' or ')', got {sep[1]!r}")
+        clause = Q()
+        for value in values:
+            clause |= Q(**{lookup: value})
+        return _tag_subquery(field, clause), j
+    if kind != "op" or op not in OPS:
+        raise QueryError(f"{field}: expected an operator (= != > >= < <= ~ in), got {op!r}")
+    vkind, vtext = at(i + 2)
+    if vkind == "op":
+        raise QueryError(f"{field} {op}: expected a value, got {vtext!r}")
+    value = literal(vkind, vtext)
+    if op == "~":
+        value = str(value)
+    if value is None and OPS[op] == "exact" and lookup.startswith("config__"):
+        clause = Q(**{f"{lookup}__isnull": False}) & Q(**{lookup: None})
+    else:
+        clause = Q(**{f"{lookup}__{OPS[op]}": value})
+    clause = _tag_subquery(field, clause)
+    return (~clause if op == "!=" else clause), i + 3
+
+
+def _tag_subquery(field: str, clause: Q) -> Q:
+    """Tags are many-to-many: match through a subquery so a run never appears twice."""
+    if field != "tag":
+        return clause
+    from orchestrator.experiments.models import Run
+
+    return Q(pk__in=Run.tags.through.objects.filter(clause).values("run_id"))

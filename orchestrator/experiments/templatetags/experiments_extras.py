@@ -1,0 +1,33 @@
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def get_item(mapping, key):
+    """mapping[key] for keys that are not identifiers (e.g. 'random-samples')."""
+    return mapping.get(key, "") if hasattr(mapping, "get") else ""
+
+
+@register.filter
+def metric(value):
+    """A metric value for a table cell: 4 significant digits, a dash when missing."""
+    if value is None:
+        return "–"
+    try:
+        return f"{value:.4g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.simple_tag
+def duration(run):
+    """Wall time from start to finish (or to now while running), as 1h02m or 3m05s."""
+    from django.utils import timezone
+
+    if not run.started_at:
+        return "–"
+    seconds = int(((run.finished_at or timezone.now()) - run.started_at).total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
