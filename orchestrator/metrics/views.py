@@ -4,6 +4,7 @@ import json
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
+from django.db import close_old_connections
 from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -173,7 +174,7 @@ async def run_stream(request: HttpRequest, run_id: int):
     if not user.is_authenticated:
         return json_error(401, "authentication required")
     try:
-        run = await sync_to_async(get_run_for_user)(user, run_id)
+        run = await sync_to_async(_run_then_release_db)(user, run_id)
     except Http404 as exc:
         return json_error(404, str(exc))
     raw_after = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
@@ -186,6 +187,14 @@ async def run_stream(request: HttpRequest, run_id: int):
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+def _run_then_release_db(user, run_id: int) -> Run:
+    """The access check, without keeping a database connection for the stream's lifetime."""
+    try:
+        return get_run_for_user(user, run_id)
+    finally:
+        close_old_connections()
 
 
 def _compare_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:

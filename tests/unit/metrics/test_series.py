@@ -1,0 +1,134 @@
+"""Downsampled series: budgets, spikes and markers kept, rollups equal to reading the points."""
+import random
+
+import numpy as np
+import pytest
+from django.db import connection
+
+from orchestrator.metrics import selectors
+from orchestrator.metrics.downsample import bucketize, points_from_buckets
+from orchestrator.metrics.models import MetricPoint
+from orchestrator.metrics.services import metrics_ingest
+
+from .helpers import T0, make_run, points
+
+pytestmark = pytest.mark.django_db
+KEY = "actor/grad_norm"
+
+
+def ingest(run, rows, batch=5000):
+    for i in range(0, len(rows), batch):
+        metrics_ingest(run=run, attempt=run.attempt, points=rows[i:i + batch])
+
+
+def noisy(n, seed, *, special_every=997):
+    rng = random.Random(seed)
+    rows = []
+    for s in range(n):
+        value = "NaN" if s % special_every == 13 else ("Infinity" if s % 4999 == 7 else rng.gauss(0, 1))
+        rows.append({"step": s, "key": KEY, "value": value, "time": T0 + s})
+    return rows
+
+
+def test_small_series_come_back_whole(alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    ingest(run, points(KEY, range(100)))
+    assert selectors.series([run.pk], KEY, max_points=100)[run.pk] == [(s, s / 10, 0) for s in range(100)]
+
+
+def test_long_series_fit_the_budget_and_keep_spikes_markers_and_the_last_point(alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    rows = noisy(40_000, seed=1)
+    rows[12_345]["value"] = 1e6  # a spike a mean or a stride would lose
+    ingest(run, rows)
+    out = selectors.series([run.pk], KEY, max_points=500)[run.pk]
+    specials = [p for p in out if p[2]]
+    assert len(out) - len(specials) <= 500
+    assert (12_345, 1e6, 0) in out
+    assert out[-1][0] == 39_999
+    assert {p[2] for p in specials} == {1, 2}
+    assert [p[0] for p in out] == sorted({p[0] for p in out})
+
+
+def test_a_zoomed_range_is_served_at_full_resolution(alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    ingest(run, noisy(40_000, seed=2))
+    out = selectors.series([run.pk], KEY, start=1000, end=1999, max_points=1500)[run.pk]
+    assert [p[0] for p in out] == list(range(1000, 2000))
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="rollups exist on PostgreSQL only")
+@pytest.mark.parametrize("seed,n,budget,start,end", [
+    (3, 30_000, 1500, None, None), (4, 70_000, 300, None, None), (5, 50_000, 800, 7_000, 41_000),
+])
+def test_rollups_give_the_same_chart_as_the_points(alice, tiny_config, seed, n, budget, start, end):
+    run, _ = make_run(alice, tiny_config)
+    ingest(run, noisy(n, seed))
+    window = selectors.plan_window(start or 0, end if end is not None else n - 1, budget, rollups=True)
+    assert window.level > 0
+    from_rollups = selectors._from_rollups([run.pk], KEY, window, budget, "value")[run.pk]
+    rows = list(MetricPoint.objects.filter(run=run, key=KEY, superseded=False,
+                                           step__gte=window.lo // window.level * window.level,
+                                           step__lt=(window.hi // window.level + 1) * window.level)
+                .order_by("step").values_list("step", "value", "special", "time"))
+    steps, values, specials, times = (np.array(c) for c in zip(*rows, strict=True))
+    values = np.where(specials == 0, values, np.nan).astype(float)
+    from_points = points_from_buckets(bucketize(steps, values, specials, times.astype(float), window.width))
+    assert from_rollups == from_points
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="rollups exist on PostgreSQL only")
+def test_rollups_follow_a_restart(alice, tiny_config):
+    from .helpers import start_attempt
+
+    run, _ = make_run(alice, tiny_config)
+    ingest(run, points(KEY, range(20_000)))
+    run, _ = start_attempt(run, 2)
+    ingest(run, points(KEY, range(10_000, 12_000), value=lambda s: -1.0))
+    out = selectors.series([run.pk], KEY, max_points=200)[run.pk]
+    assert out[-1][0] == 11_999
+    assert max(p[0] for p in out) == 11_999
+    assert min(p[1] for p in out) == -1.0
+
+
+def test_wall_time_mapping_is_monotone(alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    ingest(run, points(KEY, range(30_000)))
+    out = selectors.series([run.pk], KEY, max_points=300, field="time")[run.pk]
+    assert len(out) <= 300 and all(t == T0 + s for s, t, _ in out)
+
+
+def test_compare_shares_one_grid_and_leaves_runs_without_the_key_empty(alice, tiny_config):
+    run_a, _ = make_run(alice, tiny_config, name="a")
+    run_b, _ = make_run(alice, tiny_config, name="b")
+    run_c, _ = make_run(alice, tiny_config, name="c")
+    ingest(run_a, points(KEY, range(0, 10_000)))
+    ingest(run_b, points(KEY, range(0, 20_000, 2)))
+    out = selectors.series([run_a.pk, run_b.pk, run_c.pk], KEY, max_points=400)
+    assert out[run_c.pk] == []
+    assert out[run_a.pk][-1][0] == 9_999 and out[run_b.pk][-1][0] == 19_998
+    assert len(out[run_a.pk]) <= 400 and len(out[run_b.pk]) <= 400
+
+
+def test_series_api_checks_parameters_and_access(client, alice, charlie, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    client.force_login(alice)
+    url = f"/api/v1/runs/{run.pk}/metrics"
+    for query, field in [({"key": KEY, "max_points": "x"}, "max_points"), ({"key": KEY, "max_points": 1}, "max_points"),
+                         ({}, "key"), ({"key": KEY, "start": 9, "end": 3}, "end"), ({"key": KEY, "field": "y"}, "field")]:
+        answer = client.get(url, query)
+        assert answer.status_code == 400 and answer.json()["errors"][0]["field"] == field
+    client.force_login(charlie)
+    assert client.get(url, {"key": KEY}).status_code == 404
+    assert client.get("/api/v1/metrics/compare", {"runs": str(run.pk), "key": KEY}).status_code == 404
+
+
+def test_compare_api_returns_each_run_in_order(client, alice, tiny_config):
+    run_a, _ = make_run(alice, tiny_config, name="a")
+    run_b, _ = make_run(alice, tiny_config, name="b")
+    ingest(run_a, points(KEY, range(5)))
+    client.force_login(alice)
+    answer = client.get("/api/v1/metrics/compare", {"runs": f"{run_b.pk},{run_a.pk}", "key": KEY}).json()
+    assert [r["run"] for r in answer["runs"]] == [run_b.pk, run_a.pk]
+    assert answer["runs"][1]["points"] == [[s, s / 10] for s in range(5)]
+    assert answer["runs"][1]["attempts"] == [[1, 0]]
