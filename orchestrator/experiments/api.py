@@ -59,9 +59,9 @@ class ExperimentIn(_In):
     name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
     project: str = Field(default="default", min_length=1, max_length=100)
     config: dict[str, Any] = Field(default_factory=dict, description="A (partial) RunConfig; defaults fill the rest.")
-    sweep: dict[str, Any] = Field(default_factory=dict, json_schema_extra=SWEEP_DOC)
-    random: dict[str, Any] = Field(default_factory=dict, description="Random search: see RandomSearch.",
-                                   json_schema_extra={"$ref": "#/components/schemas/RandomSearch"})
+    # Checked by the sweep parser (errors name sweep.<path>); documented as SWEEP_DOC and RandomSearch.
+    sweep: dict[str, Any] = Field(default_factory=dict)
+    random: dict[str, Any] = Field(default_factory=dict, description="Random search: see RandomSearch.")
     seeds: int = Field(default=1, ge=1, le=1000, description="Seeds per point: train.seed, +1, ... (k in all)")
     priority: int = 0
     tags: list[str] = Field(default_factory=list)

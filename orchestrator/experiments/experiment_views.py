@@ -9,7 +9,7 @@ from orchestrator.experiments.access import get_experiment_for_user, get_run_for
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
 from orchestrator.experiments.experiment_form import Draft, draft_from_post, errors_by_slot, flat_from_spec, form_context
 from orchestrator.experiments.presets import get_preset, list_presets
-from orchestrator.experiments.runconfig import ConfigError
+from orchestrator.experiments.runconfig import ConfigError, validate_run_config
 from orchestrator.experiments.schema_form import fields_by_path, minimal_config
 from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
 from orchestrator.experiments.services import (
@@ -45,16 +45,20 @@ def _initial_spec(request) -> dict:
 
 
 def _checked(draft: Draft) -> tuple[list, list]:
-    """(planned runs, errors): the form's own errors, else the trainer's on every planned run."""
-    if draft.errors:
-        return [], draft.errors
+    """(planned runs, errors): the form's own errors plus the trainer's, on every planned run."""
     spec = draft.spec
     try:
+        if draft.errors:  # the plan cannot be built; still show the trainer's verdict on the config
+            validate_run_config(spec["config"])
+            return [], draft.errors
         return experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
                                random=spec["random"], seeds=spec["seeds"]), []
     except ConfigError as exc:
-        return [], [draft.place({**e, "field": e["field"] if e["field"].startswith(("sweep", "random", "seeds", "(")) else f"config.{e['field']}"})
-                    for e in exc.errors]
+        unreadable = {e["field"] for e in draft.errors}
+        return [], draft.errors + [
+            draft.place({**e, "field": e["field"] if e["field"].startswith(("sweep", "random", "seeds", "(")) else f"config.{e['field']}"})
+            for e in exc.errors if e["field"] not in unreadable
+        ]
 
 
 def experiment_new(request):

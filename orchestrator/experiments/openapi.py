@@ -25,6 +25,8 @@ def _schemas() -> dict[str, Any]:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         out.update(schema.pop("$defs", {}))
         out[name] = schema
+    out["ExperimentIn"]["properties"]["sweep"] = api.SWEEP_DOC
+    out["ExperimentIn"]["properties"]["random"] = {"$ref": "#/components/schemas/RandomSearch"}
     out["Error"] = {"type": "object", "required": ["error"], "properties": {
         "error": {"type": "string"},
         "errors": {"type": "array", "items": {"type": "object", "properties": {

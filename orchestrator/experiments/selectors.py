@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 from django.contrib.auth.models import User
 from django.core.paginator import Page, Paginator
-from django.db import connection
-from django.db.models import F, Max, Q, QuerySet
+from django.db.models import F, QuerySet
 
 from orchestrator.experiments.access import visible_runs
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.runquery import QueryError, parse_query
+from orchestrator.metrics.selectors import latest_values
 
 # The metrics shown as columns of the runs table.
 KEY_METRICS = ("train/reward_mean", "eval/avg_acc", "actor/clip_frac")
@@ -83,35 +81,3 @@ def runs_page(user: User, f: RunFilter) -> Page:
     for run in page.object_list:
         run.latest = [latest.get(run.pk, {}).get(key) for key in KEY_METRICS]
     return page
-
-
-def latest_values(run_ids: list[int], keys: tuple[str, ...] | list[str]) -> dict[int, dict[str, Any]]:
-    """{run_id: {key: value at the highest step of the latest attempt}}.
-
-    The metrics app owns MetricPoint; when it offers `orchestrator.metrics.selectors.latest_values`
-    with this signature, that one is used instead.
-    """
-    if not run_ids:
-        return {}
-    try:
-        from orchestrator.metrics.selectors import latest_values as metrics_latest_values
-    except ImportError:
-        metrics_latest_values = None
-    if metrics_latest_values is not None:
-        return metrics_latest_values(run_ids, list(keys))
-    from orchestrator.metrics.models import MetricPoint
-
-    points = MetricPoint.objects.filter(run_id__in=run_ids, key__in=keys)
-    out: dict[int, dict[str, Any]] = {}
-    if connection.vendor == "postgresql":
-        rows = points.order_by("run_id", "key", "-attempt", "-step").distinct("run_id", "key")
-        for run_id, key, value in rows.values_list("run_id", "key", "value"):
-            out.setdefault(run_id, {})[key] = value
-        return out
-    last = points.values("run_id", "key").annotate(attempt=Max("attempt"))
-    wanted = Q()
-    for row in last:
-        wanted |= Q(run_id=row["run_id"], key=row["key"], attempt=row["attempt"])
-    for run_id, key, value in points.filter(wanted).order_by("step").values_list("run_id", "key", "value"):
-        out.setdefault(run_id, {})[key] = value
-    return out

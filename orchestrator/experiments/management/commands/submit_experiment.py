@@ -1,0 +1,47 @@
+"""Queue an experiment from a YAML file: a plain run config or an experiment file with a sweep.
+
+    python manage.py submit_experiment examples/presets/paper-staleness-x-objective-36.yaml --user alice
+"""
+from pathlib import Path
+
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandError
+
+from orchestrator.experiments.experiment_file import parse_experiment_yaml
+from orchestrator.experiments.runconfig import ConfigError
+from orchestrator.experiments.services import experiment_create, experiment_plan
+
+
+class Command(BaseCommand):
+    help = "Validate an experiment YAML file, expand its sweep and queue its runs."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--user", required=True, help="owner of the experiment")
+        parser.add_argument("--name", help="overrides the file's name")
+        parser.add_argument("--project", help="overrides the file's project")
+        parser.add_argument("--dry-run", action="store_true", help="print the runs without queuing them")
+
+    def handle(self, *args, file: Path, user: str, name=None, project=None, dry_run=False, **options):
+        if not file.is_file():
+            raise CommandError(f"no such file: {file}")
+        owner = User.objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f"--user: no user named {user!r}")
+        try:
+            spec = parse_experiment_yaml(file.read_text(), default_name=file.stem)
+            spec.update({k: v for k, v in (("name", name), ("project", project)) if v})
+            if dry_run:
+                planned = experiment_plan(name=spec["name"], config=spec.get("config") or {}, sweep=spec.get("sweep"),
+                                          random=spec.get("random"), seeds=spec.get("seeds", 1))
+                for plan in planned:
+                    self.stdout.write(plan.name)
+                self.stdout.write(f"{len(planned)} run(s); nothing queued (--dry-run)")
+                return
+            experiment = experiment_create(owner=owner, **{"config": {}, **spec})
+        except ConfigError as exc:
+            raise CommandError(f"{file}: invalid experiment:\n" + "\n".join(f"  {e['field']}: {e['message']}" for e in exc.errors)) from None
+        except TypeError as exc:  # a key with the wrong type for experiment_create
+            raise CommandError(f"{file}: {exc}") from None
+        count = experiment.runs.count()
+        self.stdout.write(self.style.SUCCESS(f"experiment {experiment.pk} ({experiment.name}): {count} run(s) queued"))
