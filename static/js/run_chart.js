@@ -1,35 +1,201 @@
-// Reward chart of one run, refreshed by polling while the run is active.
+// The run page's default off-policy panels: downsampled history once, then live points from the
+// run's event stream appended with extendTraces (redraws throttled to ~10/s). Zooming refetches
+// the visible step range at full resolution; the toolbar switches the x-axis, smoothing and log y.
 (function () {
-  const el = document.getElementById("reward-chart");
-  if (!el) return;
+  "use strict";
+  const M = window.OPLMetrics;
+  const configEl = document.getElementById("run-metrics-config");
+  if (!M || !configEl) return;
+  const cfg = JSON.parse(configEl.textContent);
+  const root = document.getElementById("run-metrics");
+  const EVAL_SET = /^eval\/[^/]+\/acc$/;
   const TERMINAL = ["succeeded", "failed", "cancelled", "lost"];
-  const toNumber = (v) => (typeof v === "string" ? null : v); // "NaN"/"Infinity" -> gap
 
-  async function refresh() {
-    const [series, run] = await Promise.all([
-      fetch(`${el.dataset.url}?key=${encodeURIComponent(el.dataset.key)}`).then((r) => r.json()),
-      fetch(el.dataset.runUrl).then((r) => r.json()),
-    ]);
-    const x = series.points.map((p) => p[0]);
-    const y = series.points.map((p) => toNumber(p[1]));
-    Plotly.react(el, [{ x, y, mode: "lines+markers", name: el.dataset.key }], {
-      title: { text: el.dataset.key },
-      xaxis: { title: { text: "model updates" } },
-      margin: { t: 40, r: 10, b: 40, l: 50 },
-      hovermode: "x unified",
-    }, { displaylogo: false, responsive: true });
-    document.getElementById("run-state").textContent = run.state;
-    document.getElementById("run-state").className = `state state-${run.state}`;
-    document.getElementById("run-reason").textContent = run.state_reason || "–";
-    document.getElementById("run-progress").textContent = run.total_steps ? `${run.step} / ${run.total_steps}` : run.step;
-    el.dataset.points = String(series.points.length);
-    return TERMINAL.includes(run.state);
+  const view = { x: "step", smooth: 0, logY: false };
+  const series = {}; // key -> {x: steps, y, marks}
+  const mappers = {}; // x-axis id -> Mapper(step -> counter)
+  let attempts = [];
+  let stream = null;
+  const panels = cfg.panels.map((p) => ({ ...p, keys: [...p.keys] }));
+
+  const axis = (id) => cfg.x_axes.find((a) => a.id === id);
+  function xOf(step) {
+    const m = mappers[view.x];
+    if (view.x === "step" || !m) return step;
+    const v = m.map(step);
+    return view.x === "time" ? (v - m.values[0]) / 3600 : v;
+  }
+  function stepOf(x) {
+    const m = mappers[view.x];
+    if (view.x === "step" || !m) return x;
+    return m.unmap(view.x === "time" ? x * 3600 + m.values[0] : x);
   }
 
-  async function loop() {
-    let done = false;
-    try { done = await refresh(); } catch (e) { console.warn("chart refresh failed", e); }
-    if (!done) setTimeout(loop, document.hidden ? 10000 : 2000);
+  function seriesUrl(key, params = {}) {
+    return `${cfg.series_url}?${new URLSearchParams({ key, ...params })}`;
   }
-  loop();
+
+  function build(panel) {
+    const traces = [];
+    panel.keys.forEach((key, i) => {
+      const s = (panel.zoomed && panel.zoomed[key]) || series[key];
+      if (!s || !s.x.length) return;
+      const color = M.color(i);
+      const xs = s.x.map(xOf);
+      if (view.smooth > 0) {
+        traces.push({ x: xs, y: s.y, name: `${key} (raw)`, type: "scatter", mode: "lines", opacity: 0.25,
+          line: { color, width: 1 }, showlegend: false, hoverinfo: "skip", meta: { role: "raw", key } });
+      }
+      traces.push({ x: xs, y: M.smooth(xs, s.y, view.smooth), name: key, type: "scatter", mode: "lines",
+        line: { color, width: 1.6 }, connectgaps: false, meta: { role: "line", key } });
+      if (s.marks.length) traces.push(M.markTrace(s, xOf, key, color));
+    });
+    const restarts = attempts.filter((a) => a[0] > 1);
+    return {
+      traces,
+      shapes: restarts.map((a) => ({ type: "line", xref: "x", yref: "paper", x0: xOf(a[1]), x1: xOf(a[1]), y0: 0, y1: 1,
+        line: { dash: "dot", width: 1, color: "#7a5a00" } })),
+      annotations: restarts.map((a) => ({ x: xOf(a[1]), y: 1, xref: "x", yref: "paper", text: `attempt ${a[0]}`,
+        showarrow: false, font: { size: 10, color: "#7a5a00" }, yanchor: "bottom" })),
+    };
+  }
+
+  function exportRows(panel) {
+    const rows = [];
+    for (const key of panel.keys) {
+      const s = (panel.zoomed && panel.zoomed[key]) || series[key];
+      if (!s) continue;
+      const marks = new Map(s.marks.map((m) => [m.x, m.kind]));
+      s.x.forEach((step, i) => rows.push({ trace: key, run: cfg.run, key, step, x: xOf(step),
+        value: s.y[i] === null ? (marks.get(step) || "NaN") : s.y[i] }));
+    }
+    return rows;
+  }
+
+  async function zoom(panel, range) {
+    if (!range) { panel.zoomed = null; panel.obj.render(); return; }
+    const start = Math.max(0, Math.floor(stepOf(range[0]))), end = Math.ceil(stepOf(range[1]));
+    const budget = M.budgetFor(panel.obj.el, panel.keys.length);
+    const answers = await Promise.all(panel.keys.filter((k) => series[k]).map((key) =>
+      M.getJSON(seriesUrl(key, { start, end, max_points: budget })).then((a) => [key, M.decode(a.points)])));
+    panel.zoomed = Object.fromEntries(answers);
+    panel.obj.render();
+  }
+
+  const container = root.querySelector("[data-panels]");
+  for (const panel of panels) {
+    panel.obj = new M.Panel(container, {
+      id: panel.id, title: panel.title, build: () => build(panel), onZoom: zoom,
+      exportRows: () => exportRows(panel), xTitle: () => axis(view.x).label,
+    });
+  }
+
+  // Load every charted key; returns the stream position the answers reflect.
+  async function loadAll() {
+    const keys = [...new Set(panels.flatMap((p) => p.keys))];
+    const budget = M.budgetFor(panels[0].obj.el, 2);
+    const answers = await Promise.all(keys.map((key) => M.getJSON(seriesUrl(key, { max_points: budget }))));
+    let seq = Infinity;
+    answers.forEach((a) => {
+      if (a.points.length) series[a.key] = M.decode(a.points); else delete series[a.key];
+      seq = Math.min(seq, a.seq);
+      attempts = a.attempts;
+    });
+    for (const id of Object.keys(mappers)) await loadMapper(id);
+    panels.forEach((p) => { p.zoomed = null; p.obj.range = null; p.obj.render(); });
+    return Number.isFinite(seq) ? seq : 0;
+  }
+
+  async function loadMapper(id) {
+    const ax = axis(id);
+    if (!ax.key) return;
+    const a = await M.getJSON(seriesUrl(ax.key, { max_points: 5000, ...(ax.field ? { field: ax.field } : {}) }));
+    const d = M.decode(a.points);
+    mappers[id] = new M.Mapper(d.x, d.y.map((v) => (v === null ? 0 : v)));
+  }
+
+  function onPoints(event) {
+    const touched = new Map(); // panel -> [[traceIndex, {x, y}]] | null (needs a full redraw)
+    for (const [key, points] of Object.entries(event.points)) {
+      for (const ax of cfg.x_axes) {
+        if (!mappers[ax.id] || ax.key !== key) continue;
+        // live points carry no wall time: their arrival time stands in until the next reload
+        mappers[ax.id].extend(ax.field === "time" ? points.map((p) => [p[0], Date.now() / 1000]) : points);
+      }
+      if (EVAL_SET.test(key)) {
+        const evalPanel = panels.find((p) => p.id === "eval");
+        if (evalPanel && !evalPanel.keys.includes(key)) evalPanel.keys.push(key);
+      }
+      const s = series[key] || (series[key] = { x: [], y: [], marks: [] });
+      const isNew = s.x.length === 0;
+      const added = M.appendPoints(s, points);
+      if (!added.x.length) continue;
+      for (const panel of panels) {
+        if (!panel.keys.includes(key)) continue;
+        const canExtend = !isNew && view.smooth === 0 && view.x === "step" && !added.marks.length && !panel.zoomed && panel.obj.drawn;
+        const index = canExtend ? panel.obj.el.data.findIndex((t) => t.meta && t.meta.role === "line" && t.meta.key === key) : -1;
+        if (index < 0) { touched.set(panel, null); continue; }
+        if (touched.get(panel) === null) continue;
+        const list = touched.get(panel) || [];
+        list.push([index, { x: added.x, y: added.y }]);
+        touched.set(panel, list);
+      }
+    }
+    for (const [panel, list] of touched) {
+      if (list === null) panel.obj.redrawSoon(); else panel.obj.extend(list);
+    }
+    root.dataset.lastEvent = String(event.seq);
+  }
+
+  function setLive(on) {
+    const el = root.querySelector("[data-show=live]");
+    el.textContent = on ? "● live" : (stream ? "○ reconnecting" : "○ finished");
+    el.classList.toggle("on", on);
+  }
+
+  function openStream(after) {
+    if (stream) stream.close();
+    stream = new M.LiveStream(cfg.stream_url, {
+      after, keys: [], onPoints,
+      onReset: async () => { stream.close(); stream = null; openStream(await loadAll()); },
+      onStatus: setLive,
+    });
+  }
+
+  root.querySelector("[data-control=x]").onchange = async (e) => {
+    view.x = e.target.value;
+    if (view.x !== "step" && !mappers[view.x]) await loadMapper(view.x);
+    panels.forEach((p) => { p.obj.range = null; p.zoomed = null; p.obj.render(); });
+  };
+  root.querySelector("[data-control=smooth]").oninput = (e) => {
+    view.smooth = Number(e.target.value);
+    root.querySelector("[data-show=smooth]").textContent = e.target.value;
+    panels.forEach((p) => p.obj.render());
+  };
+  root.querySelector("[data-control=logy]").onchange = (e) => {
+    view.logY = e.target.checked;
+    panels.forEach((p) => { p.obj.logY = view.logY; p.obj.render(); });
+  };
+
+  // Run facts (state, reason, progress) stay current while the run is active.
+  async function pollRun() {
+    try {
+      const run = await M.getJSON(cfg.run_url);
+      const state = document.getElementById("run-state");
+      if (state) { state.textContent = run.state; state.className = `state state-${run.state}`; }
+      const reason = document.getElementById("run-reason");
+      if (reason) reason.textContent = run.state_reason || "–";
+      const progress = document.getElementById("run-progress");
+      if (progress) progress.textContent = run.total_steps ? `${run.step} / ${run.total_steps}` : run.step;
+      if (TERMINAL.includes(run.state)) {
+        setTimeout(() => { if (stream) { stream.close(); stream = null; setLive(false); } }, 10000);
+        return;
+      }
+    } catch (err) { console.warn("run refresh failed", err); }
+    setTimeout(pollRun, document.hidden ? 15000 : 5000);
+  }
+
+  loadAll().then((seq) => {
+    if (!cfg.terminal) { openStream(seq); pollRun(); } else setLive(false);
+  }).catch((err) => console.warn("metrics load failed", err));
 })();

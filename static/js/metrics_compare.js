@@ -1,0 +1,280 @@
+// The compare page: the run panels overlaid for many runs, optionally grouped by a config field
+// (mean line and a min–max / ±std / ±stderr band across the group's runs), a summary table, a
+// sweep heatmap and a URL that restores the whole view.
+(function () {
+  "use strict";
+  const M = window.OPLMetrics;
+  const configEl = document.getElementById("compare-config");
+  if (!M || !configEl) return;
+  const cfg = JSON.parse(configEl.textContent);
+  const root = document.getElementById("compare");
+  const runs = cfg.runs;
+  const runById = new Map(runs.map((r) => [r.id, r]));
+  const GRID = 300; // points of a group's mean line
+  const DASHES = ["solid", "dot", "dash", "dashdot"];
+
+  const params = new URLSearchParams(location.search);
+  const view = {
+    group: params.get("group") || "",
+    band: params.get("band") || "minmax",
+    individual: params.get("individual") === "1",
+    x: params.get("x") || "step",
+    smooth: Number(params.get("smooth") || 0),
+    logY: params.get("logy") === "1",
+    summary: params.get("summary") || "",
+    hx: params.get("hx") || "", hy: params.get("hy") || "", hm: params.get("hm") || "", hs: params.get("hs") || "",
+  };
+  const data = {}; // key -> Map(runId -> decoded series)
+  const mappers = {}; // axis id -> Map(runId -> Mapper)
+  const panels = cfg.panels.map((p) => ({ ...p }));
+  const axis = (id) => cfg.x_axes.find((a) => a.id === id) || cfg.x_axes[0];
+
+  // --- URL state ---------------------------------------------------------------------------
+  function saveView() {
+    const q = new URLSearchParams();
+    for (const k of ["runs", "experiment"]) if (params.get(k)) q.set(k, params.get(k));
+    if (view.group) q.set("group", view.group);
+    if (view.band !== "minmax") q.set("band", view.band);
+    if (view.individual) q.set("individual", "1");
+    if (view.x !== "step") q.set("x", view.x);
+    if (view.smooth) q.set("smooth", String(view.smooth));
+    if (view.logY) q.set("logy", "1");
+    for (const k of ["summary", "hx", "hy", "hm", "hs"]) if (view[k]) q.set(k, view[k]);
+    history.replaceState(null, "", `${location.pathname}?${q}`);
+  }
+
+  // --- x-axis ------------------------------------------------------------------------------
+  function xOf(runId, step) {
+    const m = mappers[view.x] && mappers[view.x].get(runId);
+    if (view.x === "step" || !m) return step;
+    const v = m.map(step);
+    return view.x === "time" ? (v - m.values[0]) / 3600 : v;
+  }
+  function stepOf(runId, x) {
+    const m = mappers[view.x] && mappers[view.x].get(runId);
+    if (view.x === "step" || !m) return x;
+    return m.unmap(view.x === "time" ? x * 3600 + m.values[0] : x);
+  }
+
+  async function fetchKey(key, extra = {}, budgetEl = null) {
+    const budget = M.budgetFor(budgetEl || panels[0].obj.el, runs.length);
+    const q = new URLSearchParams({ runs: runs.map((r) => r.id).join(","), key, max_points: budget, ...extra });
+    const answer = await M.getJSON(`${cfg.series_url}?${q}`);
+    return new Map(answer.runs.map((r) => [r.run, M.decode(r.points)]));
+  }
+
+  async function loadMapper(id) {
+    const ax = axis(id);
+    if (!ax.key || mappers[id]) return;
+    const per = await fetchKey(ax.key, { max_points: 3000, ...(ax.field ? { field: ax.field } : {}) });
+    mappers[id] = new Map([...per].map(([rid, d]) => [rid, new M.Mapper(d.x, d.y.map((v) => (v === null ? 0 : v)))]));
+  }
+
+  // --- grouping ----------------------------------------------------------------------------
+  function groupsOf() {
+    const groups = new Map();
+    for (const r of runs) {
+      const value = view.group ? JSON.stringify(r.config[view.group] ?? null) : "";
+      if (!groups.has(value)) groups.set(value, []);
+      groups.get(value).push(r);
+    }
+    return groups;
+  }
+
+  // One run's curve as plotted: mapped x, smoothed y, finite points only (for interpolation).
+  function curve(runId, s) {
+    const xs = s.x.map((step) => xOf(runId, step));
+    const ys = M.smooth(xs, s.y, view.smooth);
+    const fx = [], fy = [];
+    xs.forEach((x, i) => { if (ys[i] !== null && Number.isFinite(ys[i])) { fx.push(x); fy.push(ys[i]); } });
+    return { xs, ys, fx, fy };
+  }
+
+  // Mean and band across curves on a common grid; a run counts where it has data.
+  function aggregate(curves) {
+    const live = curves.filter((c) => c.fx.length);
+    if (!live.length) return null;
+    const lo = Math.min(...live.map((c) => c.fx[0])), hi = Math.max(...live.map((c) => c.fx[c.fx.length - 1]));
+    const out = { x: [], mean: [], lower: [], upper: [], n: [] };
+    for (let i = 0; i < GRID; i++) {
+      const x = GRID === 1 || hi === lo ? lo : lo + ((hi - lo) * i) / (GRID - 1);
+      const vals = live.filter((c) => x >= c.fx[0] && x <= c.fx[c.fx.length - 1]).map((c) => M.Mapper.interp(c.fx, c.fy, x));
+      if (!vals.length) continue;
+      const mean = vals.reduce((a, b) => a + b, 0) / vals.length;
+      const std = vals.length > 1 ? Math.sqrt(vals.reduce((a, v) => a + (v - mean) ** 2, 0) / (vals.length - 1)) : 0;
+      const spread = view.band === "std" ? std : std / Math.sqrt(vals.length);
+      out.x.push(x); out.mean.push(mean); out.n.push(vals.length);
+      if (view.band === "minmax") { out.lower.push(Math.min(...vals)); out.upper.push(Math.max(...vals)); }
+      else { out.lower.push(mean - spread); out.upper.push(mean + spread); }
+    }
+    return out;
+  }
+
+  function rgba(hex, alpha) {
+    const n = parseInt(hex.slice(1), 16);
+    return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${alpha})`;
+  }
+
+  function build(panel) {
+    const traces = [];
+    const groups = groupsOf();
+    panel.keys.forEach((key, ki) => {
+      const per = (panel.zoomed && panel.zoomed[key]) || data[key];
+      if (!per) return;
+      const dash = DASHES[ki % DASHES.length];
+      const suffix = panel.keys.length > 1 ? ` · ${key}` : "";
+      if (!view.group) {
+        runs.forEach((r, ri) => {
+          const s = per.get(r.id);
+          if (!s || !s.x.length) return;
+          const c = curve(r.id, s);
+          traces.push({ x: c.xs, y: c.ys, name: `${r.name}${suffix}`, type: "scatter", mode: "lines", connectgaps: false,
+            legendgroup: `run${r.id}`, line: { color: M.color(ri), width: 1.5, dash }, meta: { role: "line", key, run: r.id } });
+          if (s.marks.length) traces.push(M.markTrace(s, (step) => xOf(r.id, step), r.name, M.color(ri)));
+        });
+        return;
+      }
+      [...groups].forEach(([value, members], gi) => {
+        const color = M.color(gi);
+        const label = `${view.group}=${value}${suffix}`;
+        const curves = members.filter((r) => per.get(r.id) && per.get(r.id).x.length).map((r) => curve(r.id, per.get(r.id)));
+        const agg = aggregate(curves);
+        if (!agg) return;
+        traces.push({ x: agg.x, y: agg.lower, type: "scatter", mode: "lines", line: { width: 0, color }, showlegend: false,
+          hoverinfo: "skip", legendgroup: label, meta: { role: "band-lower", group: value, key } });
+        traces.push({ x: agg.x, y: agg.upper, type: "scatter", mode: "lines", line: { width: 0, color }, fill: "tonexty",
+          fillcolor: rgba(color, 0.18), showlegend: false, hoverinfo: "skip", legendgroup: label,
+          meta: { role: "band", group: value, key } });
+        traces.push({ x: agg.x, y: agg.mean, name: `${label} (n=${members.length})`, type: "scatter", mode: "lines",
+          legendgroup: label, line: { color, width: 2, dash }, customdata: agg.n,
+          hovertemplate: `%{y:.4g} (mean of %{customdata})`, meta: { role: "mean", group: value, key } });
+        if (view.individual) {
+          members.forEach((r) => {
+            const s = per.get(r.id);
+            if (!s || !s.x.length) return;
+            const c = curve(r.id, s);
+            traces.push({ x: c.xs, y: c.ys, name: r.name, type: "scatter", mode: "lines", opacity: 0.4, showlegend: false,
+              legendgroup: label, line: { color, width: 1, dash }, meta: { role: "line", key, run: r.id } });
+          });
+        }
+      });
+    });
+    return { traces };
+  }
+
+  function exportRows(panel) {
+    const rows = [];
+    for (const key of panel.keys) {
+      const per = (panel.zoomed && panel.zoomed[key]) || data[key];
+      if (!per) continue;
+      for (const [rid, s] of per) {
+        const marks = new Map(s.marks.map((m) => [m.x, m.kind]));
+        const name = runById.get(rid).name;
+        s.x.forEach((step, i) => rows.push({ trace: name, run: rid, key, step, x: xOf(rid, step),
+          value: s.y[i] === null ? (marks.get(step) || "NaN") : s.y[i] }));
+      }
+    }
+    return rows;
+  }
+
+  async function zoom(panel, range) {
+    if (!range) { panel.zoomed = null; panel.obj.render(); return; }
+    const start = Math.max(0, Math.floor(Math.min(...runs.map((r) => stepOf(r.id, range[0])))));
+    const end = Math.ceil(Math.max(...runs.map((r) => stepOf(r.id, range[1]))));
+    const answers = await Promise.all(panel.keys.map((key) => fetchKey(key, { start, end }, panel.obj.el).then((m) => [key, m])));
+    panel.zoomed = Object.fromEntries(answers);
+    panel.obj.render();
+  }
+
+  // --- summary table and heatmap -------------------------------------------------------------
+  const fmt = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? Number(v.toPrecision(4)) : v);
+  const mean = (vs) => { const f = vs.filter((v) => typeof v === "number" && Number.isFinite(v)); return f.length ? f.reduce((a, b) => a + b, 0) / f.length : null; };
+  const stat = (rid, key, name) => ((cfg.summary[rid] || {})[key] || {})[name];
+
+  function renderSummary() {
+    const key = view.summary || (panels[0] && panels[0].keys[0]);
+    const body = document.querySelector("#summary-table tbody");
+    if (!body || !key) return;
+    const rows = view.group
+      ? [...groupsOf()].map(([value, members]) => [`${view.group}=${value} (n=${members.length})`,
+        ...["best", "last", "min", "max", "last_step"].map((s) => mean(members.map((r) => stat(r.id, key, s))))])
+      : runs.map((r) => [r.name, ...["best", "last", "min", "max", "last_step"].map((s) => stat(r.id, key, s))]);
+    body.innerHTML = "";
+    for (const row of rows) {
+      const tr = document.createElement("tr");
+      row.forEach((v, i) => { const td = document.createElement("td"); td.textContent = i ? fmt(v) : v; if (i) td.className = "num"; tr.appendChild(td); });
+      body.appendChild(tr);
+    }
+  }
+
+  function renderHeatmap() {
+    const el = document.getElementById("heatmap");
+    if (!el) return;
+    const hx = view.hx || cfg.fields[0], hy = view.hy || cfg.fields[1];
+    const key = view.hm || (panels[0] && panels[0].keys[0]), which = view.hs || "last";
+    const label = (v) => JSON.stringify(v ?? null);
+    const xs = [...new Set(runs.map((r) => label(r.config[hx])))].sort();
+    const ys = [...new Set(runs.map((r) => label(r.config[hy])))].sort();
+    const cells = new Map();
+    for (const r of runs) {
+      const k = `${label(r.config[hx])}|${label(r.config[hy])}`;
+      if (!cells.has(k)) cells.set(k, []);
+      cells.get(k).push(stat(r.id, key, which));
+    }
+    const z = ys.map((y) => xs.map((x) => mean(cells.get(`${x}|${y}`) || [])));
+    const n = ys.map((y) => xs.map((x) => (cells.get(`${x}|${y}`) || []).length));
+    Plotly.react(el, [{ type: "heatmap", x: xs, y: ys, z, customdata: n, colorscale: "Viridis",
+      texttemplate: "%{z:.3g}", hovertemplate: `${hx}=%{x}<br>${hy}=%{y}<br>${which} ${key}: %{z:.4g} (mean of %{customdata})<extra></extra>` }],
+    { margin: { t: 10, r: 10, b: 50, l: 90 }, xaxis: { title: { text: hx }, type: "category" }, yaxis: { title: { text: hy }, type: "category" } },
+    { displaylogo: false, responsive: true });
+  }
+
+  // --- wiring ------------------------------------------------------------------------------
+  const container = root.querySelector("[data-panels]");
+  for (const panel of panels) {
+    panel.obj = new M.Panel(container, { id: panel.id, title: panel.title, build: () => build(panel), onZoom: zoom,
+      exportRows: () => exportRows(panel), xTitle: () => axis(view.x).label });
+    panel.obj.logY = view.logY;
+  }
+  const renderAll = () => { panels.forEach((p) => p.obj.render()); renderSummary(); saveView(); };
+
+  function bind(name, prop, parse = (e) => e.target.value, after = renderAll) {
+    const el = document.querySelector(`[data-control=${name}]`);
+    if (!el) return;
+    if (el.type === "checkbox") el.checked = Boolean(view[prop]); else if (view[prop] !== "" && view[prop] !== undefined) el.value = String(view[prop]);
+    if (el.type !== "checkbox" && !view[prop] && el.value && ["summary", "hx", "hy", "hm", "hs"].includes(prop)) view[prop] = el.value;
+    el.addEventListener(el.type === "range" ? "input" : "change", async (e) => { view[prop] = parse(e); await after(); });
+  }
+  bind("group", "group");
+  bind("band", "band");
+  bind("individual", "individual", (e) => e.target.checked);
+  bind("smooth", "smooth", (e) => {
+    document.querySelector("[data-show=smooth]").textContent = e.target.value;
+    return Number(e.target.value);
+  });
+  document.querySelector("[data-show=smooth]").textContent = String(view.smooth);
+  bind("logy", "logY", (e) => e.target.checked, () => { panels.forEach((p) => { p.obj.logY = view.logY; }); renderAll(); });
+  bind("x", "x", (e) => e.target.value, async () => {
+    await loadMapper(view.x);
+    panels.forEach((p) => { p.obj.range = null; p.zoomed = null; });
+    renderAll();
+  });
+  bind("summary-metric", "summary", (e) => e.target.value, () => { renderSummary(); saveView(); });
+  for (const h of ["hx", "hy", "hm", "hs"]) bind(h, h, (e) => e.target.value, () => { renderHeatmap(); saveView(); });
+  document.querySelector("[data-action=share]").onclick = async () => {
+    saveView();
+    const box = document.querySelector("[data-show=share]");
+    box.hidden = false; box.value = location.href; box.select();
+    try { await navigator.clipboard.writeText(location.href); } catch (err) { /* the box shows the link */ }
+  };
+
+  (async () => {
+    const keys = [...new Set(panels.flatMap((p) => p.keys))];
+    const loaded = await Promise.all(keys.map((key) => fetchKey(key).then((m) => [key, m])));
+    for (const [key, m] of loaded) data[key] = m;
+    if (view.x !== "step") await loadMapper(view.x);
+    renderAll();
+    renderHeatmap();
+    root.dataset.ready = "1";
+  })().catch((err) => console.warn("compare load failed", err));
+})();
