@@ -67,4 +67,4 @@ def broadcast_to_tokens(seq_advantages: Tensor, mask: Tensor) -> Tensor:
         raise ValueError(
             f"seq_advantages: shape must be ({mask.shape[0]},) to match mask {tuple(mask.shape)}"
         )
-    return torch.where(mask.bool(), seq_advantages[:, None], torch.zeros((), dtype=seq_advantages.dtype))
+    return torch.where(mask.bool(), seq_advantages[:, None], 0.0)

@@ -96,7 +96,7 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
                 batch.rollout_logp = batch.behav_logp
                 batch.behav_logp = (lp.float().cpu() * batch.response_mask)
             batch.gen_seconds = time.perf_counter() - t0
-            out.put(batch.to_state())
+            out.put(to_wire(batch.to_state()))
             produced += 1
     finally:
         task.close()
@@ -110,6 +110,18 @@ def _make_engine(cfg, policy, dev):
 
         return VLLMEngine.from_policy(policy, cfg)
     return HFEngine(policy, dev)
+
+
+def to_wire(state: dict) -> dict:
+    """Tensors as numpy arrays: pickled by value, so a batch outlives the process that made it
+    (torch's shared-memory handles need the sender alive)."""
+    return {k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in state.items()}
+
+
+def from_wire(state: dict) -> dict:
+    import numpy as np
+
+    return {k: (torch.from_numpy(v) if isinstance(v, np.ndarray) else v) for k, v in state.items()}
 
 
 class AsyncGenerator:
@@ -156,7 +168,7 @@ class AsyncGenerator:
                 continue
             if "error" in item:
                 raise RuntimeError(f"the generator process failed:\n{item['error']}")
-            return item, time.perf_counter() - t0
+            return from_wire(item), time.perf_counter() - t0
 
     def take(self, trains: bool, version: int) -> None:
         """Record that the trainer took a batch; it will reach `version + U` if it trains on it."""
@@ -177,6 +189,8 @@ class AsyncGenerator:
             try:  # drain so the child's queue feeder thread can exit
                 self.out.get(timeout=0.1)
             except queue_mod.Empty:
+                pass
+            except Exception:  # a half-received item of a dying process: nothing to keep
                 pass
         if self.proc.is_alive():
             self.proc.terminate()

@@ -19,31 +19,31 @@ rollout_logp, prox_logp, agg, max_response_len). `loss` is a 0-d tensor to minim
 Notation: log r = logp - behav_logp, r = exp(log r), M2_i = (log r_i)^2. Trust-region tokens
 are the valid tokens with (A > 0 and r > 1) or (A < 0 and r < 1): the ones PPO's outer min can clip.
 
-Objectives (the per-token loss l is then aggregated over the valid tokens, see `agg`):
-    m2po           l = -M * r * A; M = Algorithm 1's mask (`m2po_mask`); no clipping.
-                   With agg="token-mean", loss = -sum(M r A) / #valid tokens (masked ones included).
+Objectives, as the per-token objective j; J aggregates j over the valid tokens (`agg`), loss = -J:
+    m2po           j = M r A; M = Algorithm 1's mask (`m2po_mask`); no clipping. With the default
+                   agg, J = sum(M r A) / #valid tokens, the masked ones included (paper, eq. for J_M2PO).
     m2po_cap       the released code (Infini-AI-Lab/M2PO, `compute_m2po_policy_loss`): solve tau with
                    sum min(M2, tau^2) <= budget * n over the n trust-region tokens, then
-                   l = max(-A r, -A clip(r, exp(-tau), exp(tau))). No constraint when mean M2 <= budget.
-    grpo           l = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)); eps_high > eps_low is clip-higher.
-    no_clip        l = -A r ("GRPO without trust region").
-    gspo           s_i = exp(mean_t log r_{i,t}) per sequence; GSPO-token form
-                   s_{i,t} = sg(s_i) * pi_theta / sg(pi_theta), l = max(-A s, -A clip(s, 1 - eps_low,
-                   1 + eps_high)); defaults eps (3e-4, 4e-4) and agg "seq-mean-token-mean" as in GSPO.
+                   j = min(r A, clip(r, exp(-tau), exp(tau)) A). No constraint when mean M2 <= budget.
+    grpo           j = min(r A, clip(r, 1 - eps_low, 1 + eps_high) A); eps_high > eps_low is clip-higher.
+    no_clip        j = r A ("GRPO without trust region").
+    gspo           s_i = exp(mean_t log r_{i,t}) per sequence, in GSPO-token form
+                   s_{i,t} = sg(s_i) pi_theta / sg(pi_theta); j = min(s A, clip(s, 1 - eps_low, 1 + eps_high) A);
+                   eps (3e-4, 4e-4) and agg "seq-mean-token-mean" by default, as in GSPO.
     decoupled_ppo  AReaL: u = pi_theta / pi_prox (prox_logp required),
-                   l = (pi_prox / pi_behav) * max(-A u, -A clip(u, 1 - eps_low, 1 + eps_high)).
+                   j = (pi_prox / pi_behav) min(u A, clip(u, 1 - eps_low, 1 + eps_high) A).
 
-Truncated importance sampling (any objective): tis_cap=C multiplies l by the constant
+Truncated importance sampling (any objective): tis_cap=C multiplies j by the constant
 min(pi_behav / pi_rollout, C), where rollout_logp are the log-probs the inference engine reported
 while sampling and behav_logp the trainer's recomputation of the same policy. This is the paper's
 TIS ablation (Fig. 10; Yao et al.'s correction of the engine/trainer mismatch). C = 2 is
 `TIS_DEFAULT_CAP`; tis_cap=None (default) turns TIS off.
 
 Aggregation (`agg`; default per objective: "seq-mean-token-mean" for gspo, "token-mean" otherwise):
-    token-mean               sum(l) / #valid tokens
-    seq-mean-token-mean      mean over non-empty sequences of (sum_t l / #valid tokens of the sequence)
-    seq-mean-token-sum-norm  sum(l) / (batch * max_response_len): Dr. GRPO's constant normaliser
-                             (max_response_len defaults to the tokens dimension)
+    token-mean               sum(j) / #valid tokens
+    seq-mean-token-mean      mean over non-empty sequences of (sum_t j / #valid tokens of the sequence)
+    seq-mean-token-sum-norm  sum(j) / (batch * max_response_len): Dr. GRPO's constant normaliser; pass
+                             the configured maximum response length (default: the tokens dimension)
 
 Mask scope: M2PO's mask is computed over exactly the batch passed in. The paper says "batch-level";
 the released code calls the loss per forward micro-batch. The caller chooses by what it passes.
@@ -53,6 +53,16 @@ token with the lowest flat (row-major) index goes first. The count removed does 
 The loop condition "mean M2 over the remaining trust-region tokens > tau" is decided exactly on the
 tensor's M2 values (in rational arithmetic when floating-point rounding could change the answer),
 so the result does not depend on summation order.
+
+How the mask is computed: removing the k largest values leaves the mean (S - P_k) / (n - k), which
+never increases with k, so the answer is the first k where it is <= tau: one sort and suffix sums,
+O(N log N), no Python loop over tokens. Only the top of the sort is ever needed, so a threshold
+guessed from a strided sample (and checked against the condition) selects the candidates, and
+only those are sorted; in the worst case that is every trust-region token.
+
+Inputs must be finite everywhere (padding too); a NaN never reaches the loss: bad input raises
+ValueError naming the argument before any computation, and a ratio that overflows into a NaN loss
+raises too.
 """
 
 from __future__ import annotations
@@ -312,7 +322,7 @@ def _thresholds(flat: Tensor, tau: float):
     ns = sample.numel()
     if ns:
         rest = sample.sum() - torch.cumsum(sample, dim=0)  # (ns,) sum left after removing k + 1
-        left = torch.arange(ns - 1, -1, -1, dtype=torch.float64)  # (ns,)
+        left = torch.arange(ns - 1, -1, -1, dtype=torch.float64, device=sample.device)  # (ns,)
         k_sample = int(torch.argmax((rest <= tau * left).to(torch.uint8))) + 1 if sample.sum() > tau * ns else 0
         rank = 2 * k_sample + 16
         while rank < ns:
@@ -348,7 +358,7 @@ class _Tally:
         """The smallest k in [0, len(cand)] where the condition holds; it holds at len(cand)."""
         c = cand.numel()
         prefix0 = torch.cat([prefix.new_zeros(1), prefix])  # (c + 1,) P_0 .. P_c
-        left = self.n - torch.arange(c + 1, dtype=torch.float64)  # (c + 1,) n - k
+        left = self.n - torch.arange(c + 1, dtype=torch.float64, device=prefix.device)  # (c + 1,) n - k
         gap = (self.total - prefix0) - self.tau * left  # (c + 1,)
         maybe = torch.nonzero(gap <= self.error).squeeze(1)
         lo = int(maybe[0]) if maybe.numel() else c
@@ -397,7 +407,7 @@ def _solve_cap_tau(delta_sq: Tensor, budget: float) -> float | None:
     if target <= 1e-12:
         return 0.0
     csum = torch.cumsum(values, dim=0)  # (n,)
-    rest = torch.arange(n - 1, -1, -1, dtype=torch.float64)  # (n,) n - k - 1
+    rest = torch.arange(n - 1, -1, -1, dtype=torch.float64, device=values.device)  # (n,) n - k - 1
     capped = (values - 1e-12) * rest + csum  # (n,)
     reached = torch.nonzero(capped >= target - 1e-12).squeeze(1)
     if reached.numel() == 0:

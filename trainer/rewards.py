@@ -1,6 +1,6 @@
 """Rule-based rewards. Kept free of torch so reward worker processes start fast.
 
-- `arithmetic_reward`: dense positional credit for the procedural task (see tasks.py).
+- `arithmetic_reward`: exact answer 1, a close number partial credit (the procedural task).
 - `MathVerifier`: 1/0 from math-verify on the last \\boxed{} answer, as in the paper's
   `latex_math.compute_score`. math-verify's own timeout uses signal.alarm, which only works in a
   main thread, so checks run in a process pool (each worker runs tasks in its main thread, where
@@ -15,19 +15,21 @@ import multiprocessing as mp
 
 from trainer.benchmarks import last_boxed
 
-EOS_MARK = "\x00"
-
-
 def arithmetic_reward(response: str, finished: bool, answer: str) -> float:
-    """Fraction of positions of `answer`+EOS matched, over the longer of the two.
+    """1.0 for exactly the answer then EOS; partial credit for a number close to it.
 
-    1.0 only for exactly the answer followed by EOS. Random text scores a little, shorter and
-    more correct text scores more, so a random-init model gets a gradient from the first step.
+    A response that is a whole number followed by EOS earns 0.9 * max(0, 1 - |x - answer| / scale)
+    with scale = max(5, answer / 2); anything else earns 0. The credit for being close gives a
+    random-init model a gradient from the first step (it learns the format, then to get closer)
+    while only the exact answer earns the full reward.
     """
-    got = response + (EOS_MARK if finished else "")
-    want = answer + EOS_MARK
-    hits = sum(a == b for a, b in zip(got, want))
-    return hits / max(len(got), len(want))
+    if not finished or not response.isdigit():
+        return 0.0
+    got, want = int(response), int(answer)
+    if got == want and response == answer:
+        return 1.0
+    scale = max(5.0, want / 2)
+    return 0.9 * max(0.0, 1.0 - abs(got - want) / scale)
 
 
 def math_verify_score(response: str, answer: str, timeout_s: float = 5.0) -> float:

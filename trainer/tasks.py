@@ -1,9 +1,9 @@
 """Tasks: where prompts come from, how they are shown to the model, and how responses score.
 
 - `arithmetic`: procedural sums ("37+5=" -> "42"), generated offline from the run's seed. The
-  training reward is dense (arithmetic_reward: positional credit, 1.0 only for the exact answer
-  then EOS), so a random-init tiny model improves within a minute on a CPU. Evaluation uses exact
-  match.
+  training reward is dense (arithmetic_reward: 1.0 for the exact answer then EOS, partial credit
+  for a number close to it), so a random-init tiny model improves within a minute on a CPU.
+  Evaluation uses exact match.
 - `math`: problems with answers from a JSONL file or a Hugging Face dataset; reward 1/0 from
   math-verify on the last \\boxed{} answer.
 
