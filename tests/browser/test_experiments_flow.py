@@ -1,0 +1,77 @@
+"""The experiment flow in a real browser: create a 6-run sweep from the generated form, see the
+runs queued, cancel one, pause the sweep, then clone a run and change one field."""
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from orchestrator.experiments.models import Experiment, Run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_sweep_queue_cancel_pause_clone(browser_page, live_url, alice):
+    page = browser_page
+    page.goto("/experiments/new/")
+
+    # 1. a 6-run sweep from the form: staleness.k in {0, 4, 16} x 2 seeds
+    page.fill("#f-name", "flow")
+    page.fill("#f-project", "lab")
+    page.fill("#f-seeds", "2")
+    page.select_option("select[name=sweep-0-field]", "staleness.k")
+    page.fill("input[name=sweep-0-values]", "0, 4, 16")
+    expect(page.locator("#run-count")).to_have_text("6 runs")
+
+    # live validation names the field as the user types, and clears once fixed
+    page.fill("#f-algorithm__lr", "fast")
+    expect(page.locator("#err-algorithm__lr")).to_contain_text("not a number: 'fast'")
+    page.fill("#f-staleness__k", "-2")
+    expect(page.locator("#err-staleness__k")).to_contain_text("greater than or equal to 0")
+    page.fill("#f-algorithm__lr", "0.002")
+    page.fill("#f-staleness__k", "0")
+    expect(page.locator("#err-algorithm__lr")).to_be_empty()
+    expect(page.locator("#run-count")).to_have_text("6 runs")
+
+    page.click("text=Preview runs")
+    expect(page.locator("#preview-count")).to_have_text("6")
+    expect(page.locator(".preview-name").first).to_have_text("s0-seed1")
+    assert Run.objects.count() == 0  # the preview queues nothing
+
+    page.click("#queue-button")
+    # 2. the sweep page shows the six runs queued
+    expect(page).to_have_url(re.compile(r"/experiments/\d+/$"))
+    experiment = Experiment.objects.get(name="flow")
+    rows = page.locator("table#runs tbody tr")
+    expect(rows).to_have_count(6)
+    expect(page.locator("table#runs .state-queued")).to_have_count(6)
+    expect(page.locator("table#runs")).to_contain_text("s32-seed2")
+
+    # 3. cancel one run from its row
+    victim = experiment.runs.get(name="s8-seed1")
+    page.locator(f"#run-row-{victim.pk} button", has_text="cancel").click()
+    expect(page.locator(f"#run-row-{victim.pk} .state")).to_have_text("cancelled")
+    assert Run.objects.get(pk=victim.pk).state == "cancelled"
+    assert experiment.runs.filter(state="queued").count() == 5
+
+    # 4. pause the sweep
+    page.click("#pause-sweep")
+    expect(page.locator("#experiment-state")).to_have_text("paused")
+    assert Experiment.objects.get(pk=experiment.pk).state == "paused"
+
+    # 5. clone a run and change one field
+    original = experiment.runs.get(name="s32-seed2")
+    page.click(f"text={original.name}")
+    expect(page).to_have_url(f"{live_url}/runs/{original.pk}/")
+    page.click("#clone-run")
+    expect(page.locator("#f-name")).to_have_value("s32-seed2-clone")
+    expect(page.locator("#f-staleness__k")).to_have_value("16")
+    page.fill("#f-algorithm__tau_m2", "0.08")
+    expect(page.locator("#run-count")).to_have_text("1 run")
+    page.click("#queue-button")
+    expect(page).to_have_url(re.compile(r"/experiments/\d+/$"))
+    clone = Run.objects.get(name="s32-seed2-clone")
+    assert clone.state == "queued"
+    assert clone.config["algorithm"]["tau_m2"] == 0.08
+    changed = {f"{s}.{k}" for s in clone.config for k in clone.config[s] if clone.config[s][k] != original.config[s][k]}
+    assert changed == {"algorithm.tau_m2"}
+    assert page.console_errors == [] and page.http_errors == []
