@@ -125,7 +125,7 @@ class LossParams:
 
 
 # ---------------------------------------------------------------------------------------------
-# Public entry points
+# Entry points
 # ---------------------------------------------------------------------------------------------
 
 
@@ -157,11 +157,11 @@ def policy_loss(
         m2 = log_r.detach().masked_fill(~trust, 0.0).square_()  # (B, T) M2_i on the trust region
     batch = _Batch(logp, behav_logp, log_r, adv, mask, trust, m2)
 
-    token_obj, clipped_low, clipped_high, extra = _SURROGATES[name](batch, p)  # (B, T) ...
+    j, clipped_low, clipped_high, extra = _SURROGATES[name](batch, p)  # j: (B, T) per-token objective
     if p.tis_cap is not None:
         tis_weight = torch.exp((behav_logp - p.rollout_logp).masked_fill_(pad, 0.0)).clamp_(max=p.tis_cap)
-        token_obj = token_obj * tis_weight  # (B, T)
-    loss = -_aggregate(token_obj, mask, p.agg, p.max_response_len)
+        j = j * tis_weight  # (B, T) min(pi_behav / pi_rollout, C) j
+    loss = -_aggregate(j, mask, p.agg, p.max_response_len)
 
     if bool(torch.isnan(loss)):
         raise ValueError(
@@ -235,7 +235,7 @@ def _gspo(b: _Batch, p: LossParams):
     log_s = seq_log_s[:, None] + (b.logp - b.logp.detach())  # (B, T) value log s_i, gradient of log pi_t
     ratio = torch.exp(log_s)  # (B, T)
     j, low, high = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
-    return j, low & b.mask, high & b.mask, {}
+    return j, low, high, {}
 
 
 def _decoupled_ppo(b: _Batch, p: LossParams):
@@ -423,16 +423,16 @@ def _solve_cap_tau(delta_sq: Tensor, budget: float) -> float | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _aggregate(token_obj: Tensor, mask: Tensor, agg: str, max_response_len: int | None) -> Tensor:
-    """J from the per-token objective (0 on padding)."""
+def _aggregate(j: Tensor, mask: Tensor, agg: str, max_response_len: int | None) -> Tensor:
+    """J from the per-token objective j (B, T), which is 0 on padding."""
     if agg == "token-mean":
-        return token_obj.sum() / torch.count_nonzero(mask).clamp(min=1)
+        return j.sum() / torch.count_nonzero(mask).clamp(min=1)
     if agg == "seq-mean-token-mean":
         lengths = mask.sum(dim=1)  # (B,)
-        per_seq = token_obj.sum(dim=1) / lengths.clamp(min=1)  # (B,)
+        per_seq = j.sum(dim=1) / lengths.clamp(min=1)  # (B,)
         return per_seq.sum() / torch.count_nonzero(lengths).clamp(min=1)
     normaliser = max_response_len if max_response_len is not None else mask.shape[1]
-    return token_obj.sum() / (mask.shape[0] * normaliser)  # seq-mean-token-sum-norm
+    return j.sum() / (mask.shape[0] * normaliser)  # seq-mean-token-sum-norm
 
 
 @torch.no_grad()
