@@ -157,7 +157,8 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=256
 # trust the sizes below even though the machine is smaller
 SlurmdParameters=config_overrides
-ReturnToService=2
+# a node set DOWN by an admin (or a test) stays down until resumed, as on a real cluster
+ReturnToService=1
 KillWait=5
 MinJobAge=300
 InactiveLimit=0

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from orchestrator.cluster.backends.base import BackendError, JobSpec, JobState, JobStatus
-from orchestrator.cluster.slurm import jobscript, states
+from orchestrator.cluster.slurm import jobscript, logs, states
 from orchestrator.cluster.slurm.auth import SlurmCredentials
 from orchestrator.cluster.slurm.client import SlurmClient
 from orchestrator.cluster.slurm.config import SlurmConfig
@@ -44,11 +44,12 @@ def to_status(job: JobInfo) -> JobStatus:
     return JobStatus(
         job_id=job.job_id,
         state=state,
-        native_state="+".join([job.state, *job.state_flags]),
+        native_state="+".join([job.state, *job.state_flags, *(["RESTARTED"] if job.restart_count else [])]),
         reason=reason,
-        exit_code=states.exit_code_of(job) if state.is_terminal else None,
+        exit_code=states.exit_code_of(job) if state.is_terminal and not job.restart_count else None,
         nodes=job.nodes,
-        started_at=job.start_time,
+        # for a pending job Slurm's start_time is a forecast too
+        started_at=job.start_time if state is not JobState.PENDING else None,
         # for a running job Slurm's end_time is a forecast (start + time limit)
         ended_at=job.end_time if state.is_terminal else None,
     )
@@ -106,6 +107,10 @@ class SlurmBackend:
         return {k: Path(v) for k, v in jobscript.log_paths(str(spec_run_dir), attempt).items()}
 
     # ------------------------------------------------------------------ extras
+    def log_tail(self, run_dir: Path, attempt: int, lines: int = 40) -> dict[str, str]:
+        """The end of the attempt's stdout and stderr, read from the shared run directory."""
+        return {k: logs.tail(p, lines) for k, p in self.log_paths(run_dir, attempt).items()}
+
     def signal(self, job_id: str, signal: str = "SIGUSR1") -> None:
         """SIGUSR1 makes the trainer checkpoint and exit (status 75)."""
         self.client.signal(job_id, signal)

@@ -113,6 +113,12 @@ def render_script(profile: SlurmProfile, run_id: int, attempt: int) -> str:
         f"# OffPolicy Lab run {int(run_id)}, attempt {int(attempt)}, profile {profile.name!r}"
         if NAME_RE.match(profile.name) else f"# OffPolicy Lab run {int(run_id)}, attempt {int(attempt)}",
         "set -eo pipefail",
+        # Slurm may requeue a job by itself (node failure, preemption); the orchestrator
+        # requeues runs as new attempts, so a second start of the same job must not train
+        'if [ "${SLURM_RESTART_COUNT:-0}" != 0 ]; then',
+        '  echo "Slurm restarted this job (restart ${SLURM_RESTART_COUNT}); OffPolicy Lab resubmits it as a new attempt" >&2',
+        "  exit 1",
+        "fi",
     ]
     if profile.setup_lines:
         lines += ["# --- set-up lines of the cluster profile", *profile.setup_lines, "# ---"]

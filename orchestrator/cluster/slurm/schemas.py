@@ -59,6 +59,7 @@ class JobInfo(BaseModel):
     gres_detail: list[str] = []
     priority: int | None = None
     time_limit_min: int | None = None
+    restart_count: int = 0  # >0: Slurm requeued the job itself (e.g. after a node failure)
 
 
 class SubmitResult(BaseModel):

@@ -100,6 +100,12 @@ def signal_name(number: int) -> str:
 def describe(job: JobInfo) -> tuple[JobState, str]:
     """Our state for a Slurm job and a plain sentence saying why, e.g.
     (PENDING, "Waiting for resources (CPUs, memory or GPUs) to become free")."""
+    if job.restart_count:
+        # Slurm requeued the job itself (22.05's REST API cannot turn requeueing off, and
+        # 22.05 never shows the NODE_FAIL): the job script refuses to run a second time,
+        # so this attempt is over and the run is resubmitted as a new attempt.
+        return JobState.INFRA_FAILED, ("Slurm requeued it after a node failure or preemption; "
+                                       "it is resubmitted as a new attempt")
     state, meaning = STATE_MAP.get(job.state, (JobState.PENDING, f"in Slurm state {job.state}"))
     flags = set(job.state_flags)
     if state.is_terminal and flags & UNSETTLED_FLAGS:

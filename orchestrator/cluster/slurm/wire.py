@@ -155,6 +155,9 @@ class WireFormat:
     def parse_job(self, j: dict[str, Any]) -> JobInfo:
         state, flags = self.job_state(j.get("job_state"))
         exit_code, signal = self.exit_status(j.get("exit_code"))
+        if not j.get("nodes") and state not in ("RUNNING", "SUSPENDED"):
+            # never ran (e.g. refused at submit: BadConstraints): slurmctld's code is no wait status
+            exit_code, signal = None, None
         return JobInfo(
             job_id=str(j.get("job_id")),
             name=j.get("name") or "",
@@ -175,6 +178,7 @@ class WireFormat:
             gres_detail=list(j.get("gres_detail") or []),
             priority=unwrap_number(j.get("priority")),
             time_limit_min=unwrap_number(j.get("time_limit")),
+            restart_count=unwrap_number(j.get("restart_cnt")) or 0,
         )
 
     def parse_ping(self, p: dict[str, Any]) -> PingInfo:
