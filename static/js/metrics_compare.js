@@ -232,7 +232,7 @@
   // --- wiring ------------------------------------------------------------------------------
   const container = root.querySelector("[data-panels]");
   for (const panel of panels) {
-    panel.obj = new M.Panel(container, { id: panel.id, title: panel.title, build: () => build(panel), onZoom: zoom,
+    panel.obj = new M.Panel(container, { id: panel.id, title: panel.title, build: () => build(panel), onZoom: (_obj, range) => zoom(panel, range),
       exportRows: () => exportRows(panel), xTitle: () => axis(view.x).label });
     panel.obj.logY = view.logY;
   }

@@ -1,0 +1,121 @@
+"""Charts in headless Chromium against a real uvicorn (the ASGI path the live stream needs; the
+shared live_server is WSGI). Chromium comes from tests/browser/conftest.py's `browser` fixture."""
+import threading
+import time
+
+import pytest
+
+from orchestrator.experiments.services import experiment_create
+from orchestrator.metrics.services import metrics_ingest
+from tests.unit.metrics.asgi_server import serve_asgi, session_cookie
+from tests.unit.metrics.helpers import make_run, points, push
+
+pytestmark = pytest.mark.browser
+KEY = "train/reward_mean"
+
+
+@pytest.fixture
+def server(transactional_db):
+    with serve_asgi() as url:
+        yield url
+
+
+@pytest.fixture
+def page_as(browser, server, client):
+    """page_as(user) -> a Playwright page logged in as user on the uvicorn server."""
+    contexts = []
+
+    def make(user):
+        client.force_login(user)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.add_cookies([{"name": "sessionid", "value": session_cookie(client)["sessionid"], "url": server}])
+        contexts.append(context)
+        page = context.new_page()
+        page.on("console", lambda m: m.type == "error" and print("browser:", m.text))
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def line_points(page, panel):
+    """Points in the panel's line traces (what the user sees), read from Plotly's data."""
+    return page.evaluate("""(panel) => {
+        const el = document.querySelector(`.panel-chart[data-panel="${panel}"]`);
+        return (el && el.data || []).filter((t) => t.meta && t.meta.role === "line").map((t) => t.x);
+    }""", panel)
+
+
+def test_a_live_runs_chart_grows_while_the_trainer_posts(page_as, server, client, alice, tiny_config):
+    run, token = make_run(alice, tiny_config)
+    push(client, run.pk, token, {"points": points(KEY, range(10))})
+    page = page_as(alice)
+    page.goto(f"{server}/runs/{run.pk}/")
+    page.wait_for_function("() => document.querySelector('[data-show=live]').textContent.includes('live')")
+    assert line_points(page, "reward") == [list(range(10))]
+
+    def trainer():
+        for start in range(10, 40, 5):
+            time.sleep(0.3)
+            assert push(client, run.pk, token, {"points": points(KEY, range(start, start + 5))}).status_code == 202
+
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    page.wait_for_function("""() => {
+        const el = document.querySelector('.panel-chart[data-panel="reward"]');
+        const line = el.data.find((t) => t.meta && t.meta.role === "line");
+        return line && line.x.length >= 40;
+    }""", timeout=20_000)
+    thread.join()
+    assert line_points(page, "reward") == [list(range(40))]  # in order, nothing twice
+
+
+def test_grouping_draws_one_band_per_group(page_as, server, alice, tiny_config):
+    experiment = experiment_create(owner=alice, name="sweep", config=tiny_config,
+                                   sweep={"algorithm.objective": ["m2po", "grpo"]}, seeds=2)
+    for i, run in enumerate(experiment.runs.order_by("id")):
+        metrics_ingest(run=run, attempt=1, points=points(KEY, range(50), value=lambda s, i=i: s * (1 + i)))
+    page = page_as(alice)
+    page.goto(f"{server}/compare/?experiment={experiment.pk}")
+    page.wait_for_selector("#compare[data-ready='1']")
+    page.select_option("[data-control=group]", "algorithm.objective")
+    bands = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
+        .filter((t) => t.meta && t.meta.role === "band").map((t) => t.meta.group)""")
+    assert sorted(bands) == ['"grpo"', '"m2po"']
+    assert "group=algorithm.objective" in page.url  # the shareable URL follows the view
+
+    page.check("[data-control=individual]")
+    lines = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
+        .filter((t) => t.meta && t.meta.role === "line").length""")
+    assert lines == 4
+
+    page.goto(page.url)  # the shared link restores grouping and the runs toggle
+    page.wait_for_selector("#compare[data-ready='1']")
+    assert page.eval_on_selector("[data-control=group]", "el => el.value") == "algorithm.objective"
+    assert page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
+        .filter((t) => t.meta && t.meta.role === "band").length""") == 2
+
+
+def test_zooming_refetches_the_visible_range_at_full_resolution(page_as, server, alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    for start in range(0, 30_000, 10_000):
+        metrics_ingest(run=run, attempt=1, points=points(KEY, range(start, start + 10_000)))
+    page = page_as(alice)
+    page.goto(f"{server}/runs/{run.pk}/")
+    page.wait_for_function("""() => {
+        const el = document.querySelector('.panel-chart[data-panel="reward"]');
+        return el && el.data && el.data.some((t) => t.meta && t.meta.role === "line");
+    }""")
+    [overview] = line_points(page, "reward")
+    assert len(overview) < 5_000  # downsampled to the chart's width
+
+    with page.expect_request(lambda r: "start=" in r.url and "key=train%2Freward_mean" in r.url) as request:
+        page.evaluate("""() => Plotly.relayout(document.querySelector('.panel-chart[data-panel="reward"]'),
+                                                 {'xaxis.range': [12000, 12600]})""")
+    assert "end=12600" in request.value.url
+    page.wait_for_function("""() => {
+        const line = document.querySelector('.panel-chart[data-panel="reward"]').data
+            .find((t) => t.meta && t.meta.role === "line");
+        return line.x.filter((x) => x >= 12000 && x <= 12600).length === 601;
+    }""")
