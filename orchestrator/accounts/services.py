@@ -17,3 +17,9 @@ def user_for_api_token(token: str) -> User | None:
         return None
     ApiToken.objects.filter(pk=api_token.pk).update(last_used_at=timezone.now())
     return api_token.user
+
+
+def api_token_delete(*, user: User, token_id: int) -> bool:
+    """Revoke one of the user's own tokens; False if it is not theirs or does not exist."""
+    deleted, _ = ApiToken.objects.filter(pk=token_id, user=user).delete()
+    return bool(deleted)

@@ -1,12 +1,17 @@
 from django.contrib import admin
 
-from orchestrator.experiments.models import Experiment, Project, Run, RunEvent
+from orchestrator.experiments.models import Experiment, Project, Run, RunEvent, Tag
 
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ("name", "created_at")
+    list_display = ("name", "max_active_runs", "max_gpus", "created_at")
     filter_horizontal = ("members",)
+
+
+@admin.register(Tag)
+class TagAdmin(admin.ModelAdmin):
+    search_fields = ("name",)
 
 
 @admin.register(Experiment)
@@ -23,8 +28,9 @@ class RunEventInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "state", "backend", "job_id", "attempt", "priority", "step")
-    list_filter = ("state", "backend")
+    list_display = ("id", "name", "state", "backend", "job_id", "attempt", "priority", "gpus", "step")
+    list_filter = ("state", "backend", "tags")
+    filter_horizontal = ("tags",)
     search_fields = ("name", "job_id")
     readonly_fields = ("token_hash", "token_salt")
     inlines = [RunEventInline]

@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import include, path
 
-from orchestrator.experiments import api, experiment_views, openapi, views
+from orchestrator.experiments import api, experiment_views, openapi, project_views, views
 
 urlpatterns = [
     # runs
@@ -22,6 +22,12 @@ urlpatterns = [
     path("experiments/<int:experiment_id>/", experiment_views.experiment_detail, name="exp-experiment-detail"),
     *(path(f"experiments/<int:experiment_id>/{action}", experiment_views.experiment_action, {"action": action},
            name=f"exp-experiment-{action}") for action in ("pause", "resume", "cancel", "priority")),
+    # projects
+    path("projects/", project_views.project_list, name="exp-project-list"),
+    path("projects/new", project_views.project_new, name="exp-project-new"),
+    path("projects/<str:name>/members", project_views.project_member_add, name="exp-project-member-add"),
+    # personal API tokens (the accounts app; the lead may move this include to orchestrator/urls.py)
+    path("", include("orchestrator.accounts.urls")),
     # JSON API
     path("api/v1/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/v1/schema/runconfig", openapi.runconfig_schema, name="api-runconfig-schema"),

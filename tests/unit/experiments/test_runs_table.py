@@ -150,3 +150,35 @@ def test_run_config_download_is_a_trainer_file(client, alice, sweep):
     run = sweep.runs.get(name="m2po-s128")
     data = yaml.safe_load(client.get(f"/runs/{run.pk}/config.yaml").content)
     assert parse_config(data).staleness.k == 64
+
+
+def test_projects_page_create_and_invite(client, alice, bob, charlie):
+    client.force_login(alice)
+    client.post("/projects/new", {"name": "rl-lab", "description": "stale runs"})
+    client.post("/projects/rl-lab/members", {"username": "bob"})
+    html = client.get("/projects/").content.decode()
+    assert "rl-lab" in html and "alice, bob" in html
+    client.post("/projects/new", {"name": "bad name"})
+    client.force_login(charlie)
+    assert client.post("/projects/rl-lab/members", {"username": "charlie"}).status_code == 404
+    assert "rl-lab" not in client.get("/projects/").content.decode()
+
+
+def test_api_tokens_page_creates_shows_once_and_revokes(client, alice, bob):
+    from orchestrator.accounts.models import ApiToken
+
+    client.force_login(alice)
+    html = client.post("/account/tokens/", {"name": "laptop"}).content.decode()
+    token = html.split('id="new-token">')[1].split("<")[0]
+    assert token.startswith("opl_")
+    from django.test import Client
+
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/v1/runs").status_code == 200
+    assert token not in client.get("/account/tokens/").content.decode()
+    mine = ApiToken.objects.get(user=alice)
+    client.force_login(bob)
+    client.post(f"/account/tokens/{mine.pk}/delete")
+    assert ApiToken.objects.filter(pk=mine.pk).exists()  # not bob's to revoke
+    client.force_login(alice)
+    client.post(f"/account/tokens/{mine.pk}/delete")
+    assert not ApiToken.objects.filter(pk=mine.pk).exists()
