@@ -101,6 +101,11 @@ class TaskConfig(_Section):
     min_digits: int = Field(1, ge=1, le=6, description="arithmetic: fewest digits per operand.")
     max_digits: int = Field(1, ge=1, le=6, description="arithmetic: most digits per operand.")
     num_terms: int = Field(2, ge=2, le=6, description="arithmetic: operands per problem.")
+    answer_format: Literal["bare", "boxed"] = Field(
+        "bare",
+        description="arithmetic: 'bare' prompts '3+4=' and wants just the digits (for the tiny model); "
+        "'boxed' asks in words for the answer in \\boxed{} (for instruct models such as smollm2-135m).",
+    )
     reward_timeout_s: float = Field(
         5.0, gt=0, description="math: per-item timeout of a math-verify check (process pool)."
     )

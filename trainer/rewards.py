@@ -32,6 +32,17 @@ def arithmetic_reward(response: str, finished: bool, answer: str) -> float:
     return 0.9 * max(0.0, 1.0 - abs(got - want) / scale)
 
 
+def boxed_integer_reward(response: str, answer: str) -> float:
+    """1 for the right integer in the last \\boxed{}, 0.1 for another integer there, else 0."""
+    boxed = last_boxed(response)
+    if boxed is None:
+        return 0.0
+    text = boxed.strip().replace(",", "")
+    if text.lstrip("-").isdigit():
+        return 1.0 if int(text) == int(answer) else 0.1
+    return 0.0
+
+
 def math_verify_score(response: str, answer: str, timeout_s: float = 5.0) -> float:
     from math_verify import parse, verify
 

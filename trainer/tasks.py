@@ -4,6 +4,8 @@
   training reward is dense (arithmetic_reward: 1.0 for the exact answer then EOS, partial credit
   for a number close to it), so a random-init tiny model improves within a minute on a CPU.
   Evaluation uses exact match.
+  With answer_format 'boxed' (for instruct models) the question is asked in words and the reward
+  is 1 for the right integer in the last \\boxed{}, 0.1 for a wrong boxed integer, else 0.
 - `math`: problems with answers from a JSONL file or a Hugging Face dataset; reward 1/0 from
   math-verify on the last \\boxed{} answer.
 
@@ -16,7 +18,7 @@ import random
 import string
 
 from trainer.benchmarks import Problem, load_benchmark, load_train_file
-from trainer.rewards import MathVerifier, arithmetic_reward
+from trainer.rewards import MathVerifier, arithmetic_reward, boxed_integer_reward
 
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 ARITHMETIC_EVAL_SEED = 20251001
@@ -45,8 +47,11 @@ class ArithmeticTask(Task):
     name = "arithmetic"
     alphabet = ARITHMETIC_ALPHABET
 
-    def __init__(self, min_digits: int = 1, max_digits: int = 1, num_terms: int = 2):
+    def __init__(self, min_digits: int = 1, max_digits: int = 1, num_terms: int = 2, answer_format: str = "bare"):
         self.min_digits, self.max_digits, self.num_terms = min_digits, max_digits, num_terms
+        self.answer_format = answer_format
+        if answer_format == "boxed":
+            self.alphabet = TEXT_ALPHABET
 
     def _operand(self, rng: random.Random) -> int:
         digits = rng.randint(self.min_digits, self.max_digits)
@@ -61,10 +66,20 @@ class ArithmeticTask(Task):
         return out
 
     def prompt_text(self, problem: Problem) -> str:
+        if self.answer_format == "boxed":
+            return f"What is {problem.question}? Put the final answer in \\boxed{{}}."
         return f"{problem.question}="
 
     def train_rewards(self, problems, responses, finished):
+        if self.answer_format == "boxed":
+            return [boxed_integer_reward(r, p.answer) for p, r in zip(problems, responses)]
         return [arithmetic_reward(r, f, p.answer) for p, r, f in zip(problems, responses, finished)]
+
+    def solved(self, problems, responses, finished) -> list[float]:
+        """Exact-match accuracy, the eval rule."""
+        if self.answer_format == "boxed":
+            return [1.0 if boxed_integer_reward(r, p.answer) == 1.0 else 0.0 for p, r in zip(problems, responses)]
+        return [1.0 if f and r == p.answer else 0.0 for p, r, f in zip(problems, responses, finished)]
 
     def eval_problems(self, limit: int) -> list[Problem]:
         return self.sample(random.Random(ARITHMETIC_EVAL_SEED), limit)
@@ -105,7 +120,7 @@ def load_train_problems(task_cfg) -> list[Problem]:
 
 def build_task(task_cfg, verifier: MathVerifier | None = None) -> Task:
     if task_cfg.name == "arithmetic":
-        return ArithmeticTask(task_cfg.min_digits, task_cfg.max_digits, task_cfg.num_terms)
+        return ArithmeticTask(task_cfg.min_digits, task_cfg.max_digits, task_cfg.num_terms, task_cfg.answer_format)
     verifier = verifier or MathVerifier(task_cfg.reward_workers, task_cfg.reward_timeout_s)
     return MathTask(load_train_problems(task_cfg), verifier)
 
@@ -123,16 +138,7 @@ def build_eval_sets(task_cfg, task: Task, verifier_factory) -> list[EvalSet]:
     for name in task_cfg.eval_sets:
         if name == "arithmetic":
             arith = task if isinstance(task, ArithmeticTask) else ArithmeticTask()
-            sets.append(
-                EvalSet(
-                    name,
-                    arith.eval_problems(task_cfg.eval_max_problems),
-                    arith.prompt_text,
-                    lambda problems, responses, finished: [
-                        1.0 if f and r == p.answer else 0.0 for p, r, f in zip(problems, responses, finished)
-                    ],
-                )
-            )
+            sets.append(EvalSet(name, arith.eval_problems(task_cfg.eval_max_problems), arith.prompt_text, arith.solved))
         else:
             verifier = verifier_factory()
             sets.append(
