@@ -44,6 +44,36 @@ def _fits(usage: Usage, key, gpus: int, max_runs: int, max_gpus: int) -> bool:
     return not (max_gpus and gpus and usage.gpus[key] + gpus > max_gpus)
 
 
+def waiting_reasons(runs: list[Run]) -> dict[int, str]:
+    """Why each queued run is still waiting, in plain words, for the runs table (the limit it is
+    held by, if any). Two aggregate queries, whatever the number of runs."""
+    queued = [run for run in runs if run.state == Run.State.QUEUED]
+    if not queued:
+        return {}
+    users, projects = _usage("owner_id"), _usage("experiment__project_id")
+    active = sum(users.runs.values())
+    reasons = {}
+    for run in queued:
+        project = run.experiment.project
+        project_runs = project.max_active_runs if project.max_active_runs is not None else limit("OPL_PROJECT_MAX_ACTIVE_RUNS")
+        project_gpus = project.max_gpus if project.max_gpus is not None else limit("OPL_PROJECT_MAX_GPUS")
+        if run.experiment.state != Experiment.State.ACTIVE:
+            reasons[run.pk] = f"sweep {run.experiment.state}"
+        elif limit("OPL_USER_MAX_ACTIVE_RUNS") and users.runs[run.owner_id] >= limit("OPL_USER_MAX_ACTIVE_RUNS"):
+            reasons[run.pk] = f"user limit: {users.runs[run.owner_id]} runs active"
+        elif run.gpus and limit("OPL_USER_MAX_GPUS") and users.gpus[run.owner_id] + run.gpus > limit("OPL_USER_MAX_GPUS"):
+            reasons[run.pk] = f"user GPU limit: {users.gpus[run.owner_id]} of {limit('OPL_USER_MAX_GPUS')} GPUs in use"
+        elif project_runs and projects.runs[project.pk] >= project_runs:
+            reasons[run.pk] = f"project limit: {projects.runs[project.pk]} runs active"
+        elif run.gpus and project_gpus and projects.gpus[project.pk] + run.gpus > project_gpus:
+            reasons[run.pk] = f"project GPU limit: {projects.gpus[project.pk]} of {project_gpus} GPUs in use"
+        elif active >= settings.MAX_ACTIVE_RUNS:
+            reasons[run.pk] = f"cluster full: {active} of {settings.MAX_ACTIVE_RUNS} runs active"
+        else:
+            reasons[run.pk] = "next in line"
+    return reasons
+
+
 def runs_to_dispatch() -> list[int]:
     """Ids of the queued runs to submit now, in order (see the module docstring)."""
     active = Run.objects.filter(state__in=Run.ACTIVE).aggregate(n=Count("id"), g=Sum("gpus"))

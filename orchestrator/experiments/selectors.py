@@ -8,6 +8,7 @@ from django.db.models import F, QuerySet
 
 from orchestrator.experiments.access import visible_runs
 from orchestrator.experiments.models import Run
+from orchestrator.experiments.queue import waiting_reasons
 from orchestrator.experiments.runquery import QueryError, parse_query
 from orchestrator.metrics.selectors import latest_values
 
@@ -78,6 +79,8 @@ def runs_page(user: User, f: RunFilter) -> Page:
     runs = filtered_runs(user, f).prefetch_related("tags")
     page = Paginator(runs, PAGE_SIZE).get_page(f.page)
     latest = latest_values([run.pk for run in page.object_list], KEY_METRICS)
+    reasons = waiting_reasons(list(page.object_list))
     for run in page.object_list:
         run.latest = [latest.get(run.pk, {}).get(key) for key in KEY_METRICS]
+        run.waiting = reasons.get(run.pk, "")
     return page

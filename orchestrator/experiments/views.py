@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from orchestrator.experiments.access import can_write, get_run_for_user, visible_projects
 from orchestrator.experiments.models import Run, Tag
+from orchestrator.experiments.queue import waiting_reasons
 from orchestrator.experiments.schema_form import minimal_config
 from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
 from orchestrator.experiments.services import (
@@ -74,9 +75,10 @@ def _after_action(request, run: Run, done: bool, failed: str):
     if request.headers.get("HX-Request"):
         run.refresh_from_db()
         context = {"run": run, "can_write": can_write(request.user, run.owner_id), "action_error": "" if done else failed}
-        if request.headers.get("HX-Target") == "run-facts":
-            return render(request, "experiments/_run_facts.html", context)
+        if request.headers.get("HX-Target") == "run-facts":  # the run page: also update its state badge
+            return render(request, "experiments/_run_facts.html", {**context, "oob_state": True})
         run.latest = [None] * len(KEY_METRICS)
+        run.waiting = waiting_reasons([run]).get(run.pk, "")
         return render(request, "experiments/_run_row.html", context)
     return redirect(request.POST.get("next") or reverse("exp-run-detail", args=[run.pk]))
 

@@ -133,3 +133,26 @@ def test_full_cluster_dispatches_nothing(alice, tiny_config, settings):
     ids = list(sweep(alice, 4, tiny_config).runs.order_by("id").values_list("id", flat=True))
     activate(ids[:2])
     assert runs_to_dispatch() == []
+
+
+def test_waiting_reasons_name_the_limit(alice, bob, tiny_config, settings):
+    from orchestrator.experiments.queue import waiting_reasons
+
+    settings.MAX_ACTIVE_RUNS = 3
+    settings.OPL_USER_MAX_ACTIVE_RUNS = 2
+    mine = sweep(alice, 4, tiny_config, name="a")
+    ids = list(mine.runs.order_by("id").values_list("id", flat=True))
+    activate(ids[:2])
+    theirs = sweep(bob, 1, tiny_config, name="b")
+    paused = sweep(bob, 1, tiny_config, name="p")
+    experiment_pause(experiment=paused)
+    runs = list(Run.objects.select_related("experiment__project").filter(state="queued"))
+    reasons = waiting_reasons(runs)
+    assert reasons[ids[2]] == "user limit: 2 runs active"
+    assert reasons[theirs.runs.get().pk] == "next in line"
+    assert reasons[paused.runs.get().pk] == "sweep paused"
+    activate([theirs.runs.get().pk])
+    runs = list(Run.objects.select_related("experiment__project").filter(pk=ids[3]))
+    assert waiting_reasons(runs)[ids[3]] == "user limit: 2 runs active"
+    settings.OPL_USER_MAX_ACTIVE_RUNS = 0
+    assert waiting_reasons(runs)[ids[3]] == "cluster full: 3 of 3 runs active"
