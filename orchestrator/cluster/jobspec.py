@@ -34,4 +34,4 @@ def build_job_spec(run: Run, token: str, run_dir: Path) -> JobSpec:
         "OPL_RUN_TOKEN": token,
         "OPL_ATTEMPT": str(run.attempt),
     }
-    return JobSpec(run_id=run.pk, attempt=run.attempt, run_dir=run_dir, argv=argv, env=env)
+    return JobSpec(run_id=run.pk, attempt=run.attempt, run_dir=run_dir, argv=argv, env=env, gpus=run.gpus)

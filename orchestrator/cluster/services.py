@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
+from orchestrator.cluster import recovery
 from orchestrator.cluster.backends import BackendError, JobState, JobStatus, get_backend
 from orchestrator.cluster.jobspec import build_job_spec, run_dir_for
 from orchestrator.cluster.models import Job
@@ -58,8 +59,9 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
     backend = get_backend(run.backend)
     spec = build_job_spec(run, token, run_dir_for(run))
     try:
-        job_id = backend.find(spec.name) or backend.submit(spec)
+        job_id = backend.submit(spec)  # idempotent: finds the job a crashed attempt created
     except BackendError as exc:
+        recovery.record_error(run.backend, exc)
         if exc.permanent:
             run_transition(run=run, to=S.FAILED, reason=f"submission refused: {exc}")
         else:  # cluster unreachable: back to the queue, nothing lost
@@ -90,9 +92,12 @@ def sync_active_runs(backend_name: str | None = None) -> int:
             statuses = get_backend(name).statuses([run.job_id for run in group])
         except BackendError as exc:
             log.warning("status poll on %s failed, states may be stale: %s", name, exc)
+            recovery.record_error(name, exc)
             continue  # a failed poll changes no run
+        recovery.record_ok(name)
         for run in group:
             changed += sync_one_run(run, statuses.get(run.job_id))
+    changed += recovery.flag_stalled()
     return changed
 
 
@@ -104,6 +109,8 @@ def sync_one_run(run: Run, status: JobStatus | None) -> bool:
         nodes=status.nodes, started_at=status.started_at, ended_at=status.ended_at,
         final=status.state.is_terminal, last_seen_at=timezone.now(),
     )
+    if status.state.is_terminal and recovery.maybe_requeue(run, status):
+        return True  # the cluster failed it: a new attempt resumes from the checkpoint
     target = JOB_TO_RUN[status.state]
     changed = False
     for step in _path(run.state, target, started=status.started_at is not None):

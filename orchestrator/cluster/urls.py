@@ -1,3 +1,8 @@
 from django.urls import path
 
-urlpatterns: list = []
+from orchestrator.cluster import views
+
+urlpatterns: list = [
+    path("runs/<int:run_id>/job", views.run_job, name="cluster-run-job"),
+    path("cluster/health", views.cluster_health, name="cluster-health"),
+]

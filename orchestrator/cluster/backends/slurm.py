@@ -73,20 +73,24 @@ class SlurmBackend:
 
     # ------------------------------------------------------------------ protocol
     def submit(self, spec: JobSpec) -> str:
-        existing = self.find(spec.name)
-        if existing:
-            return existing
         try:
             request = jobscript.build_request(spec, self._profiles(spec.profile))
         except (UnsafeValue, LookupError, ValueError) as exc:
             raise BackendError(str(exc), permanent=True) from None
+        existing = self._find(spec.name, comment=request.comment)
+        if existing:
+            return existing
         self._prepare_run_dir(Path(request.working_directory))
         return self.client.submit(request).job_id
 
     def find(self, name: str) -> str | None:
         """Our newest job with this name (by the configured user), if Slurm still has it."""
+        return self._find(name)
+
+    def _find(self, name: str, comment: str | None = None) -> str | None:
         mine = [j for j in self.client.jobs() if j.name == name
-                and (not j.user or j.user == self.client.credentials.user)]
+                and (not j.user or j.user == self.client.credentials.user)
+                and (comment is None or j.comment == comment)]
         if not mine:
             return None
         return max(mine, key=lambda j: int(j.job_id) if j.job_id.isdigit() else 0).job_id

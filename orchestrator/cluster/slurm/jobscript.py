@@ -9,6 +9,7 @@ administrator writes (module loads, conda activation) and which are shown verbat
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import PurePosixPath
 
@@ -134,6 +135,17 @@ def render_script(profile: SlurmProfile, run_id: int, attempt: int) -> str:
     return "\n".join(lines)
 
 
+def job_comment(spec: JobSpec) -> str:
+    """Run id and attempt, plus a fingerprint of the attempt's token when there is one: the
+    name alone could match a job of another database (a reset test database, a staging
+    dashboard on the same cluster account) that reused the run id."""
+    comment = f"opl run={int(spec.run_id)} attempt={int(spec.attempt)}"
+    token = spec.env.get("OPL_RUN_TOKEN", "")
+    if token:
+        comment += f" key={hashlib.sha256(token.encode()).hexdigest()[:12]}"
+    return comment
+
+
 def build_request(spec: JobSpec, profile: SlurmProfile) -> JobRequest:
     """The job description for one attempt; raises UnsafeValue naming the bad field."""
     run_dir = check_path("run_dir", str(spec.run_dir))
@@ -166,7 +178,7 @@ def build_request(spec: JobSpec, profile: SlurmProfile) -> JobRequest:
         working_directory=run_dir,
         standard_output=logs["stdout"],
         standard_error=logs["stderr"],
-        comment=f"opl run={int(spec.run_id)} attempt={int(spec.attempt)}",
+        comment=job_comment(spec),
         partition=profile.partition,
         account=profile.account,
         qos=profile.qos,

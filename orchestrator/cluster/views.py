@@ -1,0 +1,43 @@
+"""Cluster pages: the job card of a run (state detail and log tail) and the health view."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.shortcuts import render
+
+from orchestrator.cluster.backends import get_backend
+from orchestrator.cluster.models import ClusterHealth, Job
+from orchestrator.cluster.slurm.logs import tail
+from orchestrator.experiments.access import get_run_for_user
+from orchestrator.experiments.models import Run
+
+
+def run_job(request, run_id: int):
+    """The run's job details and the tail of its stdout/stderr (polled by the run page)."""
+    run = get_run_for_user(request.user, run_id)
+    job = Job.objects.filter(run=run, attempt=run.attempt).first()
+    logs: dict[str, str] = {}
+    if run.backend and run.run_dir and run.attempt:
+        try:
+            paths = get_backend(run.backend).log_paths(Path(run.run_dir), run.attempt)
+        except Exception:  # noqa: BLE001 - a misconfigured backend must not break the run page
+            paths = {}
+        logs = {name: tail(path, lines=40) for name, path in paths.items()}
+    return render(request, "cluster/_run_job_detail.html", {"run": run, "job": job, "logs": logs})
+
+
+def slurm_configured() -> bool:
+    return settings.CLUSTER_BACKEND == "slurm" or bool(getattr(settings, "SLURM_REST_URL", ""))
+
+
+def cluster_health(request):
+    """Reachable or not, API version, partitions, nodes and GPUs, our jobs, the last error."""
+    report = get_backend("slurm").health() if slurm_configured() else None
+    records = {h.backend: h for h in ClusterHealth.objects.all()}
+    active = Run.objects.filter(backend="slurm", state__in=Run.ACTIVE).count()
+    queued = Run.objects.filter(state=Run.State.QUEUED).count()
+    return render(request, "cluster/health.html", {
+        "report": report, "record": records.get("slurm"), "active_runs": active, "queued_runs": queued,
+        "backend": settings.CLUSTER_BACKEND,
+    })
