@@ -29,7 +29,7 @@ def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[s
     if not isinstance(data, dict):
         raise ConfigError([{"field": "(file)", "message": "the file must be a mapping of keys"}])
     if not any(key in EXPERIMENT_KEYS for key in data):
-        return {"name": default_name, "config": data}  # a plain run config; the trainer's checks name bad keys
+        return {"name": default_name, "config": data, "sweep": {}, "random": {}}  # a plain run config
     errors = []
     for key in data:
         if key in EXPERIMENT_KEYS:
@@ -42,7 +42,7 @@ def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[s
         errors.append({"field": str(key), "message": f"unknown key '{key}'{hint}"})
     if errors:
         raise ConfigError(errors)
-    spec = {"name": default_name, **data}
+    spec = {"name": default_name, "config": {}, "sweep": {}, "random": {}, **{k: v for k, v in data.items() if v is not None}}
     for key, kind in (("config", dict), ("sweep", dict), ("random", dict), ("tags", list)):
         if spec.get(key) is not None and not isinstance(spec[key], kind):
             raise ConfigError([{"field": key, "message": f"must be a {'mapping' if kind is dict else 'list'}"}])

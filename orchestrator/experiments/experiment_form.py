@@ -193,18 +193,24 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
         flat[f"sweep-{i}-field"] = path
         if isinstance(values, dict) and values:
             mode, args = next(iter(values.items()))
-            flat[f"sweep-{i}-mode"], flat[f"sweep-{i}-values"] = mode, ", ".join(f"{a:g}" if isinstance(a, float) else str(a) for a in args)
+            flat[f"sweep-{i}-mode"], flat[f"sweep-{i}-values"] = str(mode), _join(args)
         else:
             flat[f"sweep-{i}-mode"] = "list"
-            flat[f"sweep-{i}-values"] = ", ".join(fspec.to_text(v) if fspec else str(v) for v in values or [])
+            flat[f"sweep-{i}-values"] = ", ".join(fspec.to_text(v) if fspec else str(v) for v in values) if isinstance(values, list) else str(values)
     random = spec.get("random") or {}
     if random:
         flat["random-samples"], flat["random-seed"] = str(random.get("samples", 1)), str(random.get("seed", 0))
         for i, (path, dist) in enumerate((random.get("params") or {}).items()):
-            kind, args = next(iter(dist.items()))
-            flat[f"random-{i}-field"], flat[f"random-{i}-dist"] = path, kind
-            flat[f"random-{i}-args"] = ", ".join(str(a) for a in args)
+            kind, args = next(iter(dist.items())) if isinstance(dist, dict) and dist else ("uniform", dist)
+            flat[f"random-{i}-field"], flat[f"random-{i}-dist"] = path, str(kind)
+            flat[f"random-{i}-args"] = _join(args)
     return flat
+
+
+def _join(args: Any) -> str:
+    if not isinstance(args, (list, tuple)):
+        return str(args)
+    return ", ".join(f"{a:g}" if isinstance(a, float) else str(a) for a in args)
 
 
 def form_context(flat: dict[str, str], errors: list[dict[str, str]]) -> dict[str, Any]:

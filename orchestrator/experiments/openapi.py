@@ -7,7 +7,7 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from orchestrator.api import api_view
-from orchestrator.experiments import api
+from orchestrator.experiments import schemas
 from orchestrator.experiments.sweeps import Distribution, LinearRange, LogRange, RandomSearch
 from trainer.config import RunConfig
 
@@ -16,8 +16,8 @@ ERROR = {"$ref": "#/components/responses/Error"}
 
 def _schemas() -> dict[str, Any]:
     models = {
-        "ExperimentIn": api.ExperimentIn, "PriorityIn": api.PriorityIn, "RunAnnotationIn": api.RunAnnotationIn,
-        "ProjectIn": api.ProjectIn, "ProjectPatchIn": api.ProjectPatchIn, "LinearRange": LinearRange,
+        "ExperimentIn": schemas.ExperimentIn, "PriorityIn": schemas.PriorityIn, "RunAnnotationIn": schemas.RunAnnotationIn,
+        "ProjectIn": schemas.ProjectIn, "ProjectPatchIn": schemas.ProjectPatchIn, "LinearRange": LinearRange,
         "LogRange": LogRange, "RandomSearch": RandomSearch, "Distribution": Distribution, "RunConfig": RunConfig,
     }
     out: dict[str, Any] = {}
@@ -25,7 +25,7 @@ def _schemas() -> dict[str, Any]:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         out.update(schema.pop("$defs", {}))
         out[name] = schema
-    out["ExperimentIn"]["properties"]["sweep"] = api.SWEEP_DOC
+    out["ExperimentIn"]["properties"]["sweep"] = schemas.SWEEP_DOC
     out["ExperimentIn"]["properties"]["random"] = {"$ref": "#/components/schemas/RandomSearch"}
     out["Error"] = {"type": "object", "required": ["error"], "properties": {
         "error": {"type": "string"},

@@ -17,7 +17,7 @@ import random as _random
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.experiments.runconfig import ConfigError
 
@@ -59,14 +59,6 @@ class SweepSpec(_Strict):
     random: RandomSearch | None = None
     seeds: int = Field(default=1, ge=1, le=1000)
 
-    @field_validator("grid")
-    @classmethod
-    def _non_empty_lists(cls, grid: dict[str, Any]) -> dict[str, Any]:
-        for path, values in grid.items():
-            if isinstance(values, list) and not values:
-                raise ValueError(f"{path}: give at least one value")
-        return grid
-
 
 @dataclass(frozen=True)
 class Point:
@@ -76,17 +68,27 @@ class Point:
 
 def parse_sweep(grid: dict[str, Any] | None, random: dict[str, Any] | None, seeds: int) -> SweepSpec:
     """Validate the raw parts of a sweep; errors name `sweep.<path>`, `random.<...>` or `seeds`."""
+    empty = [path for path, values in (grid or {}).items() if values == []]
+    if empty:
+        raise ConfigError([{"field": f"sweep.{path}", "message": "give at least one value"} for path in empty])
     try:
         return SweepSpec.model_validate({"grid": grid or {}, "random": random or None, "seeds": seeds})
     except ValidationError as exc:
-        errors = []
+        errors, grid_paths = [], []
         for err in exc.errors(include_url=False):
             loc = [str(p) for p in err["loc"]]
-            if loc and loc[0] == "grid":
-                # pydantic adds the union member tried ("list[any]", "LinearRange") after the path
-                loc = ["sweep", loc[1]] if len(loc) > 1 else ["sweep"]
-            errors.append({"field": ".".join(loc) or "sweep", "message": err["msg"]})
+            if loc and loc[0] == "grid" and len(loc) > 1:
+                # one message per field instead of one per union member pydantic tried
+                if loc[1] not in grid_paths:
+                    grid_paths.append(loc[1])
+                    message = err["msg"] if err["type"] == "value_error" else GRID_SHAPES
+                    errors.append({"field": f"sweep.{loc[1]}", "message": message.removeprefix("Value error, ")})
+                continue
+            errors.append({"field": ".".join(loc) or "sweep", "message": err["msg"].removeprefix("Value error, ")})
         raise ConfigError(errors) from None
+
+
+GRID_SHAPES = "give a list of values, {linear: [start, stop, count]} or {log: [start, stop, count]}"
 
 
 def grid_values(path: str, spec: Any) -> list[Any]:

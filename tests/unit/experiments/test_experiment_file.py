@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 def test_plain_run_config_is_accepted():
     assert parse_experiment_yaml("algorithm: {objective: grpo}\n", default_name="f") == {
-        "name": "f", "config": {"algorithm": {"objective": "grpo"}}}
+        "name": "f", "config": {"algorithm": {"objective": "grpo"}}, "sweep": {}, "random": {}}
 
 
 def test_unknown_top_level_key_names_the_nearest():
@@ -36,7 +36,7 @@ def test_unknown_config_key_is_refused_by_the_trainer_schema():
 
 def test_dump_round_trips():
     spec = {"name": "x", "project": "p", "seeds": 3, "sweep": {"staleness.k": [0, 4]}, "config": {"algorithm": {"lr": 0.01}}}
-    assert parse_experiment_yaml(dump_experiment_yaml(spec)) == spec
+    assert parse_experiment_yaml(dump_experiment_yaml(spec)) == {**spec, "random": {}}
 
 
 @pytest.mark.parametrize("preset", list_presets(), ids=lambda p: p.slug)
@@ -88,3 +88,23 @@ def test_submit_experiment_dry_run(alice, capsys):
 def test_sync_runs_command_runs_with_no_active_runs(capsys):
     call_command("sync_runs")
     assert "0 run(s) changed" in capsys.readouterr().out
+
+
+def test_submit_experiment_checks_the_experiment_keys(alice, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: 'no spaces please'\nseeds: 0\n")
+    with pytest.raises(CommandError) as exc:
+        call_command("submit_experiment", str(bad), "--user", "alice")
+    assert "name: String should match pattern" in str(exc.value) and "seeds: Input should be greater than or equal to 1" in str(exc.value)
+
+
+def test_import_of_a_malformed_range_shows_the_error(client, alice):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(alice)
+    text = b"name: x\nsweep: {algorithm.lr: {log: 5}}\nrandom: {samples: 2, params: {algorithm.tau_m2: 7}}\n"
+    response = client.post("/experiments/import", {"file": SimpleUploadedFile("x.yaml", text)})
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert 'id="err-sweep-0"><p class="error">give a list of values, {linear: [start, stop, count]} or {log: [start, stop, count]}' in html
+    assert "random.params.algorithm.tau_m2: Input should be a valid dictionary" in html

@@ -3,7 +3,7 @@ import pytest
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.services import experiment_create, experiment_plan
-from orchestrator.experiments.sweeps import format_value, parse_sweep, sweep_count, sweep_points
+from orchestrator.experiments.sweeps import GRID_SHAPES, format_value, parse_sweep, sweep_count, sweep_points
 
 pytestmark = pytest.mark.django_db
 
@@ -83,8 +83,11 @@ def test_a_swept_value_the_trainer_rejects_names_the_sweep_field(alice, tiny_con
 
 def test_bad_range_spec_names_the_field():
     with pytest.raises(ConfigError) as exc:
+        parse_sweep({"algorithm.lr": {"log": [1e-6, 1e-4]}, "staleness.k": []}, None, 1)
+    assert exc.value.errors == [{"field": "sweep.staleness.k", "message": "give at least one value"}]
+    with pytest.raises(ConfigError) as exc:
         parse_sweep({"algorithm.lr": {"log": [1e-6, 1e-4]}}, None, 1)
-    assert exc.value.errors[0]["field"].startswith("sweep.algorithm.lr")
+    assert exc.value.errors == [{"field": "sweep.algorithm.lr", "message": GRID_SHAPES}]
     with pytest.raises(ConfigError, match="start and stop > 0"):
         sweep_points(parse_sweep({"algorithm.lr": {"log": [0, 1e-4, 3]}}, None, 1))
 

@@ -7,9 +7,17 @@ from pathlib import Path
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 
+from pydantic import ValidationError
+
+from orchestrator.api import pydantic_errors
 from orchestrator.experiments.experiment_file import parse_experiment_yaml
 from orchestrator.experiments.runconfig import ConfigError
+from orchestrator.experiments.schemas import ExperimentIn
 from orchestrator.experiments.services import experiment_create, experiment_plan
+
+
+def _problems(file: Path, errors: list[dict]) -> str:
+    return f"{file}: invalid experiment:\n" + "\n".join(f"  {e['field']}: {e['message']}" for e in errors)
 
 
 class Command(BaseCommand):
@@ -29,19 +37,20 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"--user: no user named {user!r}")
         try:
-            spec = parse_experiment_yaml(file.read_text(), default_name=file.stem)
-            spec.update({k: v for k, v in (("name", name), ("project", project)) if v})
+            raw = parse_experiment_yaml(file.read_text(), default_name=file.stem)
+            raw.update({k: v for k, v in (("name", name), ("project", project)) if v})
+            spec = ExperimentIn.model_validate({k: v for k, v in raw.items() if v is not None}).model_dump()
             if dry_run:
-                planned = experiment_plan(name=spec["name"], config=spec.get("config") or {}, sweep=spec.get("sweep"),
-                                          random=spec.get("random"), seeds=spec.get("seeds", 1))
+                planned = experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
+                                          random=spec["random"], seeds=spec["seeds"])
                 for plan in planned:
                     self.stdout.write(plan.name)
                 self.stdout.write(f"{len(planned)} run(s); nothing queued (--dry-run)")
                 return
-            experiment = experiment_create(owner=owner, **{"config": {}, **spec})
+            experiment = experiment_create(owner=owner, **spec)
         except ConfigError as exc:
-            raise CommandError(f"{file}: invalid experiment:\n" + "\n".join(f"  {e['field']}: {e['message']}" for e in exc.errors)) from None
-        except TypeError as exc:  # a key with the wrong type for experiment_create
-            raise CommandError(f"{file}: {exc}") from None
+            raise CommandError(_problems(file, exc.errors)) from None
+        except ValidationError as exc:
+            raise CommandError(_problems(file, pydantic_errors(exc))) from None
         count = experiment.runs.count()
         self.stdout.write(self.style.SUCCESS(f"experiment {experiment.pk} ({experiment.name}): {count} run(s) queued"))
