@@ -22,13 +22,15 @@ def limit(name: str) -> int:
     return int(getattr(settings, name, DEFAULTS[name]) or 0)
 
 
-def run_gpus(config: dict[str, Any]) -> int:
-    """GPUs a run holds while active, from its (validated) config.
+def run_gpus(config: dict[str, Any], profile_gpus: int | None = None) -> int:
+    """GPUs a run holds while active: the cluster profile's count when it fixes one (the job asks
+    for exactly that), else from the run's (validated) config.
 
     train.device cpu needs none. cuda needs one. 'auto' runs on a GPU when the node has one, so it
     counts as one, except for the CPU demo model ('tiny' with the hf engine), which never needs one.
-    A cluster profile that fixes its own GPU count overrides this at submission.
     """
+    if profile_gpus is not None:
+        return profile_gpus
     device = config.get("train", {}).get("device", "auto")
     if device == "cpu":
         return 0
@@ -36,3 +38,13 @@ def run_gpus(config: dict[str, Any]) -> int:
         return 1
     tiny = config.get("model", {}).get("name") == "tiny"
     return 0 if tiny and config.get("rollout", {}).get("engine", "hf") == "hf" else 1
+
+
+def profile_gpus() -> int | None:
+    """The GPU count the default cluster profile gives every job, if it sets one (Slurm only;
+    runs name no profile of their own, so they use the default one)."""
+    if getattr(settings, "CLUSTER_BACKEND", "local") != "slurm":
+        return None
+    from orchestrator.cluster.models import ClusterProfile
+
+    return ClusterProfile.objects.filter(is_default=True).values_list("gpus", flat=True).first()

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.db import models, transaction
 from django.utils import timezone
 
-from orchestrator.experiments.limits import limit, run_gpus
+from orchestrator.experiments.limits import limit, profile_gpus, run_gpus
 from orchestrator.experiments.models import Experiment, Project, Run, RunEvent, Tag
 from orchestrator.experiments.runconfig import ConfigError, set_dotted, validate_run_config
 from orchestrator.experiments.sweeps import parse_sweep, sweep_count, sweep_points
@@ -172,6 +172,7 @@ def experiment_create(
         notes=notes,
     )
     now = timezone.now()
+    fixed_gpus = profile_gpus()
     runs = Run.objects.bulk_create(
         Run(
             experiment=experiment,
@@ -181,7 +182,7 @@ def experiment_create(
             sweep_values=plan.values,
             seed=plan.seed,
             priority=priority,
-            gpus=run_gpus(plan.config),
+            gpus=run_gpus(plan.config, fixed_gpus),
             queued_at=now,
             notes=notes,
         )

@@ -156,3 +156,16 @@ def test_waiting_reasons_name_the_limit(alice, bob, tiny_config, settings):
     assert waiting_reasons(runs)[ids[3]] == "user limit: 2 runs active"
     settings.OPL_USER_MAX_ACTIVE_RUNS = 0
     assert waiting_reasons(runs)[ids[3]] == "cluster full: 3 of 3 runs active"
+
+
+def test_gpu_count_comes_from_the_config_or_the_cluster_profile(alice, tiny_config, settings):
+    from orchestrator.cluster.models import ClusterProfile
+    from orchestrator.experiments.limits import run_gpus
+
+    assert run_gpus({"train": {"device": "cpu"}, "model": {"name": "Qwen/Qwen3-1.7B-Base"}}) == 0
+    assert run_gpus({"train": {"device": "cuda"}, "model": {"name": "tiny"}}) == 1
+    assert run_gpus({"train": {"device": "auto"}, "model": {"name": "tiny"}, "rollout": {"engine": "hf"}}) == 0
+    assert run_gpus({"train": {"device": "auto"}, "model": {"name": "Qwen/Qwen3-1.7B-Base"}}) == 1
+    settings.CLUSTER_BACKEND = "slurm"
+    ClusterProfile.objects.create(name="a100x2", is_default=True, gpus=2)
+    assert set(sweep(alice, 2, tiny_config).runs.values_list("gpus", flat=True)) == {2}
