@@ -75,3 +75,30 @@ def test_sweep_queue_cancel_pause_clone(browser_page, live_url, alice):
     changed = {f"{s}.{k}" for s in clone.config for k in clone.config[s] if clone.config[s][k] != original.config[s][k]}
     assert changed == {"algorithm.tau_m2"}
     assert page.console_errors == [] and page.http_errors == []
+
+
+def test_runs_table_filters_in_place_and_selects_runs_to_compare(browser_page, alice, tiny_config):
+    from orchestrator.experiments.services import experiment_create
+
+    experiment = experiment_create(owner=alice, name="grid", project="lab", config=tiny_config,
+                                   sweep={"staleness.k": [0, 16, 64], "algorithm.objective": ["grpo", "m2po"]})
+    page = browser_page
+    page.goto("/")
+    expect(page.locator("table#runs tbody tr")).to_have_count(6)
+
+    page.fill("#run-query", "algorithm.objective = m2po and staleness.k >= 16")
+    page.press("#run-query", "Enter")
+    expect(page.locator("table#runs tbody tr")).to_have_count(2)  # swapped by htmx, no reload
+    expect(page).to_have_url(re.compile(r"q=algorithm.objective"))
+    expect(page.locator("#runs-table")).to_contain_text("m2po-s32")
+
+    ids = sorted(experiment.runs.filter(config__algorithm__objective="m2po", config__staleness__k__gte=16)
+                 .values_list("id", flat=True))
+    for run_id in ids:
+        page.check(f"#run-row-{run_id} .compare-box")
+    expect(page.locator("#compare-link")).to_have_attribute("href", re.compile(rf"/compare/\?runs={ids[0]},{ids[1]}$|/compare/\?runs={ids[1]},{ids[0]}$"))
+
+    page.fill("#run-query", "staleness.kk = 1")
+    page.press("#run-query", "Enter")
+    expect(page.locator("#query-error")).to_contain_text("did you mean 'staleness.k'?")
+    assert page.console_errors == []
