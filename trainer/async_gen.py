@@ -47,6 +47,9 @@ def admissible(committed: int, produced: int, consumed: int, updates_per_batch: 
 
 def generator_main(cfg_json: str, alphabet: str, shared: dict, ctrl: Control, out, seed: int, device: str, threads: int) -> None:
     """Entry point of the generator process."""
+    from trainer.rewards import ignore_stop_signals
+
+    ignore_stop_signals()  # the trainer handles the cluster's stop signal, then stops us
     try:
         _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threads)
     except Exception:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing as mp
+import signal
 
 from trainer.benchmarks import last_boxed
 
@@ -59,6 +60,13 @@ def math_verify_score(response: str, answer: str, timeout_s: float = 5.0) -> flo
         return 0.0
 
 
+def ignore_stop_signals() -> None:
+    """Child processes leave SIGTERM/SIGUSR1 to the trainer, which checkpoints and then stops them
+    (a cluster signals the whole process group)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
 class MathVerifier:
     """Scores (response, answer) pairs in a process pool with a per-item timeout."""
 
@@ -70,7 +78,9 @@ class MathVerifier:
 
     def _ensure_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            self._pool = cf.ProcessPoolExecutor(
+                self.workers, mp_context=mp.get_context("spawn"), initializer=ignore_stop_signals
+            )
         return self._pool
 
     def _replace_pool(self) -> None:

@@ -36,8 +36,11 @@ def run_trainer(config: Path, run_dir: Path, resume: bool = False, timeout: floa
     return subprocess.run(trainer_cmd(config, run_dir, resume), cwd=REPO, env=trainer_env(**env), capture_output=True, text=True, timeout=timeout)
 
 
-def start_trainer(config: Path, run_dir: Path, resume: bool = False, **env) -> subprocess.Popen:
-    return subprocess.Popen(trainer_cmd(config, run_dir, resume), cwd=REPO, env=trainer_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start_trainer(config: Path, run_dir: Path, resume: bool = False, own_group: bool = False, **env) -> subprocess.Popen:
+    return subprocess.Popen(
+        trainer_cmd(config, run_dir, resume), cwd=REPO, env=trainer_env(**env), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=own_group,
+    )
 
 
 def read_points(run_dir: Path) -> list[dict]:

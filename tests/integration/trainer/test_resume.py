@@ -1,6 +1,7 @@
 """kill -9 then --resume reproduces an uninterrupted stale_k run; SIGTERM checkpoints and exits 75."""
 
 import math
+import os
 import signal
 import time
 
@@ -66,3 +67,14 @@ def test_sigterm_checkpoints_and_exits_75(tmp_path):
     assert proc.returncode == 75, out
     last_step = max(p["step"] for p in read_points(tmp_path / "run"))
     assert ckpt.latest_checkpoint(tmp_path / "run").name == f"step-{last_step:08d}"
+
+
+def test_sigterm_to_the_whole_process_group_stops_an_async_run_cleanly(tmp_path):
+    """A cluster signals the job's process group: the generator child must not die first."""
+    data = {**CONFIG, "staleness": {"mode": "async", "max_staleness": 4}, "train": {"steps": 100000, "seed": 5, "torch_threads": 1}}
+    cfg = write_config(tmp_path / "run.yaml", data)
+    proc = start_trainer(cfg, tmp_path / "run", own_group=True)
+    _wait_for_checkpoint(tmp_path / "run", 4, proc)
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 75, out
