@@ -161,7 +161,7 @@ def run_action(request: HttpRequest, run_id: int, action: str):
     if action == "cancel":
         done, why = run_stop(run=run), "cannot be cancelled"
     elif action == "retry":
-        done, why = run_retry(run=run), "cannot be retried (only failed, lost or cancelled runs)"
+        done, why = run_retry(run=run), "cannot be retried (only failed, lost or cancelled runs of a sweep that is not cancelled)"
     elif action == "move-to-top":
         done, why = run_move_to_top(run=run), "is not queued"
     elif action == "priority":

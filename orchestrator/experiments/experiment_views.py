@@ -29,6 +29,7 @@ START = {"name": "my-experiment", "config": {"model": {"name": "tiny"}, "train":
 def _page(request, flat: dict, errors: list, status: int = 200):
     context = form_context(flat, errors)
     context["presets"] = list_presets()
+    context["current_preset"] = request.GET.get("preset", "")
     return render(request, "experiments/experiment_new.html", context, status=status)
 
 

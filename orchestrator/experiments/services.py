@@ -229,8 +229,8 @@ def run_stop(*, run: Run) -> bool:
 def run_retry(*, run: Run) -> bool:
     """Put a failed, lost or cancelled run back in the queue; the cluster code starts a new
     attempt at submission."""
-    if run.state not in (S.FAILED, S.LOST, S.CANCELLED):
-        return False
+    if run.state not in (S.FAILED, S.LOST, S.CANCELLED) or run.experiment.state == Experiment.State.CANCELLED:
+        return False  # a cancelled sweep never dispatches again
     return run_transition(run=run, to=S.QUEUED, reason="retried by hand")
 
 
