@@ -17,7 +17,7 @@ from orchestrator.experiments.access import (
     visible_projects,
 )
 from orchestrator.experiments.models import Experiment, Project, Tag
-from orchestrator.experiments.runconfig import ConfigError
+from orchestrator.experiments.runconfig import ConfigError, experiment_fields
 from orchestrator.experiments.schemas import ExperimentIn, PriorityIn, ProjectIn, ProjectPatchIn, RunAnnotationIn
 from orchestrator.experiments.selectors import RunFilter, filtered_runs
 from orchestrator.experiments.services import (
@@ -37,11 +37,6 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
-
-def _config_errors(exc: ConfigError) -> list[dict[str, str]]:
-    return [{**e, "field": e["field"] if e["field"].startswith(("sweep", "random", "seeds", "(")) else f"config.{e['field']}"}
-            for e in exc.errors]
-
 
 def experiment_to_dict(experiment: Experiment, counts: dict | None = None) -> dict[str, Any]:
     return {
@@ -67,7 +62,7 @@ def experiments(request: HttpRequest):
     try:
         experiment = experiment_create(owner=request.user, **spec.model_dump())
     except ConfigError as exc:
-        return json_error(400, "invalid experiment", _config_errors(exc))
+        return json_error(400, "invalid experiment", experiment_fields(exc.errors))
     run_ids = list(experiment.runs.order_by("id").values_list("id", flat=True))
     return JsonResponse({"id": experiment.pk, "runs": run_ids}, status=201)
 
@@ -82,7 +77,7 @@ def experiments_preview(request: HttpRequest):
     try:
         planned = experiment_plan(name=spec.name, config=spec.config, sweep=spec.sweep, random=spec.random, seeds=spec.seeds)
     except ConfigError as exc:
-        return json_error(400, "invalid experiment", _config_errors(exc))
+        return json_error(400, "invalid experiment", experiment_fields(exc.errors))
     return JsonResponse({"count": len(planned), "runs": [{"name": p.name, "values": p.values, "seed": p.seed} for p in planned]})
 
 

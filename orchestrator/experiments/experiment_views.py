@@ -1,6 +1,7 @@
 """Browser pages for experiments (sweeps): the generated form with live validation, preview,
 presets, clone, YAML import/export; the experiments list and a sweep's page with its actions."""
 from django.contrib import messages
+from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -8,8 +9,9 @@ from django.views.decorators.http import require_POST
 from orchestrator.experiments.access import get_experiment_for_user, get_run_for_user, visible_experiments
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
 from orchestrator.experiments.experiment_form import Draft, draft_from_post, errors_by_slot, flat_from_spec, form_context
+from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.presets import get_preset, list_presets
-from orchestrator.experiments.runconfig import ConfigError, validate_run_config
+from orchestrator.experiments.runconfig import ConfigError, experiment_fields, validate_run_config
 from orchestrator.experiments.schema_form import fields_by_path, minimal_config
 from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
 from orchestrator.experiments.services import (
@@ -55,11 +57,8 @@ def _checked(draft: Draft) -> tuple[list, list]:
         return experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
                                random=spec["random"], seeds=spec["seeds"]), []
     except ConfigError as exc:
-        unreadable = {e["field"] for e in draft.errors}
-        return [], draft.errors + [
-            draft.place({**e, "field": e["field"] if e["field"].startswith(("sweep", "random", "seeds", "(")) else f"config.{e['field']}"})
-            for e in exc.errors if e["field"] not in unreadable
-        ]
+        unreadable = {f"config.{e['field']}" for e in draft.errors}
+        return [], draft.errors + [draft.place(e) for e in experiment_fields(exc.errors) if e["field"] not in unreadable]
 
 
 def experiment_new(request):
@@ -124,7 +123,7 @@ def experiment_import(request):
         spec = parse_experiment_yaml(text, default_name=default_name)
     except ConfigError as exc:
         return _page(request, flat_from_spec(START), [{"field": "import", "message": f"{e['field']}: {e['message']}"} for e in exc.errors], status=400)
-    planned, errors = _checked(Draft(spec={"sweep": {}, "random": {}, "seeds": 1, **spec}))
+    planned, errors = _checked(Draft(spec={"seeds": 1, **spec}))
     return _page(request, flat_from_spec(spec), errors, status=400 if errors else 200)
 
 
@@ -134,10 +133,6 @@ def experiment_list(request):
 
 
 def _with_counts(experiments):
-    from django.db.models import Count
-
-    from orchestrator.experiments.models import Run
-
     experiments = list(experiments)
     counts: dict = {}
     for row in Run.objects.filter(experiment__in=experiments).values("experiment_id", "state").annotate(n=Count("id")):
@@ -171,20 +166,19 @@ def experiment_detail(request, experiment_id: int):
 @require_POST
 def experiment_action(request, experiment_id: int, action: str):
     experiment = get_experiment_for_user(request.user, experiment_id, write=True)
+    failed = f"{action}: not possible while the experiment is {experiment.state}"
     if action == "pause":
         done = experiment_pause(experiment=experiment)
     elif action == "resume":
         done = experiment_resume(experiment=experiment)
     elif action == "cancel":
-        done = experiment_cancel(experiment=experiment) >= 0 and experiment.state == "cancelled"
-    elif action == "priority":
+        done = experiment.state != Experiment.State.CANCELLED
+        experiment_cancel(experiment=experiment)
+    else:  # priority
         try:
-            experiment_set_priority(experiment=experiment, priority=int(request.POST.get("priority", "")))
-            done = True
+            done = experiment_set_priority(experiment=experiment, priority=int(request.POST.get("priority", ""))) >= 0
         except ValueError:
-            done = False
-    else:
-        done = False
+            done, failed = False, "priority: a whole number is required"
     if not done:
-        messages.error(request, f"{action}: not possible while the experiment is {experiment.state}")
+        messages.error(request, failed)
     return redirect("exp-experiment-detail", experiment_id=experiment.pk)

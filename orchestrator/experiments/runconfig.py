@@ -27,6 +27,15 @@ def validate_run_config(data: dict[str, Any]) -> dict[str, Any]:
     return config.model_dump(mode="json", exclude={"reporting"})
 
 
+EXPERIMENT_FIELDS = ("sweep", "random", "seeds", "(")
+
+
+def experiment_fields(errors: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Errors as fields of an experiment: config paths get a `config.` prefix (the API's body
+    and the form both name `config.algorithm.lr`); sweep, random and seeds errors stay as they are."""
+    return [e if e["field"].startswith(EXPERIMENT_FIELDS) else {**e, "field": f"config.{e['field']}"} for e in errors]
+
+
 def set_dotted(config: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """A copy of config with `a.b.c` set to value (creating sections as needed)."""
     out = copy.deepcopy(config)
