@@ -8,7 +8,7 @@ in pub/sub (a lost message, Redis down) or a quiet interval also triggers a data
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import redis
@@ -44,15 +44,19 @@ def batch_event(*, seq: int, attempt: int, restart_from: int | None, cols: Colum
     return {"seq": seq, "attempt": attempt, "restart_from": restart_from, "points": by_key}
 
 
-def publish(run_id: int, event: dict[str, Any]) -> None:
-    """Fire and forget: a lost message is recovered by the stream's database catch-up."""
+def publish(run_id: int, make_event: Callable[[], dict[str, Any]]) -> None:
+    """Announce a committed batch to the run's open streams, if any (most runs have no viewer,
+    so the event is only built when someone listens). Fire and forget: a lost message is
+    recovered by the stream's database catch-up."""
     global _client
     try:
         if _client is None:
             _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-        _client.publish(channel(run_id), json.dumps(event))
-    except redis.RedisError as exc:
-        log.warning("metrics: could not publish batch %s of run %s: %s", event["seq"], run_id, exc)
+        name = channel(run_id)
+        if _client.pubsub_numsub(name)[0][1]:
+            _client.publish(name, json.dumps(make_event(), separators=(",", ":")))
+    except (redis.RedisError, OSError) as exc:
+        log.warning("metrics: could not publish a batch of run %s: %s", run_id, exc)
 
 
 def events_after(run_id: int, after: int, keys: set[str] | None) -> tuple[list[dict[str, Any]], int]:

@@ -33,7 +33,10 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
         if store.note_attempt_start(run.pk, attempt, first, seq) and attempt > 1:
             if store.supersede(run.pk, attempt, first):
                 restart_from = first
-        store.upsert_points(run.pk, attempt, seq, cols)
+        appended = (restart_from is None and store.is_postgres() and store.appends_only(run.pk, cols)
+                    and store.insert_points(run.pk, attempt, seq, cols))
+        if not appended:
+            store.upsert_points(run.pk, attempt, seq, cols)
         if restart_from is not None:
             store.rebuild_series(run.pk)
         else:
@@ -42,8 +45,8 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
             if restart_from is not None:
                 store.rebuild_rollups(run.pk, restart_from)
             store.update_rollups(run.pk, cols.keys, cols.steps)
-        event = live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)
-        transaction.on_commit(lambda: live.publish(run.pk, event))
+        transaction.on_commit(lambda: live.publish(
+            run.pk, lambda: live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)))
     _note_progress(run, step=max(cols.steps))
     return len(cols.keys)
 

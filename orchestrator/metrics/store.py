@@ -86,6 +86,37 @@ def supersede(run_id: int, attempt: int, from_step: int) -> int:
         return cur.rowcount
 
 
+def appends_only(run_id: int, cols: Columns) -> bool:
+    """True when every point lies after its key's last stored step (a live trainer's usual
+    batch), so a plain INSERT cannot conflict. Called under the run's seq lock."""
+    first: dict[str, int] = {}
+    for key, step in zip(cols.keys, cols.steps, strict=True):
+        if step < first.get(key, step + 1):
+            first[key] = step
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT key, last_step FROM {SERIES} WHERE run_id = %s AND key IN ({', '.join(['%s'] * len(first))})",
+                    [run_id, *first])
+        return all(first[key] > last for key, last in cur.fetchall())
+
+
+def insert_points(run_id: int, attempt: int, seq: int, cols: Columns) -> bool:
+    """Plain INSERT (PostgreSQL), about a third cheaper than the upsert's speculative insertion.
+    Returns False, having written nothing, if a point already existed after all."""
+    from django.db import IntegrityError, transaction
+
+    try:
+        with transaction.atomic(), _raw_pg_cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {POINT} (run_id, attempt, key, step, value, special, time, seq, superseded) "
+                "SELECT %s, %s, u.k, u.s, u.v, u.sp, u.t, %s, false "
+                "FROM unnest(%b::text[], %b::int8[], %b::float8[], %b::int2[], %b::float8[]) AS u(k, s, v, sp, t)",
+                [run_id, attempt, seq, cols.keys, cols.steps, cols.values, cols.specials, cols.times],
+            )
+        return True
+    except IntegrityError:
+        return False
+
+
 def upsert_points(run_id: int, attempt: int, seq: int, cols: Columns) -> None:
     if is_postgres():
         with _raw_pg_cursor() as cur:
@@ -93,8 +124,8 @@ def upsert_points(run_id: int, attempt: int, seq: int, cols: Columns) -> None:
                 f"INSERT INTO {POINT} (run_id, attempt, key, step, value, special, time, seq, superseded) "
                 "SELECT %s, %s, u.k, u.s, u.v, u.sp, u.t, %s, false "
                 "FROM unnest(%b::text[], %b::int8[], %b::float8[], %b::int2[], %b::float8[]) AS u(k, s, v, sp, t) "
-                "ON CONFLICT (run_id, attempt, key, step) DO UPDATE SET value = excluded.value, "
-                "special = excluded.special, time = excluded.time, seq = excluded.seq",
+                "ON CONFLICT (run_id, key, step) WHERE NOT superseded DO UPDATE SET value = excluded.value, "
+                "special = excluded.special, time = excluded.time, seq = excluded.seq, attempt = excluded.attempt",
                 [run_id, attempt, seq, cols.keys, cols.steps, cols.values, cols.specials, cols.times],
             )
         return
@@ -102,8 +133,8 @@ def upsert_points(run_id: int, attempt: int, seq: int, cols: Columns) -> None:
         cur.executemany(
             f"INSERT INTO {POINT} (run_id, attempt, key, step, value, special, time, seq, superseded) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (run_id, attempt, key, step) DO UPDATE SET value = excluded.value, "
-            "special = excluded.special, time = excluded.time, seq = excluded.seq",
+            "ON CONFLICT (run_id, key, step) WHERE NOT superseded DO UPDATE SET value = excluded.value, "
+            "special = excluded.special, time = excluded.time, seq = excluded.seq, attempt = excluded.attempt",
             [(run_id, attempt, k, s, v, sp, t, seq, False)
              for k, s, v, sp, t in zip(cols.keys, cols.steps, cols.values, cols.specials, cols.times, strict=True)],
         )
@@ -122,9 +153,13 @@ def upsert_series(run_id: int, summaries: Iterable[tuple]) -> None:
     newer = f"excluded.last_step >= {t}.last_step"
     lower = f"excluded.min_value IS NOT NULL AND ({t}.min_value IS NULL OR excluded.min_value < {t}.min_value)"
     higher = f"excluded.max_value IS NOT NULL AND ({t}.max_value IS NULL OR excluded.max_value > {t}.max_value)"
+    summaries = list(summaries)
+    if not summaries:
+        return
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(summaries))
     sql = (
         f"INSERT INTO {t} (run_id, key, first_step, last_step, last_value, last_special, min_value, max_value) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, key) DO UPDATE SET "
+        f"VALUES {values} ON CONFLICT (run_id, key) DO UPDATE SET "
         f"first_step = {_keep(f'{t}.first_step', 'excluded.first_step', f'excluded.first_step < {t}.first_step')}, "
         f"last_value = {_keep(f'{t}.last_value', 'excluded.last_value', newer)}, "
         f"last_special = {_keep(f'{t}.last_special', 'excluded.last_special', newer)}, "
@@ -133,7 +168,7 @@ def upsert_series(run_id: int, summaries: Iterable[tuple]) -> None:
         f"max_value = {_keep(f'{t}.max_value', 'excluded.max_value', higher)}"
     )
     with connection.cursor() as cur:
-        cur.executemany(sql, [(run_id, *row) for row in summaries])
+        cur.execute(sql, [v for row in summaries for v in (run_id, *row)])
 
 
 def rebuild_series(run_id: int) -> None:
@@ -187,45 +222,57 @@ _FROM_CHILDREN = """
 """
 
 
-def _level_from_points(where: str) -> str:
+def _level_from_points(source: str) -> str:
     w = LEVELS[0]
     return (
         f"INSERT INTO {ROLLUP} ({_ROLLUP_COLUMNS}) "
-        f"SELECT p.run_id, p.key, {w}, p.step / {w}, {_FROM_POINTS} FROM {POINT} p {where} "
+        f"SELECT p.run_id, p.key, {w}, p.step / {w}, {_FROM_POINTS} {source} "
         f"GROUP BY p.run_id, p.key, p.step / {w} "
         f"ON CONFLICT (run_id, key, width, bucket) DO UPDATE SET {_ROLLUP_UPDATE}"
     )
 
 
-def _level_from_children(width: int, where: str) -> str:
+def _level_from_children(width: int, source: str) -> str:
     return (
         f"INSERT INTO {ROLLUP} ({_ROLLUP_COLUMNS}) "
-        f"SELECT c.run_id, c.key, {width}, c.bucket / {FANOUT}, {_FROM_CHILDREN} FROM {ROLLUP} c {where} "
+        f"SELECT c.run_id, c.key, {width}, c.bucket / {FANOUT}, {_FROM_CHILDREN} {source} "
         f"GROUP BY c.run_id, c.key, c.bucket / {FANOUT} "
         f"ON CONFLICT (run_id, key, width, bucket) DO UPDATE SET {_ROLLUP_UPDATE}"
     )
 
 
+def _ranges(pairs: set[tuple[str, int]]) -> tuple[list[str], list[int], list[int]]:
+    """(key, bucket) pairs as per-key runs of consecutive buckets: keys, first and last bucket."""
+    keys, firsts, lasts = [], [], []
+    for key, bucket in sorted(pairs):
+        if keys and keys[-1] == key and lasts[-1] == bucket - 1:
+            lasts[-1] = bucket
+        else:
+            keys.append(key), firsts.append(bucket), lasts.append(bucket)
+    return keys, firsts, lasts
+
+
 def update_rollups(run_id: int, keys: Sequence[str], steps: Sequence[int]) -> None:
-    """Recompute the rollup buckets a batch touched, level by level."""
-    touched = sorted({(k, s // LEVELS[0]) for k, s in zip(keys, steps, strict=True)})
+    """Recompute the rollup buckets a batch touched, level by level. LATERAL makes each touched
+    range an index range scan (a join let the planner read every point of the run)."""
+    touched = {(k, s // LEVELS[0]) for k, s in zip(keys, steps, strict=True)}
     with _raw_pg_cursor() as cur:
         w = LEVELS[0]
         cur.execute(
             _level_from_points(
-                f"JOIN unnest(%b::text[], %b::int8[]) AS t(key, bucket) ON p.key = t.key "
-                f"AND p.step >= t.bucket * {w} AND p.step < t.bucket * {w} + {w} "
-                "WHERE p.run_id = %s AND NOT p.superseded"),
-            [[k for k, _ in touched], [b for _, b in touched], run_id],
+                "FROM unnest(%b::text[], %b::int8[], %b::int8[]) AS t(key, b0, b1) CROSS JOIN LATERAL ("
+                f"SELECT * FROM {POINT} q WHERE q.run_id = %s AND q.key = t.key AND NOT q.superseded "
+                f"AND q.step >= t.b0 * {w} AND q.step < (t.b1 + 1) * {w} OFFSET 0) p"),
+            [*_ranges(touched), run_id],
         )
         for child, width in zip(LEVELS, LEVELS[1:], strict=False):
-            touched = sorted({(k, b // FANOUT) for k, b in touched})
+            touched = {(k, b // FANOUT) for k, b in touched}
             cur.execute(
                 _level_from_children(width,
-                    f"JOIN unnest(%b::text[], %b::int8[]) AS t(key, bucket) ON c.key = t.key "
-                    f"AND c.bucket >= t.bucket * {FANOUT} AND c.bucket < t.bucket * {FANOUT} + {FANOUT} "
-                    f"WHERE c.run_id = %s AND c.width = {child}"),
-                [[k for k, _ in touched], [b for _, b in touched], run_id],
+                    "FROM unnest(%b::text[], %b::int8[], %b::int8[]) AS t(key, b0, b1) CROSS JOIN LATERAL ("
+                    f"SELECT * FROM {ROLLUP} r WHERE r.run_id = %s AND r.key = t.key AND r.width = {child} "
+                    f"AND r.bucket >= t.b0 * {FANOUT} AND r.bucket < (t.b1 + 1) * {FANOUT} OFFSET 0) c"),
+                [*_ranges(touched), run_id],
             )
 
 
@@ -236,8 +283,8 @@ def rebuild_rollups(run_id: int, from_step: int = 0) -> None:
             cur.execute(f"DELETE FROM {ROLLUP} WHERE run_id = %s AND width = %s AND bucket >= %s",
                         [run_id, width, from_step // width])
         first = LEVELS[0]
-        cur.execute(_level_from_points("WHERE p.run_id = %s AND NOT p.superseded AND p.step >= %s"),
+        cur.execute(_level_from_points(f"FROM {POINT} p WHERE p.run_id = %s AND NOT p.superseded AND p.step >= %s"),
                     [run_id, from_step // first * first])
         for child, width in zip(LEVELS, LEVELS[1:], strict=False):
-            cur.execute(_level_from_children(width, f"WHERE c.run_id = %s AND c.width = {child} AND c.bucket >= %s"),
+            cur.execute(_level_from_children(width, f"FROM {ROLLUP} c WHERE c.run_id = %s AND c.width = {child} AND c.bucket >= %s"),
                         [run_id, from_step // width * FANOUT])

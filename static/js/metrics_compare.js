@@ -74,7 +74,8 @@
   function groupsOf() {
     const groups = new Map();
     for (const r of runs) {
-      const value = view.group ? JSON.stringify(r.config[view.group] ?? null) : "";
+      const v = view.group ? r.config[view.group] ?? null : "";
+      const value = typeof v === "string" ? v : JSON.stringify(v);
       if (!groups.has(value)) groups.set(value, []);
       groups.get(value).push(r);
     }
@@ -212,7 +213,7 @@
     if (!el) return;
     const hx = view.hx || cfg.fields[0], hy = view.hy || cfg.fields[1];
     const key = view.hm || (panels[0] && panels[0].keys[0]), which = view.hs || "last";
-    const label = (v) => JSON.stringify(v ?? null);
+    const label = (v) => (typeof v === "string" ? v : JSON.stringify(v ?? null));
     const xs = [...new Set(runs.map((r) => label(r.config[hx])))].sort();
     const ys = [...new Set(runs.map((r) => label(r.config[hy])))].sort();
     const cells = new Map();

@@ -157,12 +157,12 @@
     layout(shapes, annotations) {
       return {
         title: { text: this.title, font: { size: 13 } },
-        margin: { t: 30, r: 8, b: 34, l: 52 },
+        margin: { t: 30, r: 8, b: 30, l: 52 },
         hovermode: "x unified",
         uirevision: this.id,
         showlegend: true,
-        legend: { orientation: "h", y: -0.18, font: { size: 10 } },
-        xaxis: { title: { text: this.xTitle(), font: { size: 11 } }, ...(this.range ? { range: this.range, autorange: false } : { autorange: true }) },
+        legend: { orientation: "h", x: 0, y: -0.14, yanchor: "top", font: { size: 10 } },
+        xaxis: { title: { text: this.xTitle(), font: { size: 10 }, standoff: 2 }, automargin: true, ...(this.range ? { range: this.range, autorange: false } : { autorange: true }) },
         yaxis: { type: this.logY ? "log" : "linear", autorange: true },
         shapes, annotations,
       };

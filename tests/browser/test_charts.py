@@ -82,7 +82,7 @@ def test_grouping_draws_one_band_per_group(page_as, server, alice, tiny_config):
     page.select_option("[data-control=group]", "algorithm.objective")
     bands = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
         .filter((t) => t.meta && t.meta.role === "band").map((t) => t.meta.group)""")
-    assert sorted(bands) == ['"grpo"', '"m2po"']
+    assert sorted(bands) == ["grpo", "m2po"]
     assert "group=algorithm.objective" in page.url  # the shareable URL follows the view
 
     page.check("[data-control=individual]")
