@@ -143,7 +143,10 @@ def run_detail(request: HttpRequest, run_id: int):
     if error:
         return error
     if body.tags is not None:
-        run_set_tags(run=run, tags=body.tags)
+        try:
+            run_set_tags(run=run, tags=body.tags)
+        except ConfigError as exc:
+            return json_error(400, "invalid request", exc.errors)
     if body.notes is not None:
         run_set_notes(run=run, notes=body.notes)
     return JsonResponse(run.to_dict())

@@ -68,8 +68,10 @@ def experiment_new(request):
     planned, errors = _checked(draft)
     if errors:  # re-rendered as typed, each error next to its field
         return _page(request, request.POST.dict(), errors)
-    spec = draft.spec
-    experiment = experiment_create(owner=request.user, **spec)
+    try:
+        experiment = experiment_create(owner=request.user, **draft.spec)
+    except ConfigError as exc:  # checks that need the database (tag names)
+        return _page(request, request.POST.dict(), experiment_fields(exc.errors))
     messages.success(request, f"Queued {len(planned)} run(s) of {experiment.name}.")
     return redirect("exp-experiment-detail", experiment_id=experiment.pk)
 
@@ -81,7 +83,7 @@ def experiment_validate(request):
     planned, errors = _checked(draft)
     flat = request.POST.dict()
     slots = errors_by_slot(errors, flat)
-    all_slots = ["form", "name", "project", "seeds", "priority", "sweep", "random"]
+    all_slots = ["form", "name", "project", "seeds", "priority", "tags", "config_yaml", "sweep", "random"]
     all_slots += [p.replace(".", "__") for p in fields_by_path()]
     all_slots += [k.rsplit("-", 1)[0] for k in flat if k.startswith(("sweep-", "random-")) and k.endswith(("-field"))]
     return render(request, "experiments/_validation.html", {

@@ -27,7 +27,7 @@ def validate_run_config(data: dict[str, Any]) -> dict[str, Any]:
     return config.model_dump(mode="json", exclude={"reporting"})
 
 
-EXPERIMENT_FIELDS = ("sweep", "random", "seeds", "(")
+EXPERIMENT_FIELDS = ("sweep", "random", "seeds", "tags", "(")
 
 
 def experiment_fields(errors: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -143,6 +143,9 @@ def unique_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
+TAG_MAX = Tag._meta.get_field("name").max_length
+
+
 @transaction.atomic
 def experiment_create(
     *,
@@ -160,6 +163,7 @@ def experiment_create(
     """Validate the config at every grid point and seed, then create the experiment and its
     queued runs. Nothing is created if any point is invalid."""
     planned = experiment_plan(name=name, config=config, sweep=sweep, random=random, seeds=seeds)
+    tag_rows = _tags(tags or [])
     experiment = Experiment.objects.create(
         name=name,
         project=project_for(project, owner),
@@ -188,8 +192,7 @@ def experiment_create(
         )
         for plan in planned
     )
-    if tags:
-        tag_rows = _tags(tags)
+    if tag_rows:
         Run.tags.through.objects.bulk_create(
             Run.tags.through(run_id=run.pk, tag_id=tag.pk) for run in runs for tag in tag_rows
         )
@@ -198,6 +201,9 @@ def experiment_create(
 
 def _tags(names: list[str]) -> list[Tag]:
     clean = sorted({n.strip() for n in names if n.strip()})
+    too_long = [n for n in clean if len(n) > TAG_MAX]
+    if too_long:
+        raise ConfigError([{"field": "tags", "message": f"at most {TAG_MAX} characters per tag: {too_long[0][:60]!r}"}])
     Tag.objects.bulk_create([Tag(name=n) for n in clean], ignore_conflicts=True)
     return list(Tag.objects.filter(name__in=clean))
 

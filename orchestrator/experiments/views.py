@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from orchestrator.experiments.access import can_write, get_run_for_user, visible_projects
 from orchestrator.experiments.models import Run, Tag
 from orchestrator.experiments.queue import waiting_reasons
+from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schema_form import minimal_config
 from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
 from orchestrator.experiments.services import (
@@ -114,6 +115,9 @@ def run_priority(request, run_id: int):
 @require_POST
 def run_annotate(request, run_id: int):
     run = get_run_for_user(request.user, run_id, write=True)
-    run_set_tags(run=run, tags=request.POST.get("tags", "").split(","))
+    try:
+        run_set_tags(run=run, tags=request.POST.get("tags", "").split(","))
+    except ConfigError as exc:
+        return _after_action(request, run, False, str(exc))
     run_set_notes(run=run, notes=request.POST.get("notes", ""))
     return _after_action(request, run, True, "")

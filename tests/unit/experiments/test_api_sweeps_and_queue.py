@@ -58,6 +58,7 @@ def test_too_large_sweep_is_refused_with_its_count(alice, api_client, tiny_confi
     ({"name": "x", "config": {"algorithm": {"objectiv": "m2po"}}}, "config.algorithm.objectiv"),
     ({"name": "x", "sweep": {"staleness.k": {"linear": [0, 8]}}}, "sweep.staleness.k"),
     ({"name": "x", "random": {"samples": 0, "params": {"algorithm.lr": {"uniform": [0, 1]}}}}, "random.samples"),
+    ({"name": "x", "tags": ["t" * 51]}, "tags"),
 ])
 def test_every_invalid_value_names_its_field(alice, api_client, body, field):
     response = post(api_client(alice), "/api/v1/experiments", body)
@@ -141,6 +142,7 @@ def test_tags_notes_and_projects(alice, bob, api_client, sweep36):
     run = sweep36["runs"][0]
     assert patch(client, f"/api/v1/runs/{run}", {"tags": ["keep"], "notes": "best"}).json()["tags"] == ["keep"]
     assert client.get("/api/v1/tags").json() == {"tags": ["keep"]}
+    assert patch(client, f"/api/v1/runs/{run}", {"tags": ["x" * 80]}).json()["errors"][0]["field"] == "tags"
     assert client.get("/api/v1/runs", {"tag": "keep"}).json()["count"] == 1
     assert post(client, "/api/v1/projects", {"name": "new-lab"}).status_code == 201
     assert post(client, "/api/v1/projects", {"name": "new-lab"}).status_code == 409

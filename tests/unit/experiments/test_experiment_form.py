@@ -140,3 +140,9 @@ def test_import_fills_the_form(logged_in):
     html = logged_in.post("/experiments/import", {"file": SimpleUploadedFile("x.yaml", text)}).content.decode()
     assert 'value="imported"' in html and 'name="algorithm.lr" value="0.002"' in html
     assert 'name="sweep-0-values" value="0, 8"' in html
+
+
+def test_too_long_tag_is_refused_next_to_the_tags(logged_in):
+    html = logged_in.post("/experiments/new/", form_data(tags="ok, " + "t" * 60)).content.decode()
+    assert 'id="err-tags"><p class="error">at most 50 characters per tag' in html
+    assert Run.objects.count() == 0
