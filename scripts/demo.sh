@@ -23,13 +23,20 @@ cleanup() {
   trap - INT TERM EXIT
   echo; echo "stopping the demo..."
   # Training jobs run in their own process groups (they outlive workers on purpose): stop them too.
+  local groups=()
   for job in var/local-jobs/*/job.json; do
-    [ -f "$job" ] || continue
+    [ -f "$job" ] && [ ! -f "$(dirname "$job")/exit.json" ] || continue
     pgid=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['pgid'])" "$job" 2>/dev/null || true)
-    [ -n "$pgid" ] && kill -TERM -- "-$pgid" 2>/dev/null || true
+    [ -n "$pgid" ] && kill -TERM -- "-$pgid" 2>/dev/null && groups+=("$pgid")
   done
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  # Jobs checkpoint before they exit; wait for them (then force) so nothing is left behind.
+  for _ in $(seq 60); do
+    alive=0; for g in "${groups[@]}"; do kill -0 -- "-$g" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break; sleep 0.5
+  done
+  for g in "${groups[@]}"; do kill -KILL -- "-$g" 2>/dev/null || true; done
   echo "stopped."
 }
 trap cleanup INT TERM EXIT
