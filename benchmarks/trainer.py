@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -66,6 +67,7 @@ def run_mode(mode: str, steps: int, hidden: int, layers: int) -> dict:
         "gen_s": statistics.median(r["perf/gen_s"][0] for r in steps_sorted[1:]),
         "train_s": statistics.median(r["perf/train_s"][0] for r in steps_sorted[1:]),
         "staleness_max": max(r["rollout/staleness_max"][0] for r in steps_sorted),
+        "wait_s": statistics.median(r["perf/wait_s"][0] for r in steps_sorted[1:]) if "perf/wait_s" in last else 0.0,
     }
 
 
@@ -75,9 +77,11 @@ def cpu_section(args) -> None:
     bound = (sync["gen_s"] + sync["train_s"]) / max(sync["gen_s"], sync["train_s"])
     speedup = asyn["samples_per_s"] / sync["samples_per_s"]
     print(f"tiny Qwen2 (hidden {args.hidden}, {args.layers} layers), arithmetic, 32 prompts x 8 samples, {args.steps} steps, 1 thread per process")
-    print(f"{'mode':<8}{'samples/s':>12}{'tokens/s':>12}{'gen s/step':>12}{'train s/step':>14}{'max stale':>11}")
+    print(f"{'mode':<8}{'samples/s':>12}{'tokens/s':>12}{'gen s/step':>12}{'train s/step':>14}{'wait s/step':>13}{'max stale':>11}")
     for name, r in (("sync", sync), ("async", asyn)):
-        print(f"{name:<8}{r['samples_per_s']:>12.1f}{r['tokens_per_s']:>12.1f}{r['gen_s']:>12.3f}{r['train_s']:>14.3f}{r['staleness_max']:>11.0f}")
+        print(f"{name:<8}{r['samples_per_s']:>12.1f}{r['tokens_per_s']:>12.1f}{r['gen_s']:>12.3f}{r['train_s']:>14.3f}{r['wait_s']:>13.3f}{r['staleness_max']:>11.0f}")
+    if os.getloadavg()[0] > (os.cpu_count() or 1):
+        print(f"note: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: other work shares the cores, so overlap cannot reach its bound")
     print(f"speedup async/sync: {speedup:.2f}x   ideal overlap bound (gen+train)/max(gen,train): {bound:.2f}x   "
           f"ratio to bound: {speedup / bound:.2f} (target >= 0.90)")
 

@@ -120,12 +120,12 @@ def load_full_state(model, optimizer, model_sd: dict, optim_sd: dict, info: Dist
 
 
 def model_state_for_engine(model, info: DistInfo) -> dict:
-    """Full weights for a rollout engine (rank 0 gets them; others get {})."""
+    """Full weights on every rank, for each rank's own rollout engine (all-gathered, not offloaded)."""
     if not info.enabled:
         return model.state_dict()
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
 
 
 def shutdown(info: DistInfo) -> None:
