@@ -94,6 +94,7 @@ class TaskConfig(_Section):
         description="Evaluation sets: 'arithmetic' (held-out procedural problems) or benchmark "
         f"names ({', '.join(BENCHMARK_SETS)}), read from OPL_BENCHMARKS_DIR "
         "(default <repo>/../shared/data/benchmarks).",
+        json_schema_extra={"items": {"type": "string", "enum": list(KNOWN_EVAL_SETS)}, "uniqueItems": True},
     )
     eval_max_problems: int = Field(
         64, ge=1, description="Use at most this many problems of each eval set (first ones)."
