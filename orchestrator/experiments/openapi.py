@@ -40,6 +40,14 @@ def _schemas() -> dict[str, Any]:
     out["Experiment"] = {"type": "object", "properties": {k: {} for k in (
         "id", "name", "project", "owner", "state", "priority", "sweep", "random", "seeds", "notes", "created_at",
         "runs_by_state", "runs")}}
+    ref = {name: {"$ref": f"#/components/schemas/{name}"} for name in ("Run", "Experiment", "Project")}
+    out["ExperimentList"] = {"type": "object", "properties": {"experiments": {"type": "array", "items": ref["Experiment"]}}}
+    out["RunPage"] = {"type": "object", "properties": {"count": {"type": "integer"}, "page": {"type": "integer"},
+                                                       "pages": {"type": "integer"}, "runs": {"type": "array", "items": ref["Run"]}}}
+    out["ProjectList"] = {"type": "object", "properties": {"projects": {"type": "array", "items": ref["Project"]}}}
+    out["TagList"] = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}}}}
+    out["Preview"] = {"type": "object", "properties": {"count": {"type": "integer"}, "runs": {"type": "array", "items": {
+        "type": "object", "properties": {"name": {"type": "string"}, "values": {"type": "object"}, "seed": {"type": "integer"}}}}}}
     out["Project"] = {"type": "object", "properties": {k: {} for k in ("name", "description", "members", "max_active_runs", "max_gpus")}}
     return out
 
@@ -61,7 +69,7 @@ def document() -> dict[str, Any]:
     run_id, exp_id = [_id("run_id")], [_id("experiment_id")]
     paths = {
         "/api/v1/experiments": {
-            "get": {"summary": "Experiments in your projects", "responses": _ok("Experiment")},
+            "get": {"summary": "Experiments in your projects (newest 500)", "responses": _ok("ExperimentList")},
             "post": {"summary": "Create an experiment: expand the sweep x seeds into queued runs",
                      "requestBody": _body("ExperimentIn"),
                      "responses": {"201": {"description": "Created", "content": {"application/json": {"schema": {
@@ -69,7 +77,7 @@ def document() -> dict[str, Any]:
                          "400": ERROR, "401": ERROR}},
         },
         "/api/v1/experiments/preview": {"post": {"summary": "Expand and validate without queuing: count, names, values",
-                                                 "requestBody": _body("ExperimentIn"), "responses": _ok("Experiment")}},
+                                                 "requestBody": _body("ExperimentIn"), "responses": _ok("Preview")}},
         "/api/v1/experiments/{experiment_id}": {"get": {"summary": "An experiment with its run ids and counts by state",
                                                         "parameters": exp_id, "responses": _ok("Experiment")}},
         "/api/v1/runs": {"get": {"summary": "Runs, filtered, sorted and paged", "parameters": [
@@ -79,13 +87,13 @@ def document() -> dict[str, Any]:
             {"name": "sort", "in": "query", "schema": {"type": "string"}, "description": "id, name, state, priority, step, started, created, user, backend; '-' for descending"},
             {"name": "page", "in": "query", "schema": {"type": "integer"}},
             {"name": "per_page", "in": "query", "schema": {"type": "integer", "maximum": 500}},
-        ], "responses": _ok("Run")}},
+        ], "responses": _ok("RunPage")}},
         "/api/v1/runs/{run_id}": {
             "get": {"summary": "A run: state and backend details", "parameters": run_id, "responses": _ok("Run")},
             "patch": {"summary": "Set a run's tags and notes", "parameters": run_id, "requestBody": _body("RunAnnotationIn"), "responses": _ok("Run")},
         },
         "/api/v1/projects": {
-            "get": {"summary": "Your projects", "responses": _ok("Project")},
+            "get": {"summary": "Your projects", "responses": _ok("ProjectList")},
             "post": {"summary": "Create a project (you become a member)", "requestBody": _body("ProjectIn"), "responses": _ok("Project", "201", "Created")},
         },
         "/api/v1/projects/{name}": {
@@ -93,7 +101,7 @@ def document() -> dict[str, Any]:
             "patch": {"summary": "Add members; staff also set limits", "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
                       "requestBody": _body("ProjectPatchIn"), "responses": _ok("Project")},
         },
-        "/api/v1/tags": {"get": {"summary": "All tag names", "responses": {"200": {"description": "OK"}, "401": ERROR}}},
+        "/api/v1/tags": {"get": {"summary": "All tag names", "responses": _ok("TagList")}},
         "/api/v1/schema/runconfig": {"get": {"summary": "RunConfig's JSON schema (drives the form)", "responses": _ok("RunConfig")}},
     }
     for action, summary in (("pause", "Pause: submit nothing new"), ("resume", "Resume"),
