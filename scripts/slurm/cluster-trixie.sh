@@ -20,17 +20,27 @@ SHARED=${OPL_SLURM_SHARED_DIR:-/var/lib/opl-test}
 PYTHON=${OPL_SLURM_PYTHON:-$REPO/.venv/bin/python}
 [ "$(id -u)" = 0 ] || { echo "must run as root" >&2; exit 1; }
 
-# the Python installation the venv points at (e.g. /root/.pyenv/versions/3.11.7)
-py_prefix() { [ -e "$PYTHON" ] && dirname "$(dirname "$(readlink -f "$PYTHON")")"; }
-binds() { echo "$REPO"; echo "$SHARED"; py_prefix || true; }
+# The Python the venv points at: a whole private installation (e.g. /root/.pyenv/versions/
+# 3.11.7), or for a system Python only its interpreter and standard library: binding the
+# host's /usr over the chroot's would hide the chroot's own Slurm.
+python_binds() {
+  [ -e "$PYTHON" ] || return 0
+  local real prefix
+  real=$(readlink -f "$PYTHON"); prefix=$(dirname "$(dirname "$real")")
+  case $prefix in
+    /|/usr|/usr/local) echo "$real"; echo "$prefix/lib/$(basename "$real")" ;;
+    *) echo "$prefix" ;;
+  esac
+}
+binds() { echo "$REPO"; echo "$SHARED"; python_binds; }
 
 mount_all() {
   local d
   for d in proc sys dev dev/pts; do mountpoint -q "$R/$d" || mount --bind "/$d" "$R/$d"; done
   mountpoint -q "$R/run" || mount -t tmpfs tmpfs "$R/run"
   binds | while read -r d; do
-    [ -n "$d" ] && [ -d "$d" ] || continue
-    mkdir -p "$R$d"
+    [ -n "$d" ] && [ -e "$d" ] || continue
+    if [ -d "$d" ]; then mkdir -p "$R$d"; else mkdir -p "$(dirname "$R$d")"; [ -e "$R$d" ] || touch "$R$d"; fi
     mountpoint -q "$R$d" || mount --bind "$d" "$R$d"
   done
   # the chroot's /root is 0700; jobs (as the test user) must reach a prefix below it
@@ -49,12 +59,16 @@ case ${1:-up} in
 up)
   mkdir -p "$ENV_DIR" "$SHARED"; chmod 1777 "$SHARED"
   if [ ! -x "$R/usr/bin/apt-get" ]; then
-    command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    if ! command -v debootstrap >/dev/null; then
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get install -y -qq debootstrap >/dev/null 2>&1 || { apt-get update -qq; apt-get install -y -qq debootstrap >/dev/null; }
+    fi
     mirror=${OPL_SLURM_TRIXIE_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n1)}
     [ -n "$mirror" ] || mirror=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null)
     [ -n "$mirror" ] || { echo "no Debian mirror in the apt sources; set OPL_SLURM_TRIXIE_MIRROR" >&2; exit 1; }
     echo "creating the Debian 13 chroot $R from $mirror" >&2
-    debootstrap --variant=minbase --include=procps,curl,acl trixie "$R" "$mirror" >/dev/null
+    # python3 brings the shared libraries (libssl, libffi, sqlite...) a bound-in Python needs
+    debootstrap --variant=minbase --include=procps,curl,python3 trixie "$R" "$mirror" >/dev/null
   fi
   # munged and slurmctld must resolve this host's name as the host does
   cp /etc/hosts /etc/resolv.conf "$R/etc/"

@@ -23,12 +23,15 @@ mkdir -p "$ENV_DIR" "$SHARED"; chmod 1777 "$SHARED"
 grant_python() {
   local target d
   [ -e "$PYTHON" ] || return 0
-  command -v setfacl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends acl >/dev/null \
-    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends acl >/dev/null; }
   for target in "$(readlink -f "$PYTHON")" "$REPO"; do
     d=$(dirname "$target")
     while [ "$d" != / ]; do
       if [ "$(( $(stat -c %a "$d" | sed 's/.*\(.\)$/\1/') & 1 ))" = 0 ]; then
+        if ! command -v setfacl >/dev/null; then
+          export DEBIAN_FRONTEND=noninteractive
+          apt-get install -y -qq --no-install-recommends acl >/dev/null 2>&1 \
+            || { apt-get update -qq; apt-get install -y -qq --no-install-recommends acl >/dev/null; }
+        fi
         setfacl -m "u:$JOB_USER:x" "$d"
       fi
       d=$(dirname "$d")
