@@ -119,7 +119,10 @@ def _pasted_config(text: str, errors: list) -> dict[str, Any]:
     from orchestrator.experiments.experiment_file import parse_experiment_yaml
 
     try:
-        return parse_experiment_yaml(text).get("config") or {}
+        spec = parse_experiment_yaml(text)
+        if spec.get("sweep") or spec.get("random") or spec.get("seeds", 1) != 1:
+            errors.append({"field": "config_yaml", "message": "this box takes a run config; load a file with a sweep with Import YAML"})
+        return spec.get("config") or {}
     except ConfigError as exc:
         errors += [{"field": "config_yaml", "message": f"{e['field']}: {e['message']}"} for e in exc.errors]
         return {}

@@ -146,3 +146,13 @@ def test_too_long_tag_is_refused_next_to_the_tags(logged_in):
     html = logged_in.post("/experiments/new/", form_data(tags="ok, " + "t" * 60)).content.decode()
     assert 'id="err-tags"><p class="error">at most 50 characters per tag' in html
     assert Run.objects.count() == 0
+
+
+def test_pasted_yaml_applies_over_the_fields(logged_in):
+    logged_in.post("/experiments/new/", form_data(config_yaml="algorithm: {lr: 0.0007}\n"))
+    assert Run.objects.get().config["algorithm"]["lr"] == 0.0007
+
+
+def test_pasted_sweep_is_not_silently_dropped(logged_in):
+    html = logged_in.post("/experiments/new/", form_data(config_yaml="sweep: {staleness.k: [0, 4]}\n")).content.decode()
+    assert "load a file with a sweep with Import YAML" in html and Run.objects.count() == 0
