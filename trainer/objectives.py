@@ -282,12 +282,13 @@ _CHUNK = 1 << 18
 def _greedy_m2_drop(m2: Tensor, n: int, tau: float) -> Tensor:
     """The tokens Algorithm 1 removes (B, T bool), given M2 on the n trust-region tokens (0 elsewhere).
 
-    With the trust-region values sorted descending (ties: lowest flat index first), removing the
-    first k leaves the mean (S - P_k) / (n - k), S the total and P_k the sum of the k largest.
-    Removing a largest value never raises the mean, so the loop stops at the first k with
-    S - P_k <= tau (n - k), or at k = n. Only the top of the order matters: a threshold theta is
-    taken from a strided sample such that removing every value > theta already stops the loop,
-    and only those candidates are sorted. A trust-region value of 0 (underflow) is never removed.
+    With the trust-region values sorted descending, removing the first k leaves the mean
+    (S - P_k) / (n - k), S the total and P_k the sum of the k largest. Removing a largest value
+    never raises the mean, so the loop stops at the first k with S - P_k <= tau (n - k), or at
+    k = n. Only the top of the order matters: a threshold theta is taken from a strided sample
+    such that removing every value > theta already stops the loop, and only those candidates are
+    sorted. The k removed are then every value above the k-th largest, w, and as many of the
+    values equal to w as needed, lowest flat index first. A value of 0 (underflow) is never removed.
     """
     dropped = torch.zeros(m2.shape, dtype=torch.bool, device=m2.device)
     if n == 0:
@@ -299,10 +300,7 @@ def _greedy_m2_drop(m2: Tensor, n: int, tau: float) -> Tensor:
         return dropped
 
     for theta in _thresholds(flat, tau):
-        cand_idx = torch.nonzero(flat > theta).squeeze(1)  # (c,) flat indices, ascending
-        cand = flat[cand_idx]  # (c,)
-        order = torch.sort(cand, descending=True, stable=True).indices  # equal values: lowest index first
-        cand_idx, cand = cand_idx[order], cand[order]
+        cand = torch.sort(flat[flat > theta], descending=True).values  # (c,) candidates, largest first
         prefix = torch.cumsum(cand.to(torch.float64), dim=0)  # (c,) P_1 .. P_c
         c = cand.numel()
         # theta = 0 leaves only zeros: the loop has certainly stopped by then.
@@ -310,7 +308,14 @@ def _greedy_m2_drop(m2: Tensor, n: int, tau: float) -> Tensor:
             break
 
     k = tally.first_holding(prefix, cand)
-    dropped.view(-1)[cand_idx[:k]] = True
+    if k == 0:
+        return dropped
+    w = cand[k - 1]  # the k-th largest value, > theta >= 0, so only trust-region tokens equal it
+    torch.gt(m2, w, out=dropped)
+    ties_to_drop = k - int(torch.count_nonzero(dropped))
+    if ties_to_drop:
+        ties = torch.nonzero(flat == w).squeeze(1)  # (t,) flat indices, ascending
+        dropped.view(-1)[ties[:ties_to_drop]] = True
     return dropped
 
 
@@ -324,7 +329,7 @@ def _thresholds(flat: Tensor, tau: float):
         rest = sample.sum() - torch.cumsum(sample, dim=0)  # (ns,) sum left after removing k + 1
         left = torch.arange(ns - 1, -1, -1, dtype=torch.float64, device=sample.device)  # (ns,)
         k_sample = int(torch.argmax((rest <= tau * left).to(torch.uint8))) + 1 if sample.sum() > tau * ns else 0
-        rank = 2 * k_sample + 16
+        rank = k_sample + 4 * math.isqrt(k_sample) + 16  # a few standard errors above the sample's count
         while rank < ns:
             yield float(sample[rank])
             rank *= 8
