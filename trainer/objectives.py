@@ -201,9 +201,8 @@ def _trust_region(log_r: Tensor, adv: Tensor) -> Tensor:
 
 def _m2po(b: _Batch, p: LossParams):
     dropped = _greedy_m2_drop(b.m2_trust, int(torch.count_nonzero(b.trust)), p.tau_m2)  # (B, T)
-    keep = b.mask & ~dropped  # (B, T) M on valid tokens
-    ratio = torch.exp(b.log_r.masked_fill(~keep, -math.inf))  # (B, T) r where M = 1, exactly 0 elsewhere
-    j = ratio * b.adv  # (B, T) M r A
+    masked_ratio = torch.exp(b.log_r.masked_fill(dropped, -math.inf))  # (B, T) M r: exactly 0 where M = 0
+    j = masked_ratio * b.adv  # (B, T) M r A; 0 on padding, where A = 0
     return j, dropped & (b.adv < 0), dropped & (b.adv > 0), {"actor/m2po_tau": p.tau_m2}
 
 
