@@ -47,8 +47,10 @@ def run_list(request):
 
 
 def _without_page(params) -> str:
+    """The current filter as a query string, for sort and page links (which add their own)."""
     params = params.copy()
     params.pop("page", None)
+    params.pop("sort", None)
     return params.urlencode()
 
 

@@ -206,3 +206,13 @@ def test_members_cannot_change_a_sweep_they_do_not_own(client, bob, sweep):
     assert client.post(f"/experiments/{sweep.pk}/pause").status_code == 403
     sweep.refresh_from_db()
     assert sweep.state == "active"
+
+
+def test_pages_of_fifty_keep_the_filter_and_sort(client, alice, tiny_config):
+    experiment_create(owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 61))})
+    client.force_login(alice)
+    html = client.get("/", {"q": "train.steps >= 3", "sort": "name"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "58 runs" in html and "page 1 of 2" in html
+    assert 'href="?q=train.steps+%3E%3D+3&sort=name&page=2"' in html
+    page2 = client.get("/", {"q": "train.steps >= 3", "sort": "name", "page": 2}, HTTP_HX_REQUEST="true").content.decode()
+    assert page2.count('class="compare-box"') == 8
