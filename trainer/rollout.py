@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
+from transformers import GenerationConfig
 
 
 @dataclass
@@ -142,9 +143,9 @@ class HFEngine:
         ids, mask = encode_prompts(self.policy, prompts, self.device)
         was_training = self.model.training
         self.model.eval()
-        out = self.model.generate(
-            input_ids=ids,
-            attention_mask=mask,
+        # A fresh config, not the model's defaults: a repetition penalty or top_k from a hub
+        # generation_config would make the sampler differ from the behaviour log-probs we record.
+        config = GenerationConfig(
             do_sample=True,
             temperature=temperature,
             top_p=top_p,
@@ -156,6 +157,7 @@ class HFEngine:
             output_logits=True,
             use_cache=True,
         )
+        out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
         self.model.train(was_training)
         prompt_len = ids.shape[1]
         responses = out.sequences[:, prompt_len:]
