@@ -93,7 +93,9 @@ def sync_active_runs(backend_name: str | None = None) -> int:
         except BackendError as exc:
             log.warning("status poll on %s failed, states may be stale: %s", name, exc)
             recovery.record_error(name, exc)
-            continue  # a failed poll changes no run
+            # a failed poll changes no state, but each run says why it is not updating
+            Run.objects.filter(pk__in=[run.pk for run in group]).update(state_reason=f"Status unknown: {exc}")
+            continue
         recovery.record_ok(name)
         for run in group:
             changed += sync_one_run(run, statuses.get(run.job_id))
@@ -138,7 +140,9 @@ def _path(current: str, target: str, *, started: bool) -> list[str]:
 
 
 def _maybe_lost(run: Run) -> bool:
-    since = run.started_at or run.pending_at or run.submitted_at or timezone.now()
+    # the grace runs from when the cluster last reported the job, not from its start
+    last_seen = Job.objects.filter(run=run, attempt=run.attempt).values_list("last_seen_at", flat=True).first()
+    since = last_seen or run.started_at or run.pending_at or run.submitted_at or timezone.now()
     if timezone.now() - since < timedelta(seconds=settings.LOST_GRACE_SECONDS):
         return False
     return run_transition(run=run, to=S.LOST, reason="the job disappeared from the cluster without a final state")

@@ -60,10 +60,11 @@ class SlurmBackend:
 
     def __init__(self, client: SlurmClient | None = None,
                  profiles: Callable[[str], SlurmProfile] = load_profile,
-                 run_dir_mode: int | None = None):
+                 run_dir_mode: int | None = None, accounting: bool | None = None):
         self._client = client
         self._profiles = profiles
         self._run_dir_mode = run_dir_mode
+        self._use_accounting = accounting
 
     @property
     def client(self) -> SlurmClient:
@@ -99,7 +100,20 @@ class SlurmBackend:
         if not job_ids:
             return {}
         wanted = {str(j) for j in job_ids}
-        return {j.job_id: to_status(j) for j in self.client.jobs() if j.job_id in wanted}
+        found = {j.job_id: to_status(j) for j in self.client.jobs() if j.job_id in wanted}
+        if self._accounting():
+            # slurmctld forgets finished jobs after MinJobAge; slurmdbd keeps their final state
+            for job_id in sorted(wanted - set(found)):
+                try:
+                    found[job_id] = to_status(self.client.accounting_job(job_id))
+                except SlurmError:
+                    pass  # unknown there too: the caller's grace period decides
+        return found
+
+    def _accounting(self) -> bool:
+        if self._use_accounting is None:
+            self._use_accounting = SlurmConfig.from_settings().accounting
+        return self._use_accounting
 
     def cancel(self, job_id: str) -> None:
         try:

@@ -7,6 +7,8 @@ Names (all optional except a URL, a user and a token or key file):
   SLURM_JWT_KEY_FILE      the cluster's HS256 key: tokens are minted and renewed here
   SLURM_REST_API_VERSION  "auto" (newest offered) or v0.0.38 / v0.0.40 / v0.0.41 / v0.0.42
   SLURM_REST_TIMEOUT      seconds per request (10)
+  SLURM_ACCOUNTING        1/true when the cluster runs slurmdbd: final states of jobs that
+                          slurmctld has forgotten (after MinJobAge) are read from it
   SLURM_RUN_DIR_MODE      octal mode for run and log directories, e.g. 1777, when the
                           job user differs from the dashboard's user ("" = leave as is)
 """
@@ -39,6 +41,7 @@ class SlurmConfig:
     api_version: str
     timeout_s: float
     run_dir_mode: int | None
+    accounting: bool = False
 
     @classmethod
     def from_settings(cls) -> SlurmConfig:
@@ -55,6 +58,7 @@ class SlurmConfig:
             api_version=str(setting("SLURM_REST_API_VERSION", "auto")) or "auto",
             timeout_s=float(setting("SLURM_REST_TIMEOUT", 10)),
             run_dir_mode=run_dir_mode,
+            accounting=str(setting("SLURM_ACCOUNTING", "")).strip().lower() in ("1", "true", "yes", "on"),
         )
 
     def __repr__(self) -> str:  # the token stays out of logs and tracebacks

@@ -99,3 +99,16 @@ def test_health_view_shows_an_unreachable_slurmrestd_with_its_url(settings, clie
     client.force_login(alice)
     page = client.get("/cluster/health").content.decode()
     assert "unreachable" in page and "http://127.0.0.1:9" in page
+
+
+def test_lost_only_after_the_grace_since_the_cluster_last_reported_the_job(running_run, settings):
+    settings.LOST_GRACE_SECONDS = 120
+    now = timezone.now()
+    Run.objects.filter(pk=running_run.pk).update(started_at=now - timedelta(hours=3))
+    Job.objects.filter(run=running_run).update(last_seen_at=now - timedelta(seconds=30))
+    running_run.refresh_from_db()
+    assert not sync_one_run(running_run, None)  # vanished just now: not lost yet
+    Job.objects.filter(run=running_run).update(last_seen_at=now - timedelta(minutes=5))
+    assert sync_one_run(running_run, None)
+    running_run.refresh_from_db()
+    assert running_run.state == "lost"

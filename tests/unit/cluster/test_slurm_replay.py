@@ -203,3 +203,18 @@ def test_submit_body_matches_the_recorded_wire_format(family):
 
     assert normal(ours) == normal(recorded)
     assert ours["job"]["requeue"] is False  # we requeue as a new attempt ourselves
+
+
+@families
+def test_final_state_of_a_forgotten_job_comes_from_accounting(family):
+    """Job 3 is no longer in /jobs (MinJobAge passed): with accounting on, slurmdbd has it."""
+    client, _ = use(family, "07-jobs-list", "31-slurmdb-job-failed")
+    statuses = SlurmBackend(client=client, accounting=True).statuses(["1", "3"])
+    assert statuses["1"].state is JobState.RUNNING
+    assert statuses["3"].state is JobState.FAILED and statuses["3"].ended_at is not None
+
+
+@families
+def test_without_accounting_a_forgotten_job_is_simply_absent(family):
+    client, _ = use(family, "07-jobs-list")
+    assert set(SlurmBackend(client=client, accounting=False).statuses(["1", "3"])) == {"1"}
