@@ -114,6 +114,14 @@ LOCAL_JOBS_DIR = Path(env_str("OPL_LOCAL_JOBS_DIR", str(VAR_DIR / "local-jobs"))
 # Python that runs the trainer; on a cluster this is the node's environment, not ours.
 TRAINER_PYTHON = env_str("OPL_TRAINER_PYTHON", "")
 MAX_ACTIVE_RUNS = env_int("OPL_MAX_ACTIVE_RUNS", 4)
+# Queue limits (0 = none): one person's 500-run sweep must not starve the lab.
+OPL_MAX_SWEEP_RUNS = env_int("OPL_MAX_SWEEP_RUNS", 5000)
+OPL_USER_MAX_ACTIVE_RUNS = env_int("OPL_USER_MAX_ACTIVE_RUNS", 0)
+OPL_USER_MAX_GPUS = env_int("OPL_USER_MAX_GPUS", 0)
+OPL_PROJECT_MAX_ACTIVE_RUNS = env_int("OPL_PROJECT_MAX_ACTIVE_RUNS", 0)
+OPL_PROJECT_MAX_GPUS = env_int("OPL_PROJECT_MAX_GPUS", 0)
+OPL_MAX_GPUS = env_int("OPL_MAX_GPUS", 0)
+OPL_PRESETS_DIR = Path(env_str("OPL_PRESETS_DIR", str(BASE_DIR / "examples" / "presets")))
 LOST_GRACE_SECONDS = env_int("OPL_LOST_GRACE_SECONDS", 120)
 CANCEL_GRACE_SECONDS = env_int("OPL_CANCEL_GRACE_SECONDS", 30)
 

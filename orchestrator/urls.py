@@ -6,6 +6,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("orchestrator.accounts.urls")),
     path("", include("orchestrator.experiments.urls")),
     path("", include("orchestrator.metrics.urls")),
     path("", include("orchestrator.cluster.urls")),

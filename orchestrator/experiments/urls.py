@@ -1,4 +1,4 @@
-from django.urls import include, path
+from django.urls import path
 
 from orchestrator.experiments import api, experiment_views, openapi, project_views, views
 
@@ -26,8 +26,6 @@ urlpatterns = [
     path("projects/", project_views.project_list, name="exp-project-list"),
     path("projects/new", project_views.project_new, name="exp-project-new"),
     path("projects/<str:name>/members", project_views.project_member_add, name="exp-project-member-add"),
-    # personal API tokens (the accounts app; the lead may move this include to orchestrator/urls.py)
-    path("", include("orchestrator.accounts.urls")),
     # JSON API
     path("api/v1/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/v1/schema/runconfig", openapi.runconfig_schema, name="api-runconfig-schema"),
