@@ -275,6 +275,25 @@ def live_latency(samples: int) -> tuple[list[float], list[float]]:
         server.wait(10)
 
 
+def compare_rows(n_runs: int) -> list[tuple]:
+    from orchestrator.metrics import selectors
+
+    runs = make_runs(n_runs, "compare")
+    ids = [r.pk for r in runs]
+    t0 = time.perf_counter()
+    generate(ids, 100_000)
+    print(f"generated {n_runs} x 100k points in {time.perf_counter() - t0:.1f} s", flush=True)
+    base = timed(lambda: naive_series(ids), repeats=1)
+    rows = []
+    for budget in (1500, 300):
+        ours = timed(lambda b=budget: selectors.series(ids, KEY, max_points=b), repeats=5)
+        rows.append((f"compare query, {n_runs} runs x 100k points, {budget:,}-point budget per run",
+                     f"{ours * 1000:.1f} ms", f"{base * 1000:,.0f} ms (read all + MinMaxLTTB at 1,500)",
+                     f"{base / ours:,.0f}x", "—"))
+        print(rows[-1], flush=True)
+    return rows
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
@@ -284,6 +303,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (1M/2M points, 10 compare runs)")
     parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DB} database")
+    parser.add_argument("--only", nargs="+", choices=["ingest", "chart", "compare", "live"],
+                        default=["ingest", "chart", "compare", "live"], help="measures to run")
     args = parser.parse_args()
     big = 2_000_000 if args.quick else 10_000_000
     compare_runs = 10 if args.quick else 50
@@ -294,14 +315,14 @@ def main() -> None:
     rows: list[tuple[str, str, str, str, str]] = []
     try:
         print(f"load average at start: {os.getloadavg()}", flush=True)
-        naive = naive_ingest_rate(2_000)
-        for writers, per in ((1, 300_000), (8, 60_000), (32, 15_000)):
+        naive = naive_ingest_rate(2_000) if "ingest" in args.only else 0
+        for writers, per in ((1, 300_000), (8, 60_000), (32, 15_000)) if "ingest" in args.only else ():
             rate = ingest_rate(writers, per)
             rows.append((f"ingestion, {writers} writer(s), {BATCH:,}-point batches", f"{rate:,.0f} pts/s",
                          f"{naive:,.0f} pts/s (ORM per row)", f"{rate / naive:,.0f}x", ">= 100k pts/s"))
             print(rows[-1], flush=True)
 
-        for n, label in ((1_000_000, "1M"), (big, f"{big // 1_000_000}M")):
+        for n, label in ((1_000_000, "1M"), (big, f"{big // 1_000_000}M")) if "chart" in args.only else ():
             [run] = make_runs(1, f"chart{label}")
             t0 = time.perf_counter()
             generate([run.pk], n)
@@ -314,23 +335,16 @@ def main() -> None:
                          "<= 150 ms at 1M" if n == 1_000_000 else "—"))
             print(rows[-1], flush=True)
 
-        runs = make_runs(compare_runs, "compare")
-        ids = [r.pk for r in runs]
-        t0 = time.perf_counter()
-        generate(ids, 100_000)
-        print(f"generated {compare_runs} x 100k points in {time.perf_counter() - t0:.1f} s", flush=True)
-        ours = timed(lambda: selectors.series(ids, KEY, max_points=1500), repeats=5)
-        base = timed(lambda: naive_series(ids), repeats=1)
-        rows.append((f"compare query, {compare_runs} runs x 100k points, 1,500 budget", f"{ours * 1000:.1f} ms",
-                     f"{base * 1000:,.0f} ms (read all + MinMaxLTTB)", f"{base / ours:,.0f}x", "—"))
-        print(rows[-1], flush=True)
-
-        sse, polled = live_latency(200)
-        rows.append(("live latency POST -> SSE event, p50 / p95",
-                     f"{pct(sse, .5) * 1000:.0f} / {pct(sse, .95) * 1000:.0f} ms (n={len(sse)})",
-                     f"{pct(polled, .5) * 1000:.0f} / {pct(polled, .95) * 1000:.0f} ms (2 s polling, n={len(polled)})",
-                     f"{pct(polled, .95) / pct(sse, .95):,.1f}x at p95", "p95 <= 500 ms"))
-        print(rows[-1], flush=True)
+        if "compare" in args.only:
+            rows.extend(compare_rows(compare_runs))
+        if "live" in args.only:
+            sse, polled = live_latency(200)
+            rows.append(("live latency POST -> SSE event, p50 / p95",
+                         f"{pct(sse, .5) * 1000:.0f} / {pct(sse, .95) * 1000:.0f} ms (n={len(sse)})",
+                         f"{pct(polled, .5) * 1000:.0f} / {pct(polled, .95) * 1000:.0f} ms (2 s polling, n={len(polled)})",
+                         f"{pct(polled, .95) / pct(sse, .95):,.1f}x at p95", "p95 <= 500 ms"))
+            print(rows[-1], flush=True)
+        print(f"load average at end: {os.getloadavg()}", flush=True)
     finally:
         from django.db import connections
 

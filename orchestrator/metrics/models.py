@@ -93,8 +93,8 @@ class MetricAttempt(models.Model):
 
 class MetricRollup(models.Model):
     """Pre-aggregated buckets of `width` steps (PostgreSQL only): min and max with their steps,
-    the last point, and one non-finite point, over live points. Levels 16, 256 and 4096 let a
-    chart of 10M steps read a few thousand rows instead of the points."""
+    the last point, and one non-finite point, over live points. Levels of 16 to 4096 steps
+    (store.LEVELS) let a chart of 10M steps read a few thousand rows instead of the points."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     key = models.CharField(max_length=200)
