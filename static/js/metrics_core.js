@@ -171,7 +171,13 @@
     render() {
       const { traces, shapes = [], annotations = [] } = this.build(this);
       this.traceCount = traces.length;
-      Plotly.react(this.el, traces, this.layout(shapes, annotations), { displaylogo: false, responsive: true });
+      const layout = this.layout(shapes, annotations);
+      if (!traces.length) {
+        layout.annotations = [{ text: "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false,
+          font: { color: "#687385" } }];
+        layout.xaxis.visible = false; layout.yaxis.visible = false;
+      }
+      Plotly.react(this.el, traces, layout, { displaylogo: false, responsive: true });
       if (!this.drawn) {
         this.drawn = true;
         this.el.on("plotly_relayout", (ev) => this.relayout(ev));
