@@ -15,7 +15,7 @@ import redis
 import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from orchestrator.metrics.schemas import SPECIAL_NAMES
 from orchestrator.metrics.store import Columns
@@ -24,6 +24,13 @@ log = logging.getLogger(__name__)
 # A client further behind than this many batches reloads its charts instead of replaying.
 MAX_REPLAY_BATCHES = 500
 _client: redis.Redis | None = None
+
+
+def release_db() -> None:
+    """Close this thread's connection between a stream's reads, so an open stream holds no
+    database connection (not inside a transaction, e.g. a test's)."""
+    if not connection.in_atomic_block:
+        close_old_connections()
 
 
 def channel(run_id: int) -> str:
@@ -85,7 +92,7 @@ def events_after(run_id: int, after: int, keys: set[str] | None) -> tuple[list[d
             event["points"].setdefault(key, []).append([step, _wire(value, special)])
         return list(events.values()), upto
     finally:
-        close_old_connections()
+        release_db()
 
 
 def for_client(event: dict[str, Any], keys: set[str] | None) -> dict[str, Any] | None:
@@ -100,6 +107,12 @@ def for_client(event: dict[str, Any], keys: set[str] | None) -> dict[str, Any] |
 
 def sse(event: dict[str, Any]) -> str:
     return f"id: {event['seq']}\nevent: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
+
+
+def snapshot(run_id: int, after: int, keys: set[str] | None) -> str:
+    """A finite SSE body: the batches after `after` and a reconnect delay (the WSGI fallback)."""
+    events, _ = events_after(run_id, after, keys)
+    return "retry: 2000\n\n" + "".join(sse(out) for e in events if (out := for_client(e, keys)) is not None)
 
 
 async def stream(run_id: int, after: int, keys: set[str] | None, *,

@@ -4,8 +4,8 @@ import json
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
-from django.db import close_old_connections
-from django.http import Http404, HttpRequest, JsonResponse, StreamingHttpResponse
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -183,6 +183,11 @@ async def run_stream(request: HttpRequest, run_id: int):
     except ValueError:
         return json_error(400, "invalid query", [{"field": "after", "message": f"must be an integer, got {raw_after!r}"}])
     keys = {k for k in request.GET.get("keys", "").split(",") if k} or None
+    if not isinstance(request, ASGIRequest):
+        # Under WSGI (manage.py runserver) a stream would pin a worker forever: answer what is
+        # new and let EventSource reconnect (retry: 2000) with Last-Event-ID, a gap-free poll.
+        body = await sync_to_async(live.snapshot)(run.pk, after, keys)
+        return HttpResponse(body, content_type="text/event-stream")
     response = StreamingHttpResponse(live.stream(run.pk, after, keys), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
@@ -194,7 +199,7 @@ def _run_then_release_db(user, run_id: int) -> Run:
     try:
         return get_run_for_user(user, run_id)
     finally:
-        close_old_connections()
+        live.release_db()
 
 
 def _compare_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:

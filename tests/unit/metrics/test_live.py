@@ -79,3 +79,15 @@ def test_stream_requires_a_login_and_access(server, client, alice, charlie, tiny
     assert httpx.get(url, timeout=10).status_code == 401
     client.force_login(charlie)
     assert httpx.get(url, cookies=session_cookie(client), timeout=10).status_code == 404
+
+
+@pytest.mark.django_db
+def test_without_asgi_the_stream_answers_what_is_new_and_asks_to_reconnect(client, alice, tiny_config):
+    run, token = make_run(alice, tiny_config)
+    for steps in ([0], [1, 2]):
+        push(client, run.pk, token, {"points": points(KEY, steps)})
+    client.force_login(alice)
+    response = client.get(f"/api/v1/runs/{run.pk}/metrics/stream", HTTP_LAST_EVENT_ID="1")
+    body = response.content.decode()
+    assert response["Content-Type"].startswith("text/event-stream")
+    assert body.startswith("retry: 2000") and "id: 2\nevent: points" in body and "id: 1\n" not in body
