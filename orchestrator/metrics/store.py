@@ -101,20 +101,20 @@ def appends_only(run_id: int, cols: Columns) -> bool:
 
 
 def insert_points(run_id: int, attempt: int, seq: int, cols: Columns) -> bool:
-    """Plain INSERT (PostgreSQL), about a third cheaper than the upsert's speculative insertion.
+    """Binary COPY (PostgreSQL), the cheapest way in; about a third cheaper than the upsert.
     Returns False, having written nothing, if a point already existed after all."""
-    from django.db import IntegrityError, transaction
+    import psycopg
+    from django.db import transaction
 
     try:
-        with transaction.atomic(), _raw_pg_cursor() as cur:
-            cur.execute(
-                f"INSERT INTO {POINT} (run_id, attempt, key, step, value, special, time, seq, superseded) "
-                "SELECT %s, %s, u.k, u.s, u.v, u.sp, u.t, %s, false "
-                "FROM unnest(%b::text[], %b::int8[], %b::float8[], %b::int2[], %b::float8[]) AS u(k, s, v, sp, t)",
-                [run_id, attempt, seq, cols.keys, cols.steps, cols.values, cols.specials, cols.times],
-            )
+        with transaction.atomic(), _raw_pg_cursor() as cur, cur.copy(
+                f"COPY {POINT} (run_id, attempt, key, step, value, special, time, seq, superseded) "
+                "FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "int4", "text", "int8", "float8", "int2", "float8", "int8", "bool"])
+            for row in zip(cols.keys, cols.steps, cols.values, cols.specials, cols.times, strict=True):
+                copy.write_row((run_id, attempt, *row, seq, False))
         return True
-    except IntegrityError:
+    except psycopg.errors.UniqueViolation:
         return False
 
 

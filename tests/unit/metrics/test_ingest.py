@@ -1,4 +1,5 @@
 import pytest
+from django.db import connection  # noqa: F401 (skipif expressions)
 
 from orchestrator.metrics.models import MetricPoint, MetricSeries, Special
 from orchestrator.metrics.selectors import latest_values, series, summaries
@@ -139,3 +140,20 @@ def test_latest_values_for_a_runs_table(client, alice, tiny_config):
     values = latest_values([run_a.pk, run_b.pk], ["train/reward_mean", "eval/avg_acc", "actor/m2"])
     assert values == {run_a.pk: {"train/reward_mean": 0.2},
                       run_b.pk: {"train/reward_mean": 0.9, "eval/avg_acc": 0.3}}
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the COPY fast path is PostgreSQL's")
+def test_the_fast_insert_backs_off_on_an_existing_point_and_the_upsert_takes_over(alice, tiny_config):
+    from django.db import transaction
+
+    from orchestrator.metrics import store
+    from orchestrator.metrics.schemas import parse_columns
+    from orchestrator.metrics.services import metrics_ingest
+
+    run, _ = make_run(alice, tiny_config)
+    metrics_ingest(run=run, attempt=1, points=points("actor/m2", [1, 2]))
+    cols = parse_columns(points("actor/m2", [2, 3], value=lambda s: 9.0))
+    with transaction.atomic():
+        assert store.insert_points(run.pk, 1, 99, cols) is False  # step 2 exists: nothing written
+        store.upsert_points(run.pk, 1, 99, cols)
+    assert stored(run, "actor/m2") == [(1, 0.1, 0), (2, 9.0, 0), (3, 9.0, 0)]
