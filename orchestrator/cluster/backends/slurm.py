@@ -174,7 +174,7 @@ class SlurmBackend:
             report["auth_failed"] = isinstance(exc, SlurmAuthError)
             if not isinstance(exc, SlurmUnreachable):
                 report["reachable"] = True
-        except BackendError as exc:
+        except (BackendError, ValueError) as exc:  # not configured, or configured wrongly
             report["error"] = str(exc)
         return report
 
@@ -183,10 +183,10 @@ class SlurmBackend:
         mode = self._run_dir_mode
         if mode is None:
             mode = SlurmConfig.from_settings().run_dir_mode
-        logs = run_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        log_dir = run_dir / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
         if mode is not None:
-            for d in (run_dir, logs):
+            for d in (run_dir, log_dir):
                 os.chmod(d, mode)
             for f in run_dir.iterdir():
                 if f.is_file():
