@@ -45,6 +45,11 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
+def checkpoint_step(path: Path) -> int:
+    """The update count a checkpoint folder was written at."""
+    return int(_NAME.match(Path(path).name).group(1))
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
     found = list_checkpoints(run_dir)
     return found[-1] if found else None

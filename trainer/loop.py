@@ -95,6 +95,8 @@ class Trainer:
         self.task = build_task(cfg.task)
         self.eval_sets = build_eval_sets(cfg.task, self.task, self._new_verifier)
         self.alphabet = self.task.alphabet + (TEXT_ALPHABET if any(e.name != "arithmetic" for e in self.eval_sets) else "")
+        # Reporting starts before the model loads, so the dashboard hears a heartbeat at once.
+        resume_from = self._prepare_run_dir()
 
         self.policy = load_policy(cfg.model, self.alphabet, seed, self.device)
         self.model = wrap_fsdp(self.policy.model, self.dist)
@@ -114,16 +116,9 @@ class Trainer:
         self.last_eval_version = -1
         self.last_ckpt_version = -1
 
-        resumed = self._maybe_resume()
-        if self.dist.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.yaml").write_text(cfg.to_yaml())
-            (self.run_dir / "derived.json").write_text(json.dumps(self.sizes.__dict__, indent=1))
-            self.spool = MetricSpool(self.run_dir)
-            self.pusher = Pusher(self.run_dir, cfg.reporting, self.sizes.total_updates)
-            self.pusher.step = self.version
-            self.pusher.start()
-        print(f"[trainer] {'resumed at update ' + str(self.version) if resumed else 'fresh start'}; derived sizes:", flush=True)
+        if resume_from is not None:
+            self._restore(resume_from)
+        print(f"[trainer] {'resumed at update ' + str(self.version) if resume_from else 'fresh start'}; derived sizes:", flush=True)
         for line in self.sizes.lines():
             print(f"[trainer]   {line}", flush=True)
 
@@ -155,20 +150,36 @@ class Trainer:
     # checkpoints and resume
     # ----------------------------------------------------------------------------------------
 
-    def _maybe_resume(self) -> bool:
+    def _prepare_run_dir(self) -> Path | None:
+        """Decide fresh start or resume, make the spool match, and start reporting.
+
+        Returns the checkpoint to resume from. A fresh start owns the folder: old checkpoints and
+        metrics go. A resume from the checkpoint at update S cuts the spool after S.
+        """
         latest = ckpt.latest_checkpoint(self.run_dir)
         attempt = self.cfg.reporting.attempt
-        if not (self.resume_asked or attempt > 1) or latest is None:
-            if self.dist.is_main and self.run_dir.exists():  # a fresh start owns the folder
+        resume = (self.resume_asked or attempt > 1) and latest is not None
+        if self.dist.is_main:
+            if resume:
+                truncate_spool(self.run_dir, ckpt.checkpoint_step(latest), attempt)
+            elif self.run_dir.exists():
                 shutil.rmtree(self.run_dir / ckpt.CKPT_DIR, ignore_errors=True)
                 truncate_spool(self.run_dir, -1, attempt)
                 write_offset(self.run_dir, 0, attempt)
-            barrier(self.dist)
-            return False
-        state = ckpt.load_state(latest)
-        saved_model = state["config"]["model"]
-        if saved_model != self.cfg.model.model_dump(mode="json"):
-            raise RuntimeError(f"cannot resume from {latest}: the model section changed since it was written")
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.yaml").write_text(self.cfg.to_yaml())
+            (self.run_dir / "derived.json").write_text(json.dumps(self.sizes.__dict__, indent=1))
+            self.spool = MetricSpool(self.run_dir)
+            self.pusher = Pusher(self.run_dir, self.cfg.reporting, self.sizes.total_updates)
+            self.pusher.step = ckpt.checkpoint_step(latest) if resume else 0
+            self.pusher.start()
+        barrier(self.dist)
+        return latest if resume else None
+
+    def _restore(self, path: Path) -> None:
+        state = ckpt.load_state(path)
+        if state["config"]["model"] != self.cfg.model.model_dump(mode="json"):
+            raise RuntimeError(f"cannot resume from {path}: the model section changed since it was written")
         load_full_state(self.model, self.optimizer, state["model"], state["optimizer"], self.dist)
         self.scheduler.load_state_dict(state["scheduler"])
         for name in ("version", "train_step", "gen_step", "samples_seen", "tokens_seen", "last_eval_version"):
@@ -177,11 +188,7 @@ class Trainer:
         self.prompt_rng.setstate(state["prompt_rng"])
         self.shuffle_rng.setstate(state["shuffle_rng"])
         ckpt.set_rng_state(state["rng"][self.dist.rank])
-        self.queue = deque(Batch.from_state(b) for b in ckpt.load_rank_queue(latest, self.dist.rank))
-        if self.dist.is_main:
-            truncate_spool(self.run_dir, self.version, attempt)
-        barrier(self.dist)
-        return True
+        self.queue = deque(Batch.from_state(b) for b in ckpt.load_rank_queue(path, self.dist.rank))
 
     def save_checkpoint(self) -> None:
         stage = ckpt.staging_dir(self.run_dir, self.version)
