@@ -167,7 +167,7 @@ class Trainer:
                 truncate_spool(self.run_dir, -1, attempt)
                 write_offset(self.run_dir, 0, attempt)
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.yaml").write_text(self.cfg.to_yaml())
+            (self.run_dir / "config.resolved.yaml").write_text(self.cfg.to_yaml())  # never the input file
             (self.run_dir / "derived.json").write_text(json.dumps(self.sizes.__dict__, indent=1))
             self.spool = MetricSpool(self.run_dir)
             self.pusher = Pusher(self.run_dir, self.cfg.reporting, self.sizes.total_updates)

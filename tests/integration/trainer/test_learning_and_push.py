@@ -44,4 +44,4 @@ def test_every_point_reaches_the_dashboard_with_the_run_token(tmp_path):
     assert {r["auth"] for r in dash.requests} == {"Bearer tok-42"}
     beats = [r["body"] for r in dash.requests if r["path"] == "/api/v1/runs/42/heartbeat"]
     assert beats and beats[-1] == {"attempt": 1, "step": 6, "total_steps": 6}
-    assert "tok-42" not in (tmp_path / "run" / "config.yaml").read_text()
+    assert "tok-42" not in (tmp_path / "run" / "config.resolved.yaml").read_text()
