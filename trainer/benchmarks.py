@@ -89,6 +89,15 @@ BENCHMARK_SETS: dict[str, BenchmarkSet] = {
 }
 
 
+def resolve_data_path(path: str) -> Path:
+    """A data file path: absolute as given; relative against the working directory, else the
+    repository root (jobs run inside their run folder, the dashboard in the repository)."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    return REPO_ROOT / p
+
+
 def benchmarks_dir() -> Path:
     return Path(os.environ.get("OPL_BENCHMARKS_DIR", REPO_ROOT.parent / "shared" / "data" / "benchmarks"))
 
@@ -151,4 +160,4 @@ def load_train_file(path: str, limit: int | None = None) -> list[Problem]:
             return last_boxed(r["solution"])
         raise KeyError("no 'answer' or 'final_answer' field")
 
-    return read_problem_rows(Path(path), question, answer, limit)
+    return read_problem_rows(resolve_data_path(path), question, answer, limit)

@@ -20,7 +20,8 @@ Units: `train.steps` counts training steps; each trains on one whole batch with
 optimizer update count. In stale_k mode the trainer additionally generates k warm-up batches before
 the first training step (nothing trains during them), exactly as in the paper's protocol.
 
-Relative file paths (task.train_file) are resolved against the working directory.
+Relative file paths (task.train_file) are resolved against the working directory, else the
+repository root.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from trainer.benchmarks import BENCHMARK_SETS
+from trainer.benchmarks import BENCHMARK_SETS, resolve_data_path
 
 OBJECTIVE_NAMES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")
 PROCEDURAL_EVAL_SETS = ("arithmetic",)
@@ -344,7 +345,7 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
     if task.name == "math":
         if task.train_file is None and task.hf_dataset is None:
             problems.append(("task.train_file", "the math task needs train_file or hf_dataset"))
-        if task.train_file is not None and not Path(task.train_file).is_file():
+        if task.train_file is not None and not resolve_data_path(task.train_file).is_file():
             problems.append(("task.train_file", f"no such file: {task.train_file}"))
     for i, name in enumerate(task.eval_sets):
         if name not in KNOWN_EVAL_SETS:
