@@ -3,7 +3,7 @@ import random
 
 import numpy as np
 import pytest
-from django.db import connection
+from django.db import connection  # noqa: F401 (skipif expressions)
 
 from orchestrator.metrics import selectors
 from orchestrator.metrics.downsample import bucketize, points_from_buckets
