@@ -5,6 +5,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from trainer import checkpoint as ckpt
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, start_trainer, write_config
 
@@ -58,11 +60,12 @@ def test_kill_9_then_resume_gives_the_same_metrics(tmp_path):
             assert math.isclose(got[step][key], value, rel_tol=1e-4, abs_tol=1e-5), (step, key, got[step][key], value)
 
 
-def test_sigterm_checkpoints_and_exits_75(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
+def test_the_stop_signal_checkpoints_and_exits_75(tmp_path, signum):
     cfg = write_config(tmp_path / "run.yaml", {**CONFIG, "train": {"steps": 100000, "seed": 5, "torch_threads": 1}})
     proc = start_trainer(cfg, tmp_path / "run")
     _wait_for_checkpoint(tmp_path / "run", 4, proc)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 75, out
     last_step = max(p["step"] for p in read_points(tmp_path / "run"))
