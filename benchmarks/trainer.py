@@ -86,44 +86,52 @@ def cpu_section(args) -> None:
           f"ratio to bound: {speedup / bound:.2f} (target >= 0.90)")
 
 
-def gpu_section(args) -> None:
+QWEN_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                num_attention_heads=14, num_key_value_heads=2)  # Qwen2.5-0.5B's shape, 494M parameters
+
+
+def time_objectives(shape: dict, device: torch.device, dtype, batch: int, prompt: int, response: int, repeats: int) -> dict:
+    """Trained tokens/s of one full step (forward, loss, backward, AdamW) per objective."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from trainer.objectives import policy_loss
-
-    torch.manual_seed(0)
-    dev = torch.device("cuda")
-    # Qwen2.5-0.5B's shape (494M parameters), random init
-    cfg = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                      num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=4096)
-    model = Qwen2ForCausalLM(cfg).to(dev, torch.bfloat16)
-    model.gradient_checkpointing_enable()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    B, P, R = args.gpu_batch, 256, 1024
-    ids = torch.randint(0, cfg.vocab_size, (B, P + R), device=dev)
-    am = torch.ones_like(ids)
-    mask = torch.ones((B, R), device=dev)
-    adv = torch.randn(B, device=dev)[:, None].expand(B, R).contiguous()
     from trainer.rollout import token_logprobs
 
+    torch.manual_seed(0)
+    cfg = Qwen2Config(**shape, tie_word_embeddings=True, max_position_embeddings=4096)
+    model = Qwen2ForCausalLM(cfg).to(device, dtype)
+    model.gradient_checkpointing_enable()
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    ids = torch.randint(0, cfg.vocab_size, (batch, prompt + response), device=device)
+    am = torch.ones_like(ids)
+    mask = torch.ones((batch, response), device=device)
+    adv = torch.randn(batch, device=device)[:, None].expand(batch, response).contiguous()
     with torch.no_grad():
-        behav, _ = token_logprobs(model, ids, am, P, 1.0)
+        behav, _ = token_logprobs(model, ids, am, prompt, 1.0)
         behav = behav + 0.1 * torch.randn_like(behav)  # a stale behaviour policy
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     results = {}
     for name in ("grpo", "m2po"):
         times = []
-        for i in range(args.gpu_repeats + 1):
-            torch.cuda.synchronize()
+        for i in range(repeats + 1):
+            sync()
             t0 = time.perf_counter()
-            logp, _ = token_logprobs(model, ids, am, P, 1.0)
+            logp, _ = token_logprobs(model, ids, am, prompt, 1.0)
             loss, _ = policy_loss(name, logp, behav, adv, mask)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-            torch.cuda.synchronize()
+            sync()
             if i:  # the first is warm-up
                 times.append(time.perf_counter() - t0)
-        results[name] = B * R / statistics.median(times)
+        results[name] = batch * response / statistics.median(times)
+    return results
+
+
+def gpu_section(args) -> None:
+    B, P, R = args.gpu_batch, 256, 1024
+    results = time_objectives(QWEN_05B, torch.device("cuda"), torch.bfloat16, B, P, R, args.gpu_repeats)
     print(f"GPU {torch.cuda.get_device_name()}: random-init Qwen2 0.5B (bf16), batch {B} x {R} response tokens")
     for name, tps in results.items():
         print(f"  {name:<6} trained tokens/s {tps:>10.0f}")
