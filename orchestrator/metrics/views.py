@@ -5,6 +5,7 @@ import json
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
 from django.core.handlers.asgi import ASGIRequest
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -127,7 +128,7 @@ def _series(request: HttpRequest, run_id: int):
 
 
 def _run_ids_param(request: HttpRequest) -> list[int]:
-    raw = request.GET.get("runs", "")
+    raw = ",".join(request.GET.getlist("runs"))  # runs=1,2,3 or runs=1&runs=2 (a form's checkboxes)
     try:
         ids = [int(part) for part in raw.split(",") if part.strip()]
     except ValueError:
@@ -222,7 +223,13 @@ def _compare_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:
 
 
 def compare_page(request: HttpRequest):
-    """/compare/?runs=1,2,3 or ?experiment=<id>: overlaid panels, grouping, diff, summary, heatmap."""
+    """/compare/?runs=1,2,3 or ?experiment=<id>: overlaid panels, grouping, diff, summary, heatmap.
+    Without either, a picker of recent runs and experiments."""
+    if not request.GET.get("runs") and not request.GET.get("experiment"):
+        recent = visible_runs(request.user).order_by("-id")[:100]
+        experiments = (Experiment.objects.filter(runs__in=visible_runs(request.user)).distinct()
+                       .annotate(n_runs=Count("runs", distinct=True)).order_by("-id")[:30])
+        return render(request, "metrics/compare_pick.html", {"runs": recent, "experiments": experiments})
     runs, experiment = _compare_runs(request)
     ids = [r.pk for r in runs]
     keys = sorted({k for rid in ids for k in selectors.run_keys(rid)})

@@ -65,3 +65,12 @@ def test_run_page_carries_the_default_panels_and_eval_sets(client, alice, tiny_c
     assert panels["m2"] == ["actor/m2", "actor/m2_after"]
     assert {"reward", "clip_frac", "ppo_kl", "entropy", "grad_norm", "staleness", "response_len", "throughput"} <= set(panels)
     assert [a["id"] for a in cfg["x_axes"]] == ["step", "tokens", "samples", "time"]
+
+
+def test_compare_without_runs_offers_a_picker_and_accepts_its_checkboxes(client, alice, tiny_config):
+    experiment, runs = sweep_runs(alice, tiny_config)
+    client.force_login(alice)
+    picker = client.get(reverse("metrics-compare"))
+    assert picker.status_code == 200 and f'value="{runs[0].pk}"'.encode() in picker.content
+    chosen = client.get(reverse("metrics-compare"), {"runs": [runs[0].pk, runs[3].pk]})
+    assert [r["id"] for r in config_json(chosen, "compare-config")["runs"]] == [runs[0].pk, runs[3].pk]
