@@ -21,8 +21,8 @@ from transformers import GenerationConfig
 
 @dataclass
 class Batch:
-    input_ids: torch.Tensor  # (B, P+R) long
-    attention_mask: torch.Tensor  # (B, P+R) long
+    input_ids: torch.Tensor  # (B, P+R) int32
+    attention_mask: torch.Tensor  # (B, P+R) int8
     response_mask: torch.Tensor  # (B, R) float, 1 up to and including EOS
     behav_logp: torch.Tensor  # (B, R) float
     rewards: torch.Tensor  # (B,) float
@@ -66,6 +66,7 @@ def token_logprobs(
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log pi(token) for each response token, (B, R); and the entropy per position if asked."""
+    input_ids, attention_mask = input_ids.long(), attention_mask.long()  # batches store them compactly
     response_len = input_ids.shape[1] - prompt_len
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     out = model(
@@ -213,9 +214,9 @@ def _concat(parts: list[Generation], pad_id: int) -> Generation:
 
 def make_batch(gen: Generation, rewards: list[float], version: int, group_size: int, gen_seconds: float) -> Batch:
     n = gen.input_ids.shape[0]
-    return Batch(
-        input_ids=gen.input_ids,
-        attention_mask=gen.attention_mask,
+    return Batch(  # compact dtypes: a stale-k queue holds k whole batches, in memory and in checkpoints
+        input_ids=gen.input_ids.to(torch.int32),
+        attention_mask=gen.attention_mask.to(torch.int8),
         response_mask=gen.response_mask,
         behav_logp=gen.logp,
         rewards=torch.tensor(rewards, dtype=torch.float32),
