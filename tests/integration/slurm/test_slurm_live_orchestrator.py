@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -68,6 +70,13 @@ def drive(run: Run, until, timeout: float = 240) -> Run:
     raise AssertionError(f"run {run.pk} stuck in {run.state}: {run.state_reason}")
 
 
+def jobs_named(cluster, name: str, since: float) -> int:
+    """Jobs of that name submitted since `since` (run ids restart with each test database,
+    so Slurm may still remember an older job of the same name)."""
+    return sum(1 for j in cluster.client().jobs()
+               if j.name == name and j.submit_time and j.submit_time.timestamp() >= since - 1)
+
+
 def history(run: Run) -> list[str]:
     return list(run.events.order_by("id").values_list("to_state", flat=True))
 
@@ -107,6 +116,7 @@ def test_runs_stay_queued_while_slurmrestd_is_down_and_are_submitted_once(slurm_
     pid = int(cluster.rest_pid_file().read_text())
     os.kill(pid, signal.SIGINT)
     wait_until(lambda: not os.path.exists(f"/proc/{pid}"), timeout=30, what="slurmrestd to exit")
+    since = time.time()
     runs = [new_run(alice, steps=1) for _ in range(2)]
     try:
         for run in runs:
@@ -123,8 +133,7 @@ def test_runs_stay_queued_while_slurmrestd_is_down_and_are_submitted_once(slurm_
         drive(run, lambda r: r.is_terminal)
         assert run.state == "succeeded" and run.attempt == 1
         assert Job.objects.filter(run=run).count() == 1
-        names = [j.name for j in cluster.client().jobs()]
-        assert names.count(f"opl-{run.pk}-a1") == 1
+        assert jobs_named(cluster, f"opl-{run.pk}-a1", since) == 1
 
 
 def test_wrong_token_keeps_runs_queued_with_a_clear_message(slurm_settings, alice, client):
@@ -150,9 +159,50 @@ def test_health_view_lists_partitions_nodes_gpus_and_our_jobs(slurm_settings, al
     assert f"opl-{run.pk}-a1" in page
     from orchestrator.cluster.services import run_cancel
 
+    wait_until(lambda: MetricPoint.objects.filter(run=run, key=UPDATE_KEY).exists(), what="a training step")
     run_cancel(run_id=run.pk)
-    drive(run, lambda r: r.is_terminal)
+    run = drive(run, lambda r: r.is_terminal)
     assert run.state == "cancelled"
+    out = (Path(run.run_dir) / "logs" / "attempt-1.out").read_text()
+    assert "checkpointing at update" in out  # the trainer got the signal and checkpointed
+    assert any((Path(run.run_dir) / "ckpt").iterdir())
+
+
+def test_submit_task_killed_after_its_post_is_retried_without_a_second_job(slurm_settings, alice, cluster):
+    """A worker process runs run_submit and dies right after slurmrestd accepted the job,
+    before it could record the job id; the retried task must find that job."""
+    from django.conf import settings as dj
+
+    since = time.time()
+    run = new_run(alice, steps=1)
+    db = dj.DATABASES["default"]
+    env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+           "SECRET_KEY": dj.SECRET_KEY, "CLUSTER_BACKEND": "slurm", "SLURM_REST_URL": dj.SLURM_REST_URL,
+           "SLURM_REST_USER": dj.SLURM_REST_USER, "SLURM_JWT_KEY_FILE": dj.SLURM_JWT_KEY_FILE,
+           "SLURM_RUN_DIR_MODE": "1777", "OPL_RUNS_DIR": str(dj.RUNS_DIR), "OPL_TRAINER_PYTHON": PYTHON,
+           "OPL_PUBLIC_URL": dj.PUBLIC_URL, "DJANGO_SETTINGS_MODULE": "orchestrator.settings"}
+    code = f"""
+import os, signal, django
+django.setup()
+from orchestrator.cluster.slurm.client import SlurmClient
+real_submit = SlurmClient.submit
+def submit_then_die(self, request):
+    real_submit(self, request)
+    os.kill(os.getpid(), signal.SIGKILL)  # the worker dies between the POST and recording the id
+SlurmClient.submit = submit_then_die
+from orchestrator.cluster.services import run_submit
+run_submit(run_id={run.pk})
+"""
+    proc = subprocess.run([PYTHON, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    run.refresh_from_db()
+    assert run.state == "submitted" and run.job_id == "" and run.attempt == 1
+    run_submit(run_id=run.pk)  # the task's retry
+    run.refresh_from_db()
+    assert run.job_id
+    assert jobs_named(cluster, f"opl-{run.pk}-a1", since) == 1
+    run = drive(run, lambda r: r.is_terminal)
+    assert run.state == "succeeded" and Job.objects.filter(run=run).count() == 1
 
 
 def cluster_version_shown(page: str) -> bool:
