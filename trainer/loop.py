@@ -104,7 +104,8 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=alg.lr, weight_decay=alg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.eval_engine = HFEngine(self.policy, self.device)
-        self.engine = self._rollout_engine()
+        # In async mode the generator process owns the rollout engine; the trainer only evaluates.
+        self.engine = self._rollout_engine() if cfg.staleness.mode == "stale_k" else self.eval_engine
 
         self.version = 0  # optimizer updates applied so far
         self.train_step = 0
