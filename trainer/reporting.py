@@ -151,8 +151,9 @@ class Pusher:
         while not self._stop.wait(min(self.cfg.push_interval_s, 1.0)):
             try:
                 self.heartbeat_if_due()
-                if time.monotonic() >= self._next_try:
-                    self.push_once()
+                for _ in range(20):  # a backlog (after downtime) drains in full batches, not one a tick
+                    if time.monotonic() < self._next_try or self.push_once():
+                        break
             except Exception:  # never let reporting kill the run
                 log.exception("metrics pusher step failed")
 
