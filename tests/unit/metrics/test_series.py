@@ -132,3 +132,13 @@ def test_compare_api_returns_each_run_in_order(client, alice, tiny_config):
     assert [r["run"] for r in answer["runs"]] == [run_b.pk, run_a.pk]
     assert answer["runs"][1]["points"] == [[s, s / 10] for s in range(5)]
     assert answer["runs"][1]["attempts"] == [[1, 0]]
+
+
+@pytest.mark.parametrize("span", [20_000, 100_000, 1_000_000, 10_000_000, 123_456_789])
+def test_the_window_reads_whole_rollup_buckets_and_stays_near_the_budget(span):
+    from orchestrator.metrics.downsample import bucket_width
+
+    window = selectors.plan_window(0, span - 1, 1500, rollups=True)
+    assert window.level and window.width % window.level == 0
+    assert bucket_width(0, span - 1, 1500) <= window.width <= 1.5 * bucket_width(0, span - 1, 1500)
+    assert window.width // window.level <= 64  # rows read per drawn bucket stay bounded
