@@ -123,7 +123,24 @@ OPL_PROJECT_MAX_GPUS = env_int("OPL_PROJECT_MAX_GPUS", 0)
 OPL_MAX_GPUS = env_int("OPL_MAX_GPUS", 0)
 OPL_PRESETS_DIR = Path(env_str("OPL_PRESETS_DIR", str(BASE_DIR / "examples" / "presets")))
 LOST_GRACE_SECONDS = env_int("OPL_LOST_GRACE_SECONDS", 120)
+STALL_SECONDS = env_int("OPL_STALL_SECONDS", 600)  # no heartbeat this long while RUNNING: stalled
 CANCEL_GRACE_SECONDS = env_int("OPL_CANCEL_GRACE_SECONDS", 30)
+
+# --- Slurm (slurmrestd with JWT); see orchestrator/cluster/slurm/config.py -----------------------
+SLURM_REST_URL = env_str("SLURM_REST_URL")
+SLURM_REST_USER = env_str("SLURM_REST_USER")
+SLURM_JWT = env_secret("SLURM_JWT")
+SLURM_JWT_KEY_FILE = env_str("SLURM_JWT_KEY_FILE")
+SLURM_REST_API_VERSION = env_str("SLURM_REST_API_VERSION", "auto")
+SLURM_REST_TIMEOUT = env_int("SLURM_REST_TIMEOUT", 10)
+SLURM_ACCOUNTING = env_bool("SLURM_ACCOUNTING", False)
+SLURM_RUN_DIR_MODE = env_str("SLURM_RUN_DIR_MODE")
+if CLUSTER_BACKEND == "slurm":
+    missing = [name for name, value in (("SLURM_REST_URL", SLURM_REST_URL), ("SLURM_REST_USER", SLURM_REST_USER),
+                                         ("SLURM_JWT or SLURM_JWT_KEY_FILE", SLURM_JWT or SLURM_JWT_KEY_FILE))
+               if not value]
+    if missing:
+        raise ImproperlyConfigured(f"CLUSTER_BACKEND=slurm needs {', '.join(missing)}")
 
 LOGGING = {
     "version": 1,
