@@ -59,7 +59,7 @@ def generator_main(cfg_json: str, alphabet: str, shared: dict, ctrl: Control, ou
 def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threads):
     from trainer.config import RunConfig, updates_per_step_total
     from trainer.models import load_policy
-    from trainer.rollout import HFEngine, make_batch, token_logprobs
+    from trainer.rollout import make_batch, token_logprobs
     from trainer.tasks import build_task
 
     if threads:
