@@ -136,7 +136,10 @@ def load_benchmark(name: str, limit: int | None = None) -> list[Problem]:
     except ImportError:
         raise DataError(f"eval set '{name}': {path} is missing and `datasets` is not installed") from None
     dataset, config, split = spec.hub
-    rows = datasets.load_dataset(dataset, config, split=split)
+    try:
+        rows = datasets.load_dataset(dataset, config, split=split)
+    except Exception as exc:  # offline, unknown name, auth: all mean the set cannot be read
+        raise DataError(f"eval set '{name}': {path} is missing and hub dataset {dataset} failed: {exc}") from None
     return [Problem(spec.question(r), spec.answer(r)) for r in rows.select(range(min(limit or len(rows), len(rows))))]
 
 

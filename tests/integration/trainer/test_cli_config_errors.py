@@ -22,3 +22,11 @@ def test_bad_config_names_the_field_and_exits_2(tmp_path, data, field):
     assert field in result.stderr
     assert "[trainer]" not in result.stdout  # the trainer never started: no model was loaded
     assert not run_dir.exists()
+
+
+def test_a_missing_benchmark_file_exits_2_naming_the_set_before_the_model_loads(tmp_path):
+    cfg = write_config(tmp_path / "run.yaml", {"task": {"eval_sets": ["aime24"]}})
+    result = run_trainer(cfg, tmp_path / "run", timeout=60, OPL_BENCHMARKS_DIR=str(tmp_path / "empty"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "eval set 'aime24'" in result.stderr
+    assert "[trainer]" not in result.stdout
