@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import string
 
-from trainer.benchmarks import Problem, load_benchmark, load_train_file
+from trainer.benchmarks import DataError, Problem, load_benchmark, load_train_file
 from trainer.rewards import MathVerifier, arithmetic_reward, boxed_integer_reward
 
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -109,12 +109,17 @@ class MathTask(Task):
 def load_train_problems(task_cfg) -> list[Problem]:
     if task_cfg.train_file:
         return load_train_file(task_cfg.train_file)
-    import datasets  # only when a hub dataset is asked for
+    try:
+        import datasets  # only when a hub dataset is asked for
 
-    rows = datasets.load_dataset(task_cfg.hf_dataset, split=task_cfg.hf_split)
+        rows = datasets.load_dataset(task_cfg.hf_dataset, split=task_cfg.hf_split)
+    except Exception as exc:  # not installed, offline, unknown name
+        raise DataError(f"task.hf_dataset: cannot load {task_cfg.hf_dataset!r}: {exc}") from None
     keys = rows.column_names
-    q = next(k for k in ("problem", "question", "prompt") if k in keys)
-    a = next(k for k in ("answer", "final_answer", "solution") if k in keys)
+    q = next((k for k in ("problem", "question", "prompt") if k in keys), None)
+    a = next((k for k in ("answer", "final_answer", "solution") if k in keys), None)
+    if q is None or a is None:
+        raise DataError(f"task.hf_dataset: {task_cfg.hf_dataset!r} has no question/answer columns (has {keys})")
     return [Problem(str(r[q]), str(r[a])) for r in rows]
 
 
