@@ -37,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # One INFO line per metrics POST would drown the job's log tail on the run page.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.command == "schema":
         print(json.dumps(RunConfig.model_json_schema(), indent=1))
         return 0

@@ -265,6 +265,8 @@ class Trainer:
             "eps_low": alg.eps_low,
             "eps_high": alg.eps_high,
             "agg": alg.loss_agg,
+            # Dr. GRPO's constant normaliser; without it a micro-batch's padded width is used.
+            "max_response_len": self.cfg.rollout.max_new_tokens,
         }
         if alg.tis_cap is not None:
             params["tis_cap"] = alg.tis_cap
