@@ -119,3 +119,24 @@ def test_zooming_refetches_the_visible_range_at_full_resolution(page_as, server,
             .find((t) => t.meta && t.meta.role === "line");
         return line.x.filter((x) => x >= 12000 && x <= 12600).length === 601;
     }""")
+
+
+def test_a_restart_while_watching_redraws_one_clean_line_with_an_attempt_marker(page_as, server, client, alice,
+                                                                                  tiny_config):
+    from tests.unit.metrics.helpers import start_attempt
+
+    run, token = make_run(alice, tiny_config)
+    push(client, run.pk, token, {"points": points(KEY, range(20))})
+    page = page_as(alice)
+    page.goto(f"{server}/runs/{run.pk}/")
+    page.wait_for_function("() => document.querySelector('[data-show=live]').textContent.includes('live')")
+    run, token2 = start_attempt(run, 2)  # requeued; resumes from its checkpoint at step 10
+    push(client, run.pk, token2, {"attempt": 2, "points": points(KEY, range(10, 15), value=lambda s: 5.0)})
+    page.wait_for_function("""() => {
+        const el = document.querySelector('.panel-chart[data-panel="reward"]');
+        return (el.layout.annotations || []).some((a) => a.text === "attempt 2");
+    }""", timeout=20_000)
+    line = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
+        .find((t) => t.meta && t.meta.role === "line")""")
+    assert line["x"] == list(range(15))
+    assert line["y"][9] == 0.9 and line["y"][10:] == [5.0] * 5
