@@ -7,7 +7,8 @@ Uses its own database (opl_bench_metrics, dropped at the end unless --keep) and 
 
 | measure | ours | baseline |
 |---|---|---|
-| ingestion, 1/8/32 writers | `metrics_ingest` (validate, array upsert, rollups, summaries, publish) in 5,000-point batches, one run per writer, separate processes | per-row ORM `update_or_create`, 1 writer |
+| ingestion, 1/8/32 writers | `metrics_ingest` (validate, COPY or array upsert, rollups, summaries, publish) in 5,000-point batches, one run per writer, separate processes | per-row ORM `update_or_create`, 1 writer |
+| ingestion over HTTP | the same, posted as JSON to uvicorn (2 workers) by 8 threads | (same baseline) |
 | chart query, 1M and 10M points | `selectors.series` at a 1,500-point budget (rollups) | read every point through the ORM, downsample with tsdownsample MinMaxLTTB |
 | compare, 50 runs x 100k | one `selectors.series` call for the 50 runs | the same naive read, run by run |
 | live latency | POST over HTTP -> event on an SSE connection (uvicorn, Redis pub/sub) | polling every 2 s, as the previous chart did |
@@ -201,17 +202,8 @@ def live_latency(samples: int) -> tuple[list[float], list[float]]:
     client = Client()
     client.force_login(run.owner)
     cookies = {"sessionid": client.cookies["sessionid"].value}
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "orchestrator.asgi:application", "--port", str(port),
-                               "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=os.environ.copy())
-    base = f"http://127.0.0.1:{port}"
+    server, base = start_uvicorn()
     try:
-        for _ in range(100):
-            try:
-                httpx.get(f"{base}/login/", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         sent: dict[int, float] = {}
         received: dict[int, float] = {}
         ready = threading.Event()
@@ -294,6 +286,61 @@ def compare_rows(n_runs: int) -> list[tuple]:
     return rows
 
 
+def start_uvicorn(workers: int = 1):
+    import httpx
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "orchestrator.asgi:application", "--port", str(port),
+                               "--workers", str(workers), "--log-level", "warning", "--no-access-log"],
+                              cwd=ROOT, env=os.environ.copy())
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            httpx.get(f"{base}/login/", timeout=1)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return server, base
+
+
+def http_ingest_rate(writers: int, points_per_writer: int) -> float:
+    """The whole path: JSON over HTTP to uvicorn (2 workers), token check, validation, storage."""
+    import json
+
+    import httpx
+
+    from orchestrator.experiments.tokens import derive_token, token_hash
+
+    runs = make_runs(writers, f"http{writers}")
+    tokens = {}
+    for r in runs:
+        r.token_salt = "bench"
+        tokens[r.pk] = derive_token(r.pk, 1, "bench")
+        r.token_hash = token_hash(tokens[r.pk])
+        r.save()
+    batches = max(1, points_per_writer // BATCH)
+    bodies = {r.pk: [json.dumps({"attempt": 1, "points": batch_rows(i, b * (BATCH // len(KEYS)))}).encode()
+                     for b in range(batches)] for i, r in enumerate(runs)}
+    server, base = start_uvicorn(workers=2)
+    try:
+        def post_all(run_id):
+            with httpx.Client(base_url=base, timeout=60, headers={"Authorization": f"Bearer {tokens[run_id]}",
+                                                                  "Content-Type": "application/json"}) as http:
+                for body in bodies[run_id]:
+                    http.post(f"/api/v1/runs/{run_id}/metrics", content=body).raise_for_status()
+
+        threads = [threading.Thread(target=post_all, args=(r.pk,)) for r in runs]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return writers * batches * BATCH / (time.perf_counter() - start)
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
@@ -322,6 +369,12 @@ def main() -> None:
                          f"{naive:,.0f} pts/s (ORM per row)", f"{rate / naive:,.0f}x", ">= 100k pts/s"))
             print(rows[-1], flush=True)
 
+        if "ingest" in args.only:
+            rate = http_ingest_rate(8, 40_000)
+            rows.append((f"ingestion over HTTP (uvicorn, 2 workers), 8 writers, {BATCH:,}-point batches",
+                         f"{rate:,.0f} pts/s", f"{naive:,.0f} pts/s (ORM per row, no HTTP)", f"{rate / naive:,.0f}x",
+                         "(whole path)"))
+            print(rows[-1], flush=True)
         for n, label in ((1_000_000, "1M"), (big, f"{big // 1_000_000}M")) if "chart" in args.only else ():
             [run] = make_runs(1, f"chart{label}")
             t0 = time.perf_counter()
