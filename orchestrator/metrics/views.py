@@ -170,10 +170,17 @@ def run_metric_keys(request: HttpRequest, run_id: int):
 @login_not_required
 async def run_stream(request: HttpRequest, run_id: int):
     """Server-Sent Events of a run's new points. Resumes after Last-Event-ID (or ?after=);
-    ?keys=a,b limits the keys sent."""
-    user = await request.auser()
+    ?keys=a,b limits the keys sent. Authenticates like the API: session or personal token."""
+    from orchestrator.accounts.services import user_for_api_token
+
+    if (token := bearer_token(request)) is not None:
+        user = await sync_to_async(user_for_api_token)(token)
+        if user is None:
+            return json_error(401, "invalid API token")
+    else:
+        user = await request.auser()
     if not user.is_authenticated:
-        return json_error(401, "authentication required")
+        return json_error(401, "authentication required: log in or send Authorization: Bearer <token>")
     try:
         run = await sync_to_async(_run_then_release_db)(user, run_id)
     except Http404 as exc:

@@ -73,12 +73,16 @@ def test_a_restart_tells_the_client_to_reload(server, client, alice, tiny_config
     assert events[0][1] == "reset" and events[0][0] == "2"
 
 
-def test_stream_requires_a_login_and_access(server, client, alice, charlie, tiny_config):
+def test_stream_requires_a_login_and_access(server, client, api_client, alice, charlie, tiny_config):
     run, _ = make_run(alice, tiny_config)
     url = f"{server}/api/v1/runs/{run.pk}/metrics/stream"
     assert httpx.get(url, timeout=10).status_code == 401
+    assert httpx.get(url, headers={"Authorization": "Bearer nope"}, timeout=10).status_code == 401
     client.force_login(charlie)
     assert httpx.get(url, cookies=session_cookie(client), timeout=10).status_code == 404
+    token = api_client(alice).defaults["HTTP_AUTHORIZATION"]  # a personal API token works too
+    with httpx.stream("GET", url, headers={"Authorization": token}, timeout=10) as response:
+        assert response.status_code == 200 and next(response.iter_lines()) == "retry: 2000"
 
 
 @pytest.mark.django_db
