@@ -2,6 +2,7 @@
 shared live_server is WSGI). Chromium comes from tests/browser/conftest.py's `browser` fixture."""
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -89,6 +90,11 @@ def test_grouping_draws_one_band_per_group(page_as, server, alice, tiny_config):
     lines = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
         .filter((t) => t.meta && t.meta.role === "line").length""")
     assert lines == 4
+
+    with page.expect_download() as download:  # any chart's data, as CSV
+        page.click(".metric-panel[data-panel=reward] [data-export=csv]")
+    lines = Path(download.value.path()).read_text().splitlines()
+    assert lines[0] == "trace,run,key,step,x,value" and len(lines) == 1 + 4 * 50
 
     page.goto(page.url)  # the shared link restores grouping and the runs toggle
     page.wait_for_selector("#compare[data-ready='1']")
