@@ -130,4 +130,7 @@ def model_state_for_engine(model, info: DistInfo) -> dict:
 
 def shutdown(info: DistInfo) -> None:
     if info.enabled and dist.is_initialized():
+        # Tear down together: a rank that destroys its gloo group while a peer is still using
+        # it (rank 0 flushes metrics last) dies with "terminate called without an active exception".
+        dist.barrier()
         dist.destroy_process_group()
