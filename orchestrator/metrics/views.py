@@ -26,16 +26,18 @@ MAX_COMPARE_RUNS = 200
 
 
 def _authenticated_run(request: HttpRequest, run_id: int):
-    """(run, None) when the request carries this run's own token, else (None, error)."""
+    """(run, JSON body, None) when the request carries this run's own token and a JSON body,
+    else (None, None, error)."""
     run = Run.objects.filter(pk=run_id).first()
     token = bearer_token(request)
     if token is None:
-        return None, json_error(401, "missing run token: send Authorization: Bearer <token>")
+        return None, None, json_error(401, "missing run token: send Authorization: Bearer <token>")
     if run is None:
-        return None, json_error(404, f"run {run_id} does not exist")
+        return None, None, json_error(404, f"run {run_id} does not exist")
     if not run_token_matches(run, token):
-        return None, json_error(403, "this token cannot write to this run")
-    return run, None
+        return None, None, json_error(403, "this token cannot write to this run")
+    body, error = parse_json_body(request)
+    return (None, None, error) if error else (run, body, None)
 
 
 @csrf_exempt
@@ -48,10 +50,7 @@ def run_metrics(request: HttpRequest, run_id: int):
 
 
 def _ingest(request: HttpRequest, run_id: int):
-    run, error = _authenticated_run(request, run_id)
-    if error:
-        return error
-    body, error = parse_json_body(request)
+    run, body, error = _authenticated_run(request, run_id)
     if error:
         return error
     if not isinstance(body, dict) or "points" not in body:
@@ -268,10 +267,7 @@ def _show(value) -> str:
 @login_not_required
 @require_http_methods(["POST"])
 def run_heartbeat_view(request: HttpRequest, run_id: int):
-    run, error = _authenticated_run(request, run_id)
-    if error:
-        return error
-    body, error = parse_json_body(request)
+    run, body, error = _authenticated_run(request, run_id)
     if error:
         return error
     body = body if isinstance(body, dict) else {}
