@@ -77,6 +77,8 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
         pass
     Run.objects.filter(pk=run.pk).update(job_id=job_id)
     run.job_id = job_id
+    if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+        backend.cancel(job_id)  # cancelled while we were submitting: the cancel task found no job id
     return run
 
 

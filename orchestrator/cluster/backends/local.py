@@ -20,6 +20,7 @@ from orchestrator.cluster.backends.base import BackendError, JobSpec, JobState, 
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "OMP_NUM_THREADS",
                  "OPL_BENCHMARKS_DIR", "OPL_MODEL_CACHE")
 START_TIMEOUT_S = 60
+CANCEL_MARKER = "cancel-requested"
 EXIT_REQUEUE = 75  # the trainer checkpointed and stopped on SIGUSR1/SIGTERM
 
 
@@ -74,8 +75,14 @@ class LocalBackend:
         return answer
 
     def cancel(self, job_id: str) -> None:
-        info = self._read(self.jobs_dir / job_id / "job.json")
-        if info is None or (self.jobs_dir / job_id / "exit.json").exists():
+        job_dir = self.jobs_dir / job_id
+        if not (job_dir / "submitted").exists() or (job_dir / "exit.json").exists():
+            return
+        # The marker covers a job whose supervisor has not written job.json yet: it checks for
+        # the marker right after writing job.json, so one of the two always sees the other.
+        (job_dir / CANCEL_MARKER).touch()
+        info = self._read(job_dir / "job.json")
+        if info is None:
             return
         try:
             os.kill(info["supervisor_pid"], 15)  # SIGTERM: the supervisor forwards SIGUSR1, then kills

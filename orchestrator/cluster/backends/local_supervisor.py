@@ -43,10 +43,6 @@ def main() -> int:
     with open(args.stdout, "ab") as out, open(args.stderr, "ab") as err:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=args.cwd)
     outcome = {"cancelled": False, "timed_out": False}
-    write_json_atomic(
-        args.job_dir / "job.json",
-        {"supervisor_pid": os.getpid(), "pgid": os.getpgid(0), "child_pid": child.pid, "started_at": time.time()},
-    )
 
     def stop(reason: str) -> None:
         if outcome["cancelled"] or outcome["timed_out"]:
@@ -56,8 +52,15 @@ def main() -> int:
             child.send_signal(signal.SIGUSR1)
             threading.Timer(args.grace_s, lambda: child.poll() is None and child.kill()).start()
 
+    # Handlers first: from the moment job.json names our pid, a cancel may signal us.
     signal.signal(signal.SIGTERM, lambda *_: stop("cancelled"))
     signal.signal(signal.SIGUSR1, lambda *_: stop("cancelled"))
+    write_json_atomic(
+        args.job_dir / "job.json",
+        {"supervisor_pid": os.getpid(), "pgid": os.getpgid(0), "child_pid": child.pid, "started_at": time.time()},
+    )
+    if (args.job_dir / "cancel-requested").exists():  # cancelled before job.json existed
+        stop("cancelled")
     if args.time_limit_s > 0:
         warn_after = max(args.time_limit_s - args.grace_s, args.time_limit_s * 0.9)
         threading.Timer(warn_after, lambda: stop("timed_out")).start()
