@@ -41,6 +41,11 @@ mount_all() {
   binds | while read -r d; do
     [ -n "$d" ] && [ -e "$d" ] || continue
     if [ -d "$d" ]; then mkdir -p "$R$d"; else mkdir -p "$(dirname "$R$d")"; [ -e "$R$d" ] || touch "$R$d"; fi
+    # A bind made before the source was deleted and re-created (a re-cloned repository at the
+    # same path) still shows the old, deleted tree: re-bind when the two are not the same inode.
+    if mountpoint -q "$R$d" && [ "$(stat -c %d:%i "$d")" != "$(stat -c %d:%i "$R$d")" ]; then
+      umount "$R$d" 2>/dev/null || umount -l "$R$d"
+    fi
     mountpoint -q "$R$d" || mount --bind "$d" "$R$d"
   done
   # the chroot's /root is 0700; jobs (as the test user) must reach a prefix below it
