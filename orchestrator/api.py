@@ -53,7 +53,7 @@ def api_view(view):
             request.user = user
         elif not request.user.is_authenticated:
             return json_error(401, "authentication required: log in or send Authorization: Bearer <token>")
-        elif request.method not in ("GET", "HEAD", "OPTIONS") and (failure := _csrf_failure(request)):
+        elif request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request):
             return json_error(403, "CSRF check failed")
         try:
             return view(request, *args, **kwargs)

@@ -47,12 +47,3 @@ def set_dotted(config: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
             raise ConfigError([{"field": path, "message": f"'{part}' is not a section"}])
     node[leaf] = value
     return out
-
-
-def get_dotted(config: dict[str, Any], path: str, default: Any = None) -> Any:
-    node: Any = config
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node

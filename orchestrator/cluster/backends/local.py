@@ -21,7 +21,6 @@ INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_
                  "OPL_BENCHMARKS_DIR", "OPL_MODEL_CACHE")
 START_TIMEOUT_S = 60
 CANCEL_MARKER = "cancel-requested"
-EXIT_REQUEUE = 75  # the trainer checkpointed and stopped on SIGUSR1/SIGTERM
 
 
 class LocalBackend:

@@ -25,7 +25,7 @@ from .errors import (
     SlurmJobNotFound,
     SlurmUnreachable,
 )
-from .schemas import JobInfo, JobRequest, NodeInfo, PartitionInfo, PingInfo, ServerInfo, SubmitResult
+from .schemas import JobInfo, JobRequest, NodeInfo, PartitionInfo, PingInfo, SubmitResult
 from .wire import SUPPORTED_VERSIONS, WireFormat, error_list, status_errors, version_number, wire_for
 
 log = logging.getLogger(__name__)
@@ -159,10 +159,6 @@ class SlurmClient:
         body = self._call("GET", "ping")
         self._remember_release(body)
         return [self.wire.parse_ping(p) for p in body.get("pings") or []]
-
-    def server_info(self) -> ServerInfo:
-        self.ping()
-        return ServerInfo(api_version=self.wire.api_version, slurm_release=self.slurm_release)
 
     def diag(self) -> dict[str, Any]:
         """slurmctld statistics (the raw "statistics" object: it differs by version)."""

@@ -92,10 +92,3 @@ class PartitionInfo(BaseModel):
     total_cpus: int = 0
     total_nodes: int = 0
     is_default: bool = False
-
-
-class ServerInfo(BaseModel):
-    """Which Slurm and which API version we are talking to."""
-
-    api_version: str
-    slurm_release: str = ""

@@ -134,7 +134,3 @@ def exit_code_of(job: JobInfo) -> int | None:
         return 128 + job.signal
     return None
 
-
-def is_final(job: JobInfo) -> bool:
-    state, _ = describe(job)
-    return state.is_terminal

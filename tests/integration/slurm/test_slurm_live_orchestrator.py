@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from django.test import Client
 
 from orchestrator.cluster.backends import BackendError
 from orchestrator.cluster.models import ClusterHealth, ClusterProfile, Job
