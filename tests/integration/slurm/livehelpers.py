@@ -10,18 +10,10 @@ import yaml
 
 from orchestrator.cluster.backends.base import JobSpec, JobState, JobStatus
 
+from tests.conftest import TINY_CONFIG
 from tests.integration.slurm.conftest import PYTHON, REPO, Cluster
 
-TINY = {
-    "model": {"name": "tiny"},
-    "task": {"name": "arithmetic"},
-    "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 8},
-    "algorithm": {"objective": "m2po", "updates_per_step": 2},
-    "staleness": {"mode": "stale_k", "k": 1},
-    "train": {"steps": 4, "seed": 1},
-    "eval": {"every": 0},
-    "checkpoint": {"every": 2, "keep": 2},
-}
+TINY = TINY_CONFIG  # the suite's one tiny run config
 
 
 def trainer_spec(cluster: Cluster, run_id: int, *, attempt: int = 1, steps: int = 4, ckpt_every: int = 2,
