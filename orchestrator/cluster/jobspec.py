@@ -7,6 +7,7 @@ from django.conf import settings
 
 from orchestrator.cluster.backends.base import JobSpec
 from orchestrator.experiments.models import Run
+from trainer.reporting import atomic_write_text
 
 
 def run_dir_for(run: Run) -> Path:
@@ -16,9 +17,7 @@ def run_dir_for(run: Run) -> Path:
 def write_run_files(run: Run, run_dir: Path) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
-    tmp = config_path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(run.config, sort_keys=False))
-    tmp.replace(config_path)
+    atomic_write_text(config_path, yaml.safe_dump(run.config, sort_keys=False))
     return config_path
 
 
