@@ -56,14 +56,31 @@ def points_from_buckets(buckets: list[Bucket], field: str = "value") -> list[tup
     return out
 
 
-def bucketize(steps: np.ndarray, values: np.ndarray, specials: np.ndarray, times: np.ndarray,
-              width: int) -> list[Bucket]:
-    """Bucket aggregates of step-sorted points (values NaN where specials != 0)."""
+@dataclass(frozen=True)
+class GroupAggregates:
+    """Bucket aggregates of many groups at once, as arrays with one entry per group.
+    `has_finite` and `has_special` say where the min/max and special fields mean something."""
+
+    n: np.ndarray
+    has_finite: np.ndarray
+    min_value: np.ndarray
+    min_step: np.ndarray
+    max_value: np.ndarray
+    max_step: np.ndarray
+    last_step: np.ndarray
+    last_value: np.ndarray  # NaN where last_special != 0
+    last_special: np.ndarray
+    last_time: np.ndarray
+    has_special: np.ndarray
+    special_step: np.ndarray
+    special_kind: np.ndarray
+
+
+def aggregate_groups(starts: np.ndarray, steps: np.ndarray, values: np.ndarray, specials: np.ndarray,
+                     times: np.ndarray) -> GroupAggregates:
+    """Aggregates of consecutive groups of step-sorted points; group i is [starts[i], starts[i+1]).
+    Min and max ties go to the earliest step; the special point is the latest non-finite one."""
     n = len(steps)
-    if n == 0:
-        return []
-    ids = steps // width
-    starts = np.r_[0, np.flatnonzero(np.diff(ids)) + 1]
     ends = np.r_[starts[1:], n]
     finite = specials == 0
     pos = np.arange(n)
@@ -71,24 +88,41 @@ def bucketize(steps: np.ndarray, values: np.ndarray, specials: np.ndarray, times
     high = np.where(finite, values, -np.inf)
     mins = np.minimum.reduceat(low, starts)
     maxs = np.maximum.reduceat(high, starts)
-    bucket_of = np.repeat(np.arange(len(starts)), ends - starts)
-    argmin = np.minimum.reduceat(np.where(finite & (low == mins[bucket_of]), pos, n), starts)
-    argmax = np.minimum.reduceat(np.where(finite & (high == maxs[bucket_of]), pos, n), starts)
-    last_special = np.maximum.reduceat(np.where(~finite, pos, -1), starts)
-    out = []
-    for i, end in enumerate(ends):
-        last = end - 1
-        has_finite = argmin[i] < n
-        out.append(Bucket(
-            min_step=int(steps[argmin[i]]) if has_finite else None,
-            min_value=float(values[argmin[i]]) if has_finite else None,
-            max_step=int(steps[argmax[i]]) if has_finite else None,
-            max_value=float(values[argmax[i]]) if has_finite else None,
-            last_step=int(steps[last]),
-            last_value=None if specials[last] else float(values[last]),
-            last_special=int(specials[last]),
-            last_time=float(times[last]),
-            special_step=int(steps[last_special[i]]) if last_special[i] >= 0 else None,
-            special_kind=int(specials[last_special[i]]) if last_special[i] >= 0 else None,
-        ))
-    return out
+    group_of = np.repeat(np.arange(len(starts)), ends - starts)
+    argmin = np.minimum.reduceat(np.where(finite & (low == mins[group_of]), pos, n), starts)
+    argmax = np.minimum.reduceat(np.where(finite & (high == maxs[group_of]), pos, n), starts)
+    special_at = np.maximum.reduceat(np.where(~finite, pos, -1), starts)
+    has_finite, has_special = argmin < n, special_at >= 0
+    argmin, argmax, special_at, last = (np.minimum(argmin, n - 1), np.minimum(argmax, n - 1),
+                                        np.maximum(special_at, 0), ends - 1)
+    return GroupAggregates(
+        n=ends - starts, has_finite=has_finite,
+        min_value=values[argmin], min_step=steps[argmin], max_value=values[argmax], max_step=steps[argmax],
+        last_step=steps[last], last_value=np.where(specials[last] == 0, values[last], np.nan),
+        last_special=specials[last], last_time=times[last],
+        has_special=has_special, special_step=steps[special_at], special_kind=specials[special_at],
+    )
+
+
+def bucketize(steps: np.ndarray, values: np.ndarray, specials: np.ndarray, times: np.ndarray,
+              width: int) -> list[Bucket]:
+    """Bucket aggregates of step-sorted points (values NaN where specials != 0)."""
+    if len(steps) == 0:
+        return []
+    ids = steps // width
+    g = aggregate_groups(np.r_[0, np.flatnonzero(np.diff(ids)) + 1], steps, values, specials, times)
+    return [
+        Bucket(
+            min_step=int(g.min_step[i]) if g.has_finite[i] else None,
+            min_value=float(g.min_value[i]) if g.has_finite[i] else None,
+            max_step=int(g.max_step[i]) if g.has_finite[i] else None,
+            max_value=float(g.max_value[i]) if g.has_finite[i] else None,
+            last_step=int(g.last_step[i]),
+            last_value=None if g.last_special[i] else float(g.last_value[i]),
+            last_special=int(g.last_special[i]),
+            last_time=float(g.last_time[i]),
+            special_step=int(g.special_step[i]) if g.has_special[i] else None,
+            special_kind=int(g.special_kind[i]) if g.has_special[i] else None,
+        )
+        for i in range(len(g.n))
+    ]

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
-from orchestrator.metrics import live, store
+from orchestrator.metrics import batches, live, store
 from orchestrator.metrics.schemas import BatchError, encode_value, parse_columns  # noqa: F401 (re-exported)
 from orchestrator.metrics.store import Columns
 
@@ -26,46 +26,34 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
     cols = points if isinstance(points, Columns) else parse_columns(points)
     if not cols.keys:
         return 0
+    batch = batches.sort_batch(cols)
     restart_from = None
     with transaction.atomic():
         seq = store.next_seq(run.pk)
-        first = min(cols.steps)
+        first = int(batch.steps.min())
         if store.note_attempt_start(run.pk, attempt, first, seq) and attempt > 1:
             if store.supersede(run.pk, attempt, first):
                 restart_from = first
-        appended = (restart_from is None and store.is_postgres() and store.appends_only(run.pk, cols)
+        appended = (restart_from is None and store.is_postgres()
+                    and store.appends_only(run.pk, batches.first_steps(batch))
                     and store.insert_points(run.pk, attempt, seq, cols))
         if not appended:
             store.upsert_points(run.pk, attempt, seq, cols)
         if restart_from is not None:
             store.rebuild_series(run.pk)
         else:
-            store.upsert_series(run.pk, _summaries(cols))
+            store.upsert_series(run.pk, batches.key_summaries(batch))
         if store.is_postgres():
             if restart_from is not None:
                 store.rebuild_rollups(run.pk, restart_from)
-            store.update_rollups(run.pk, cols.keys, cols.steps)
+            if appended:
+                store.merge_rollups(run.pk, batches.rollup_rows(batch, store.LEVELS))
+            else:
+                store.update_rollups(run.pk, cols.keys, cols.steps)
         transaction.on_commit(lambda: live.publish(
             run.pk, lambda: live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)))
     _note_progress(run, step=max(cols.steps))
     return len(cols.keys)
-
-
-def _summaries(cols: Columns) -> list[tuple]:
-    """Per key: (key, first_step, last_step, last_value, last_special, min, max) of a batch."""
-    acc: dict[str, list] = {}
-    for key, step, value, special in zip(cols.keys, cols.steps, cols.values, cols.specials, strict=True):
-        s = acc.get(key)
-        if s is None:
-            acc[key] = [key, step, step, value, special, value, value]
-            continue
-        s[1] = min(s[1], step)
-        if step > s[2]:
-            s[2], s[3], s[4] = step, value, special
-        if value is not None:
-            s[5] = value if s[5] is None else min(s[5], value)
-            s[6] = value if s[6] is None else max(s[6], value)
-    return [tuple(s) for s in acc.values()]
 
 
 def run_heartbeat(*, run: Run, step: int | None = None, total_steps: int | None = None) -> None:

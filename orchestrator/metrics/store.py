@@ -87,17 +87,13 @@ def supersede(run_id: int, attempt: int, from_step: int) -> int:
         return cur.rowcount
 
 
-def appends_only(run_id: int, cols: Columns) -> bool:
-    """True when every point lies after its key's last stored step (a live trainer's usual
-    batch), so a plain INSERT cannot conflict. Called under the run's seq lock."""
-    first: dict[str, int] = {}
-    for key, step in zip(cols.keys, cols.steps, strict=True):
-        if step < first.get(key, step + 1):
-            first[key] = step
+def appends_only(run_id: int, first_steps: dict[str, int]) -> bool:
+    """True when each key's first step in a batch lies after its last stored step (a live
+    trainer's usual batch), so a plain INSERT cannot conflict. Called under the run's seq lock."""
     with connection.cursor() as cur:
-        cur.execute(f"SELECT key, last_step FROM {SERIES} WHERE run_id = %s AND key IN ({', '.join(['%s'] * len(first))})",
-                    [run_id, *first])
-        return all(first[key] > last for key, last in cur.fetchall())
+        cur.execute(f"SELECT key, last_step FROM {SERIES} WHERE run_id = %s AND key IN ({', '.join(['%s'] * len(first_steps))})",
+                    [run_id, *first_steps])
+        return all(first_steps[key] > last for key, last in cur.fetchall())
 
 
 def insert_points(run_id: int, attempt: int, seq: int, cols: Columns) -> bool:
@@ -275,6 +271,36 @@ def update_rollups(run_id: int, keys: Sequence[str], steps: Sequence[int]) -> No
                     f"AND r.bucket >= t.b0 * {FANOUT} AND r.bucket < (t.b1 + 1) * {FANOUT} OFFSET 0) c"),
                 [*_ranges(touched), run_id],
             )
+
+
+def _merged(column: str, take_new_if: str) -> str:
+    return f"{column} = CASE WHEN {take_new_if} THEN excluded.{column} ELSE r.{column} END"
+
+
+# Only for batches that append: their steps come after every stored point of their keys, so the
+# new last point always wins and min/max ties stay with the stored (earlier) point.
+_MERGE_ROLLUPS = (
+    f"INSERT INTO {ROLLUP} AS r ({_ROLLUP_COLUMNS}) SELECT %s, u.* FROM unnest("
+    "%b::text[], %b::int4[], %b::int8[], %b::int4[], %b::float8[], %b::int8[], %b::float8[], %b::int8[], "
+    "%b::int8[], %b::float8[], %b::int2[], %b::float8[], %b::int8[], %b::int2[]) AS u "
+    "ON CONFLICT (run_id, key, width, bucket) DO UPDATE SET n = r.n + excluded.n, "
+    + ", ".join([
+        _merged("min_value", lower := "excluded.min_value IS NOT NULL AND (r.min_value IS NULL OR excluded.min_value < r.min_value)"),
+        _merged("min_step", lower),
+        _merged("max_value", higher := "excluded.max_value IS NOT NULL AND (r.max_value IS NULL OR excluded.max_value > r.max_value)"),
+        _merged("max_step", higher),
+        *(f"{c} = excluded.{c}" for c in ("last_step", "last_value", "last_special", "last_time")),
+        _merged("special_step", "excluded.special_step IS NOT NULL"),
+        _merged("special_kind", "excluded.special_kind IS NOT NULL"),
+    ])
+)
+
+
+def merge_rollups(run_id: int, rows) -> None:
+    """Fold an appending batch's own bucket aggregates (batches.rollup_rows) into the stored
+    rollups: one array upsert, no re-reading of stored points."""
+    with _raw_pg_cursor() as cur:
+        cur.execute(_MERGE_ROLLUPS, [run_id, *rows.columns()])
 
 
 def rebuild_rollups(run_id: int, from_step: int = 0) -> None:

@@ -1,0 +1,109 @@
+"""A validated batch as key-then-step sorted arrays, and what ingestion derives from it in one pass:
+per-key summaries and, for a batch that only appends, the rollup buckets to merge into storage.
+
+Computing aggregates here instead of re-reading the stored points keeps ingestion's database work
+to the writes themselves.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from orchestrator.metrics.downsample import GroupAggregates, aggregate_groups
+from orchestrator.metrics.store import Columns
+
+
+@dataclass(frozen=True)
+class SortedBatch:
+    key_names: list[str]  # distinct keys; key_index points into it
+    key_index: np.ndarray
+    steps: np.ndarray
+    values: np.ndarray  # NaN where specials != 0
+    specials: np.ndarray
+    times: np.ndarray
+
+
+def sort_batch(cols: Columns) -> SortedBatch:
+    names: dict[str, int] = {}
+    key_index = np.fromiter((names.setdefault(k, len(names)) for k in cols.keys), dtype=np.int64,
+                            count=len(cols.keys))
+    steps = np.asarray(cols.steps, dtype=np.int64)
+    order = np.lexsort((steps, key_index))
+    return SortedBatch(
+        key_names=list(names), key_index=key_index[order], steps=steps[order],
+        values=np.asarray(cols.values, dtype=np.float64)[order],  # None becomes NaN
+        specials=np.asarray(cols.specials, dtype=np.int16)[order],
+        times=np.asarray(cols.times, dtype=np.float64)[order],
+    )
+
+
+def _groups(batch: SortedBatch, width: int | None) -> tuple[np.ndarray, GroupAggregates]:
+    """Start index of each (key, step // width) group (each key when width is None), and its aggregates."""
+    change = np.diff(batch.key_index) != 0
+    if width is not None:
+        change |= np.diff(batch.steps // width) != 0
+    starts = np.r_[0, np.flatnonzero(change) + 1]
+    return starts, aggregate_groups(starts, batch.steps, batch.values, batch.specials, batch.times)
+
+
+def _nullable(values: np.ndarray, present: np.ndarray) -> list:
+    return [v if p else None for v, p in zip(values.tolist(), present.tolist(), strict=True)]
+
+
+def key_summaries(batch: SortedBatch) -> list[tuple]:
+    """Per key: (key, first_step, last_step, last_value, last_special, min, max), the shape
+    store.upsert_series folds into the stored summaries."""
+    starts, g = _groups(batch, None)
+    names = [batch.key_names[i] for i in batch.key_index[starts].tolist()]
+    return list(zip(names, batch.steps[starts].tolist(), g.last_step.tolist(),
+                    _nullable(g.last_value, g.last_special == 0), g.last_special.tolist(),
+                    _nullable(g.min_value, g.has_finite), _nullable(g.max_value, g.has_finite), strict=True))
+
+
+def first_steps(batch: SortedBatch) -> dict[str, int]:
+    starts = np.r_[0, np.flatnonzero(np.diff(batch.key_index)) + 1]
+    return {batch.key_names[k]: s for k, s in zip(batch.key_index[starts].tolist(), batch.steps[starts].tolist(),
+                                                  strict=True)}
+
+
+@dataclass(frozen=True)
+class RollupRows:
+    """Rollup buckets of one batch for every level, as columns ready for an array insert."""
+
+    keys: list[str]
+    widths: list[int]
+    buckets: list[int]
+    n: list[int]
+    min_value: list
+    min_step: list
+    max_value: list
+    max_step: list
+    last_step: list[int]
+    last_value: list
+    last_special: list[int]
+    last_time: list[float]
+    special_step: list
+    special_kind: list
+
+    def columns(self) -> list[list]:
+        return [getattr(self, f) for f in self.__dataclass_fields__]
+
+
+def rollup_rows(batch: SortedBatch, levels: tuple[int, ...]) -> RollupRows:
+    parts: dict[str, list] = {f: [] for f in RollupRows.__dataclass_fields__}
+    for width in levels:
+        starts, g = _groups(batch, width)
+        parts["keys"] += [batch.key_names[i] for i in batch.key_index[starts].tolist()]
+        parts["widths"] += [width] * len(starts)
+        parts["buckets"] += (batch.steps[starts] // width).tolist()
+        parts["n"] += g.n.tolist()
+        parts["min_value"] += _nullable(g.min_value, g.has_finite)
+        parts["min_step"] += _nullable(g.min_step, g.has_finite)
+        parts["max_value"] += _nullable(g.max_value, g.has_finite)
+        parts["max_step"] += _nullable(g.max_step, g.has_finite)
+        parts["last_step"] += g.last_step.tolist()
+        parts["last_value"] += _nullable(g.last_value, g.last_special == 0)
+        parts["last_special"] += g.last_special.tolist()
+        parts["last_time"] += g.last_time.tolist()
+        parts["special_step"] += _nullable(g.special_step, g.has_special)
+        parts["special_kind"] += _nullable(g.special_kind, g.has_special)
+    return RollupRows(**parts)
