@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from orchestrator.metrics.chunks import SPECIAL, STEP, TIME, VALUE, Points
 from orchestrator.metrics.downsample import GroupAggregates, aggregate_groups
 from orchestrator.metrics.store import Columns
 
@@ -21,6 +22,39 @@ class SortedBatch:
     specials: np.ndarray
     times: np.ndarray
 
+    def key_starts(self) -> np.ndarray:
+        return np.r_[0, np.flatnonzero(np.diff(self.key_index)) + 1]
+
+    def only(self, keys: set[str]) -> "SortedBatch":
+        """The points of some of the keys (all when keys covers them)."""
+        if len(keys) == len(self.key_names):
+            return self
+        wanted = np.isin(self.key_index, [i for i, k in enumerate(self.key_names) if k in keys])
+        return SortedBatch(self.key_names, self.key_index[wanted], self.steps[wanted], self.values[wanted],
+                           self.specials[wanted], self.times[wanted])
+
+    def by_key(self) -> dict[str, Points]:
+        """Each key's points (views into the batch)."""
+        starts = self.key_starts()
+        ends = np.r_[starts[1:], len(self.steps)]
+        return {self.key_names[self.key_index[a]]: Points(self.steps[a:b], self.values[a:b], self.specials[a:b],
+                                                          self.times[a:b])
+                for a, b in zip(starts.tolist(), ends.tolist(), strict=True)}
+
+
+def from_points(series: dict[str, Points]) -> SortedBatch:
+    """Stored points of several keys as one batch, to aggregate them like an incoming one."""
+    names = list(series)
+    parts = list(series.values())
+    return SortedBatch(
+        key_names=names,
+        key_index=np.repeat(np.arange(len(parts)), [len(p) for p in parts]),
+        steps=np.concatenate([p.steps for p in parts]) if parts else np.empty(0, STEP),
+        values=np.concatenate([p.values for p in parts]) if parts else np.empty(0, VALUE),
+        specials=np.concatenate([p.specials for p in parts]) if parts else np.empty(0, SPECIAL),
+        times=np.concatenate([p.times for p in parts]) if parts else np.empty(0, TIME),
+    )
+
 
 def sort_batch(cols: Columns) -> SortedBatch:
     names: dict[str, int] = {}
@@ -30,9 +64,9 @@ def sort_batch(cols: Columns) -> SortedBatch:
     order = np.lexsort((steps, key_index))
     return SortedBatch(
         key_names=list(names), key_index=key_index[order], steps=steps[order],
-        values=np.asarray(cols.values, dtype=np.float64)[order],  # None becomes NaN
-        specials=np.asarray(cols.specials, dtype=np.int16)[order],
-        times=np.asarray(cols.times, dtype=np.float64)[order],
+        values=np.asarray(cols.values, dtype=VALUE)[order],  # None becomes NaN
+        specials=np.asarray(cols.specials, dtype=SPECIAL)[order],
+        times=np.asarray(cols.times, dtype=TIME)[order],
     )
 
 
@@ -60,7 +94,7 @@ def key_summaries(batch: SortedBatch) -> list[tuple]:
 
 
 def first_steps(batch: SortedBatch) -> dict[str, int]:
-    starts = np.r_[0, np.flatnonzero(np.diff(batch.key_index)) + 1]
+    starts = batch.key_starts()
     return {batch.key_names[k]: s for k, s in zip(batch.key_index[starts].tolist(), batch.steps[starts].tolist(),
                                                   strict=True)}
 

@@ -1,6 +1,6 @@
 """Live metric events: Redis pub/sub after each committed batch, replayed from the database.
 
-Every batch of a run has a sequence number (`MetricPoint.seq`, gap-free per run). It is the SSE
+Every batch of a run has a sequence number (`MetricChunk.seq`, gap-free per run). It is the SSE
 event id, so a browser reconnecting with Last-Event-ID N receives exactly the batches after N:
 from the database first, then from pub/sub, skipping anything it already got. A sequence gap
 in pub/sub (a lost message, Redis down) or a quiet interval also triggers a database catch-up.
@@ -72,7 +72,8 @@ def events_after(run_id: int, after: int, keys: set[str] | None) -> tuple[list[d
     Returns a single `reset` event when the client is too far behind or a restart superseded
     points since `after`: the client then reloads its series.
     """
-    from orchestrator.metrics.models import MetricAttempt, MetricPoint
+    from orchestrator.metrics.chunks import unpack
+    from orchestrator.metrics.models import MetricAttempt, MetricChunk
     from orchestrator.metrics.store import last_seq
 
     try:
@@ -82,14 +83,14 @@ def events_after(run_id: int, after: int, keys: set[str] | None) -> tuple[list[d
         restarted = MetricAttempt.objects.filter(run_id=run_id, attempt__gt=1, seq__gt=after, seq__lte=upto).exists()
         if restarted or upto - after > MAX_REPLAY_BATCHES:
             return [{"seq": upto, "type": "reset"}], upto
-        rows = MetricPoint.objects.filter(run_id=run_id, superseded=False, seq__gt=after, seq__lte=upto)
+        rows = MetricChunk.objects.filter(run_id=run_id, superseded=False, seq__gt=after, seq__lte=upto)
         if keys is not None:
             rows = rows.filter(key__in=keys)
         events: dict[int, dict[str, Any]] = {}
-        for seq, attempt, key, step, value, special in rows.order_by("seq", "key", "step").values_list(
-                "seq", "attempt", "key", "step", "value", "special"):
+        for seq, attempt, key, *blobs in rows.order_by("seq", "key").values_list(
+                "seq", "attempt", "key", "steps", "values", "specials", "times"):
             event = events.setdefault(seq, {"seq": seq, "attempt": attempt, "restart_from": None, "points": {}})
-            event["points"].setdefault(key, []).append([step, _wire(value, special)])
+            event["points"][key] = [[step, _wire(value, special)] for step, value, special in unpack(*blobs).rows()]
         return list(events.values()), upto
     finally:
         release_db()

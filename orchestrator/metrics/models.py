@@ -1,8 +1,9 @@
 """Metric storage.
 
-`MetricPoint` holds every point ever posted. A restart from a checkpoint at step S marks the
-older attempts' points at or after S `superseded` (kept, as Determined archives them), so the
-live series of a key is the points with `superseded = false`: one per step.
+`MetricChunk` holds every point ever posted, a batch's points of one key per row. A restart from
+a checkpoint at step S marks the older attempts' points at or after S `superseded` (kept, as
+Determined archives them), so the live series of a key is the points of its chunks with
+`superseded = false`: one per step.
 
 Non-finite values are kept: `value` is NULL and `special` says which one. SQLite cannot store
 NaN in a REAL column (it reads back as NULL), and PostgreSQL sorts NaN above every number,
@@ -25,32 +26,38 @@ class Special(models.IntegerChoices):
     NEG_INF = 3
 
 
-class MetricPoint(models.Model):
-    """One scalar of one run at one optimizer step, as posted by one attempt."""
+class MetricChunk(models.Model):
+    """The points of one key that one batch brought (or the part of them still to be kept), as
+    packed little-endian arrays: steps int64 (sorted, unique), values float64 (NaN where `specials`
+    is not FINITE), specials int8, times float64 (store.pack/unpack).
 
-    # No database FK constraint: its per-row check halved bulk ingestion. Points of a deleted run
-    # go with it through Django's cascade (a single DELETE, as nothing refers to points).
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_points", db_constraint=False)
-    attempt = models.PositiveIntegerField(default=1)
+    A batch of 50 keys x 100 steps is 50 rows, not 5,000: ingestion cost follows the number of
+    keys, not of points. The live points of a (run, key) are its chunks with `superseded = false`,
+    which never share a step: a re-posted step is first removed from the chunk that held it, and a
+    restart at step S splits older attempts' chunks at S and marks the part from S superseded.
+    """
+
+    # No database FK constraint, as for rollups: Django's cascade still deletes a run's chunks.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_chunks", db_constraint=False)
     key = models.CharField(max_length=200)
-    step = models.BigIntegerField()
-    value = models.FloatField(null=True)  # NULL when `special` is not FINITE
-    special = models.SmallIntegerField(choices=Special.choices, default=Special.FINITE)
-    time = models.FloatField()
-    seq = models.BigIntegerField(default=0)
+    attempt = models.PositiveIntegerField(default=1)
+    seq = models.BigIntegerField()
     superseded = models.BooleanField(default=False)
+    first_step = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    n = models.IntegerField()
+    steps = models.BinaryField()
+    values = models.BinaryField()
+    specials = models.BinaryField()
+    times = models.BinaryField()
 
     class Meta:
-        constraints = [
-            # One live point per (run, key, step): the upsert target, and the index of the chart
-            # query at full resolution (zoomed in, or SQLite). Only the current attempt writes and
-            # a restart supersedes before writing, so this is idempotency on (run, attempt, key, step).
-            models.UniqueConstraint(fields=["run", "key", "step"], condition=Q(superseded=False),
-                                    name="metric_point_live_unique"),
-        ]
         indexes = [
-            # Live resume: the points of a run's batches after a given sequence number.
-            models.Index(fields=["run", "seq"], name="metric_live_run_seq", condition=Q(superseded=False)),
+            # Step-range reads of a key (charts at full resolution, overlap checks, rollup rebuilds).
+            models.Index(fields=["run", "key", "last_step"], name="metric_chunk_range",
+                         condition=Q(superseded=False)),
+            # Live resume: the chunks of a run's batches after a given sequence number.
+            models.Index(fields=["run", "seq"], name="metric_chunk_run_seq", condition=Q(superseded=False)),
         ]
 
 

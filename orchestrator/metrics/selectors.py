@@ -8,7 +8,8 @@ from django.db import connection
 
 from orchestrator.metrics import store
 from orchestrator.metrics.downsample import Bucket, bucket_width, bucketize, points_from_buckets
-from orchestrator.metrics.models import MetricAttempt, MetricPoint, MetricSeries
+from orchestrator.metrics.chunks import live_points
+from orchestrator.metrics.models import MetricAttempt, MetricSeries
 from orchestrator.metrics.services import as_float
 
 DEFAULT_MAX_POINTS = 1500
@@ -59,22 +60,14 @@ def series(run_ids: Iterable[int], key: str, *, start: int | None = None, end: i
 
 
 def _from_points(run_ids, key, window: Window, max_points: int, field: str) -> dict[int, list[Point]]:
-    rows = (MetricPoint.objects
-            .filter(run_id__in=run_ids, key=key, superseded=False, step__gte=window.lo, step__lte=window.hi)
-            .order_by("run_id", "step").values_list("run_id", "step", "value", "special", "time"))
-    per_run: dict[int, list] = {}
-    for row in rows:
-        per_run.setdefault(row[0], []).append(row[1:])
     out = {}
-    for rid, pts in per_run.items():
-        if len(pts) <= max_points:
-            out[rid] = [(s, t, 0) if field == "time" else (s, v, sp) for s, v, sp, t in pts]
-            continue
-        steps = np.fromiter((p[0] for p in pts), dtype=np.int64, count=len(pts))
-        values = np.fromiter((math.nan if p[1] is None else p[1] for p in pts), dtype=np.float64, count=len(pts))
-        specials = np.fromiter((p[2] for p in pts), dtype=np.int8, count=len(pts))
-        times = np.fromiter((p[3] for p in pts), dtype=np.float64, count=len(pts))
-        out[rid] = points_from_buckets(bucketize(steps, values, specials, times, window.width), field)
+    for (rid, _), pts in live_points(run_ids, [key], lo=window.lo, hi=window.hi).items():
+        if len(pts) > max_points:
+            out[rid] = points_from_buckets(bucketize(pts.steps, pts.values, pts.specials, pts.times, window.width), field)
+        elif field == "time":
+            out[rid] = [(s, t, 0) for s, t in zip(pts.steps.tolist(), pts.times.tolist(), strict=True)]
+        else:
+            out[rid] = pts.rows()
     return out
 
 

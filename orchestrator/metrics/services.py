@@ -3,6 +3,7 @@ import logging
 import math
 from typing import Any
 
+import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,6 +28,7 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
     if not cols.keys:
         return 0
     batch = batches.sort_batch(cols)
+    incoming = batch.by_key()
     restart_from = None
     with transaction.atomic():
         seq = store.next_seq(run.pk)
@@ -34,26 +36,33 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
         if store.note_attempt_start(run.pk, attempt, first, seq) and attempt > 1:
             if store.supersede(run.pk, attempt, first):
                 restart_from = first
-        appended = (restart_from is None and store.is_postgres()
-                    and store.appends_only(run.pk, batches.first_steps(batch))
-                    and store.insert_points(run.pk, attempt, seq, cols))
-        if not appended:
-            store.upsert_points(run.pk, attempt, seq, cols)
+        reposted = store.keys_already_stored(run.pk, batches.first_steps(batch))
+        store.remove_steps(run.pk, {key: incoming[key] for key in reposted})
+        store.insert_chunks(run.pk, attempt, seq, incoming)
         if restart_from is not None:
             store.rebuild_series(run.pk)
+            if store.is_postgres():
+                store.rebuild_rollups(run.pk, from_step=restart_from)
         else:
-            store.upsert_series(run.pk, batches.key_summaries(batch))
-        if store.is_postgres():
-            if restart_from is not None:
-                store.rebuild_rollups(run.pk, restart_from)
-            if appended:
-                store.merge_rollups(run.pk, batches.rollup_rows(batch, store.LEVELS))
-            else:
-                store.update_rollups(run.pk, cols.keys, cols.steps)
+            _fold_in(run.pk, batch.only(set(incoming) - reposted), {key: incoming[key] for key in reposted})
         transaction.on_commit(lambda: live.publish(
             run.pk, lambda: live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)))
     _note_progress(run, step=max(cols.steps))
     return len(cols.keys)
+
+
+def _fold_in(run_id: int, appended: batches.SortedBatch, reposted: dict) -> None:
+    """Bring summaries and rollups up to date: appending keys merge the batch's own aggregates,
+    re-posted keys are recomputed over the steps they touched."""
+    if len(appended.steps):
+        store.upsert_series(run_id, batches.key_summaries(appended))
+        if store.is_postgres():
+            store.merge_rollups(run_id, batches.rollup_rows(appended, store.LEVELS))
+    if reposted:
+        store.rebuild_series(run_id, reposted)
+        if store.is_postgres():
+            steps = np.concatenate([points.steps for points in reposted.values()])
+            store.rebuild_rollups(run_id, from_step=int(steps.min()), to_step=int(steps.max()), keys=list(reposted))
 
 
 def run_heartbeat(*, run: Run, step: int | None = None, total_steps: int | None = None) -> None:

@@ -1,21 +1,28 @@
-"""The SQL behind ingestion: bulk upserts, supersession, per-key summaries and rollups.
+"""Writing metric storage: chunks of points, supersession, per-key summaries and rollups.
 
-Every function runs inside the caller's transaction. PostgreSQL gets set-based statements over
-arrays (one round trip per batch, binary parameters, no per-row ORM objects); SQLite, used by the
-demo, gets the same semantics through executemany and has no rollups (its charts read points).
+Every function runs inside the caller's transaction, under the run's batch lock (next_seq), so a
+run's writes never interleave. A batch is stored as one chunk per key (models.MetricChunk);
+summaries and, for batches that only append, rollups are folded in from the batch's own numpy
+aggregates (batches.py), so the usual batch costs a few statements whatever its size. Re-posted
+steps and restarts recompute what they touch from the stored chunks. SQLite, used by the demo,
+has no rollups (its charts read chunks).
 """
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 from django.db import connection
+from django.db.models import Max, Q
 
-# Rollup bucket widths in steps, finest first. Each level is built from the one below it.
+from orchestrator.metrics.chunks import Points, live_points, pack, unpack
+
+# Rollup bucket widths in steps, finest first; every level is aggregated from the points.
 # Fanout 4 keeps a chart's read within 4 rollup rows per drawn bucket (compare pages read many runs).
 LEVELS = (16, 64, 256, 1024, 4096)
 FANOUT = 4
 assert all(b == a * FANOUT for a, b in zip(LEVELS, LEVELS[1:], strict=False))
 
-POINT = "metrics_metricpoint"
+CHUNK = "metrics_metricchunk"
 SERIES = "metrics_metricseries"
 ROLLUP = "metrics_metricrollup"
 ATTEMPT = "metrics_metricattempt"
@@ -77,64 +84,90 @@ def note_attempt_start(run_id: int, attempt: int, min_step: int, seq: int) -> bo
 
 
 def supersede(run_id: int, attempt: int, from_step: int) -> int:
-    """Mark older attempts' live points at or after `from_step` superseded; returns how many."""
-    with connection.cursor() as cur:
-        cur.execute(
-            f"UPDATE {POINT} SET superseded = %s WHERE run_id = %s AND attempt < %s AND step >= %s "
-            f"AND NOT superseded",
-            [True, run_id, attempt, from_step],
-        )
-        return cur.rowcount
+    """Mark older attempts' live points at or after `from_step` superseded (a chunk that straddles
+    the step is split); returns how many points that was."""
+    from orchestrator.metrics.models import MetricChunk
+
+    whole, count = [], 0
+    for chunk in MetricChunk.objects.filter(run_id=run_id, superseded=False, attempt__lt=attempt,
+                                            last_step__gte=from_step):
+        if chunk.first_step >= from_step:
+            whole.append(chunk.pk)
+            count += chunk.n
+            continue
+        points = _points_of(chunk)
+        later = points.steps >= from_step
+        _rewrite(chunk, points.take(~later))
+        _new_chunk(run_id, chunk.key, chunk.attempt, chunk.seq, points.take(later), superseded=True).save()
+        count += int(later.sum())
+    MetricChunk.objects.filter(pk__in=whole).update(superseded=True)
+    return count
 
 
-def appends_only(run_id: int, first_steps: dict[str, int]) -> bool:
-    """True when each key's first step in a batch lies after its last stored step (a live
-    trainer's usual batch), so a plain INSERT cannot conflict. Called under the run's seq lock."""
+def keys_already_stored(run_id: int, first_steps: dict[str, int]) -> set[str]:
+    """Keys of a batch that reach back to or before their last stored step: a re-post or a
+    backfill, where the batch may replace stored points. The other keys only append."""
     with connection.cursor() as cur:
         cur.execute(f"SELECT key, last_step FROM {SERIES} WHERE run_id = %s AND key IN ({', '.join(['%s'] * len(first_steps))})",
                     [run_id, *first_steps])
-        return all(first_steps[key] > last for key, last in cur.fetchall())
+        return {key for key, last in cur.fetchall() if first_steps[key] <= last}
 
 
-def insert_points(run_id: int, attempt: int, seq: int, cols: Columns) -> bool:
-    """Binary COPY (PostgreSQL), the cheapest way in; about a third cheaper than the upsert.
-    Returns False, having written nothing, if a point already existed after all."""
-    import psycopg
-    from django.db import transaction
+def remove_steps(run_id: int, incoming: dict[str, Points]) -> None:
+    """Take the steps about to be re-posted out of the live chunks that hold them, so that a
+    (run, key, step) is live once and its last post wins."""
+    from orchestrator.metrics.models import MetricChunk
 
-    try:
-        with transaction.atomic(), _raw_pg_cursor() as cur, cur.copy(
-                f"COPY {POINT} (run_id, attempt, key, step, value, special, time, seq, superseded) "
-                "FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int4", "text", "int8", "float8", "int2", "float8", "int8", "bool"])
-            for row in zip(cols.keys, cols.steps, cols.values, cols.specials, cols.times, strict=True):
-                copy.write_row((run_id, attempt, *row, seq, False))
-        return True
-    except psycopg.errors.UniqueViolation:
-        return False
-
-
-def upsert_points(run_id: int, attempt: int, seq: int, cols: Columns) -> None:
-    if is_postgres():
-        with _raw_pg_cursor() as cur:
-            cur.execute(
-                f"INSERT INTO {POINT} (run_id, attempt, key, step, value, special, time, seq, superseded) "
-                "SELECT %s, %s, u.k, u.s, u.v, u.sp, u.t, %s, false "
-                "FROM unnest(%b::text[], %b::int8[], %b::float8[], %b::int2[], %b::float8[]) AS u(k, s, v, sp, t) "
-                "ON CONFLICT (run_id, key, step) WHERE NOT superseded DO UPDATE SET value = excluded.value, "
-                "special = excluded.special, time = excluded.time, seq = excluded.seq, attempt = excluded.attempt",
-                [run_id, attempt, seq, cols.keys, cols.steps, cols.values, cols.specials, cols.times],
-            )
+    if not incoming:
         return
-    with connection.cursor() as cur:
-        cur.executemany(
-            f"INSERT INTO {POINT} (run_id, attempt, key, step, value, special, time, seq, superseded) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (run_id, key, step) WHERE NOT superseded DO UPDATE SET value = excluded.value, "
-            "special = excluded.special, time = excluded.time, seq = excluded.seq, attempt = excluded.attempt",
-            [(run_id, attempt, k, s, v, sp, t, seq, False)
-             for k, s, v, sp, t in zip(cols.keys, cols.steps, cols.values, cols.specials, cols.times, strict=True)],
-        )
+    overlap = Q()
+    for key, points in incoming.items():
+        overlap |= Q(key=key, last_step__gte=int(points.steps[0]), first_step__lte=int(points.steps[-1]))
+    emptied = []
+    for chunk in MetricChunk.objects.filter(overlap, run_id=run_id, superseded=False):
+        points = _points_of(chunk)
+        drop = np.isin(points.steps, incoming[chunk.key].steps)
+        if drop.all():
+            emptied.append(chunk.pk)
+        elif drop.any():
+            _rewrite(chunk, points.take(~drop))
+    MetricChunk.objects.filter(pk__in=emptied).delete()
+
+
+def insert_chunks(run_id: int, attempt: int, seq: int, series: dict[str, Points]) -> None:
+    from orchestrator.metrics.models import MetricChunk
+
+    if not is_postgres():
+        MetricChunk.objects.bulk_create([_new_chunk(run_id, key, attempt, seq, pts) for key, pts in series.items()])
+        return
+    with _raw_pg_cursor() as cur, cur.copy(
+            f"COPY {CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, values, "
+            "specials, times) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "text", "int4", "int8", "bool", "int8", "int8", "int4", "bytea", "bytea", "bytea", "bytea"])
+        for key, points in series.items():
+            blobs = pack(points)
+            copy.write_row((run_id, key, attempt, seq, False, int(points.steps[0]), int(points.steps[-1]), len(points),
+                            blobs["steps"], blobs["values"], blobs["specials"], blobs["times"]))
+
+
+def _new_chunk(run_id: int, key: str, attempt: int, seq: int, points: Points, *, superseded: bool = False):
+    from orchestrator.metrics.models import MetricChunk
+
+    return MetricChunk(run_id=run_id, key=key, attempt=attempt, seq=seq, superseded=superseded,
+                       first_step=int(points.steps[0]), last_step=int(points.steps[-1]), n=len(points),
+                       **pack(points))
+
+
+def _points_of(chunk) -> Points:
+    return unpack(chunk.steps, chunk.values, chunk.specials, chunk.times)
+
+
+def _rewrite(chunk, points: Points) -> None:
+    """Store a chunk with fewer points (never none: callers delete emptied chunks)."""
+    chunk.first_step, chunk.last_step, chunk.n = int(points.steps[0]), int(points.steps[-1]), len(points)
+    for field, blob in pack(points).items():
+        setattr(chunk, field, blob)
+    chunk.save(update_fields=["first_step", "last_step", "n", "steps", "values", "specials", "times"])
 
 
 # --- per-key summaries ---------------------------------------------------------------------------
@@ -168,109 +201,24 @@ def upsert_series(run_id: int, summaries: Iterable[tuple]) -> None:
         cur.execute(sql, [v for row in summaries for v in (run_id, *row)])
 
 
-def rebuild_series(run_id: int) -> None:
-    """Recompute every key's summary of a run from its live points (after a supersession)."""
-    with connection.cursor() as cur:
-        cur.execute(f"DELETE FROM {SERIES} WHERE run_id = %s", [run_id])
-        cur.execute(
-            f"INSERT INTO {SERIES} (run_id, key, first_step, last_step, last_value, last_special, min_value, max_value) "
-            "SELECT p.run_id, p.key, a.first_step, a.last_step, p.value, p.special, a.min_value, a.max_value "
-            f"FROM (SELECT key, MIN(step) AS first_step, MAX(step) AS last_step, MIN(value) AS min_value, "
-            f"MAX(value) AS max_value FROM {POINT} WHERE run_id = %s AND NOT superseded GROUP BY key) a "
-            f"JOIN {POINT} p ON p.run_id = %s AND p.key = a.key AND p.step = a.last_step AND NOT p.superseded",
-            [run_id, run_id],
-        )
+def rebuild_series(run_id: int, keys: Iterable[str] | None = None) -> None:
+    """Recompute the summaries of a run's keys (all of them by default) from their live points."""
+    from orchestrator.metrics import batches
+    from orchestrator.metrics.models import MetricSeries
+
+    keys = None if keys is None else list(keys)
+    stale = MetricSeries.objects.filter(run_id=run_id)
+    stale = stale if keys is None else stale.filter(key__in=keys)
+    stale.delete()
+    series = {key: points for (_, key), points in live_points([run_id], keys).items()}
+    if series:
+        upsert_series(run_id, batches.key_summaries(batches.from_points(series)))
 
 
 # --- rollups (PostgreSQL) -----------------------------------------------------------------------
 
 _ROLLUP_COLUMNS = ("run_id, key, width, bucket, n, min_value, min_step, max_value, max_step, "
                    "last_step, last_value, last_special, last_time, special_step, special_kind")
-_ROLLUP_UPDATE = ", ".join(f"{c} = excluded.{c}" for c in _ROLLUP_COLUMNS.split(", ")[4:])
-
-# Aggregates over points p. Arrays carry (value, step) pairs so one min/max finds both; max ties
-# go to the earliest step. `last` is the point with the highest step.
-_FROM_POINTS = """
-    count(*),
-    (min(ARRAY[p.value, p.step]) FILTER (WHERE p.special = 0))[1],
-    (min(ARRAY[p.value, p.step]) FILTER (WHERE p.special = 0))[2]::int8,
-    (max(ARRAY[p.value, -p.step]) FILTER (WHERE p.special = 0))[1],
-    (-(max(ARRAY[p.value, -p.step]) FILTER (WHERE p.special = 0))[2])::int8,
-    max(p.step),
-    (max(ARRAY[p.step, p.value, p.special, p.time]))[2],
-    (max(ARRAY[p.step, p.value, p.special, p.time]))[3]::int2,
-    (max(ARRAY[p.step, p.value, p.special, p.time]))[4],
-    (max(ARRAY[p.step, p.special]) FILTER (WHERE p.special <> 0))[1]::int8,
-    (max(ARRAY[p.step, p.special]) FILTER (WHERE p.special <> 0))[2]::int2
-"""
-# The same over child rollups c.
-_FROM_CHILDREN = """
-    sum(c.n),
-    (min(ARRAY[c.min_value, c.min_step]) FILTER (WHERE c.min_value IS NOT NULL))[1],
-    (min(ARRAY[c.min_value, c.min_step]) FILTER (WHERE c.min_value IS NOT NULL))[2]::int8,
-    (max(ARRAY[c.max_value, -c.max_step]) FILTER (WHERE c.max_value IS NOT NULL))[1],
-    (-(max(ARRAY[c.max_value, -c.max_step]) FILTER (WHERE c.max_value IS NOT NULL))[2])::int8,
-    max(c.last_step),
-    (max(ARRAY[c.last_step, c.last_value, c.last_special, c.last_time]))[2],
-    (max(ARRAY[c.last_step, c.last_value, c.last_special, c.last_time]))[3]::int2,
-    (max(ARRAY[c.last_step, c.last_value, c.last_special, c.last_time]))[4],
-    (max(ARRAY[c.special_step, c.special_kind]) FILTER (WHERE c.special_step IS NOT NULL))[1]::int8,
-    (max(ARRAY[c.special_step, c.special_kind]) FILTER (WHERE c.special_step IS NOT NULL))[2]::int2
-"""
-
-
-def _level_from_points(source: str) -> str:
-    w = LEVELS[0]
-    return (
-        f"INSERT INTO {ROLLUP} ({_ROLLUP_COLUMNS}) "
-        f"SELECT p.run_id, p.key, {w}, p.step / {w}, {_FROM_POINTS} {source} "
-        f"GROUP BY p.run_id, p.key, p.step / {w} "
-        f"ON CONFLICT (run_id, key, width, bucket) DO UPDATE SET {_ROLLUP_UPDATE}"
-    )
-
-
-def _level_from_children(width: int, source: str) -> str:
-    return (
-        f"INSERT INTO {ROLLUP} ({_ROLLUP_COLUMNS}) "
-        f"SELECT c.run_id, c.key, {width}, c.bucket / {FANOUT}, {_FROM_CHILDREN} {source} "
-        f"GROUP BY c.run_id, c.key, c.bucket / {FANOUT} "
-        f"ON CONFLICT (run_id, key, width, bucket) DO UPDATE SET {_ROLLUP_UPDATE}"
-    )
-
-
-def _ranges(pairs: set[tuple[str, int]]) -> tuple[list[str], list[int], list[int]]:
-    """(key, bucket) pairs as per-key runs of consecutive buckets: keys, first and last bucket."""
-    keys, firsts, lasts = [], [], []
-    for key, bucket in sorted(pairs):
-        if keys and keys[-1] == key and lasts[-1] == bucket - 1:
-            lasts[-1] = bucket
-        else:
-            keys.append(key), firsts.append(bucket), lasts.append(bucket)
-    return keys, firsts, lasts
-
-
-def update_rollups(run_id: int, keys: Sequence[str], steps: Sequence[int]) -> None:
-    """Recompute the rollup buckets a batch touched, level by level. LATERAL makes each touched
-    range an index range scan (a join let the planner read every point of the run)."""
-    touched = {(k, s // LEVELS[0]) for k, s in zip(keys, steps, strict=True)}
-    with _raw_pg_cursor() as cur:
-        w = LEVELS[0]
-        cur.execute(
-            _level_from_points(
-                "FROM unnest(%b::text[], %b::int8[], %b::int8[]) AS t(key, b0, b1) CROSS JOIN LATERAL ("
-                f"SELECT * FROM {POINT} q WHERE q.run_id = %s AND q.key = t.key AND NOT q.superseded "
-                f"AND q.step >= t.b0 * {w} AND q.step < (t.b1 + 1) * {w} OFFSET 0) p"),
-            [*_ranges(touched), run_id],
-        )
-        for child, width in zip(LEVELS, LEVELS[1:], strict=False):
-            touched = {(k, b // FANOUT) for k, b in touched}
-            cur.execute(
-                _level_from_children(width,
-                    "FROM unnest(%b::text[], %b::int8[], %b::int8[]) AS t(key, b0, b1) CROSS JOIN LATERAL ("
-                    f"SELECT * FROM {ROLLUP} r WHERE r.run_id = %s AND r.key = t.key AND r.width = {child} "
-                    f"AND r.bucket >= t.b0 * {FANOUT} AND r.bucket < (t.b1 + 1) * {FANOUT} OFFSET 0) c"),
-                [*_ranges(touched), run_id],
-            )
 
 
 def _merged(column: str, take_new_if: str) -> str:
@@ -303,15 +251,34 @@ def merge_rollups(run_id: int, rows) -> None:
         cur.execute(_MERGE_ROLLUPS, [run_id, *rows.columns()])
 
 
-def rebuild_rollups(run_id: int, from_step: int = 0) -> None:
-    """Rebuild every rollup bucket of a run that holds steps at or after `from_step`."""
+# Rebuilds read at most this many steps of a run at a time (a multiple of every level).
+REBUILD_SLICE = LEVELS[-1] * 1024
+
+
+def rebuild_rollups(run_id: int, from_step: int = 0, to_step: int | None = None,
+                    keys: Iterable[str] | None = None) -> None:
+    """Recompute a run's rollup buckets (of `keys`, or all) over [from_step, to_step], widened to
+    whole buckets of the coarsest level so that every level is rebuilt from all its points."""
+    from orchestrator.metrics import batches
+    from orchestrator.metrics.models import MetricChunk, MetricRollup
+
+    top = LEVELS[-1]
+    lo = from_step // top * top
+    keys = None if keys is None else list(keys)
+    if to_step is None:  # to the end, past the last live point: older buckets there may now be empty
+        chunks = MetricChunk.objects.filter(run_id=run_id, superseded=False)
+        chunks = chunks if keys is None else chunks.filter(key__in=keys)
+        rollups = MetricRollup.objects.filter(run_id=run_id, width=top)
+        rollups = rollups if keys is None else rollups.filter(key__in=keys)
+        to_step = max(lo, chunks.aggregate(last=Max("last_step"))["last"] or 0,
+                      (rollups.aggregate(last=Max("bucket"))["last"] or 0) * top)
+    hi = to_step // top * top + top - 1
     with _raw_pg_cursor() as cur:
-        for width in LEVELS:
-            cur.execute(f"DELETE FROM {ROLLUP} WHERE run_id = %s AND width = %s AND bucket >= %s",
-                        [run_id, width, from_step // width])
-        first = LEVELS[0]
-        cur.execute(_level_from_points(f"FROM {POINT} p WHERE p.run_id = %s AND NOT p.superseded AND p.step >= %s"),
-                    [run_id, from_step // first * first])
-        for child, width in zip(LEVELS, LEVELS[1:], strict=False):
-            cur.execute(_level_from_children(width, f"FROM {ROLLUP} c WHERE c.run_id = %s AND c.width = {child} AND c.bucket >= %s"),
-                        [run_id, from_step // width * FANOUT])
+        cur.execute(f"DELETE FROM {ROLLUP} WHERE run_id = %s AND bucket >= %s / width AND bucket <= %s / width"
+                    + ("" if keys is None else " AND key = ANY(%s)"),
+                    [run_id, lo, hi, *([] if keys is None else [keys])])
+        for start in range(lo, hi + 1, REBUILD_SLICE):
+            series = {key: points for (_, key), points in
+                      live_points([run_id], keys, lo=start, hi=min(hi, start + REBUILD_SLICE - 1)).items()}
+            if series:
+                cur.execute(_MERGE_ROLLUPS, [run_id, *batches.rollup_rows(batches.from_points(series), LEVELS).columns()])

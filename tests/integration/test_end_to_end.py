@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 
 from orchestrator.experiments.models import Run
-from orchestrator.metrics.models import MetricPoint
+from orchestrator.metrics.chunks import live_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -59,6 +59,6 @@ def test_experiment_created_through_the_api_trains_and_succeeds(celery_worker, a
 
     history = list(run.events.values_list("to_state", flat=True))
     assert history == ["submitted", "pending", "running", "succeeded"], history
-    reward_steps = set(MetricPoint.objects.filter(run=run, key="train/reward_mean").values_list("step", flat=True))
+    reward_steps = {step for step, _, _ in live_rows(run.pk, "train/reward_mean")}
     assert len(reward_steps) >= 3, reward_steps
     assert run.job_id and run.attempt == 1 and run.exit_code == 0

@@ -6,9 +6,7 @@ from django.db import migrations, models
 
 def flag_non_finite_and_summarise(apps, schema_editor):
     """Points stored before this migration: NaN/inf move to the `special` flag (SQLite had
-    already turned NaN into NULL), then each run's summaries and rollups are built."""
-    from orchestrator.metrics import store
-
+    already turned NaN into NULL). Summaries and rollups are built by 0005, from chunks."""
     conn = schema_editor.connection
     with conn.cursor() as cur:
         if conn.vendor == "postgresql":
@@ -16,12 +14,6 @@ def flag_non_finite_and_summarise(apps, schema_editor):
                         "WHEN value = 'Infinity' THEN 2 ELSE 3 END, value = NULL "
                         "WHERE value IN ('NaN', 'Infinity', '-Infinity')")
         cur.execute("UPDATE metrics_metricpoint SET special = 1 WHERE value IS NULL AND special = 0")
-        cur.execute("SELECT DISTINCT run_id FROM metrics_metricpoint")
-        run_ids = [row[0] for row in cur.fetchall()]
-    for run_id in run_ids:
-        store.rebuild_series(run_id)
-        if conn.vendor == "postgresql":
-            store.rebuild_rollups(run_id)
 
 
 class Migration(migrations.Migration):

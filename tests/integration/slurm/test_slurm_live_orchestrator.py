@@ -17,7 +17,8 @@ from orchestrator.cluster.models import ClusterHealth, ClusterProfile, Job
 from orchestrator.cluster.services import run_submit, sync_active_runs
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create
-from orchestrator.metrics.models import MetricPoint
+from orchestrator.metrics.chunks import live_rows
+from orchestrator.metrics.models import MetricChunk
 
 from tests.integration.slurm.conftest import PYTHON, REPO
 from tests.integration.slurm.livehelpers import TINY, wait_until
@@ -88,7 +89,7 @@ def test_run_on_slurm_goes_pending_running_succeeded_with_metrics(slurm_settings
     job = Job.objects.get(run=run, attempt=1)
     assert (job.native_state, job.exit_code, job.nodes, job.final) == ("COMPLETED", 0, "localhost", True)
     assert job.started_at and job.ended_at
-    steps = sorted(MetricPoint.objects.filter(run=run, key=UPDATE_KEY).values_list("step", flat=True))
+    steps = [step for step, _, _ in live_rows(run.pk, UPDATE_KEY)]
     assert steps == [2, 4, 6, 8]
 
 
@@ -158,7 +159,7 @@ def test_health_view_lists_partitions_nodes_gpus_and_our_jobs(slurm_settings, al
     assert f"opl-{run.pk}-a1" in page
     from orchestrator.cluster.services import run_cancel
 
-    wait_until(lambda: MetricPoint.objects.filter(run=run, key=UPDATE_KEY).exists(), what="a training step")
+    wait_until(lambda: MetricChunk.objects.filter(run=run, key=UPDATE_KEY).exists(), what="a training step")
     run_cancel(run_id=run.pk)
     run = drive(run, lambda r: r.is_terminal)
     assert run.state == "cancelled"
@@ -212,7 +213,7 @@ def test_node_failure_requeues_the_run_which_resumes_with_one_metric_history(slu
     run = new_run(alice, steps=30, ckpt_every=2)
     run = drive(run, lambda r: r.state == "running")
     run_dir = run.run_dir
-    wait_until(lambda: MetricPoint.objects.filter(run=run, key=UPDATE_KEY).count() >= 4
+    wait_until(lambda: len(live_rows(run.pk, UPDATE_KEY)) >= 4
                and any(os.scandir(f"{run_dir}/ckpt")), timeout=180, what="a checkpoint and metrics")
     cluster.command("scontrol", "update", "nodename=localhost", "state=down", "reason=opl-node-fail-test")
     try:
@@ -222,8 +223,8 @@ def test_node_failure_requeues_the_run_which_resumes_with_one_metric_history(slu
     assert "requeued as attempt 2 of 3" in run.state_reason
     run = drive(run, lambda r: r.is_terminal, timeout=300)
     assert run.state == "succeeded" and run.attempt == 2, run.state_reason
-    live = MetricPoint.objects.filter(run=run, key=UPDATE_KEY, superseded=False)
-    steps = sorted(live.values_list("step", flat=True))
+    live = MetricChunk.objects.filter(run=run, key=UPDATE_KEY, superseded=False)
+    steps = [step for step, _, _ in live_rows(run.pk, UPDATE_KEY)]
     assert steps == list(range(2, 61, 2)), steps  # every update once: one continuous history
     assert live.filter(attempt=2).exists() and live.filter(attempt=1).exists()
     assert Job.objects.get(run=run, attempt=1).native_state in ("NODE_FAIL", "PENDING+RESTARTED")

@@ -1,7 +1,9 @@
 import pytest
 from django.db import connection  # noqa: F401 (skipif expressions)
+from django.db.models import Sum
 
-from orchestrator.metrics.models import MetricPoint, MetricSeries, Special
+from orchestrator.metrics.chunks import live_rows
+from orchestrator.metrics.models import MetricChunk, MetricSeries, Special
 from orchestrator.metrics.selectors import latest_values, series, summaries
 
 from .helpers import T0, make_run, points, push, start_attempt
@@ -13,8 +15,7 @@ POINTS = {"points": [{"step": 1, "key": "train/reward_mean", "value": 0.25, "tim
 
 
 def stored(run, key="train/reward_mean"):
-    return list(MetricPoint.objects.filter(run=run, key=key, superseded=False)
-                .order_by("step").values_list("step", "value", "special"))
+    return live_rows(run.pk, key)
 
 
 def test_points_are_stored_once_even_when_sent_twice(client, alice, tiny_config):
@@ -48,14 +49,14 @@ def test_non_finite_values_are_kept_and_served_as_strings(client, alice, tiny_co
 def test_missing_or_wrong_token_is_refused_and_stores_nothing(client, alice, tiny_config, token, status):
     run, _ = make_run(alice, tiny_config)
     assert push(client, run.pk, token, POINTS).status_code == status
-    assert MetricPoint.objects.count() == 0
+    assert MetricChunk.objects.count() == 0
 
 
 def test_a_runs_token_cannot_write_another_run(client, alice, tiny_config):
     run_a, token_a = make_run(alice, tiny_config)
     run_b, _ = make_run(alice, tiny_config)
     assert push(client, run_b.pk, token_a, POINTS).status_code == 403
-    assert MetricPoint.objects.count() == 0
+    assert MetricChunk.objects.count() == 0
 
 
 def test_an_old_attempts_token_is_refused_after_a_restart(client, alice, tiny_config):
@@ -81,7 +82,7 @@ def test_batch_with_bad_rows_is_refused_whole(client, alice, tiny_config):
     errors = response.json()["errors"]
     assert sorted({e["index"] for e in errors}) == [1, 2, 3]
     assert {(e["index"], e["field"]) for e in errors} >= {(1, "step"), (2, "key"), (2, "value"), (3, "value")}
-    assert MetricPoint.objects.count() == 0
+    assert MetricChunk.objects.count() == 0
 
 
 def test_points_that_are_not_a_list_are_refused(client, alice, tiny_config):
@@ -106,7 +107,7 @@ def test_restart_supersedes_the_old_attempt_from_the_restart_step(client, alice,
     assert answer["points"] == [[s, s / 10] for s in range(5)] + [[s, 100 + s] for s in range(5, 8)]
     assert answer["attempts"] == [[1, 0], [2, 5]]
     # the old attempt's points are kept, marked superseded, not deleted
-    assert MetricPoint.objects.filter(run=run, attempt=1, superseded=True).count() == 5
+    assert MetricChunk.objects.filter(run=run, attempt=1, superseded=True).aggregate(n=Sum("n"))["n"] == 5
     assert latest_values([run.pk], ["train/reward_mean"]) == {run.pk: {"train/reward_mean": 107.0}}
     s = MetricSeries.objects.get(run=run, key="train/reward_mean")
     assert (s.first_step, s.last_step, s.min_value, s.max_value) == (0, 7, 0.0, 107.0)
@@ -142,18 +143,19 @@ def test_latest_values_for_a_runs_table(client, alice, tiny_config):
                       run_b.pk: {"train/reward_mean": 0.9, "eval/avg_acc": 0.3}}
 
 
-@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the COPY fast path is PostgreSQL's")
-def test_the_fast_insert_backs_off_on_an_existing_point_and_the_upsert_takes_over(alice, tiny_config):
-    from django.db import transaction
-
-    from orchestrator.metrics import store
-    from orchestrator.metrics.schemas import parse_columns
+def test_a_repost_replaces_only_the_steps_it_sends(alice, tiny_config):
     from orchestrator.metrics.services import metrics_ingest
 
     run, _ = make_run(alice, tiny_config)
-    metrics_ingest(run=run, attempt=1, points=points("actor/m2", [1, 2]))
-    cols = parse_columns(points("actor/m2", [2, 3], value=lambda s: 9.0))
-    with transaction.atomic():
-        assert store.insert_points(run.pk, 1, 99, cols) is False  # step 2 exists: nothing written
-        store.upsert_points(run.pk, 1, 99, cols)
-    assert stored(run, "actor/m2") == [(1, 0.1, 0), (2, 9.0, 0), (3, 9.0, 0)]
+    metrics_ingest(run=run, attempt=1, points=points("actor/m2", [1, 2, 3]))
+    metrics_ingest(run=run, attempt=1, points=points("actor/m2", [2, 4], value=lambda s: 9.0))
+    assert stored(run, "actor/m2") == [(1, 0.1, 0), (2, 9.0, 0), (3, 0.3, 0), (4, 9.0, 0)]
+    s = MetricSeries.objects.get(run=run, key="actor/m2")
+    assert (s.first_step, s.last_step, s.last_value, s.min_value, s.max_value) == (1, 4, 9.0, 0.1, 9.0)
+    # covering every step of the first chunk empties it: it goes, and no empty chunk is left
+    metrics_ingest(run=run, attempt=1, points=points("actor/m2", [1, 3], value=lambda s: -1.0))
+    assert stored(run, "actor/m2") == [(1, -1.0, 0), (2, 9.0, 0), (3, -1.0, 0), (4, 9.0, 0)]
+    assert sorted(MetricChunk.objects.filter(run=run).values_list("first_step", "last_step", "n")) == [
+        (1, 3, 2), (2, 4, 2)]
+    s = MetricSeries.objects.get(run=run, key="actor/m2")
+    assert (s.last_value, s.min_value, s.max_value) == (9.0, -1.0, 9.0)

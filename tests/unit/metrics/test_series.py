@@ -7,7 +7,7 @@ from django.db import connection  # noqa: F401 (skipif expressions)
 
 from orchestrator.metrics import selectors
 from orchestrator.metrics.downsample import bucketize, points_from_buckets
-from orchestrator.metrics.models import MetricPoint
+from orchestrator.metrics.chunks import live_points
 from orchestrator.metrics.services import metrics_ingest
 
 from .helpers import T0, make_run, points
@@ -67,13 +67,9 @@ def test_rollups_give_the_same_chart_as_the_points(alice, tiny_config, seed, n, 
     window = selectors.plan_window(start or 0, end if end is not None else n - 1, budget, rollups=True)
     assert window.level > 0
     from_rollups = selectors._from_rollups([run.pk], KEY, window, budget, "value")[run.pk]
-    rows = list(MetricPoint.objects.filter(run=run, key=KEY, superseded=False,
-                                           step__gte=window.lo // window.level * window.level,
-                                           step__lt=(window.hi // window.level + 1) * window.level)
-                .order_by("step").values_list("step", "value", "special", "time"))
-    steps, values, specials, times = (np.array(c) for c in zip(*rows, strict=True))
-    values = np.where(specials == 0, values, np.nan).astype(float)
-    from_points = points_from_buckets(bucketize(steps, values, specials, times.astype(float), window.width))
+    pts = live_points([run.pk], [KEY], lo=window.lo // window.level * window.level,
+                      hi=(window.hi // window.level + 1) * window.level - 1)[(run.pk, KEY)]
+    from_points = points_from_buckets(bucketize(pts.steps, pts.values, pts.specials, pts.times, window.width))
     assert from_rollups == from_points
 
 
@@ -89,6 +85,10 @@ def test_rollups_follow_a_restart(alice, tiny_config):
     assert out[-1][0] == 11_999
     assert max(p[0] for p in out) == 11_999
     assert min(p[1] for p in out) == -1.0
+    from orchestrator.metrics.models import MetricRollup
+
+    # the buckets of the superseded steps past the restarted attempt's last point are gone
+    assert not MetricRollup.objects.filter(run_id=run.pk, last_step__gt=11_999).exists()
 
 
 def test_wall_time_mapping_is_monotone(alice, tiny_config):
