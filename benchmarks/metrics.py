@@ -141,12 +141,13 @@ def row_per_point_rate(batches: int) -> float:
     for seq, rows in enumerate(payloads, 1):
         cols = parse_columns(rows)
         batch = batch_ops.sort_batch(cols)
-        with transaction.atomic(), store._raw_pg_cursor() as cur, cur.copy(
-                f"COPY {ROW_TABLE} (run_id, attempt, key, step, value, special, time, seq, superseded) "
-                "FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int4", "text", "int8", "float8", "int2", "float8", "int8", "bool"])
-            for row in zip(cols.keys, cols.steps, cols.values, cols.specials, cols.times, strict=True):
-                copy.write_row((run.pk, 1, *row, seq, False))
+        with transaction.atomic():
+            with store._raw_pg_cursor() as cur, cur.copy(
+                    f"COPY {ROW_TABLE} (run_id, attempt, key, step, value, special, time, seq, superseded) "
+                    "FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["int8", "int4", "text", "int8", "float8", "int2", "float8", "int8", "bool"])
+                for row in zip(cols.keys, cols.steps, cols.values, cols.specials, cols.times, strict=True):
+                    copy.write_row((run.pk, 1, *row, seq, False))
             store.upsert_series(run.pk, batch_ops.key_summaries(batch))
             store.merge_rollups(run.pk, batch_ops.rollup_rows(batch, store.LEVELS))
     return batches * BATCH / (time.perf_counter() - start)
