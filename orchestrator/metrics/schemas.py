@@ -1,13 +1,16 @@
 """The wire format of metric batches, shared by the ingestion API and the trainer's spool.
 
 A point is {"step": int >= 0, "key": "namespace/name", "value": number | "NaN" | "Infinity" |
-"-Infinity", "time": unix seconds}. `parse_columns` checks a whole batch with a plain loop (batches
-carry up to ~10^5 points) and falls back to the pydantic model only to explain refused rows.
+"-Infinity", "time": unix seconds}. Batches carry up to ~10^5 points, so a well-formed batch is
+decoded and type-checked by msgspec in C (straight from the request body when there is one);
+anything msgspec refuses takes the plain-Python path, and the pydantic model then explains every
+refused row. The paths accept the same batches.
 """
 import math
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
+import msgspec
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from orchestrator.metrics.models import Special
@@ -17,6 +20,7 @@ KEY_PATTERN = re.compile(r"^[A-Za-z0-9_.@:\-]+(/[A-Za-z0-9_.@:\-]+)*$")
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 SPECIAL_CODES = {"NaN": Special.NAN, "Infinity": Special.POS_INF, "-Infinity": Special.NEG_INF}
 SPECIAL_NAMES = {int(code): name for name, code in SPECIAL_CODES.items()}
+_SPECIAL_INTS = {name: int(code) for name, code in SPECIAL_CODES.items()}
 MAX_POINTS_PER_BATCH = 200_000
 
 
@@ -48,6 +52,57 @@ class BatchError(ValueError):
         self.errors = errors
 
 
+class WirePoint(msgspec.Struct, forbid_unknown_fields=True):
+    step: Annotated[int, msgspec.Meta(ge=0)]
+    key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]  # the pattern is checked per distinct key
+    value: float | Literal["NaN", "Infinity", "-Infinity"]
+    time: float
+
+
+class WireBatch(msgspec.Struct):
+    points: list[WirePoint]
+    attempt: int | None = None
+
+
+_decode_batch = msgspec.json.Decoder(WireBatch).decode
+
+
+def decode_batch(body: bytes) -> tuple[int | None, Columns] | None:
+    """(attempt, columns) of a well-formed JSON batch body; None sends the body down the checked
+    path (which also explains what is wrong)."""
+    try:
+        batch = _decode_batch(body)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    cols = _struct_columns(batch.points)
+    return None if cols is None else (batch.attempt, cols)
+
+
+def _struct_columns(points: list[WirePoint]) -> Columns | None:
+    """Columns of type-checked points; None when a check msgspec does not make fails (key
+    pattern, finite time, batch size) or a (key, step) repeats (the plain path keeps the last)."""
+    if len(points) > MAX_POINTS_PER_BATCH:
+        return None
+    keys = [p.key for p in points]
+    steps = [p.step for p in points]
+    if not all(KEY_PATTERN.match(key) for key in set(keys)) or len(set(zip(keys, steps))) != len(keys):
+        return None
+    times = [p.time for p in points]
+    if not all(map(math.isfinite, times)):
+        return None
+    values, specials = [], []
+    finite, codes = math.isfinite, _SPECIAL_INTS
+    for point in points:
+        value = point.value
+        if type(value) is str:
+            values.append(None), specials.append(codes[value])
+        elif finite(value):
+            values.append(value), specials.append(0)
+        else:
+            values.append(None), specials.append(special_code(value))
+    return Columns(keys, steps, values, specials, times)
+
+
 def special_code(value: float) -> int:
     if math.isnan(value):
         return Special.NAN
@@ -62,7 +117,11 @@ def parse_columns(rows: Any) -> Columns:
     if len(rows) > MAX_POINTS_PER_BATCH:
         raise BatchError([{"index": None, "field": "points",
                            "message": f"at most {MAX_POINTS_PER_BATCH} points per batch, got {len(rows)}"}])
-    return _fast_columns(rows) or _checked_columns(rows)
+    try:
+        cols = _struct_columns(msgspec.convert(rows, list[WirePoint]))
+    except msgspec.ValidationError:
+        cols = None
+    return cols or _fast_columns(rows) or _checked_columns(rows)
 
 
 def _fast_columns(rows: list) -> Columns | None:

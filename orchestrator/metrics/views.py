@@ -19,15 +19,15 @@ from orchestrator.experiments.tokens import run_token_matches
 from orchestrator.metrics import live, selectors
 from orchestrator.metrics.compare import differing_fields, flatten
 from orchestrator.metrics.panels import X_AXES, panel_keys, panels_for
-from orchestrator.metrics.schemas import BatchError, encode_value
+from orchestrator.metrics.schemas import BatchError, decode_batch, encode_value
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
 
 MAX_COMPARE_RUNS = 200
 
 
-def _authenticated_run(request: HttpRequest, run_id: int):
-    """(run, JSON body, None) when the request carries this run's own token and a JSON body,
-    else (None, None, error)."""
+def _authenticated_run(request: HttpRequest, run_id: int, *, parse_body: bool = True):
+    """(run, JSON body, None) when the request carries this run's own token and a JSON body
+    (body None when not asked to parse it), else (None, None, error)."""
     run = Run.objects.filter(pk=run_id).first()
     token = bearer_token(request)
     if token is None:
@@ -36,6 +36,8 @@ def _authenticated_run(request: HttpRequest, run_id: int):
         return None, None, json_error(404, f"run {run_id} does not exist")
     if not run_token_matches(run, token):
         return None, None, json_error(403, "this token cannot write to this run")
+    if not parse_body:
+        return run, None, None
     body, error = parse_json_body(request)
     return (None, None, error) if error else (run, body, None)
 
@@ -50,17 +52,22 @@ def run_metrics(request: HttpRequest, run_id: int):
 
 
 def _ingest(request: HttpRequest, run_id: int):
-    run, body, error = _authenticated_run(request, run_id)
+    decoded = decode_batch(request.body) if request.content_type == "application/json" else None
+    run, body, error = _authenticated_run(request, run_id, parse_body=decoded is None)
     if error:
         return error
-    if not isinstance(body, dict) or "points" not in body:
+    if decoded is not None:
+        attempt, points = decoded
+        attempt = run.attempt if attempt is None else attempt
+    elif not isinstance(body, dict) or "points" not in body:
         return json_error(400, "invalid batch", [{"field": "points", "message": "field required"}])
-    attempt = body.get("attempt", run.attempt)
+    else:
+        attempt, points = body.get("attempt", run.attempt), body["points"]
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt != run.attempt:
         return json_error(400, "invalid batch",
                           [{"field": "attempt", "message": f"must be the run's current attempt {run.attempt}"}])
     try:
-        stored = metrics_ingest(run=run, attempt=attempt, points=body["points"])
+        stored = metrics_ingest(run=run, attempt=attempt, points=points)
     except BatchError as exc:
         return json_error(400, "invalid batch: nothing was stored", exc.errors)
     return JsonResponse({"stored": stored}, status=202)
