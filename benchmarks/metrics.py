@@ -8,7 +8,7 @@ Uses its own database (opl_bench_metrics, dropped at the end unless --keep) and 
 | measure | ours | baseline |
 |---|---|---|
 | ingestion, 1/8/32 writers | `metrics_ingest` (validate, one chunk per key by binary COPY, summaries, rollups, publish) in 5,000-point batches, one run per writer, separate processes | the previous storage, one row per point: binary COPY into a table with its three indexes, plus the same summaries and rollups, 1 writer |
-| ingestion over HTTP | the same, posted as JSON to uvicorn (2 workers) by 8 threads | (same baseline) |
+| ingestion over HTTP | the same, posted as JSON to uvicorn (2 workers, DATABASE_POOL=1) by 1 and by 8 threads | (same baseline) |
 | chart query, 1M and 10M points | `selectors.series` at a 1,500-point budget (rollups) | read every point (from the chunks), downsample with tsdownsample MinMaxLTTB |
 | compare, 50 runs x 100k | one `selectors.series` call for the 50 runs | the same naive read, run by run |
 | live latency | POST over HTTP -> event on an SSE connection (uvicorn, Redis pub/sub) | polling every 2 s, as the previous chart did |
@@ -315,7 +315,7 @@ def start_uvicorn(workers: int = 1):
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "uvicorn", "orchestrator.asgi:application", "--port", str(port),
                                "--workers", str(workers), "--log-level", "warning", "--no-access-log"],
-                              cwd=ROOT, env=os.environ.copy())
+                              cwd=ROOT, env={**os.environ, "DATABASE_POOL": os.environ.get("DATABASE_POOL", "1")})
     base = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:

@@ -68,6 +68,11 @@ DATABASES = {
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'opl.sqlite3'}"), conn_max_age=0
     )
 }
+if env_bool("DATABASE_POOL") and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # For the web server: requests borrow connections from a pool instead of opening one each
+    # (~5 ms saved per API call). Not for Celery's forked workers, which must not share one.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2, "max_size": env_int("DATABASE_POOL_MAX", 10), "timeout": 10}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # The demo runs web, worker and beat against one file: wait on locks instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
