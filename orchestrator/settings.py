@@ -106,6 +106,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "sync-runs": {"task": "orchestrator.cluster.tasks.sync_runs", "schedule": 3.0},
     "dispatch-queued": {"task": "orchestrator.cluster.tasks.dispatch_queued", "schedule": 3.0},
+    "compact-metrics": {"task": "orchestrator.metrics.tasks.compact_metrics", "schedule": 300.0},
 }
 
 # --- Runs and clusters ------------------------------------------------------------------------

@@ -1,10 +1,12 @@
 """Storing metric batches and heartbeats from running jobs."""
 import logging
 import math
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from orchestrator.experiments.models import Run
@@ -63,6 +65,14 @@ def _fold_in(run_id: int, appended: batches.SortedBatch, reposted: dict) -> None
         if store.is_postgres():
             steps = np.concatenate([points.steps for points in reposted.values()])
             store.rebuild_rollups(run_id, from_step=int(steps.min()), to_step=int(steps.max()), keys=list(reposted))
+
+
+def compact_recent_runs(*, within: timedelta = timedelta(days=1)) -> int:
+    """Compact the chunks of runs that are active or finished within `within` (older runs were
+    compacted when they finished); returns how many chunks that removed."""
+    recent = Run.objects.filter(Q(state__in=Run.ACTIVE) | Q(finished_at__gte=timezone.now() - within))
+    return sum(store.compact_chunks(run_id, keep_batches=live.MAX_REPLAY_BATCHES)
+               for run_id in recent.values_list("pk", flat=True))
 
 
 def run_heartbeat(*, run: Run, step: int | None = None, total_steps: int | None = None) -> None:

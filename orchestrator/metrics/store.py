@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Max, Q
 
 from orchestrator.metrics.chunks import Points, live_points, pack, unpack
@@ -168,6 +168,45 @@ def _rewrite(chunk, points: Points) -> None:
     for field, blob in pack(points).items():
         setattr(chunk, field, blob)
     chunk.save(update_fields=["first_step", "last_step", "n", "steps", "values", "specials", "times"])
+
+
+# A trainer posting every step or two leaves chunks of a few points; compaction merges those.
+COMPACT_TARGET = 1024
+
+
+def compact_chunks(run_id: int, *, keep_batches: int, target: int = COMPACT_TARGET) -> int:
+    """Merge a run's small live chunks of the same key and attempt, in step order, into chunks of
+    up to `target` points; returns how many chunks that removed. Batches among the run's last
+    `keep_batches` are left alone: a reconnecting live chart replays those by their numbers.
+    Takes the run's batch lock, so it never interleaves with an ingestion."""
+    from orchestrator.metrics.models import MetricChunk, MetricStream
+
+    with transaction.atomic():
+        stream = MetricStream.objects.select_for_update().filter(run_id=run_id).first()
+        if stream is None:
+            return 0
+        small = (MetricChunk.objects.filter(run_id=run_id, superseded=False, seq__lte=stream.last_seq - keep_batches,
+                                            n__lt=target).order_by("key", "attempt", "first_step"))
+        removed, parts = 0, []
+        for chunk in small.iterator(chunk_size=2000):
+            if parts and ((chunk.key, chunk.attempt) != (parts[0].key, parts[0].attempt)
+                          or sum(c.n for c in parts) + chunk.n > target):
+                removed += _merge(run_id, parts)
+                parts = []
+            parts.append(chunk)
+        return removed + _merge(run_id, parts)
+
+
+def _merge(run_id: int, parts: list) -> int:
+    """Replace chunks of one key and attempt by one chunk that holds all their points."""
+    from orchestrator.metrics.models import MetricChunk
+
+    if len(parts) < 2:
+        return 0
+    points = Points.join([_points_of(c) for c in parts])
+    _new_chunk(run_id, parts[0].key, parts[0].attempt, max(c.seq for c in parts), points).save()
+    MetricChunk.objects.filter(pk__in=[c.pk for c in parts]).delete()
+    return len(parts) - 1
 
 
 # --- per-key summaries ---------------------------------------------------------------------------
