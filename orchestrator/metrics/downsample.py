@@ -12,20 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass(frozen=True)
-class Bucket:
-    min_step: int | None
-    min_value: float | None
-    max_step: int | None
-    max_value: float | None
-    last_step: int
-    last_value: float | None
-    last_special: int
-    last_time: float | None
-    special_step: int | None
-    special_kind: int | None
-
-
 def buckets_needed(max_points: int) -> int:
     """Buckets for a budget: two points each, plus the final point."""
     return max(1, (max_points - 1) // 2)
@@ -33,27 +19,6 @@ def buckets_needed(max_points: int) -> int:
 
 def bucket_width(lo: int, hi: int, max_points: int) -> int:
     return max(1, math.ceil((hi - lo + 1) / buckets_needed(max_points)))
-
-
-def points_from_buckets(buckets: list[Bucket], field: str = "value") -> list[tuple[int, float | None, int]]:
-    """(step, value, special) points of bucket aggregates, in step order."""
-    if field == "time":
-        return [(b.last_step, b.last_time, 0) for b in buckets]
-    out: list[tuple[int, float | None, int]] = []
-    for b in buckets:
-        chosen: dict[int, tuple[int, float | None, int]] = {}
-        if b.min_step is not None:
-            chosen[b.min_step] = (b.min_step, b.min_value, 0)
-        if b.max_step is not None:
-            chosen.setdefault(b.max_step, (b.max_step, b.max_value, 0))
-        if b.special_step is not None:
-            chosen[b.special_step] = (b.special_step, None, b.special_kind)
-        out.extend(chosen[s] for s in sorted(chosen))
-    if buckets:
-        last = buckets[-1]
-        if not out or out[-1][0] < last.last_step:
-            out.append((last.last_step, last.last_value, last.last_special))
-    return out
 
 
 @dataclass(frozen=True)
@@ -105,24 +70,34 @@ def aggregate_groups(starts: np.ndarray, steps: np.ndarray, values: np.ndarray, 
 
 
 def bucketize(steps: np.ndarray, values: np.ndarray, specials: np.ndarray, times: np.ndarray,
-              width: int) -> list[Bucket]:
+              width: int) -> GroupAggregates:
     """Bucket aggregates of step-sorted points (values NaN where specials != 0)."""
     if len(steps) == 0:
-        return []
+        return GroupAggregates(*(np.empty(0) for _ in range(13)))
     ids = steps // width
-    g = aggregate_groups(np.r_[0, np.flatnonzero(np.diff(ids)) + 1], steps, values, specials, times)
-    return [
-        Bucket(
-            min_step=int(g.min_step[i]) if g.has_finite[i] else None,
-            min_value=float(g.min_value[i]) if g.has_finite[i] else None,
-            max_step=int(g.max_step[i]) if g.has_finite[i] else None,
-            max_value=float(g.max_value[i]) if g.has_finite[i] else None,
-            last_step=int(g.last_step[i]),
-            last_value=None if g.last_special[i] else float(g.last_value[i]),
-            last_special=int(g.last_special[i]),
-            last_time=float(g.last_time[i]),
-            special_step=int(g.special_step[i]) if g.has_special[i] else None,
-            special_kind=int(g.special_kind[i]) if g.has_special[i] else None,
-        )
-        for i in range(len(g.n))
-    ]
+    return aggregate_groups(np.r_[0, np.flatnonzero(np.diff(ids)) + 1], steps, values, specials, times)
+
+
+def points_from_aggregates(g: GroupAggregates, field: str = "value") -> list[tuple[int, float | None, int]]:
+    """(step, value, special) points of bucket aggregates, in step order: each bucket's min and
+    max and its non-finite point (which wins a shared step, then the min does), and the series'
+    last point when no bucket point reaches it. field="time" gives each bucket's last wall time."""
+    if len(g.last_step) == 0:
+        return []
+    if field == "time":
+        return [(s, t, 0) for s, t in zip(g.last_step.tolist(), g.last_time.tolist(), strict=True)]
+    fin, spec = g.has_finite, g.has_special
+    max_too = fin & (g.max_step != g.min_step)
+    steps = np.concatenate([g.special_step[spec], g.min_step[fin], g.max_step[max_too]]).astype(np.int64)
+    values = np.concatenate([np.full(int(spec.sum()), np.nan), g.min_value[fin], g.max_value[max_too]])
+    specials = np.concatenate([g.special_kind[spec], np.zeros(int(fin.sum() + max_too.sum()))]).astype(np.int64)
+    rank = np.concatenate([np.zeros(int(spec.sum())), np.ones(int(fin.sum())), np.full(int(max_too.sum()), 2)])
+    order = np.lexsort((rank, steps))
+    steps, values, specials = steps[order], values[order], specials[order]
+    first = np.r_[True, np.diff(steps) != 0]
+    out = [(s, None if k else v, k) for s, v, k in
+           zip(steps[first].tolist(), values[first].tolist(), specials[first].tolist(), strict=True)]
+    last_step, last_special = int(g.last_step[-1]), int(g.last_special[-1])
+    if not out or out[-1][0] < last_step:
+        out.append((last_step, None if last_special else float(g.last_value[-1]), last_special))
+    return out

@@ -4,10 +4,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import connection
+from django.db import connection, transaction
 
 from orchestrator.metrics import store
-from orchestrator.metrics.downsample import Bucket, bucket_width, bucketize, points_from_buckets
+from orchestrator.metrics.downsample import GroupAggregates, bucket_width, bucketize, points_from_aggregates
 from orchestrator.metrics.chunks import live_points
 from orchestrator.metrics.models import MetricAttempt, MetricSeries
 from orchestrator.metrics.services import as_float
@@ -63,7 +63,7 @@ def _from_points(run_ids, key, window: Window, max_points: int, field: str) -> d
     out = {}
     for (rid, _), pts in live_points(run_ids, [key], lo=window.lo, hi=window.hi).items():
         if len(pts) > max_points:
-            out[rid] = points_from_buckets(bucketize(pts.steps, pts.values, pts.specials, pts.times, window.width), field)
+            out[rid] = points_from_aggregates(bucketize(pts.steps, pts.values, pts.specials, pts.times, window.width), field)
         elif field == "time":
             out[rid] = [(s, t, 0) for s, t in zip(pts.steps.tolist(), pts.times.tolist(), strict=True)]
         else:
@@ -71,33 +71,52 @@ def _from_points(run_ids, key, window: Window, max_points: int, field: str) -> d
     return out
 
 
+# One row per (run, drawn bucket), as plain columns (arrays would be parsed in Python).
 _ROLLUP_QUERY = f"""
-SELECT run_id, bucket / %(k)s AS qb,
-  (min(ARRAY[min_value, min_step]) FILTER (WHERE min_value IS NOT NULL)),
-  (max(ARRAY[max_value, -max_step]) FILTER (WHERE max_value IS NOT NULL)),
-  (max(ARRAY[last_step, last_value, last_special, last_time])),
-  (max(ARRAY[special_step, special_kind]) FILTER (WHERE special_step IS NOT NULL))
-FROM {store.ROLLUP}
-WHERE run_id = ANY(%(runs)s) AND key = %(key)s AND width = %(level)s AND bucket >= %(b0)s AND bucket <= %(b1)s
-GROUP BY run_id, qb ORDER BY run_id, qb
+SELECT run_id, mn[1], mn[2]::int8, mx[1], (-mx[2])::int8, last[1]::int8, last[2], last[3]::int2, last[4],
+       sp[1]::int8, sp[2]::int2
+FROM (
+  SELECT run_id, bucket / %(k)s AS qb,
+    min(ARRAY[min_value, min_step]) FILTER (WHERE min_value IS NOT NULL) AS mn,
+    max(ARRAY[max_value, -max_step]) FILTER (WHERE max_value IS NOT NULL) AS mx,
+    max(ARRAY[last_step, last_value, last_special, last_time]) AS last,
+    max(ARRAY[special_step, special_kind]) FILTER (WHERE special_step IS NOT NULL) AS sp
+  FROM {store.ROLLUP}
+  WHERE run_id = ANY(%(runs)s) AND key = %(key)s AND width = %(level)s AND bucket >= %(b0)s AND bucket <= %(b1)s
+  GROUP BY run_id, qb
+) g
+ORDER BY run_id, qb
 """
 
 
 def _from_rollups(run_ids, key, window: Window, max_points: int, field: str) -> dict[int, list[Point]]:
     params = {"k": window.width // window.level, "runs": run_ids, "key": key, "level": window.level,
               "b0": window.lo // window.level, "b1": window.hi // window.level}
-    with connection.cursor() as cur:
+    with transaction.atomic(), connection.cursor() as cur:
+        # A compare page groups tens of thousands of rows; the default 4 MB spilled that to disk.
+        cur.execute("SET LOCAL work_mem = '64MB'")
         cur.execute(_ROLLUP_QUERY, params)
         rows = cur.fetchall()
-    per_run: dict[int, list[Bucket]] = {}
-    for rid, _qb, mn, mx, last, sp in rows:
-        per_run.setdefault(rid, []).append(Bucket(
-            min_step=int(mn[1]) if mn else None, min_value=mn[0] if mn else None,
-            max_step=int(-mx[1]) if mx else None, max_value=mx[0] if mx else None,
-            last_step=int(last[0]), last_value=last[1], last_special=int(last[2]), last_time=last[3],
-            special_step=int(sp[0]) if sp else None, special_kind=int(sp[1]) if sp else None,
-        ))
-    return {rid: points_from_buckets(b, field) for rid, b in per_run.items()}
+    if not rows:
+        return {}
+    run, min_value, min_step, max_value, max_step, last_step, last_value, last_special, last_time, sp_step, sp_kind = (
+        list(c) for c in zip(*rows, strict=True))
+    floats = [np.array(c, dtype=np.float64) for c in (min_value, max_value, last_value, last_time)]  # None -> NaN
+    ints = [np.array([-1 if v is None else v for v in c], dtype=np.int64)
+            for c in (min_step, max_step, last_step, last_special, sp_step, sp_kind)]
+    has_finite = np.array([v is not None for v in min_step])
+    has_special = np.array([v is not None for v in sp_step])
+    runs = np.array(run)
+    starts = np.r_[0, np.flatnonzero(np.diff(runs)) + 1]
+    out = {}
+    for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(runs)], strict=True):
+        g = GroupAggregates(
+            n=np.zeros(b - a, np.int64), has_finite=has_finite[a:b],
+            min_value=floats[0][a:b], min_step=ints[0][a:b], max_value=floats[1][a:b], max_step=ints[1][a:b],
+            last_step=ints[2][a:b], last_value=floats[2][a:b], last_special=ints[3][a:b], last_time=floats[3][a:b],
+            has_special=has_special[a:b], special_step=ints[4][a:b], special_kind=ints[5][a:b])
+        out[int(runs[a])] = points_from_aggregates(g, field)
+    return out
 
 
 def attempt_starts(run_ids: Iterable[int]) -> dict[int, list[list[int]]]:

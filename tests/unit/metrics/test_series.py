@@ -6,7 +6,7 @@ import pytest
 from django.db import connection  # noqa: F401 (skipif expressions)
 
 from orchestrator.metrics import selectors
-from orchestrator.metrics.downsample import bucketize, points_from_buckets
+from orchestrator.metrics.downsample import bucketize, points_from_aggregates
 from orchestrator.metrics.chunks import live_points
 from orchestrator.metrics.services import metrics_ingest
 
@@ -69,7 +69,7 @@ def test_rollups_give_the_same_chart_as_the_points(alice, tiny_config, seed, n, 
     from_rollups = selectors._from_rollups([run.pk], KEY, window, budget, "value")[run.pk]
     pts = live_points([run.pk], [KEY], lo=window.lo // window.level * window.level,
                       hi=(window.hi // window.level + 1) * window.level - 1)[(run.pk, KEY)]
-    from_points = points_from_buckets(bucketize(pts.steps, pts.values, pts.specials, pts.times, window.width))
+    from_points = points_from_aggregates(bucketize(pts.steps, pts.values, pts.specials, pts.times, window.width))
     assert from_rollups == from_points
 
 
