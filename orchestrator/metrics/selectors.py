@@ -28,12 +28,14 @@ class Window:
 def plan_window(lo: int, hi: int, max_points: int, *, rollups: bool) -> Window:
     """Choose the bucket width for [lo, hi] and the rollup level to read: the coarsest level
     that divides a chart bucket into whole rollup buckets while widening it by at most 50%
-    (so the answer stays close to the budget), else the finest level."""
+    (so the answer stays close to the budget), else the points themselves."""
     width = bucket_width(lo, hi, max_points)
     fitting = [w for w in store.LEVELS if w <= width] if rollups else []
     if not fitting:
         return Window(lo, hi, width, 0)
-    level = next((w for w in reversed(fitting) if math.ceil(width / w) * w <= 1.5 * width), fitting[0])
+    level = next((w for w in reversed(fitting) if math.ceil(width / w) * w <= 1.5 * width), 0)
+    if not level:  # just above the finest level: its buckets would halve the budget, so read the points
+        return Window(lo, hi, width, 0)
     width = math.ceil(width / level) * level  # whole rollup buckets per chart bucket
     return Window(lo, hi, width, level)
 

@@ -18,7 +18,9 @@ from orchestrator.metrics.chunks import Points, live_points, pack, unpack
 
 # Rollup bucket widths in steps, finest first; every level is aggregated from the points.
 # Fanout 4 keeps a chart's read within 4 rollup rows per drawn bucket (compare pages read many runs).
-LEVELS = (16, 64, 256, 1024, 4096)
+# Charts of fewer than ~48k steps (buckets under 64 steps) read the chunks: compaction keeps those
+# few rows, and a finer level cost every ingested batch more rollup rows than all others together.
+LEVELS = (64, 256, 1024, 4096)
 FANOUT = 4
 assert all(b == a * FANOUT for a, b in zip(LEVELS, LEVELS[1:], strict=False))
 

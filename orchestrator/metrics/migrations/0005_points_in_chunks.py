@@ -42,6 +42,8 @@ def points_to_chunks(apps, schema_editor):
 
     from orchestrator.metrics import store  # the chunk-era rebuilds
 
+    with schema_editor.connection.cursor() as cur:
+        cur.execute("DELETE FROM metrics_metricrollup")  # the 16-step level is gone from store.LEVELS
     for run_id in Chunk.objects.values_list("run_id", flat=True).distinct():
         store.rebuild_series(run_id)
         if schema_editor.connection.vendor == "postgresql":

@@ -43,4 +43,4 @@ def test_points_of_every_batch_attempt_and_kind_move_into_chunks(alice, tiny_con
     assert (summary.first_step, summary.last_step, summary.min_value, summary.max_value) == (0, 8, -1.0, 0.4)
     assert selectors.series([run.pk], KEY)[run.pk] == live_rows(run.pk, KEY)
     if connection.vendor == "postgresql":
-        assert MetricRollup.objects.filter(run_id=run.pk, width=16).get().n == 9
+        assert MetricRollup.objects.filter(run_id=run.pk, width=64).get().n == 9

@@ -59,7 +59,7 @@ def test_a_zoomed_range_is_served_at_full_resolution(alice, tiny_config):
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'", reason="rollups exist on PostgreSQL only")
 @pytest.mark.parametrize("seed,n,budget,start,end", [
-    (3, 30_000, 1500, None, None), (4, 40_000, 100, None, None), (5, 30_000, 300, 7_000, 21_000),
+    (3, 120_000, 1500, None, None), (4, 40_000, 100, None, None), (5, 30_000, 300, 7_000, 21_000),
 ])
 def test_rollups_give_the_same_chart_as_the_points(alice, tiny_config, seed, n, budget, start, end):
     run, _ = make_run(alice, tiny_config)
@@ -134,7 +134,7 @@ def test_compare_api_returns_each_run_in_order(client, alice, tiny_config):
     assert answer["runs"][1]["attempts"] == [[1, 0]]
 
 
-@pytest.mark.parametrize("span", [20_000, 100_000, 1_000_000, 10_000_000, 123_456_789])
+@pytest.mark.parametrize("span", [100_000, 200_000, 1_000_000, 10_000_000, 123_456_789])
 def test_the_window_reads_whole_rollup_buckets_and_stays_near_the_budget(span):
     from orchestrator.metrics.downsample import bucket_width
 
@@ -142,6 +142,14 @@ def test_the_window_reads_whole_rollup_buckets_and_stays_near_the_budget(span):
     assert window.level and window.width % window.level == 0
     assert bucket_width(0, span - 1, 1500) <= window.width <= 1.5 * bucket_width(0, span - 1, 1500)
     assert window.width // window.level <= 64  # rows read per drawn bucket stay bounded
+
+
+@pytest.mark.parametrize("span", [1_000, 40_000, 60_000])
+def test_a_window_too_short_for_the_rollups_reads_the_points_at_the_full_budget(span):
+    from orchestrator.metrics.downsample import bucket_width
+
+    window = selectors.plan_window(0, span - 1, 1500, rollups=True)
+    assert window.level == 0 and window.width == bucket_width(0, span - 1, 1500)
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'", reason="rollups exist on PostgreSQL only")
