@@ -43,6 +43,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "orchestrator.middleware.SyncChain",
 ]
 
 ROOT_URLCONF = "orchestrator.urls"
