@@ -93,12 +93,6 @@ def key_summaries(batch: SortedBatch) -> list[tuple]:
                     _nullable(g.min_value, g.has_finite), _nullable(g.max_value, g.has_finite), strict=True))
 
 
-def first_steps(batch: SortedBatch) -> dict[str, int]:
-    starts = batch.key_starts()
-    return {batch.key_names[k]: s for k, s in zip(batch.key_index[starts].tolist(), batch.steps[starts].tolist(),
-                                                  strict=True)}
-
-
 @dataclass(frozen=True)
 class RollupRows:
     """Rollup buckets of one batch for every level, as columns ready for an array insert."""

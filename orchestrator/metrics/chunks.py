@@ -81,6 +81,12 @@ def live_points(run_ids: Iterable[int], keys: Iterable[str] | None = None, *, lo
     return out
 
 
+def live_series(run_id: int, keys: Iterable[str] | None = None, *, lo: int | None = None,
+                hi: int | None = None) -> dict[str, Points]:
+    """live_points of one run, by key."""
+    return {key: points for (_, key), points in live_points([run_id], keys, lo=lo, hi=hi).items()}
+
+
 def live_rows(run_id: int, key: str) -> list[tuple[int, float | None, int]]:
     """Every live (step, value, special) of a key, in step order."""
     points = live_points([run_id], [key]).get((run_id, key))

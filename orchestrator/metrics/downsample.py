@@ -7,7 +7,7 @@ series' very last point is always kept so live points extend it. Rollups store e
 aggregates, so a chart served from rollups equals one served from the points (tested).
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def bucketize(steps: np.ndarray, values: np.ndarray, specials: np.ndarray, times
               width: int) -> GroupAggregates:
     """Bucket aggregates of step-sorted points (values NaN where specials != 0)."""
     if len(steps) == 0:
-        return GroupAggregates(*(np.empty(0) for _ in range(13)))
+        return GroupAggregates(*(np.empty(0) for _ in fields(GroupAggregates)))
     ids = steps // width
     return aggregate_groups(np.r_[0, np.flatnonzero(np.diff(ids)) + 1], steps, values, specials, times)
 

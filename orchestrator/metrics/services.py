@@ -4,7 +4,6 @@ import math
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -12,6 +11,7 @@ from django.utils import timezone
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
 from orchestrator.metrics import batches, live, store
+from orchestrator.metrics.chunks import Points
 from orchestrator.metrics.schemas import BatchError, encode_value, parse_columns  # noqa: F401 (re-exported)
 from orchestrator.metrics.store import Columns
 
@@ -38,22 +38,23 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
         if store.note_attempt_start(run.pk, attempt, first, seq) and attempt > 1:
             if store.supersede(run.pk, attempt, first):
                 restart_from = first
-        reposted = store.keys_already_stored(run.pk, batches.first_steps(batch))
-        store.remove_steps(run.pk, {key: incoming[key] for key in reposted})
+        reposted = store.keys_already_stored(run.pk, {key: int(p.steps[0]) for key, p in incoming.items()})
+        replacing = {key: incoming[key] for key in reposted}
+        store.remove_steps(run.pk, replacing)
         store.insert_chunks(run.pk, attempt, seq, incoming)
         if restart_from is not None:
             store.rebuild_series(run.pk)
             if store.is_postgres():
                 store.rebuild_rollups(run.pk, from_step=restart_from)
         else:
-            _fold_in(run.pk, batch.only(set(incoming) - reposted), {key: incoming[key] for key in reposted})
+            _fold_in(run.pk, batch.only(set(incoming) - reposted), replacing)
         transaction.on_commit(lambda: live.publish(
             run.pk, lambda: live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)))
     _note_progress(run, step=max(cols.steps))
     return len(cols.keys)
 
 
-def _fold_in(run_id: int, appended: batches.SortedBatch, reposted: dict) -> None:
+def _fold_in(run_id: int, appended: batches.SortedBatch, reposted: dict[str, Points]) -> None:
     """Bring summaries and rollups up to date: appending keys merge the batch's own aggregates,
     re-posted keys are recomputed over the steps they touched."""
     if len(appended.steps):
@@ -63,13 +64,13 @@ def _fold_in(run_id: int, appended: batches.SortedBatch, reposted: dict) -> None
     if reposted:
         store.rebuild_series(run_id, reposted)
         if store.is_postgres():
-            steps = np.concatenate([points.steps for points in reposted.values()])
-            store.rebuild_rollups(run_id, from_step=int(steps.min()), to_step=int(steps.max()), keys=list(reposted))
+            store.rebuild_rollups(run_id, from_step=min(int(p.steps[0]) for p in reposted.values()),
+                                  to_step=max(int(p.steps[-1]) for p in reposted.values()), keys=list(reposted))
 
 
 def compact_recent_runs(*, within: timedelta = timedelta(days=1)) -> int:
     """Compact the chunks of runs that are active or finished within `within` (older runs were
-    compacted when they finished); returns how many chunks that removed."""
+    compacted while they were recent); returns how many chunks that removed."""
     recent = Run.objects.filter(Q(state__in=Run.ACTIVE) | Q(finished_at__gte=timezone.now() - within))
     return sum(store.compact_chunks(run_id, keep_batches=live.MAX_REPLAY_BATCHES)
                for run_id in recent.values_list("pk", flat=True))

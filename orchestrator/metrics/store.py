@@ -14,7 +14,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import Max, Q
 
-from orchestrator.metrics.chunks import Points, live_points, pack, unpack
+from orchestrator.metrics.chunks import Points, live_series, pack, unpack
 
 # Rollup bucket widths in steps, finest first; every level is aggregated from the points.
 # Fanout 4 keeps a chart's read within 4 rollup rows per drawn bucket (compare pages read many runs).
@@ -147,17 +147,19 @@ def insert_chunks(run_id: int, attempt: int, seq: int, series: dict[str, Points]
             "specials, times) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(["int8", "text", "int4", "int8", "bool", "int8", "int8", "int4", "bytea", "bytea", "bytea", "bytea"])
         for key, points in series.items():
-            blobs = pack(points)
-            copy.write_row((run_id, key, attempt, seq, False, int(points.steps[0]), int(points.steps[-1]), len(points),
-                            blobs["steps"], blobs["values"], blobs["specials"], blobs["times"]))
+            copy.write_row((run_id, key, attempt, seq, False, *_chunk_fields(points).values()))
 
 
 def _new_chunk(run_id: int, key: str, attempt: int, seq: int, points: Points, *, superseded: bool = False):
     from orchestrator.metrics.models import MetricChunk
 
     return MetricChunk(run_id=run_id, key=key, attempt=attempt, seq=seq, superseded=superseded,
-                       first_step=int(points.steps[0]), last_step=int(points.steps[-1]), n=len(points),
-                       **pack(points))
+                       **_chunk_fields(points))
+
+
+def _chunk_fields(points: Points) -> dict:
+    """The stored fields of a chunk holding `points`, in the order COPY writes them."""
+    return {"first_step": int(points.steps[0]), "last_step": int(points.steps[-1]), "n": len(points), **pack(points)}
 
 
 def _points_of(chunk) -> Points:
@@ -166,10 +168,10 @@ def _points_of(chunk) -> Points:
 
 def _rewrite(chunk, points: Points) -> None:
     """Store a chunk with fewer points (never none: callers delete emptied chunks)."""
-    chunk.first_step, chunk.last_step, chunk.n = int(points.steps[0]), int(points.steps[-1]), len(points)
-    for field, blob in pack(points).items():
-        setattr(chunk, field, blob)
-    chunk.save(update_fields=["first_step", "last_step", "n", "steps", "values", "specials", "times"])
+    fields = _chunk_fields(points)
+    for field, value in fields.items():
+        setattr(chunk, field, value)
+    chunk.save(update_fields=list(fields))
 
 
 # A trainer posting every step or two leaves chunks of a few points; compaction merges those.
@@ -189,13 +191,13 @@ def compact_chunks(run_id: int, *, keep_batches: int, target: int = COMPACT_TARG
             return 0
         small = (MetricChunk.objects.filter(run_id=run_id, superseded=False, seq__lte=stream.last_seq - keep_batches,
                                             n__lt=target).order_by("key", "attempt", "first_step"))
-        removed, parts = 0, []
+        removed, parts, size = 0, [], 0
         for chunk in small.iterator(chunk_size=2000):
-            if parts and ((chunk.key, chunk.attempt) != (parts[0].key, parts[0].attempt)
-                          or sum(c.n for c in parts) + chunk.n > target):
+            if parts and ((chunk.key, chunk.attempt) != (parts[0].key, parts[0].attempt) or size + chunk.n > target):
                 removed += _merge(run_id, parts)
-                parts = []
+                parts, size = [], 0
             parts.append(chunk)
+            size += chunk.n
         return removed + _merge(run_id, parts)
 
 
@@ -251,7 +253,7 @@ def rebuild_series(run_id: int, keys: Iterable[str] | None = None) -> None:
     stale = MetricSeries.objects.filter(run_id=run_id)
     stale = stale if keys is None else stale.filter(key__in=keys)
     stale.delete()
-    series = {key: points for (_, key), points in live_points([run_id], keys).items()}
+    series = live_series(run_id, keys)
     if series:
         upsert_series(run_id, batches.key_summaries(batches.from_points(series)))
 
@@ -318,8 +320,7 @@ def rebuild_rollups(run_id: int, from_step: int = 0, to_step: int | None = None,
         cur.execute(f"DELETE FROM {ROLLUP} WHERE run_id = %s AND bucket >= %s / width AND bucket <= %s / width"
                     + ("" if keys is None else " AND key = ANY(%s)"),
                     [run_id, lo, hi, *([] if keys is None else [keys])])
-        for start in range(lo, hi + 1, REBUILD_SLICE):
-            series = {key: points for (_, key), points in
-                      live_points([run_id], keys, lo=start, hi=min(hi, start + REBUILD_SLICE - 1)).items()}
-            if series:
-                cur.execute(_MERGE_ROLLUPS, [run_id, *batches.rollup_rows(batches.from_points(series), LEVELS).columns()])
+    for start in range(lo, hi + 1, REBUILD_SLICE):
+        series = live_series(run_id, keys, lo=start, hi=min(hi, start + REBUILD_SLICE - 1))
+        if series:  # the buckets were just deleted, so the merge only inserts
+            merge_rollups(run_id, batches.rollup_rows(batches.from_points(series), LEVELS))

@@ -1,7 +1,6 @@
 """Downsampled series: budgets, spikes and markers kept, rollups equal to reading the points."""
 import random
 
-import numpy as np
 import pytest
 from django.db import connection  # noqa: F401 (skipif expressions)
 
