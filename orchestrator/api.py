@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, JsonResponse
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponseNotAllowed, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
@@ -56,20 +56,50 @@ def api_view(view):
         elif request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request):
             return json_error(403, "CSRF check failed")
         try:
-            return view(request, *args, **kwargs)
+            response = view(request, *args, **kwargs)
         except Http404 as exc:
             return json_error(404, str(exc) or "not found")
         except PermissionDenied as exc:
             return json_error(403, str(exc) or "permission denied")
+        except RequestDataTooBig:
+            return json_error(413, "the request body is too large")
+        if isinstance(response, HttpResponseNotAllowed):
+            return method_not_allowed(response["Allow"])
+        return response
 
     return wrapper
 
 
+def method_not_allowed(allow: str) -> JsonResponse:
+    response = json_error(405, f"method not allowed; use {allow}")
+    response["Allow"] = allow
+    return response
+
+
+@csrf_exempt
+@login_not_required
+def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
+    """Every /api/ path no pattern matches (a non-integer id, a typo) answers JSON, not a page."""
+    return json_error(404, f"no API endpoint at {request.path!r}")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON; send finite numbers")
+
+
 def parse_json_body(request: HttpRequest) -> tuple[Any, JsonResponse | None]:
+    """The JSON body, or a 400: strict JSON (no NaN/Infinity), nested at most MAX_DEPTH levels."""
+    from orchestrator.experiments.bounds import MAX_DEPTH, depth_of
+
     try:
-        return json.loads(request.body or b"null"), None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(request.body or b"null", parse_constant=_no_constant)
+    except RecursionError:
+        return None, json_error(400, f"body is nested too deeply (at most {MAX_DEPTH} levels)")
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, a constant, an int of > 4300 digits
         return None, json_error(400, f"body is not valid JSON: {exc}")
+    if depth_of(data) > MAX_DEPTH:
+        return None, json_error(400, f"body is nested too deeply (at most {MAX_DEPTH} levels)")
+    return data, None
 
 
 def pydantic_errors(exc: ValidationError) -> list[dict[str, Any]]:

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
+
+from orchestrator.api import not_found as api_not_found
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -10,4 +12,5 @@ urlpatterns = [
     path("", include("orchestrator.experiments.urls")),
     path("", include("orchestrator.metrics.urls")),
     path("", include("orchestrator.cluster.urls")),
+    re_path(r"^api/(?P<path>.*)$", api_not_found, name="api-not-found"),  # last: JSON 404s under /api/
 ]

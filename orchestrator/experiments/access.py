@@ -1,11 +1,14 @@
-"""Who may see and change what: users see everything in their projects; they change only their
-own runs and experiments, unless they are staff."""
+"""Who may see and change what.
+
+Projects are private: only their members (and staff) see them or anything in them. Within a
+project, owners manage members and roles, members run experiments and change their own runs and
+experiments, viewers only read. Staff see and change everything."""
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from orchestrator.experiments.models import Experiment, Project, Run
+from orchestrator.experiments.models import Experiment, Membership, Project, Run, Tag
 
 
 def visible_projects(user: User) -> QuerySet[Project]:
@@ -27,16 +30,38 @@ def visible_experiments(user: User) -> QuerySet[Experiment]:
     return experiments.filter(project_id__in=Project.objects.filter(members=user).values("id"))
 
 
+def visible_tags(user: User) -> QuerySet:
+    """Names of the tags on runs the user can see (tags of other teams' projects stay private)."""
+    used = Run.tags.through.objects.filter(run_id__in=visible_runs(user).values("id")).values("tag_id")
+    return Tag.objects.filter(pk__in=used).order_by("name").values_list("name", flat=True)
+
+
+def role_in(user: User, project_id: int) -> str | None:
+    """The user's role in the project, None when not a member."""
+    return Membership.objects.filter(project_id=project_id, user_id=user.pk).values_list("role", flat=True).first()
+
+
 def can_write(user: User, owner_id: int) -> bool:
+    """Whether the user may change a run or experiment owned by owner_id (the role in its project
+    is checked by the get_*_for_user helpers when they are asked for write access)."""
     return user.is_staff or owner_id == user.pk
+
+
+def _check_write(user: User, owner_id: int, project_id: int, what: str, owner: User) -> None:
+    if user.is_staff:
+        return
+    if owner_id != user.pk:
+        raise PermissionDenied(f"{what} belongs to {owner.get_username()}")
+    if role_in(user, project_id) not in Membership.WRITERS:
+        raise PermissionDenied(f"{what}: viewers of its project cannot change it")
 
 
 def get_run_for_user(user: User, run_id: int, *, write: bool = False) -> Run:
     run = visible_runs(user).filter(pk=run_id).first()
     if run is None:
         raise Http404(f"run {run_id} does not exist")
-    if write and not can_write(user, run.owner_id):
-        raise PermissionDenied(f"run {run_id} belongs to {run.owner.get_username()}")
+    if write:
+        _check_write(user, run.owner_id, run.experiment.project_id, f"run {run_id}", run.owner)
     return run
 
 
@@ -44,13 +69,28 @@ def get_experiment_for_user(user: User, experiment_id: int, *, write: bool = Fal
     experiment = visible_experiments(user).filter(pk=experiment_id).first()
     if experiment is None:
         raise Http404(f"experiment {experiment_id} does not exist")
-    if write and not can_write(user, experiment.owner_id):
-        raise PermissionDenied(f"experiment {experiment_id} belongs to {experiment.owner.get_username()}")
+    if write:
+        _check_write(user, experiment.owner_id, experiment.project_id, f"experiment {experiment_id}", experiment.owner)
     return experiment
 
 
-def get_project_for_user(user: User, name: str) -> Project:
+def get_project_for_user(user: User, name: str, *, manage: bool = False) -> Project:
+    """The project if the user is a member (404 otherwise, so names of others' projects do not
+    leak); with manage=True only its owners and staff get it (403 for other members)."""
     project = visible_projects(user).filter(name=name).first()
     if project is None:
         raise Http404(f"project {name!r} does not exist or you are not a member")
+    if manage and not user.is_staff and role_in(user, project.pk) != Membership.Role.OWNER:
+        raise PermissionDenied(f"project {name!r}: only its owners change members and roles")
     return project
+
+
+def check_can_add_experiments(user: User, project: Project) -> None:
+    """Raise unless the user may create experiments in this existing project."""
+    if user.is_staff:
+        return
+    role = role_in(user, project.pk)
+    if role is None:
+        raise Http404(f"project {project.name!r} does not exist or you are not a member; a new name creates a project")
+    if role not in Membership.WRITERS:
+        raise PermissionDenied(f"project {project.name!r}: viewers cannot add experiments")

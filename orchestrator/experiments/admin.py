@@ -1,12 +1,22 @@
 from django.contrib import admin
 
-from orchestrator.experiments.models import Experiment, Project, Run, RunEvent, Tag
+from orchestrator.experiments.models import Experiment, Membership, Project, Run, RunEvent, Tag
+
+
+class MembershipInline(admin.TabularInline):
+    """Members and their roles: the same three roles the API and the projects page set."""
+
+    model = Membership
+    extra = 1
+    autocomplete_fields = ("user",)
 
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ("name", "max_active_runs", "max_gpus", "created_at")
-    filter_horizontal = ("members",)
+    list_display = ("name", "personal_for", "max_active_runs", "max_gpus", "created_at")
+    search_fields = ("name",)
+    raw_id_fields = ("personal_for",)
+    inlines = [MembershipInline]
 
 
 @admin.register(Tag)

@@ -3,9 +3,11 @@ models in schemas.py, from which openapi.py builds the OpenAPI document."""
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import IntegrityError, transaction
-from django.http import HttpRequest, JsonResponse
+from django.db.models import Prefetch
+from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 
 from orchestrator.api import api_view, json_error, validate_body
@@ -15,8 +17,10 @@ from orchestrator.experiments.access import (
     get_run_for_user,
     visible_experiments,
     visible_projects,
+    visible_tags,
 )
-from orchestrator.experiments.models import Experiment, Project, Tag
+from orchestrator.experiments.bounds import parse_id
+from orchestrator.experiments.models import Experiment, Membership, Project
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields
 from orchestrator.experiments.schemas import ExperimentIn, PriorityIn, ProjectIn, ProjectPatchIn, RunAnnotationIn
 from orchestrator.experiments.selectors import RunFilter, filtered_runs
@@ -27,8 +31,10 @@ from orchestrator.experiments.services import (
     experiment_plan,
     experiment_resume,
     experiment_set_priority,
+    LastOwnerError,
     project_add_member,
     project_create,
+    project_remove_member,
     project_set_limits,
     run_move_to_top,
     run_retry,
@@ -37,6 +43,9 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
+
+MAX_PER_PAGE = 500
+
 
 def experiment_to_dict(experiment: Experiment, counts: dict | None = None) -> dict[str, Any]:
     return {
@@ -63,6 +72,10 @@ def experiments(request: HttpRequest):
         experiment = experiment_create(owner=request.user, **spec.model_dump())
     except ConfigError as exc:
         return json_error(400, "invalid experiment", experiment_fields(exc.errors))
+    except Http404 as exc:
+        return json_error(404, str(exc), [{"field": "project", "message": str(exc)}])
+    except PermissionDenied as exc:
+        return json_error(403, str(exc), [{"field": "project", "message": str(exc)}])
     run_ids = list(experiment.runs.order_by("id").values_list("id", flat=True))
     return JsonResponse({"id": experiment.pk, "runs": run_ids}, status=201)
 
@@ -121,11 +134,11 @@ def runs(request: HttpRequest):
     f = RunFilter.from_params(request.GET)
     qs = filtered_runs(request.user, f).prefetch_related("tags")
     if f.errors:
-        return json_error(400, "invalid filter", [{"field": "q", "message": e} for e in f.errors])
-    try:
-        per_page = min(max(int(request.GET.get("per_page", 50)), 1), 500)
-    except ValueError:
-        return json_error(400, "invalid request", [{"field": "per_page", "message": "not a whole number"}])
+        return json_error(400, "invalid filter", f.errors)
+    raw = request.GET.get("per_page", "50")
+    per_page = parse_id(raw)
+    if per_page is None or not 1 <= per_page <= MAX_PER_PAGE:
+        return json_error(400, "invalid request", [{"field": "per_page", "message": f"a whole number from 1 to {MAX_PER_PAGE}, got {raw[:40]!r}"}])
     page = Paginator(qs, per_page).get_page(f.page)
     return JsonResponse({
         "count": page.paginator.count, "page": page.number, "pages": page.paginator.num_pages,
@@ -142,13 +155,13 @@ def run_detail(request: HttpRequest, run_id: int):
     body, error = validate_body(RunAnnotationIn, request)
     if error:
         return error
-    if body.tags is not None:
-        try:
+    try:
+        if body.tags is not None:
             run_set_tags(run=run, tags=body.tags)
-        except ConfigError as exc:
-            return json_error(400, "invalid request", exc.errors)
-    if body.notes is not None:
-        run_set_notes(run=run, notes=body.notes)
+        if body.notes is not None:
+            run_set_notes(run=run, notes=body.notes)
+    except ConfigError as exc:
+        return json_error(400, "invalid request", exc.errors)
     return JsonResponse(run.to_dict())
 
 
@@ -177,9 +190,15 @@ def run_action(request: HttpRequest, run_id: int, action: str):
 
 # --- projects and tags -------------------------------------------------------------------------
 
+MEMBERSHIPS = Prefetch("memberships", queryset=Membership.objects.select_related("user").order_by("user__username"))
+
+
 def project_to_dict(project: Project) -> dict[str, Any]:
+    memberships = list(project.memberships.all())
     return {"name": project.name, "description": project.description,
-            "members": sorted(u.get_username() for u in project.members.all()),
+            "members": [m.user.get_username() for m in memberships],
+            "roles": {m.user.get_username(): m.role for m in memberships},
+            "personal": project.personal_for_id is not None,
             "max_active_runs": project.max_active_runs, "max_gpus": project.max_gpus}
 
 
@@ -187,7 +206,7 @@ def project_to_dict(project: Project) -> dict[str, Any]:
 @require_http_methods(["GET", "POST"])
 def projects(request: HttpRequest):
     if request.method == "GET":
-        rows = visible_projects(request.user).prefetch_related("members").order_by("name")
+        rows = visible_projects(request.user).prefetch_related(MEMBERSHIPS).order_by("name")
         return JsonResponse({"projects": [project_to_dict(p) for p in rows]})
     body, error = validate_body(ProjectIn, request)
     if error:
@@ -203,26 +222,43 @@ def projects(request: HttpRequest):
 @api_view
 @require_http_methods(["GET", "PATCH"])
 def project_detail(request: HttpRequest, name: str):
-    project = get_project_for_user(request.user, name)
-    if request.method == "PATCH":
-        body, error = validate_body(ProjectPatchIn, request)
-        if error:
-            return error
-        users = {u.username: u for u in User.objects.filter(username__in=body.add_members)}
-        missing = [n for n in body.add_members if n not in users]
-        if missing:
-            return json_error(400, "invalid request", [{"field": "add_members", "message": f"no such user: {', '.join(missing)}"}])
-        limits_given = "max_active_runs" in body.model_fields_set or "max_gpus" in body.model_fields_set
-        if limits_given and not request.user.is_staff:
-            return json_error(403, "only staff change project limits")
-        for user in users.values():
-            project_add_member(project=project, user=user)
-        if limits_given:
-            project_set_limits(project=project, max_active_runs=body.max_active_runs, max_gpus=body.max_gpus)
-    return JsonResponse(project_to_dict(project))
+    if request.method == "GET":
+        return JsonResponse(project_to_dict(_project_with_members(request.user, name)))
+    body, error = validate_body(ProjectPatchIn, request)
+    if error:
+        return error
+    limits_given = "max_active_runs" in body.model_fields_set or "max_gpus" in body.model_fields_set
+    members_given = bool(body.add_members or body.set_roles or body.remove_members)
+    project = get_project_for_user(request.user, name, manage=members_given)
+    if limits_given and not request.user.is_staff:
+        return json_error(403, "only staff change project limits")
+    changes = [(n, body.role) for n in body.add_members] + list(body.set_roles.items())
+    named = {n for n, _ in changes} | set(body.remove_members)
+    users = {u.username: u for u in User.objects.filter(username__in=named)}
+    for field, names in (("add_members", body.add_members), ("set_roles", list(body.set_roles)),
+                         ("remove_members", body.remove_members)):
+        if missing := [n for n in names if n not in users]:
+            return json_error(400, "invalid request", [{"field": field, "message": f"no such user: {', '.join(missing)}"}])
+    try:
+        with transaction.atomic():
+            for username, role in changes:
+                project_add_member(project=project, user=users[username], role=role)
+            for username in body.remove_members:
+                project_remove_member(project=project, user=users[username])
+    except LastOwnerError as exc:
+        return json_error(409, str(exc), [{"field": "set_roles" if body.set_roles else "remove_members", "message": str(exc)}])
+    if limits_given:
+        project_set_limits(project=project, max_active_runs=body.max_active_runs, max_gpus=body.max_gpus)
+    return JsonResponse(project_to_dict(_project_with_members(request.user, name)))
+
+
+def _project_with_members(user, name: str) -> Project:
+    get_project_for_user(user, name)
+    return Project.objects.prefetch_related(MEMBERSHIPS).get(name=name)
 
 
 @api_view
 @require_http_methods(["GET"])
 def tags(request: HttpRequest):
-    return JsonResponse({"tags": list(Tag.objects.order_by("name").values_list("name", flat=True))})
+    """The tags on runs the caller can see: tag names of other teams' projects stay private."""
+    return JsonResponse({"tags": list(visible_tags(request.user))})

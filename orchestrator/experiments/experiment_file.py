@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from orchestrator.experiments.bounds import MAX_DEPTH, MAX_YAML_BYTES, BoundsError, check_values
 from orchestrator.experiments.runconfig import ConfigError
 from trainer.config import RunConfig
 
@@ -20,15 +21,48 @@ EXPERIMENT_KEYS = ("name", "project", "config", "sweep", "random", "seeds", "pri
 CONFIG_SECTIONS = tuple(k for k in RunConfig.model_fields if k != "reporting")
 
 
-def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[str, Any]:
-    """An experiment spec from YAML text; ConfigError naming the field on any problem."""
+class _BoundedLoader(yaml.SafeLoader):
+    """safe_load without anchors or aliases (a few hundred bytes of nested aliases expand to
+    gigabytes) and at most MAX_DEPTH levels of nesting."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.composer.ComposerError(None, None, "anchors and aliases (&name, *name) are not allowed",
+                                              event.start_mark)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text to data with the limits above; ConfigError naming (file) when refused."""
+    if len(text.encode("utf-8", errors="replace")) > MAX_YAML_BYTES:
+        raise ConfigError([{"field": "(file)", "message": f"larger than {MAX_YAML_BYTES // 1024} KiB"}])
     try:
-        data = yaml.safe_load(text) or {}
+        return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError([{"field": "(file)", "message": f"not valid YAML: {exc}"}]) from None
+    except RecursionError:
+        raise ConfigError([{"field": "(file)", "message": f"nested more than {MAX_DEPTH} levels deep"}]) from None
+
+
+def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[str, Any]:
+    """An experiment spec from YAML text; ConfigError naming the field on any problem."""
+    data = load_yaml(text) or {}
     if not isinstance(data, dict):
         raise ConfigError([{"field": "(file)", "message": "the file must be a mapping of keys"}])
     if not any(key in EXPERIMENT_KEYS for key in data):
+        try:
+            check_values(data, "config")
+        except BoundsError as exc:
+            raise ConfigError(exc.as_errors()) from None
         return {"name": default_name, "config": data, "sweep": {}, "random": {}}  # a plain run config
     errors = []
     for key in data:
@@ -47,6 +81,10 @@ def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[s
         if spec.get(key) is not None and not isinstance(spec[key], kind):
             raise ConfigError([{"field": key, "message": f"must be a {'mapping' if kind is dict else 'list'}"}])
     spec["name"] = str(spec["name"])
+    try:
+        check_values(spec, "")
+    except BoundsError as exc:
+        raise ConfigError(exc.as_errors()) from None
     return spec
 
 

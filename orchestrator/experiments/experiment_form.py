@@ -7,14 +7,16 @@ an imported file), so a refused submission comes back exactly as typed.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.experiments.bounds import INT32, MAX_NOTES
 from orchestrator.experiments.runconfig import ConfigError, validate_run_config
 from orchestrator.experiments.schema_form import config_from_post, config_sections, fields_by_path, parse_values
+from orchestrator.experiments.schemas import NAME_RE
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 SWEEP_MODES = ("list", "linear", "log")
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice")
 MIN_SWEEP_ROWS, MIN_RANDOM_ROWS = 3, 2
@@ -39,12 +41,15 @@ def _int(data, name: str, default: int, errors: list, minimum: int | None = None
     if raw == "":
         return default
     try:
-        value = int(raw)
+        value = int(raw) if raw.isascii() and len(raw) <= 20 else int("x")
     except ValueError:
-        errors.append({"field": name, "message": f"not a whole number: {raw!r}"})
+        errors.append({"field": name, "message": f"not a whole number: {raw[:40]!r}"})
         return default
     if minimum is not None and value < minimum:
         errors.append({"field": name, "message": f"must be at least {minimum}"})
+    elif not INT32[0] <= value <= INT32[1]:
+        errors.append({"field": name, "message": "out of range (a 32-bit integer)"})
+        return default
     return value
 
 
@@ -67,6 +72,8 @@ def draft_from_post(data) -> Draft:
     name = (data.get("name") or "").strip()
     if not name:
         errors.append({"field": "name", "message": "a name is required"})
+    elif len(name) > 200:
+        errors.append({"field": "name", "message": "at most 200 characters"})
     elif not NAME_RE.match(name):
         errors.append({"field": "name", "message": "letters, digits, '.', '_' and '-' only, starting with a letter or digit"})
     config, config_errors = config_from_post(data)
@@ -76,14 +83,20 @@ def draft_from_post(data) -> Draft:
         pasted_config = _pasted_config(pasted, errors)
         pasted_paths = set(_leaf_paths(pasted_config))
         config = _merge(config, pasted_config)
+    project = (data.get("project") or "").strip()
+    if project and (not NAME_RE.match(project) or len(project) > 100):
+        errors.append({"field": "project", "message": "letters, digits, '.', '_' and '-' only (at most 100), or empty for your own project"})
+    notes = data.get("notes") or ""
+    if len(notes) > MAX_NOTES:
+        errors.append({"field": "notes", "message": f"at most {MAX_NOTES} characters"})
     spec: dict[str, Any] = {
         "name": name,
-        "project": (data.get("project") or "default").strip() or "default",
+        "project": project or None,
         "config": config,
         "seeds": _int(data, "seeds", 1, errors, minimum=1),
         "priority": _int(data, "priority", 0, errors),
         "tags": [t.strip() for t in (data.get("tags") or "").split(",") if t.strip()],
-        "notes": data.get("notes") or "",
+        "notes": notes,
         "sweep": {},
         "random": {},
     }
@@ -148,9 +161,12 @@ def _numbers(text: str, count: int, what: str) -> list[float]:
     if len(parts) != count:
         raise ValueError(f"{what}: expected {count} comma-separated numbers, got {len(parts)}")
     try:
-        return [float(p) for p in parts]
+        numbers = [float(p) for p in parts]
     except ValueError:
-        raise ValueError(f"{what}: not a number in {text!r}") from None
+        raise ValueError(f"{what}: not a number in {text[:80]!r}") from None
+    if not all(math.isfinite(n) and abs(n) < 2**63 for n in numbers):
+        raise ValueError(f"{what}: numbers must be finite and within 64 bits")
+    return numbers
 
 
 def _sweep_values(spec, mode: str, text: str) -> Any:
@@ -183,7 +199,7 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
     except ConfigError:
         config = spec.get("config") or {}
     flat = {
-        "name": str(spec.get("name", "")), "project": str(spec.get("project", "default")),
+        "name": str(spec.get("name", "")), "project": str(spec.get("project") or ""),
         "seeds": str(spec.get("seeds", 1)), "priority": str(spec.get("priority", 0)),
         "tags": ", ".join(spec.get("tags") or []), "notes": spec.get("notes") or "",
     }

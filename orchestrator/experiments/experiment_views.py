@@ -1,12 +1,14 @@
 """Browser pages for experiments (sweeps): the generated form with live validation, preview,
 presets, clone, YAML import/export; the experiments list and a sweep's page with its actions."""
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from orchestrator.experiments.access import get_experiment_for_user, get_run_for_user, visible_experiments
+from orchestrator.experiments.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
 from orchestrator.experiments.experiment_form import Draft, draft_from_post, errors_by_slot, flat_from_spec, form_context
 from orchestrator.experiments.models import Experiment, Run
@@ -41,7 +43,10 @@ def _initial_spec(request) -> dict:
             return preset.spec()
         messages.error(request, f"preset: no preset named {slug!r}")
     if clone := request.GET.get("clone"):
-        run = get_run_for_user(request.user, int(clone) if clone.isdigit() else 0)
+        run_id = parse_id(clone)
+        if run_id is None:
+            raise Http404(f"clone: not a run id: {clone[:40]!r}")
+        run = get_run_for_user(request.user, run_id)
         return {"name": f"{run.name}-clone", "project": run.experiment.project.name,
                 "config": minimal_config(run.config), "tags": sorted(t.name for t in run.tags.all())}
     return START
@@ -72,6 +77,9 @@ def experiment_new(request):
         experiment = experiment_create(owner=request.user, **draft.spec)
     except ConfigError as exc:  # checks that need the database (tag names)
         return _page(request, request.POST.dict(), experiment_fields(exc.errors))
+    except (Http404, PermissionDenied) as exc:  # another team's project (404: as if it did not exist)
+        return _page(request, request.POST.dict(), [{"field": "project", "message": str(exc)}],
+                     status=404 if isinstance(exc, Http404) else 403)
     messages.success(request, f"Queued {len(planned)} run(s) of {experiment.name}.")
     return redirect("exp-experiment-detail", experiment_id=experiment.pk)
 
@@ -111,7 +119,7 @@ def experiment_export(request):
         return _page(request, request.POST.dict(), draft.errors, status=400)
     spec = {**draft.spec, "config": minimal_config(draft.spec["config"])}
     response = HttpResponse(dump_experiment_yaml(spec), content_type="application/yaml")
-    response["Content-Disposition"] = f'attachment; filename="{spec["name"] or "experiment"}.yaml"'
+    response["Content-Disposition"] = f'attachment; filename="{safe_filename(spec["name"], "experiment")}.yaml"'
     return response
 
 
@@ -119,8 +127,10 @@ def experiment_export(request):
 def experiment_import(request):
     """Fill the form from an uploaded (or pasted) YAML file; nothing is queued yet."""
     upload = request.FILES.get("file")
+    if upload is not None and upload.size > MAX_YAML_BYTES:  # refused before reading or parsing it
+        return _page(request, flat_from_spec(START), [{"field": "import", "message": f"file: larger than {MAX_YAML_BYTES // 1024} KiB"}], status=413)
     text = upload.read().decode("utf-8", errors="replace") if upload else request.POST.get("yaml", "")
-    default_name = upload.name.rsplit(".", 1)[0] if upload else "imported"
+    default_name = safe_filename(upload.name.rsplit(".", 1)[0], "imported")[:100] if upload else "imported"
     try:
         spec = parse_experiment_yaml(text, default_name=default_name)
     except ConfigError as exc:
@@ -177,10 +187,11 @@ def experiment_action(request, experiment_id: int, action: str):
         done = experiment.state != Experiment.State.CANCELLED
         experiment_cancel(experiment=experiment)
     else:  # priority
-        try:
-            done = experiment_set_priority(experiment=experiment, priority=int(request.POST.get("priority", ""))) >= 0
-        except ValueError:
-            done, failed = False, "priority: a whole number is required"
+        priority = parse_priority(request.POST.get("priority", ""))
+        if priority is None:
+            done, failed = False, "priority: a whole number is required (32 bits)"
+        else:
+            done = experiment_set_priority(experiment=experiment, priority=priority) >= 0
     if not done:
         messages.error(request, failed)
     return redirect("exp-experiment-detail", experiment_id=experiment.pk)

@@ -3,18 +3,47 @@ from django.db import models
 
 
 class Project(models.Model):
-    """A group of experiments. Members see everything in it; the limits cap what the whole
-    project may have submitted at once (null: the site-wide default from settings)."""
+    """A group of experiments, private to its members (see Membership for their roles); the limits
+    cap what the whole project may have submitted at once (null: the site-wide default from settings).
+
+    `personal_for` marks a user's own project, used when an experiment names none: found by that
+    link rather than by name, so nobody can squat another user's default project."""
 
     name = models.CharField(max_length=100, unique=True)
-    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="opl_projects", blank=True)
-    description = models.TextField(blank=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="opl_projects", blank=True,
+                                     through="Membership")
+    personal_for = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="personal_project")
+    description = models.TextField(blank=True, max_length=2000)
     max_active_runs = models.PositiveIntegerField(null=True, blank=True)
     max_gpus = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return self.name
+
+
+class Membership(models.Model):
+    """A user's role in a project. Owners manage the members and roles; members run experiments;
+    viewers only read. Staff may do everything everywhere."""
+
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        MEMBER = "member"
+        VIEWER = "viewer"
+
+    WRITERS = (Role.OWNER, Role.MEMBER)
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="opl_memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        db_table = "experiments_project_members"  # the table of the former plain many-to-many
+        unique_together = [("project", "user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} ({self.role})"
 
 
 class Tag(models.Model):

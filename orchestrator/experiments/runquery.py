@@ -11,6 +11,7 @@ or any RunConfig field path. Values are numbers, true/false/null, bare words or 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Any
 
@@ -39,6 +40,8 @@ COLUMNS = {
     "id": "id",
     "attempt": "attempt",
 }
+
+INTEGER_COLUMNS = {"priority", "step", "seed", "gpus", "id", "attempt", "sweep"}
 
 TOKEN = re.compile(r"""\s*(?:(?P<str>"[^"]*"|'[^']*')|(?P<op>>=|<=|!=|==|[=<>~(),])|(?P<word>[^\s=<>!~(),"']+))""")
 
@@ -87,6 +90,11 @@ def lookup_for(field: str) -> str:
     raise QueryError(f"unknown field '{field}'{hint}")
 
 
+MAX_CLAUSES = 20
+MAX_IN_VALUES = 100
+MAX_QUERY_LENGTH = 2000
+
+
 def literal(kind: str, text: str) -> Any:
     if kind == "str":
         return text
@@ -94,19 +102,35 @@ def literal(kind: str, text: str) -> Any:
         return text == "true"
     if text == "null":
         return None
-    for cast in (int, float):
+    if text.isascii():
         try:
-            return cast(text)
+            value = int(text)
         except ValueError:
             pass
+        else:
+            if not -2**63 <= value < 2**63:
+                raise QueryError(f"the number {text[:30]} is out of range (64 bits)")
+            return value
+        try:
+            value = float(text)
+        except ValueError:
+            return text
+        if not math.isfinite(value):
+            return text  # nan, inf: words, not numbers
+        return value
     return text
 
 
 def parse_query(text: str) -> Q:
     """A Q object for the query; raises QueryError naming the problem."""
+    if len(text or "") > MAX_QUERY_LENGTH:
+        raise QueryError(f"the query is longer than {MAX_QUERY_LENGTH} characters")
     tokens = tokenize(text or "")
-    q, i = Q(), 0
+    q, i, clauses = Q(), 0, 0
     while i < len(tokens):
+        clauses += 1
+        if clauses > MAX_CLAUSES:
+            raise QueryError(f"at most {MAX_CLAUSES} clauses joined by 'and'")
         if i and not (tokens[i] == ("word", "and") or tokens[i] == ("word", "AND")):
             raise QueryError(f"expected 'and' before {tokens[i][1]!r}")
         if i:
@@ -136,12 +160,16 @@ def _clause(tokens: list[tuple[str, str]], i: int) -> tuple[Q, int]:
             if vkind == "op":
                 raise QueryError(f"{field} in: expected a value, got {vtext!r}")
             values.append(literal(vkind, vtext))
+            if len(values) > MAX_IN_VALUES:
+                raise QueryError(f"{field} in: at most {MAX_IN_VALUES} values")
             sep = at(j + 1)
             j += 2
             if sep == ("op", ")"):
                 break
             if sep != ("op", ","):
                 raise QueryError(f"{field} in: expected ',' or ')', got {sep[1]!r}")
+        for value in values:
+            _check_type(field, value)
         clause = Q()
         for value in values:
             clause |= Q(**{lookup: value})
@@ -154,12 +182,19 @@ def _clause(tokens: list[tuple[str, str]], i: int) -> tuple[Q, int]:
     value = literal(vkind, vtext)
     if op == "~":
         value = str(value)
+    else:
+        _check_type(field, value)
     if value is None and OPS[op] == "exact" and lookup.startswith("config__"):
         clause = Q(**{f"{lookup}__isnull": False}) & Q(**{lookup: None})
     else:
         clause = Q(**{f"{lookup}__{OPS[op]}": value})
     clause = _tag_subquery(field, clause)
     return (~clause if op == "!=" else clause), i + 3
+
+
+def _check_type(field: str, value: Any) -> None:
+    if field in INTEGER_COLUMNS and (not isinstance(value, int) or isinstance(value, bool)):
+        raise QueryError(f"{field}: compare with a whole number, got {value!r}")
 
 
 def _tag_subquery(field: str, clause: Q) -> Q:

@@ -7,6 +7,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import F, QuerySet
 
 from orchestrator.experiments.access import visible_runs
+from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
 from orchestrator.experiments.runquery import QueryError, parse_query
@@ -15,6 +16,7 @@ from orchestrator.metrics.selectors import latest_values
 # The metrics shown as columns of the runs table.
 KEY_METRICS = ("train/reward_mean", "eval/avg_acc", "actor/clip_frac")
 PAGE_SIZE = 50
+MAX_PARAM = 2000  # characters of one filter parameter
 SORTS = {
     "id": "id", "name": "name", "state": "state", "priority": "priority", "step": "step",
     "started": "started_at", "created": "created_at", "user": "owner__username", "backend": "backend",
@@ -31,25 +33,37 @@ class RunFilter:
     experiment: int | None = None
     sort: str = "-id"
     page: int = 1
-    errors: list[str] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)  # [{field, message}]
 
     @classmethod
     def from_params(cls, params) -> "RunFilter":
-        def number(name: str, default: int | None) -> int | None:
-            try:
-                return int(params.get(name) or default)
-            except (TypeError, ValueError):
-                return default
+        errors: list[dict[str, str]] = []
 
+        def number(name: str, default: int | None) -> int | None:
+            raw = params.get(name) or ""
+            if raw == "":
+                return default
+            if (value := parse_id(raw)) is None:
+                errors.append({"field": name, "message": f"must be a whole number (ASCII digits), got {raw[:40]!r}"})
+                return default
+            return value
+
+        text = {name: params.get(name, "") for name in ("q", "state", "user", "project", "tag", "sort")}
+        for name, value in text.items():
+            if len(value) > MAX_PARAM:
+                errors.append({"field": name, "message": f"at most {MAX_PARAM} characters"})
+                text[name] = ""
         return cls(
-            q=params.get("q", "").strip(), state=params.get("state", ""), user=params.get("user", ""),
-            project=params.get("project", ""), tag=params.get("tag", ""),
-            experiment=number("experiment", None), sort=params.get("sort", "-id"), page=number("page", 1) or 1,
+            q=text["q"].strip(), state=text["state"], user=text["user"], project=text["project"], tag=text["tag"],
+            experiment=number("experiment", None), sort=text["sort"] or "-id", page=number("page", 1) or 1,
+            errors=errors,
         )
 
 
 def filtered_runs(user: User, f: RunFilter) -> QuerySet[Run]:
     runs = visible_runs(user)
+    if f.errors:
+        return runs.none()
     if f.state:
         runs = runs.filter(state=f.state)
     if f.user:
@@ -64,7 +78,7 @@ def filtered_runs(user: User, f: RunFilter) -> QuerySet[Run]:
         try:
             query = parse_query(f.q)
         except QueryError as exc:
-            f.errors.append(str(exc))
+            f.errors.append({"field": "q", "message": str(exc)})
             return runs.none()
         runs = runs.filter(query)
     key = f.sort.lstrip("-")

@@ -4,11 +4,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
+from orchestrator.experiments.bounds import INT32, MAX_NOTES, MAX_TAGS, BoundsError, check_values
 from orchestrator.experiments.limits import limit, profile_gpus, run_gpus
-from orchestrator.experiments.models import Experiment, Project, Run, RunEvent, Tag
+from orchestrator.experiments.models import Experiment, Membership, Project, Run, RunEvent, Tag
+from orchestrator.experiments.schemas import NAME_RE, TAG_RE
 from orchestrator.experiments.runconfig import ConfigError, set_dotted, validate_run_config
 from orchestrator.experiments.sweeps import parse_sweep, sweep_count, sweep_points
 from orchestrator.experiments.sweeps import run_name as sweep_run_name
@@ -69,10 +71,42 @@ def run_transition(*, run: Run, to: str, reason: str = "", **fields: Any) -> boo
     return True
 
 
-def project_for(name: str, user: User) -> Project:
-    project, _ = Project.objects.get_or_create(name=name or "default")
-    project.members.add(user)
+def project_for(name: str | None, user: User) -> Project:
+    """The project a new experiment goes in: an existing one the user may add experiments to, a
+    new one (the user its owner) for a name nobody has taken, or the user's personal project when
+    no name is given. Naming another team's project raises Http404, as if it did not exist."""
+    from orchestrator.experiments.access import check_can_add_experiments
+
+    if not name:
+        return personal_project(user)
+    project = Project.objects.filter(name=name).first()
+    if project is None:
+        try:
+            with transaction.atomic():
+                return project_create(owner=user, name=name)
+        except IntegrityError:  # created meanwhile by someone else: the same checks as for any existing one
+            project = Project.objects.get(name=name)
+    check_can_add_experiments(user, project)
     return project
+
+
+def personal_project(user: User) -> Project:
+    """The user's own project, created on first use and named after them (or a free variant)."""
+    if (project := Project.objects.filter(personal_for=user).first()) is not None:
+        return project
+    base = user.get_username() if NAME_RE.match(user.get_username()) else "user"
+    base = base[:80]
+    for candidate in (base, f"{base}-{user.pk}", *(f"{base}-{user.pk}-{n}" for n in range(2, 50))):
+        try:
+            with transaction.atomic():
+                project = Project.objects.create(name=candidate, personal_for=user,
+                                                 description=f"{user.get_username()}'s own project")
+                Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
+                return project
+        except IntegrityError:
+            if (project := Project.objects.filter(personal_for=user).first()) is not None:
+                return project  # made by a concurrent request of the same user
+    raise ConfigError([{"field": "project", "message": "no free name for your personal project: name one"}])
 
 
 @dataclass(frozen=True)
@@ -96,6 +130,11 @@ def experiment_plan(
     Refuses a sweep larger than OPL_MAX_SWEEP_RUNS before expanding it, showing the count. A value
     the trainer would reject is reported as `sweep.<path>` with the offending value.
     """
+    for part, value in (("config", config), ("sweep", sweep), ("random", random)):
+        try:
+            check_values(value, part)
+        except BoundsError as exc:
+            raise ConfigError(exc.as_errors()) from None
     spec = parse_sweep(sweep, random, seeds)
     count = sweep_count(spec)
     maximum = limit("OPL_MAX_SWEEP_RUNS")
@@ -114,6 +153,8 @@ def experiment_plan(
         if key not in checked:
             checked[key] = _validated_point(config, point.values)
         seed = base["train"]["seed"] + point.seed_offset
+        if not INT32[0] <= seed <= INT32[1]:  # Run.seed is a 32-bit column
+            raise ConfigError([{"field": "config.train.seed", "message": f"the seeds reach {seed}; keep train.seed + seeds within 32 bits"}])
         cfg = {**checked[key], "train": {**checked[key]["train"], "seed": seed}}
         shown = {p: v for p, v in point.values.items() if p in swept}
         run_name = unique_name(sweep_run_name(shown, cfg, seed if show_seed else None, name), names)
@@ -136,6 +177,7 @@ def _validated_point(config: dict[str, Any], values: dict[str, Any]) -> dict[str
 
 
 def unique_name(name: str, taken: set[str]) -> str:
+    name = name[:190]  # room for a "-<n>" suffix within the 200-character column
     candidate, n = name, 2
     while candidate in taken:
         candidate, n = f"{name}-{n}", n + 1
@@ -152,7 +194,7 @@ def experiment_create(
     owner: User,
     name: str,
     config: dict[str, Any],
-    project: str = "default",
+    project: str | None = None,
     sweep: dict[str, Any] | None = None,
     random: dict[str, Any] | None = None,
     seeds: int = 1,
@@ -162,6 +204,10 @@ def experiment_create(
 ) -> Experiment:
     """Validate the config at every grid point and seed, then create the experiment and its
     queued runs. Nothing is created if any point is invalid."""
+    if len(notes) > MAX_NOTES:
+        raise ConfigError([{"field": "notes", "message": f"at most {MAX_NOTES} characters"}])
+    if not INT32[0] <= priority <= INT32[1]:
+        raise ConfigError([{"field": "priority", "message": "must fit in 32 bits"}])
     planned = experiment_plan(name=name, config=config, sweep=sweep, random=random, seeds=seeds)
     tag_rows = _tags(tags or [])
     experiment = Experiment.objects.create(
@@ -188,7 +234,6 @@ def experiment_create(
             priority=priority,
             gpus=run_gpus(plan.config, fixed_gpus),
             queued_at=now,
-            notes=notes,
         )
         for plan in planned
     )
@@ -201,9 +246,13 @@ def experiment_create(
 
 def _tags(names: list[str]) -> list[Tag]:
     clean = sorted({n.strip() for n in names if n.strip()})
+    if len(clean) > MAX_TAGS:
+        raise ConfigError([{"field": "tags", "message": f"at most {MAX_TAGS} tags, got {len(clean)}"}])
     too_long = [n for n in clean if len(n) > TAG_MAX]
     if too_long:
         raise ConfigError([{"field": "tags", "message": f"at most {TAG_MAX} characters per tag: {too_long[0][:60]!r}"}])
+    if bad := [n for n in clean if not TAG_RE.match(n)]:
+        raise ConfigError([{"field": "tags", "message": f"letters, digits, spaces and _ . : @ + - only: {bad[0][:60]!r}"}])
     Tag.objects.bulk_create([Tag(name=n) for n in clean], ignore_conflicts=True)
     return list(Tag.objects.filter(name__in=clean))
 
@@ -213,7 +262,12 @@ def run_request_cancel(*, run: Run) -> bool:
     if run.state == S.QUEUED:
         return run_transition(run=run, to=S.CANCELLED, reason="cancelled before submission")
     if run.is_active:
-        Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+        # shown at once (runs table, run page, history); the state changes when the job stops
+        reason = "cancelling: asking the cluster to stop the job"
+        if Run.objects.filter(pk=run.pk, cancel_requested=False).update(cancel_requested=True, state_reason=reason):
+            RunEvent.objects.create(run=run, from_state=run.state, to_state=run.state, attempt=run.attempt,
+                                    detail="cancel requested")
+            run.state_reason = reason
         run.cancel_requested = True
         return True
     return False
@@ -266,6 +320,8 @@ def run_set_tags(*, run: Run, tags: list[str]) -> list[str]:
 
 
 def run_set_notes(*, run: Run, notes: str) -> None:
+    if len(notes) > MAX_NOTES:
+        raise ConfigError([{"field": "notes", "message": f"at most {MAX_NOTES} characters"}])
     Run.objects.filter(pk=run.pk).update(notes=notes)
     run.notes = notes
 
@@ -312,12 +368,30 @@ def _experiment_state(experiment: Experiment, *, frm: str, to: str) -> bool:
 
 def project_create(*, owner: User, name: str, description: str = "") -> Project:
     project = Project.objects.create(name=name, description=description)
-    project.members.add(owner)
+    Membership.objects.create(project=project, user=owner, role=Membership.Role.OWNER)
     return project
 
 
-def project_add_member(*, project: Project, user: User) -> None:
-    project.members.add(user)
+def project_add_member(*, project: Project, user: User, role: str = Membership.Role.MEMBER) -> None:
+    """Add the user with the role, or change the role of a member; the last owner stays owner."""
+    if role != Membership.Role.OWNER:
+        _keep_an_owner(project, user)
+    Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+
+
+def project_remove_member(*, project: Project, user: User) -> None:
+    _keep_an_owner(project, user)
+    Membership.objects.filter(project=project, user=user).delete()
+
+
+class LastOwnerError(ValueError):
+    pass
+
+
+def _keep_an_owner(project: Project, leaving: User) -> None:
+    owners = set(Membership.objects.filter(project=project, role=Membership.Role.OWNER).values_list("user_id", flat=True))
+    if owners == {leaving.pk}:
+        raise LastOwnerError(f"{leaving.get_username()} is the last owner of {project.name}: make someone else owner first")
 
 
 def project_set_limits(*, project: Project, max_active_runs: int | None, max_gpus: int | None) -> None:

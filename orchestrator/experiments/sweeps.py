@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 import random as _random
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.experiments.runconfig import ConfigError
 
@@ -42,8 +43,18 @@ class Distribution(_Strict):
 
     uniform: tuple[float, float] | None = None
     loguniform: tuple[float, float] | None = None
-    randint: tuple[int, int] | None = Field(default=None, description="low, high: both included")
+    randint: tuple[int, int] | None = Field(default=None, description="low, high: both included, low <= high")
     choice: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _ordered_bounds(self):
+        for kind in ("uniform", "loguniform", "randint"):
+            bounds = getattr(self, kind)
+            if bounds is not None and bounds[0] > bounds[1]:
+                raise ValueError(f"{kind}: low {bounds[0]} is greater than high {bounds[1]}")
+        if self.loguniform is not None and min(self.loguniform) <= 0:
+            raise ValueError("loguniform needs bounds > 0")
+        return self
 
 
 class RandomSearch(_Strict):
@@ -104,7 +115,10 @@ def grid_values(path: str, spec: Any) -> list[Any]:
     if start <= 0 or stop <= 0:
         raise ConfigError([{"field": f"sweep.{path}", "message": "a log range needs start and stop > 0"}])
     lo, hi = math.log10(start), math.log10(stop)
-    values = [10 ** (lo + (hi - lo) * i / (num - 1)) for i in range(num)] if num > 1 else [start]
+    try:
+        values = [10 ** (lo + (hi - lo) * i / (num - 1)) for i in range(num)] if num > 1 else [start]
+    except OverflowError:
+        raise ConfigError([{"field": f"sweep.{path}", "message": "the range overflows a float"}]) from None
     return [_tidy(v) for v in values]
 
 
@@ -214,4 +228,8 @@ def run_name(values: dict[str, Any], config: dict[str, Any], seed: int | None, f
     if seed is not None:
         parts.append(f"seed{seed}")
     name = "-".join(parts) or fallback
-    return name[:200]
+    # Run names go into URLs and download headers: anything but a safe character becomes '_'.
+    return _UNSAFE.sub("_", name)[:200]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+\-]")

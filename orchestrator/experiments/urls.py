@@ -26,6 +26,7 @@ urlpatterns = [
     path("projects/", project_views.project_list, name="exp-project-list"),
     path("projects/new", project_views.project_new, name="exp-project-new"),
     path("projects/<str:name>/members", project_views.project_member_add, name="exp-project-member-add"),
+    path("projects/<str:name>/members/remove", project_views.project_member_remove, name="exp-project-member-remove"),
     # JSON API
     path("api/v1/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/v1/schema/runconfig", openapi.runconfig_schema, name="api-runconfig-schema"),

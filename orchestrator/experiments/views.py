@@ -8,10 +8,12 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from orchestrator.experiments.access import can_write, get_run_for_user, visible_projects
-from orchestrator.experiments.models import Run, Tag
+from orchestrator.experiments.access import can_write, get_run_for_user, visible_projects, visible_tags
+from orchestrator.experiments.bounds import parse_priority, safe_filename
+from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schema_form import minimal_config
@@ -42,7 +44,7 @@ def run_list(request):
     if request.headers.get("HX-Request"):
         return render(request, "experiments/_runs_table.html", context)
     context["projects"] = visible_projects(request.user).order_by("name").values_list("name", flat=True)
-    context["tags"] = Tag.objects.order_by("name").values_list("name", flat=True)
+    context["tags"] = visible_tags(request.user)
     return render(request, "experiments/run_list.html", context)
 
 
@@ -68,7 +70,7 @@ def run_config_yaml(request, run_id: int):
     """The run's config as the YAML file `python -m trainer run --config` takes."""
     run = get_run_for_user(request.user, run_id)
     response = HttpResponse(yaml.safe_dump(minimal_config(run.config), sort_keys=False), content_type="application/yaml")
-    response["Content-Disposition"] = f'attachment; filename="{run.name}.yaml"'
+    response["Content-Disposition"] = f'attachment; filename="{safe_filename(run.name, f"run-{run.pk}")}.yaml"'
     return response
 
 
@@ -83,7 +85,16 @@ def _after_action(request, run: Run, done: bool, failed: str):
         run.latest = [None] * len(KEY_METRICS)
         run.waiting = waiting_reasons([run]).get(run.pk, "")
         return render(request, "experiments/_run_row.html", context)
-    return redirect(request.POST.get("next") or reverse("exp-run-detail", args=[run.pk]))
+    return redirect(_safe_next(request) or reverse("exp-run-detail", args=[run.pk]))
+
+
+def _safe_next(request) -> str | None:
+    """`next` only when it stays on this site (no open redirect to another host or scheme)."""
+    target = request.POST.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                   require_https=request.is_secure()):
+        return target
+    return None
 
 
 @require_POST
@@ -107,10 +118,9 @@ def run_top(request, run_id: int):
 @require_POST
 def run_priority(request, run_id: int):
     run = get_run_for_user(request.user, run_id, write=True)
-    try:
-        priority = int(request.POST.get("priority", ""))
-    except ValueError:
-        return _after_action(request, run, False, "priority: a whole number is required")
+    priority = parse_priority(request.POST.get("priority", ""))
+    if priority is None:
+        return _after_action(request, run, False, "priority: a whole number is required (32 bits)")
     return _after_action(request, run, run_set_priority(run=run, priority=priority), "the priority can change only while the run is queued")
 
 
@@ -119,7 +129,7 @@ def run_annotate(request, run_id: int):
     run = get_run_for_user(request.user, run_id, write=True)
     try:
         run_set_tags(run=run, tags=request.POST.get("tags", "").split(","))
+        run_set_notes(run=run, notes=request.POST.get("notes", ""))
     except ConfigError as exc:
         return _after_action(request, run, False, str(exc))
-    run_set_notes(run=run, notes=request.POST.get("notes", ""))
     return _after_action(request, run, True, "")

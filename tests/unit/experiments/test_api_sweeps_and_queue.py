@@ -142,7 +142,7 @@ def test_tags_notes_and_projects(alice, bob, api_client, sweep36):
     run = sweep36["runs"][0]
     assert patch(client, f"/api/v1/runs/{run}", {"tags": ["keep"], "notes": "best"}).json()["tags"] == ["keep"]
     assert client.get("/api/v1/tags").json() == {"tags": ["keep"]}
-    assert patch(client, f"/api/v1/runs/{run}", {"tags": ["x" * 80]}).json()["errors"][0]["field"] == "tags"
+    assert patch(client, f"/api/v1/runs/{run}", {"tags": ["x" * 80]}).json()["errors"][0]["field"].startswith("tags")
     assert client.get("/api/v1/runs", {"tag": "keep"}).json()["count"] == 1
     assert post(client, "/api/v1/projects", {"name": "new-lab"}).status_code == 201
     assert post(client, "/api/v1/projects", {"name": "new-lab"}).status_code == 409

@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from orchestrator.experiments.models import Run
+from orchestrator.experiments.models import Project, Run
 from orchestrator.experiments.queue import runs_to_dispatch
 from orchestrator.experiments.services import (
     experiment_create,
@@ -27,6 +27,8 @@ def site_limits(settings):
 
 
 def sweep(owner, n, config, *, project="lab", priority=0, name="s"):
+    if (shared := Project.objects.filter(name=project).first()) is not None:
+        shared.members.add(owner)  # the users of a test share its projects: added, not joined by naming
     return experiment_create(owner=owner, name=name, project=project, config=config,
                              sweep={"train.steps": list(range(1, n + 1))}, priority=priority)
 

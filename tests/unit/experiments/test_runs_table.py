@@ -160,7 +160,7 @@ def test_projects_page_create_and_invite(client, alice, bob, charlie):
     client.post("/projects/new", {"name": "rl-lab", "description": "stale runs"})
     client.post("/projects/rl-lab/members", {"username": "bob"})
     html = client.get("/projects/").content.decode()
-    assert "rl-lab" in html and "alice, bob" in html
+    assert "rl-lab" in html and "alice (owner)" in html and "bob (member)" in html
     client.post("/projects/new", {"name": "bad name"})
     client.force_login(charlie)
     assert client.post("/projects/rl-lab/members", {"username": "charlie"}).status_code == 404
