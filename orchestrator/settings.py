@@ -1,5 +1,6 @@
 """OffPolicy Lab settings. Everything comes from the environment; with nothing set the app
 runs on a SQLite file under var/ and the `local` cluster backend (see README)."""
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -75,8 +76,15 @@ if env_bool("DATABASE_POOL") and DATABASES["default"]["ENGINE"].endswith("postgr
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2, "max_size": env_int("DATABASE_POOL_MAX", 10), "timeout": 10}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    # The demo runs web, worker and beat against one file: wait on locks instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # The demo runs web, worker, beat and the trainers' pushes against one file. WAL lets readers
+    # go on while one writer writes; IMMEDIATE takes the write lock at BEGIN, where SQLite waits
+    # for it (busy timeout) instead of failing at once with "database is locked" when a read
+    # transaction later tries to write; synchronous=NORMAL is durable at each WAL checkpoint.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": env_int("OPL_SQLITE_BUSY_TIMEOUT_S", 30),
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    })
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -120,7 +128,12 @@ RUNS_DIR = Path(env_str("OPL_RUNS_DIR", str(VAR_DIR / "runs")))
 LOCAL_JOBS_DIR = Path(env_str("OPL_LOCAL_JOBS_DIR", str(VAR_DIR / "local-jobs")))
 # Python that runs the trainer; on a cluster this is the node's environment, not ours.
 TRAINER_PYTHON = env_str("OPL_TRAINER_PYTHON", "")
-MAX_ACTIVE_RUNS = env_int("OPL_MAX_ACTIVE_RUNS", 4)
+# One trainer per core on this machine for the local backend; a cluster schedules its own nodes.
+LOCAL_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+MAX_ACTIVE_RUNS = env_int("OPL_MAX_ACTIVE_RUNS", LOCAL_CORES if CLUSTER_BACKEND == "local" else 4)
+# A run claimed for submission this long ago without a job id: its submit task died; sync
+# looks the job up by name and, when none exists, submits again (same attempt, same name).
+SUBMIT_STALE_SECONDS = env_int("OPL_SUBMIT_STALE_SECONDS", 60)
 # Queue limits (0 = none): one person's 500-run sweep must not starve the lab.
 OPL_MAX_SWEEP_RUNS = env_int("OPL_MAX_SWEEP_RUNS", 5000)
 OPL_USER_MAX_ACTIVE_RUNS = env_int("OPL_USER_MAX_ACTIVE_RUNS", 0)
