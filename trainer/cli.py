@@ -1,7 +1,13 @@
 """Command line: `python -m trainer run --config FILE.yaml --run-dir DIR [--resume]`.
 
 Exit codes: 0 done; 2 bad config or data (the message names the field, on stderr); 75 stopped by
-SIGUSR1/SIGTERM after a checkpoint, ready to be requeued with --resume; 1 anything else.
+the cluster (preemption, time limit, node drain) after a checkpoint, ready to be requeued with
+--resume; 130 cancelled by a person after a checkpoint, not to be requeued; 1 anything else.
+
+Signals: SIGINT is a cancel. SIGUSR1 and SIGTERM are the cluster's graceful stop (Slurm sends them
+before a time limit or on preemption), unless the orchestrator has written CANCEL_MARKER into the
+run directory first: Slurm's scancel also sends SIGTERM, and the marker is how a person's cancel
+tells itself apart there. The local backend sends SIGINT for a cancel and SIGUSR1 at a time limit.
 Also: `python -m trainer check --config FILE` (validate, print derived sizes) and
 `python -m trainer schema` (the RunConfig JSON schema).
 """
@@ -19,6 +25,7 @@ from trainer.benchmarks import DataError
 from trainer.config import ConfigError, RunConfig, load_config
 
 EX_CONFIG = 2
+CANCEL_MARKER = "cancel-requested"  # written into the run directory by the orchestrator's cancel
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,11 +63,15 @@ def main(argv: list[str] | None = None) -> int:
 
     trainer = Trainer(cfg, Path(args.run_dir), resume=args.resume)
 
+    run_dir = Path(args.run_dir)
+
     def request_stop(signum, _frame):
+        trainer.stop_cancelled = signum == signal.SIGINT or (run_dir / CANCEL_MARKER).exists()
         trainer.stop_signal = signum
 
     signal.signal(signal.SIGUSR1, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
     try:
         return trainer.run()
     except DataError as exc:

@@ -55,6 +55,7 @@ log = logging.getLogger("trainer")
 
 EX_OK = 0
 EX_TEMPFAIL = 75  # "stopped for requeue": the cluster's graceful-stop signal was honoured
+EX_CANCELLED = 130  # cancelled by a person: checkpointed, not to be requeued (see cli.py)
 
 
 class Trainer:
@@ -451,6 +452,11 @@ class Trainer:
             self.close()
 
     def _stop(self) -> int:
+        # cli.py sets stop_cancelled: a person's cancel (exit 130) versus the cluster's stop (75)
+        if getattr(self, "stop_cancelled", False):
+            print(f"[trainer] signal {self.stop_signal}: cancelled; checkpointing at update {self.version} and exiting", flush=True)
+            self.save_checkpoint()
+            return EX_CANCELLED
         print(f"[trainer] signal {self.stop_signal}: checkpointing at update {self.version} and stopping for requeue", flush=True)
         self.save_checkpoint()
         return EX_TEMPFAIL

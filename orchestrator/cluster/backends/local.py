@@ -3,7 +3,13 @@
 Job ids are the job names (`opl-<run>-a<attempt>`), unique by construction. Each job's
 bookkeeping lives in LOCAL_JOBS_DIR/<name>/ (job.json while it runs, exit.json once it ended);
 its stdout and stderr go to files in the run directory.
+
+Starting a job is guarded by an flock on LOCAL_JOBS_DIR/<name>/lock that the supervisor
+inherits and holds for its whole life. A submitter killed at any point leaves either no
+supervisor (the lock is free and nothing is recorded: a retry starts it) or one that holds the
+lock (a retry finds it): never two.
 """
+import fcntl
 import json
 import os
 import subprocess
@@ -19,7 +25,6 @@ from orchestrator.cluster.backends.base import BackendError, JobSpec, JobState, 
 # Environment a local job inherits from the worker: nothing secret (no SECRET_KEY, no DATABASE_URL).
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "OMP_NUM_THREADS",
                  "OPL_BENCHMARKS_DIR", "OPL_MODEL_CACHE")
-START_TIMEOUT_S = 60
 CANCEL_MARKER = "cancel-requested"
 
 
@@ -35,16 +40,27 @@ class LocalBackend:
         return {"stdout": logs / f"attempt-{attempt}.out", "stderr": logs / f"attempt-{attempt}.err"}
 
     def find(self, name: str) -> str | None:
-        return name if (self.jobs_dir / name / "submitted").exists() else None
+        """The name if its job was started (running, starting or ended), else None."""
+        job_dir = self.jobs_dir / name
+        if not job_dir.is_dir():
+            return None
+        return name if self._started(job_dir) or _locked(job_dir / "lock") else None
 
     def submit(self, spec: JobSpec) -> str:
         job_dir = self.jobs_dir / spec.name
         job_dir.mkdir(parents=True, exist_ok=True)
+        lock = os.open(job_dir / "lock", os.O_CREAT | os.O_RDWR, 0o600)
         try:
-            # Claim the name before starting anything: a retried submit never starts a second job.
-            os.close(os.open(job_dir / "submitted", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return spec.name
+            if not _lock_briefly(lock):
+                return spec.name  # another submitter is starting it, or its supervisor runs
+            if self._started(job_dir):
+                return spec.name  # a retried submit never starts a second job
+            self._spawn(spec, job_dir, lock)
+        finally:
+            os.close(lock)
+        return spec.name
+
+    def _spawn(self, spec: JobSpec, job_dir: Path, lock: int) -> None:
         logs = self.log_paths(spec.run_dir, spec.attempt)
         logs["stdout"].parent.mkdir(parents=True, exist_ok=True)
         env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
@@ -55,15 +71,21 @@ class LocalBackend:
             "--stdout", str(logs["stdout"]), "--stderr", str(logs["stderr"]), "--cwd", str(spec.run_dir),
             "--grace-s", str(settings.CANCEL_GRACE_SECONDS),
             "--time-limit-s", str((spec.time_limit_min or 0) * 60),
+            "--lock-fd", str(lock),
             "--", *spec.argv,
         ]
         try:
             with open(job_dir / "supervisor.log", "ab") as log:
+                # pass_fds: the supervisor shares our lock and keeps it after we close our copy
                 subprocess.Popen(supervisor, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                                 cwd=settings.BASE_DIR, start_new_session=True)
+                                 cwd=settings.BASE_DIR, start_new_session=True, pass_fds=(lock,))
         except OSError as exc:
             raise BackendError(f"could not start local job: {exc}", permanent=True) from exc
-        return spec.name
+        (job_dir / "submitted").touch()
+
+    @staticmethod
+    def _started(job_dir: Path) -> bool:
+        return any((job_dir / f).exists() for f in ("submitted", "job.json", "exit.json"))
 
     def statuses(self, job_ids: list[str]) -> dict[str, JobStatus]:
         answer = {}
@@ -75,7 +97,7 @@ class LocalBackend:
 
     def cancel(self, job_id: str) -> None:
         job_dir = self.jobs_dir / job_id
-        if not (job_dir / "submitted").exists() or (job_dir / "exit.json").exists():
+        if not self.find(job_id) or (job_dir / "exit.json").exists():
             return
         # The marker covers a job whose supervisor has not written job.json yet: it checks for
         # the marker right after writing job.json, so one of the two always sees the other.
@@ -88,9 +110,15 @@ class LocalBackend:
         except ProcessLookupError:
             pass
 
+    def health(self) -> dict:
+        """This machine's cores and memory, and the jobs whose supervisors are alive."""
+        running = [d.name for d in self.jobs_dir.iterdir()
+                   if d.is_dir() and not (d / "exit.json").exists() and _locked(d / "lock")]
+        return {"cores": settings.LOCAL_CORES, "memory_gb": _memory_gb(), "jobs": sorted(running)}
+
     def _status(self, job_id: str) -> JobStatus | None:
         job_dir = self.jobs_dir / job_id
-        if not (job_dir / "submitted").exists():
+        if not self.find(job_id):
             return None
         ended = self._read(job_dir / "exit.json")
         info = self._read(job_dir / "job.json")
@@ -98,8 +126,8 @@ class LocalBackend:
         if ended is not None:
             return _final_status(job_id, ended, started)
         if info is None:
-            if time.time() - (job_dir / "submitted").stat().st_mtime > START_TIMEOUT_S:
-                return None  # the supervisor never came up (see supervisor.log)
+            if not _locked(job_dir / "lock"):
+                return None  # the supervisor died before it started the job (see supervisor.log)
             return JobStatus(job_id, JobState.PENDING, "starting", reason="starting the process")
         if not _alive(info["supervisor_pid"], job_id):
             return None  # vanished without a final state: the caller decides when it is lost
@@ -128,12 +156,48 @@ def _final_status(job_id: str, ended: dict, started: datetime | None) -> JobStat
     return JobStatus(job_id, JobState.FAILED, "exited", reason=f"exit code {code}", **common)
 
 
+def _lock_briefly(fd: int, tries: int = 20) -> bool:
+    """Take the start lock; a few tries ride over another process's momentary probe."""
+    for _ in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            time.sleep(0.01)
+    return False
+
+
+def _locked(path: Path) -> bool:
+    """Whether a submitter or a live supervisor holds the job's start lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def _alive(pid: int, job_id: str) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, ProcessLookupError):
         return False
     return job_id.encode() in cmdline  # guards against a recycled pid
+
+
+def _memory_gb() -> dict[str, float]:
+    """Total and available memory from /proc/meminfo (GB), empty where there is none."""
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    except OSError:
+        return {}
+    kb = {k: int(v.split()[0]) for k, v in info.items() if k in ("MemTotal", "MemAvailable")}
+    return {"total": round(kb.get("MemTotal", 0) / 2**20, 1), "available": round(kb.get("MemAvailable", 0) / 2**20, 1)}
 
 
 def _dt(ts: float) -> datetime:

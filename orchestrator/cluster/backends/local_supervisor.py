@@ -2,9 +2,12 @@
 
 The local backend starts this in its own session (process group), so the job outlives the Celery
 worker that launched it. It follows a cluster's rules (submitit's local controller does too):
-SIGTERM/SIGUSR1 asks the trainer to checkpoint and exit (SIGUSR1 forwarded), SIGKILL follows after
-a grace period, SIGUSR1 is also sent shortly before the time limit, and the outcome is written
-atomically to exit.json, which is what the backend reads as the job's final status.
+SIGTERM/SIGUSR1 to the supervisor is a user's cancel, forwarded to the trainer as SIGINT (the
+trainer's "cancelled" signal: checkpoint, exit 130, no requeue); shortly before the time limit the
+trainer gets SIGUSR1 (the cluster's "stop for requeue": checkpoint, exit 75). SIGKILL follows
+after a grace period, and the outcome is written atomically to exit.json, which is what the
+backend reads as the job's final status. The start lock inherited from the backend (--lock-fd)
+stays open for the supervisor's life: it tells a retried submit that this job exists.
 """
 import argparse
 import json
@@ -38,6 +41,7 @@ def main() -> int:
     parser.add_argument("--cwd", default=None)
     parser.add_argument("--time-limit-s", type=float, default=0)
     parser.add_argument("--grace-s", type=float, default=30)
+    parser.add_argument("--lock-fd", type=int, default=-1)  # kept open, never read
     args = parser.parse_args(own)
 
     with open(args.stdout, "ab") as out, open(args.stderr, "ab") as err:
@@ -49,7 +53,7 @@ def main() -> int:
             return  # already stopping
         outcome[reason] = True
         if child.poll() is None:
-            child.send_signal(signal.SIGUSR1)
+            child.send_signal(signal.SIGINT if reason == "cancelled" else signal.SIGUSR1)
             threading.Timer(args.grace_s, lambda: child.poll() is None and child.kill()).start()
 
     # Handlers first: from the moment job.json names our pid, a cancel may signal us.

@@ -8,15 +8,17 @@ import pytest
 from orchestrator.cluster.backends.base import JobSpec, JobState
 from orchestrator.cluster.backends.local import LocalBackend
 
-# A job that behaves like the trainer on SIGUSR1: writes a checkpoint marker and exits 75.
+# A job that keeps the trainer's signal contract (trainer/cli.py): it checkpoints, then exits 130
+# on SIGINT (a person's cancel) or 75 on SIGUSR1 (the cluster's stop, e.g. a time limit).
 GRACEFUL_JOB = """
 import signal, sys, time, pathlib
-def stop(*_):
-    pathlib.Path("checkpointed").write_text("yes")
-    sys.exit(75)
+def stop(signum, _):
+    pathlib.Path("checkpointed").write_text(signal.Signals(signum).name)
+    sys.exit(130 if signum == signal.SIGINT else 75)
 signal.signal(signal.SIGUSR1, stop)
+signal.signal(signal.SIGINT, stop)
 print("started", flush=True)
-time.sleep(60)
+time.sleep(120)
 """
 
 
@@ -68,8 +70,40 @@ def test_cancel_signals_the_job_which_checkpoints(backend, tmp_path):
         time.sleep(0.05)
     backend.cancel(job_id)
     status = wait_for(backend, job_id, {JobState.CANCELLED})
+    assert status.exit_code == 130  # told apart from a preemption: SIGINT, not SIGUSR1
+    assert (job.run_dir / "checkpointed").read_text() == "SIGINT"
+
+
+def test_time_limit_sends_the_clusters_stop_signal(backend, tmp_path, settings):
+    settings.CANCEL_GRACE_SECONDS = 1
+    job = JobSpec(**{**spec(tmp_path, GRACEFUL_JOB).__dict__, "time_limit_min": 0.05})  # 3 s
+    status = wait_for(backend, backend.submit(job), {JobState.TIMEOUT}, timeout=30)
     assert status.exit_code == 75
-    assert (job.run_dir / "checkpointed").read_text() == "yes"
+    assert (job.run_dir / "checkpointed").read_text() == "SIGUSR1"
+
+
+def test_a_submitter_that_died_before_starting_the_job_leaves_nothing_found(backend, tmp_path):
+    job = spec(tmp_path, "print('started after all', flush=True)")
+    (backend.jobs_dir / job.name).mkdir(parents=True)
+    (backend.jobs_dir / job.name / "lock").touch()  # its lock died with it: nobody holds it
+    assert backend.find(job.name) is None and backend.statuses([job.name]) == {}
+    assert backend.submit(job) == job.name
+    wait_for(backend, job.name, {JobState.SUCCEEDED})
+    assert backend.log_paths(job.run_dir, 1)["stdout"].read_text() == "started after all\n"
+
+
+def test_a_running_job_is_found_through_its_supervisors_lock_alone(backend, tmp_path):
+    job = spec(tmp_path, GRACEFUL_JOB)
+    backend.submit(job)
+    wait_for(backend, job.name, {JobState.RUNNING})
+    (backend.jobs_dir / job.name / "submitted").unlink()  # as if the submitter died right after starting it
+    (backend.jobs_dir / job.name / "job.json").rename(backend.jobs_dir / job.name / "job.json.hidden")
+    assert backend.find(job.name) == job.name  # the supervisor holds the lock
+    assert backend.submit(job) == job.name
+    (backend.jobs_dir / job.name / "job.json.hidden").rename(backend.jobs_dir / job.name / "job.json")
+    backend.cancel(job.name)
+    wait_for(backend, job.name, {JobState.CANCELLED})
+    assert backend.log_paths(job.run_dir, 1)["stdout"].read_text() == "started\n"  # one process
 
 
 def test_submitting_the_same_attempt_twice_starts_one_process(backend, tmp_path):
