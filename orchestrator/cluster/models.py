@@ -22,6 +22,8 @@ class Job(models.Model):
     last_seen_at = models.DateTimeField(null=True, blank=True)
     # set while the job runs but the trainer's heartbeats have stopped
     stalled_since = models.DateTimeField(null=True, blank=True)
+    # when the backend accepted our cancel; null while a requested cancel has not reached it
+    cancel_sent_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -93,3 +93,12 @@ def record_ok(backend: str) -> None:
 def record_error(backend: str, exc: Exception) -> None:
     ClusterHealth.objects.update_or_create(backend=backend, defaults={
         "last_error": str(exc), "last_error_at": timezone.now()})
+
+
+def record_sync(backend: str, every_s: float = 10.0) -> None:
+    """Note that a sync ran (the local cluster page shows the worker as alive from this); at most
+    one write per `every_s`, so the embedded SQLite is not written every tick."""
+    now = timezone.now()
+    stale = ClusterHealth.objects.filter(backend=backend, last_ok_at__gte=now - timedelta(seconds=every_s))
+    if not stale.exists():
+        record_ok(backend)

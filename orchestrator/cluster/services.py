@@ -5,6 +5,7 @@ experiments.services.run_transition (a conditional UPDATE), so concurrent worker
 """
 import logging
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError
@@ -12,11 +13,14 @@ from django.utils import timezone
 
 from orchestrator.cluster import recovery
 from orchestrator.cluster.backends import BackendError, JobState, JobStatus, get_backend
+from orchestrator.cluster.backends.base import job_name
 from orchestrator.cluster.jobspec import build_job_spec, run_dir_for
 from orchestrator.cluster.models import Job
-from orchestrator.experiments.models import Run
+from orchestrator.experiments.models import Run, RunEvent
 from orchestrator.experiments.services import run_transition
 from orchestrator.experiments.tokens import derive_token, new_salt, token_hash
+from trainer.cli import CANCEL_MARKER
+from trainer.reporting import atomic_write_text
 
 log = logging.getLogger(__name__)
 S = Run.State
@@ -53,6 +57,7 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
             return None
     elif not (run.state == S.SUBMITTED and not run.job_id):
         return None  # someone else submitted it already
+    clear_cancel_marker(run)  # a marker left by an earlier attempt's cancel must not stop this one
     token = derive_token(run.pk, run.attempt, run.token_salt)
     Run.objects.filter(pk=run.pk).update(token_hash=token_hash(token))
     run.token_hash = token_hash(token)
@@ -68,24 +73,69 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
             Run.objects.filter(pk=run.pk, state=S.SUBMITTED).update(state=S.QUEUED, state_reason=str(exc),
                                                                      attempt=run.attempt - 1)
         raise
-    try:
-        Job.objects.update_or_create(
-            run=run, attempt=run.attempt,
-            defaults={"backend": run.backend, "name": spec.name, "job_id": job_id},
-        )
-    except IntegrityError:
-        pass
-    Run.objects.filter(pk=run.pk).update(job_id=job_id)
-    run.job_id = job_id
+    record_job(run, job_id)
     if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-        backend.cancel(job_id)  # cancelled while we were submitting: the cancel task found no job id
+        _send_cancel(run, backend)  # cancelled while we were submitting: the cancel task found no job id
     return run
 
 
+def record_job(run: Run, job_id: str) -> None:
+    """Remember the job of the run's current attempt (idempotent: a retry writes the same)."""
+    try:
+        Job.objects.update_or_create(
+            run=run, attempt=run.attempt,
+            defaults={"backend": run.backend, "name": job_name(run.pk, run.attempt), "job_id": job_id},
+        )
+    except IntegrityError:
+        pass
+    Run.objects.filter(pk=run.pk, attempt=run.attempt).update(job_id=job_id)
+    run.job_id = job_id
+
+
+def reconcile_submissions(now=None) -> int:
+    """Runs claimed for submission that have no job id: their submit task died or failed after
+    the job started (worker killed, a database error). Look the job up by name on the backend
+    and record its id; when the backend has none and the claim is older than
+    SUBMIT_STALE_SECONDS, submit again (same attempt, same name: the backend's submit is
+    idempotent). Returns how many runs were repaired."""
+    now = now or timezone.now()
+    settle = now - timedelta(seconds=5)  # leave a live submit task its few seconds
+    repaired = 0
+    for run in Run.objects.filter(state=S.SUBMITTED, job_id="", submitted_at__lt=settle).order_by("pk"):
+        backend = get_backend(run.backend)
+        try:
+            job_id = backend.find(job_name(run.pk, run.attempt))
+        except BackendError as exc:
+            recovery.record_error(run.backend, exc)
+            continue
+        if job_id:
+            record_job(run, job_id)
+            log.info("run %s: found job %s by name after an interrupted submit", run.pk, job_id)
+            if run.cancel_requested:
+                _send_cancel(run, backend)
+            repaired += 1
+        elif now - run.submitted_at < timedelta(seconds=settings.SUBMIT_STALE_SECONDS):
+            continue
+        elif run.cancel_requested:
+            repaired += run_transition(run=run, to=S.CANCELLED, reason="cancelled before its job started")
+        else:
+            log.warning("run %s: its submit never created a job; submitting again", run.pk)
+            try:
+                repaired += run_submit(run_id=run.pk) is not None
+            except BackendError:
+                pass  # run_submit recorded it and put the run back in the queue or failed it
+    return repaired
+
+
 def sync_active_runs(backend_name: str | None = None) -> int:
-    """One status request per backend for every active run; returns how many runs changed."""
+    """One status request per backend for every active run; returns how many runs changed.
+
+    Also repairs interrupted submissions, re-sends cancels that have not reached their job,
+    and finalises lost runs whose job the backend still remembers as ended."""
+    changed = reconcile_submissions()
+    resend_cancels()
     runs = list(Run.objects.filter(state__in=Run.ACTIVE).exclude(job_id=""))
-    changed = 0
+    runs += _lost_but_unsettled()
     for name in {run.backend for run in runs}:
         if backend_name and name != backend_name:
             continue
@@ -102,10 +152,24 @@ def sync_active_runs(backend_name: str | None = None) -> int:
         for run in group:
             changed += sync_one_run(run, statuses.get(run.job_id))
     changed += recovery.flag_stalled()
+    if settings.CLUSTER_BACKEND == "local":
+        recovery.record_sync("local")  # the local cluster page shows the worker's last sync
     return changed
 
 
+def _lost_but_unsettled() -> list[Run]:
+    """Lost runs of the last day whose job never reported a final state: the backend's own
+    record (exit.json, Slurm accounting) may still tell how they ended."""
+    since = timezone.now() - timedelta(days=1)
+    final = Job.objects.filter(final=True).values("run_id", "attempt")
+    runs = Run.objects.filter(state=S.LOST, finished_at__gte=since).exclude(job_id="")
+    settled = {(j["run_id"], j["attempt"]) for j in final.filter(run__in=runs)}
+    return [run for run in runs if (run.pk, run.attempt) not in settled]
+
+
 def sync_one_run(run: Run, status: JobStatus | None) -> bool:
+    if run.state == S.LOST:
+        return _settle_lost(run, status)
     if status is None:
         return _maybe_lost(run)
     Job.objects.filter(run=run, attempt=run.attempt).update(
@@ -116,6 +180,8 @@ def sync_one_run(run: Run, status: JobStatus | None) -> bool:
     if status.state.is_terminal and recovery.maybe_requeue(run, status):
         return True  # the cluster failed it: a new attempt resumes from the checkpoint
     target = JOB_TO_RUN[status.state]
+    if run.cancel_requested and status.state.is_terminal and target != S.SUCCEEDED:
+        target = S.CANCELLED  # e.g. Slurm's FAILED with the trainer's exit 130 after our SIGTERM
     changed = False
     for step in _path(run.state, target, started=status.started_at is not None):
         final = step == target
@@ -123,10 +189,26 @@ def sync_one_run(run: Run, status: JobStatus | None) -> bool:
             run=run, to=step, reason=status.reason if final else "", node_list=status.nodes,
             **({"exit_code": status.exit_code} if final and step not in ORDER else {}),
         )
-    if target == run.state and status.reason != run.state_reason:
-        Run.objects.filter(pk=run.pk).update(state_reason=status.reason)
+    reason = cancelling_reason(status.reason) if run.cancel_requested else status.reason
+    if target == run.state and reason != run.state_reason:
+        Run.objects.filter(pk=run.pk, state=run.state).update(state_reason=reason)
         changed = True
     return changed
+
+
+def cancelling_reason(detail: str = "") -> str:
+    return "cancelling: the job is checkpointing and stopping" + (f" ({detail})" if detail else "")
+
+
+def _settle_lost(run: Run, status: JobStatus | None) -> bool:
+    if status is None or not status.state.is_terminal:
+        return False
+    Job.objects.filter(run=run, attempt=run.attempt).update(
+        native_state=status.native_state, reason=status.reason, exit_code=status.exit_code,
+        ended_at=status.ended_at, final=True, last_seen_at=timezone.now())
+    target = S.CANCELLED if run.cancel_requested and status.state is not JobState.SUCCEEDED else JOB_TO_RUN[status.state]
+    return run_transition(run=run, to=target, exit_code=status.exit_code,
+                          reason=f"{status.reason or status.state.value} (recorded late from the cluster's record)")
 
 
 def _path(current: str, target: str, *, started: bool) -> list[str]:
@@ -151,10 +233,77 @@ def _maybe_lost(run: Run) -> bool:
 
 
 def run_cancel(*, run_id: int) -> bool:
-    """Ask the backend to stop an active run (the trainer checkpoints and exits)."""
+    """Make a requested cancel reach the run's job: write the cancel marker the trainer reads,
+    find the job by name when no id was recorded, and ask the backend to stop it (the trainer
+    checkpoints and exits). Never silent: what is still pending is in the run's reason, and
+    the sync re-sends a cancel the backend did not take. True when the backend took it."""
     run = Run.objects.get(pk=run_id)
-    if not run.is_active or not run.job_id:
+    if not run.is_active:
         return False
-    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
-    get_backend(run.backend).cancel(run.job_id)  # idempotent: safe to repeat every tick
+    if not run.cancel_requested:
+        Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+        run.cancel_requested = True
+    write_cancel_marker(run)
+    backend = get_backend(run.backend)
+    if not run.job_id:
+        try:
+            job_id = backend.find(job_name(run.pk, run.attempt)) if run.attempt else None
+        except BackendError as exc:
+            _note_cancel_pending(run, f"the cluster could not be asked for the job ({exc}); retrying")
+            return False
+        if not job_id:
+            # the submit is in flight: run_submit cancels the job it creates, and the sync
+            # finalises a claim whose submit died (reconcile_submissions)
+            _note_cancel_pending(run, "waiting for the job to be created, then stopping it")
+            return False
+        record_job(run, job_id)
+    return _send_cancel(run, backend)
+
+
+def resend_cancels() -> int:
+    """Cancels requested but not yet taken by the backend (it was down, or the job had no id)."""
+    sent = 0
+    for run in Run.objects.filter(state__in=Run.ACTIVE, cancel_requested=True).exclude(job_id=""):
+        if not Job.objects.filter(run=run, attempt=run.attempt, cancel_sent_at__isnull=False).exists():
+            sent += _send_cancel(run, get_backend(run.backend))
+    return sent
+
+
+def _send_cancel(run: Run, backend) -> bool:
+    try:
+        backend.cancel(run.job_id)  # idempotent
+    except BackendError as exc:
+        recovery.record_error(run.backend, exc)
+        _note_cancel_pending(run, f"the cluster did not take the cancel yet ({exc}); retrying")
+        return False
+    Job.objects.filter(run=run, attempt=run.attempt).update(cancel_sent_at=timezone.now())
+    Run.objects.filter(pk=run.pk, state__in=Run.ACTIVE).update(state_reason=cancelling_reason())
     return True
+
+
+def _note_cancel_pending(run: Run, why: str) -> None:
+    Run.objects.filter(pk=run.pk, state__in=Run.ACTIVE).update(state_reason=f"cancelling: {why}")
+
+
+def write_cancel_marker(run: Run) -> None:
+    """The trainer reads this on SIGTERM/SIGUSR1 to tell a person's cancel from a preemption
+    (trainer/cli.py); on Slurm the run directory is shared with the node."""
+    if not run.run_dir:
+        return
+    try:
+        atomic_write_text(Path(run.run_dir) / CANCEL_MARKER, f"attempt {run.attempt}\n")
+    except OSError as exc:
+        log.warning("run %s: could not write the cancel marker: %s", run.pk, exc)
+
+
+def clear_cancel_marker(run: Run) -> None:
+    try:
+        (Path(run.run_dir or run_dir_for(run)) / CANCEL_MARKER).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def cancel_requested_event(run: Run, *, by: str = "") -> None:
+    """The history line for a cancel request (the state itself changes when the job stops)."""
+    RunEvent.objects.create(run=run, from_state=run.state, to_state=run.state, attempt=run.attempt,
+                            detail=f"cancel requested{f' by {by}' if by else ''}")

@@ -5,12 +5,15 @@ from pathlib import Path
 
 from django.conf import settings
 from django.shortcuts import render
+from django.utils import timezone
 
 from orchestrator.cluster.backends import get_backend
 from orchestrator.cluster.models import ClusterHealth, Job
 from orchestrator.cluster.slurm.logs import tail
 from orchestrator.experiments.access import get_run_for_user
 from orchestrator.experiments.models import Run
+
+WORKER_SILENT_S = 60
 
 
 def run_job(request, run_id: int):
@@ -32,12 +35,29 @@ def slurm_configured() -> bool:
 
 
 def cluster_health(request):
-    """Reachable or not, API version, partitions, nodes and GPUs, our jobs, the last error."""
+    """Reachable or not, API version, partitions, nodes and GPUs, our jobs, the last error; for
+    the local backend this machine's cores and memory, active runs against the limit and
+    whether the worker's periodic sync is alive."""
     report = get_backend("slurm").health() if slurm_configured() else None
     records = {h.backend: h for h in ClusterHealth.objects.all()}
     active = Run.objects.filter(backend="slurm", state__in=Run.ACTIVE).count()
     queued = Run.objects.filter(state=Run.State.QUEUED).count()
     return render(request, "cluster/health.html", {
         "report": report, "record": records.get("slurm"), "active_runs": active, "queued_runs": queued,
-        "backend": settings.CLUSTER_BACKEND,
+        "backend": settings.CLUSTER_BACKEND, "local": _local_report(records.get("local")),
     })
+
+
+def _local_report(record: ClusterHealth | None) -> dict | None:
+    if settings.CLUSTER_BACKEND != "local":
+        return None
+    last_sync = record.last_ok_at if record else None
+    age = (timezone.now() - last_sync).total_seconds() if last_sync else None
+    return {
+        **get_backend("local").health(),
+        "active": Run.objects.filter(backend="local", state__in=Run.ACTIVE).count(),
+        "limit": settings.MAX_ACTIVE_RUNS,
+        "last_sync": last_sync,
+        # beat syncs every 3 s and the sync notes itself every 10 s: a minute means no worker
+        "worker_alive": age is not None and age < WORKER_SILENT_S,
+    }
