@@ -3,18 +3,51 @@
 - `arithmetic_reward`: exact answer 1, a close number partial credit (the procedural task).
 - `MathVerifier`: 1/0 from math-verify on the last \\boxed{} answer, as in the paper's
   `latex_math.compute_score`. math-verify's own timeout uses signal.alarm, which only works in a
-  main thread, so checks run in a process pool (each worker runs tasks in its main thread, where
-  the signal timeout works), and the trainer also bounds each item's wait; a pool whose worker is
-  stuck past that bound is replaced.
+  main thread and only takes whole seconds, so checks run in a process pool (each worker runs
+  tasks in its main thread, where the signal timeout works), and the trainer also bounds each
+  item's wait; a pool whose worker is stuck past that bound is replaced.
+
+A reward that fails is never a silent 0: every score comes with a status ("ok", "error",
+"timeout"), `RewardBatch` counts them per step, and the trainer logs the counts, warns, and stops
+the run when every item of a step failed (see trainer.loop).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import math
 import multiprocessing as mp
 import signal
+from dataclasses import dataclass, field
 
 from trainer.benchmarks import last_boxed
+
+OK, ERROR, TIMEOUT = "ok", "error", "timeout"
+
+
+@dataclass
+class RewardBatch:
+    """Scores of one batch of responses, with how many of them could not be computed."""
+
+    scores: list[float]
+    errors: int = 0
+    timeouts: int = 0
+    first_failure: str | None = None  # the first error's message, for the log
+    statuses: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return self.errors + self.timeouts
+
+    @property
+    def all_failed(self) -> bool:
+        return bool(self.scores) and self.failed == len(self.scores)
+
+    @classmethod
+    def of_scores(cls, scores: list[float]) -> "RewardBatch":
+        """Scores from a rule that cannot fail (the arithmetic rewards)."""
+        return cls(list(scores), statuses=[OK] * len(scores))
+
 
 def arithmetic_reward(response: str, finished: bool, answer: str) -> float:
     """1.0 for exactly the answer then EOS; partial credit for a number close to it.
@@ -44,20 +77,40 @@ def boxed_integer_reward(response: str, answer: str) -> float:
     return 0.0
 
 
-def math_verify_score(response: str, answer: str, timeout_s: float = 5.0) -> float:
-    from math_verify import parse, verify
+def whole_seconds(timeout_s: float) -> int:
+    """math-verify hands its timeout to signal.alarm, which raises TypeError for a float."""
+    return max(1, math.ceil(timeout_s))
 
-    boxed = last_boxed(response)
-    if boxed is None:
-        return 0.0
+
+def math_verify_outcome(response: str, answer: str, timeout_s: float = 5.0) -> tuple[float, str, str | None]:
+    """(score, status, detail) of one response. A response without a boxed answer, or whose answer
+    does not parse, is wrong (status ok, score 0). A reference answer that does not parse, or an
+    exception or timeout inside math-verify, is a failure of the reward itself."""
+    from math_verify import parse, verify
+    from math_verify.errors import TimeoutException
+
+    seconds = whole_seconds(timeout_s)
     try:
-        gold = parse(f"${answer}$", parsing_timeout=timeout_s)
-        pred = parse(f"$\\boxed{{{boxed}}}$", parsing_timeout=timeout_s)
-        if not gold or not pred:
-            return 0.0
-        return 1.0 if verify(gold, pred, timeout_seconds=timeout_s) else 0.0
-    except Exception:  # a malformed answer is a wrong answer, never a crashed run
-        return 0.0
+        gold = parse(f"${answer}$", parsing_timeout=seconds, raise_on_error=True)
+        if not gold:
+            return 0.0, ERROR, f"reference answer {answer!r} does not parse"
+        boxed = last_boxed(response)
+        if boxed is None:
+            return 0.0, OK, None
+        pred = parse(f"$\\boxed{{{boxed}}}$", parsing_timeout=seconds, raise_on_error=True)
+        if not pred:
+            return 0.0, OK, None
+        right = verify(gold, pred, timeout_seconds=seconds, raise_on_error=True)
+        return (1.0 if right else 0.0), OK, None
+    except TimeoutException:
+        return 0.0, TIMEOUT, f"math-verify timed out after {seconds} s"
+    except Exception as exc:  # noqa: BLE001 - counted and reported, never a crashed run
+        return 0.0, ERROR, f"{type(exc).__name__}: {exc}"
+
+
+def math_verify_score(response: str, answer: str, timeout_s: float = 5.0) -> float:
+    """The score alone (evaluation scripts); the trainer uses `MathVerifier`, which counts failures."""
+    return math_verify_outcome(response, answer, timeout_s)[0]
 
 
 def ignore_stop_signals() -> None:
@@ -74,7 +127,6 @@ class MathVerifier:
         self.workers = workers
         self.timeout_s = timeout_s
         self._pool: cf.ProcessPoolExecutor | None = None
-        self.timeouts = 0
 
     def _ensure_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
@@ -90,22 +142,30 @@ class MathVerifier:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self._pool = None
 
-    def score(self, responses: list[str], answers: list[str]) -> list[float]:
+    def score(self, responses: list[str], answers: list[str]) -> RewardBatch:
         pool = self._ensure_pool()
-        futures = [pool.submit(math_verify_score, r, a, self.timeout_s) for r, a in zip(responses, answers)]
+        futures = [pool.submit(math_verify_outcome, r, a, self.timeout_s) for r, a in zip(responses, answers)]
         # A stuck item may hold a worker; allow the queue ahead of it to drain before giving up.
-        deadline_per_item = self.timeout_s * 2 + 1.0
-        out, stuck = [], False
+        deadline_per_item = whole_seconds(self.timeout_s) * 2 + 1.0
+        out = RewardBatch([])
+        stuck = False
         for fut in futures:
             try:
-                out.append(fut.result(timeout=deadline_per_item))
+                score, status, detail = fut.result(timeout=deadline_per_item)
             except cf.TimeoutError:
-                out.append(0.0)
-                self.timeouts += 1
+                score, status, detail = 0.0, TIMEOUT, f"no answer from the reward pool within {deadline_per_item:.0f} s"
                 stuck = True
-            except cf.process.BrokenProcessPool:
-                out.append(0.0)
+            except cf.process.BrokenProcessPool as exc:
+                score, status, detail = 0.0, ERROR, f"reward pool broke: {exc}"
                 stuck = True
+            out.scores.append(score)
+            out.statuses.append(status)
+            if status == ERROR:
+                out.errors += 1
+            elif status == TIMEOUT:
+                out.timeouts += 1
+            if detail is not None and status != OK and out.first_failure is None:
+                out.first_failure = detail
         if stuck:
             self._replace_pool()
         return out

@@ -18,7 +18,7 @@ import random
 import string
 
 from trainer.benchmarks import DataError, Problem, load_benchmark, load_train_file
-from trainer.rewards import MathVerifier, arithmetic_reward, boxed_integer_reward
+from trainer.rewards import MathVerifier, RewardBatch, arithmetic_reward, boxed_integer_reward
 
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 ARITHMETIC_EVAL_SEED = 20251001
@@ -36,7 +36,7 @@ class Task:
     def prompt_text(self, problem: Problem) -> str:
         raise NotImplementedError
 
-    def train_rewards(self, problems: list[Problem], responses: list[str], finished: list[bool]) -> list[float]:
+    def train_rewards(self, problems: list[Problem], responses: list[str], finished: list[bool]) -> RewardBatch:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -72,14 +72,14 @@ class ArithmeticTask(Task):
 
     def train_rewards(self, problems, responses, finished):
         if self.answer_format == "boxed":
-            return [boxed_integer_reward(r, p.answer) for p, r in zip(problems, responses)]
-        return [arithmetic_reward(r, f, p.answer) for p, r, f in zip(problems, responses, finished)]
+            return RewardBatch.of_scores([boxed_integer_reward(r, p.answer) for p, r in zip(problems, responses)])
+        return RewardBatch.of_scores([arithmetic_reward(r, f, p.answer) for p, r, f in zip(problems, responses, finished)])
 
-    def solved(self, problems, responses, finished) -> list[float]:
+    def solved(self, problems, responses, finished) -> RewardBatch:
         """Exact-match accuracy, the eval rule."""
         if self.answer_format == "boxed":
-            return [1.0 if boxed_integer_reward(r, p.answer) == 1.0 else 0.0 for p, r in zip(problems, responses)]
-        return [1.0 if f and r == p.answer else 0.0 for p, r, f in zip(problems, responses, finished)]
+            return RewardBatch.of_scores([1.0 if boxed_integer_reward(r, p.answer) == 1.0 else 0.0 for p, r in zip(problems, responses)])
+        return RewardBatch.of_scores([1.0 if f and r == p.answer else 0.0 for p, r, f in zip(problems, responses, finished)])
 
     def eval_problems(self, limit: int) -> list[Problem]:
         return self.sample(random.Random(ARITHMETIC_EVAL_SEED), limit)
