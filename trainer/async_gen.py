@@ -27,6 +27,7 @@ import torch
 import torch.multiprocessing as tmp
 
 POLL_S = 0.005
+WEIGHT_SYNC_KEY = "weight_sync_s"  # travels beside a batch's state, not in it
 
 
 class Control:
@@ -59,7 +60,8 @@ def generator_main(cfg_json: str, alphabet: str, shared: dict, ctrl: Control, ou
 def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threads):
     from trainer.config import RunConfig, updates_per_step_total
     from trainer.models import load_policy
-    from trainer.rollout import make_batch, token_logprobs
+    from trainer.precision import Precision
+    from trainer.rollout import make_batch, recompute_behaviour_logp
     from trainer.tasks import build_task
 
     if threads:
@@ -70,10 +72,12 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     dev = torch.device(device)
     task = build_task(cfg.task)
     policy = load_policy(cfg.model, alphabet, cfg.train.seed, dev)
-    engine = _make_engine(cfg, policy, dev)
+    precision = Precision(cfg.model.dtype, dev)
+    engine = _make_engine(cfg, policy, dev, precision)
     roll, st = cfg.rollout, cfg.staleness
     U = updates_per_step_total(cfg)
     version, produced = -1, 0
+    sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
     try:
         while not ctrl.stop.is_set():
             if ctrl.weights_version.value > version:
@@ -82,6 +86,7 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
                     policy.model.load_state_dict(shared)
                     if roll.engine == "vllm":
                         engine.load_weights(shared)
+                        sync_s = engine.last_sync_s
             with ctrl.lock:
                 consumed, committed = ctrl.consumed.value, ctrl.committed.value
             if version < 0 or not admissible(committed, produced, consumed, U, version, st.max_staleness):
@@ -94,25 +99,23 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
             rewards = task.train_rewards(expanded, gen.texts, gen.finished)
             batch = make_batch(gen, rewards, version, roll.group_size, 0.0)
             if roll.behav_logp == "recompute":
-                with torch.no_grad():
-                    lp, _ = token_logprobs(policy.model, batch.input_ids.to(dev), batch.attention_mask.to(dev), batch.prompt_len, roll.temperature)
-                batch.rollout_logp = batch.behav_logp
-                batch.behav_logp = (lp.float().cpu() * batch.response_mask)
+                recompute_behaviour_logp(batch, policy.model, roll.temperature, cfg.train.micro_batch_size, dev, precision)
             batch.gen_seconds = time.perf_counter() - t0
-            out.put(to_wire(batch.to_state()))
+            out.put({**to_wire(batch.to_state()), WEIGHT_SYNC_KEY: sync_s})
+            sync_s = None
             produced += 1
     finally:
         task.close()
 
 
-def _make_engine(cfg, policy, dev):
+def _make_engine(cfg, policy, dev, precision):
     from trainer.rollout import HFEngine
 
     if cfg.rollout.engine == "vllm":
         from trainer.vllm_engine import VLLMEngine
 
         return VLLMEngine.from_policy(policy, cfg)
-    return HFEngine(policy, dev)
+    return HFEngine(policy, dev, precision=precision)
 
 
 def to_wire(state: dict) -> dict:
@@ -138,6 +141,7 @@ class AsyncGenerator:
         self.shared = {k: v.detach().to("cpu", copy=True).share_memory_() for k, v in model.state_dict().items()}
         self.out = self.ctx.Queue()
         self.version = start_version
+        self.last_sync_s: float | None = None  # the vllm sync before the batch last returned
         self.publish(model, start_version)
         self.proc = self.ctx.Process(
             target=generator_main,
@@ -171,6 +175,7 @@ class AsyncGenerator:
                 continue
             if "error" in item:
                 raise RuntimeError(f"the generator process failed:\n{item['error']}")
+            self.last_sync_s = item.pop(WEIGHT_SYNC_KEY, None)
             return from_wire(item), time.perf_counter() - t0
 
     def take(self, trains: bool, version: int) -> None:

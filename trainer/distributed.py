@@ -52,15 +52,18 @@ def init_distributed(device_pref: str) -> DistInfo:
     return DistInfo(rank, world, local_rank, device)
 
 
-def wrap_fsdp(model: torch.nn.Module, info: DistInfo) -> torch.nn.Module:
+def wrap_fsdp(model: torch.nn.Module, info: DistInfo, mp_policy=None) -> torch.nn.Module:
+    """FSDP2 per decoder layer, then the root. mp_policy: a MixedPrecisionPolicy (bf16 compute over
+    the float32 sharded master weights; trainer.precision) or None for float32."""
     if not info.enabled:
         return model
     from torch.distributed.fsdp import fully_shard
 
+    kwargs = {"mp_policy": mp_policy} if mp_policy is not None else {}
     layers = getattr(getattr(model, "model", None), "layers", None)
     for layer in layers or []:
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
     return model
 
 
@@ -91,6 +94,15 @@ def sum_across(value: float, info: DistInfo) -> float:
     t = torch.tensor([float(value)], dtype=torch.float64, device=info.device)
     dist.all_reduce(t)
     return t.item()
+
+
+def max_across(value: int, info: DistInfo) -> int:
+    """The largest of every rank's value (every rank must call it)."""
+    if not info.enabled:
+        return value
+    t = torch.tensor([int(value)], dtype=torch.int64, device=info.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
 
 
 def barrier(info: DistInfo) -> None:

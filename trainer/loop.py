@@ -31,12 +31,13 @@ import torch
 
 from trainer import checkpoint as ckpt
 from trainer.advantages import broadcast_to_tokens, grpo_advantages
-from trainer.config import RunConfig, derive_sizes
+from trainer.config import RunConfig, check_world_size, derive_sizes
 from trainer.distributed import (
     barrier,
     full_state,
     init_distributed,
     load_full_state,
+    max_across,
     mean_across,
     model_state_for_engine,
     shutdown,
@@ -44,18 +45,26 @@ from trainer.distributed import (
     wrap_fsdp,
 )
 from trainer.metric_keys import is_known
+from trainer.m2po_scope import minibatch_m2po_keep
 from trainer.models import load_policy
 from trainer.objectives import policy_loss
+from trainer.precision import Precision
 from trainer.reporting import MetricSpool, Pusher, truncate_spool, write_offset
-from trainer.rewards import MathVerifier
-from trainer.rollout import Batch, HFEngine, make_batch, token_logprobs
+from trainer.rewards import MathVerifier, RewardBatch
+from trainer.rollout import Batch, HFEngine, make_batch, micro_batched_logprobs, recompute_behaviour_logp, token_logprobs
 from trainer.tasks import TEXT_ALPHABET, build_eval_sets, build_task
 
 log = logging.getLogger("trainer")
 
 EX_OK = 0
 EX_TEMPFAIL = 75  # "stopped for requeue": the cluster's graceful-stop signal was honoured
+
+
 EX_CANCELLED = 130  # cancelled by a person: checkpointed, not to be requeued (see cli.py)
+
+
+class RewardFailure(RuntimeError):
+    """Every reward of a step failed: training on all-zero rewards would be silently wrong."""
 
 
 class Trainer:
@@ -79,6 +88,8 @@ class Trainer:
         cfg = self.cfg
         self.dist = init_distributed(cfg.train.device)
         self.device = self.dist.device
+        check_world_size(cfg, self.dist.world)  # before any data, model or generation
+        self.precision = Precision(cfg.model.dtype, self.device, self.dist.enabled)
         threads = cfg.train.torch_threads
         if not threads and cfg.staleness.mode == "async" and self.device.type == "cpu":
             threads = max(1, (os.cpu_count() or 2) // 2)  # the generator process takes the rest
@@ -100,11 +111,11 @@ class Trainer:
         resume_from = self._prepare_run_dir()
 
         self.policy = load_policy(cfg.model, self.alphabet, seed, self.device)
-        self.model = wrap_fsdp(self.policy.model, self.dist)
+        self.model = wrap_fsdp(self.policy.model, self.dist, self.precision.fsdp_policy())
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=alg.lr, weight_decay=alg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
-        self.eval_engine = HFEngine(self.policy, self.device)
+        self.eval_engine = HFEngine(self.policy, self.device, precision=self.precision)
         # In async mode the generator process owns the rollout engine; the trainer only evaluates.
         self.engine = self._rollout_engine() if cfg.staleness.mode == "stale_k" else self.eval_engine
 
@@ -133,7 +144,9 @@ class Trainer:
         if self.cfg.rollout.engine == "vllm":
             from trainer.vllm_engine import VLLMEngine  # lazily: nothing else needs vLLM
 
-            return VLLMEngine.from_policy(self.policy, self.cfg, work_dir=self.run_dir / "vllm_model")
+            # Every rank takes part (the full weights are gathered collectively); rank 0 writes the
+            # folder, and each rank starts its own engine on its own device (vllm_engine.py says why).
+            return VLLMEngine.from_policy(self.policy, self.cfg, work_dir=self.run_dir / "vllm_model", dist_info=self.dist)
         return self.eval_engine
 
     def _lr_factor(self, update: int) -> float:
@@ -184,6 +197,7 @@ class Trainer:
             raise RuntimeError(f"cannot resume from {path}: the model section changed since it was written")
         load_full_state(self.model, self.optimizer, state["model"], state["optimizer"], self.dist)
         self.scheduler.load_state_dict(state["scheduler"])
+        self.precision.load_state_dict(state.get("precision"))
         for name in ("version", "train_step", "gen_step", "samples_seen", "tokens_seen", "last_eval_version"):
             setattr(self, name, state[name])
         self.last_ckpt_version = self.version
@@ -210,6 +224,7 @@ class Trainer:
                 "model": model_sd,
                 "optimizer": optim_sd,
                 "scheduler": self.scheduler.state_dict(),
+                "precision": self.precision.state_dict(),
                 "version": self.version,
                 "train_step": self.train_step,
                 "gen_step": self.gen_step,
@@ -231,8 +246,15 @@ class Trainer:
     # ----------------------------------------------------------------------------------------
 
     def _my_slice(self, items: list) -> list:
+        """This rank's equal share of a step's prompts (whole groups); check_world_size made sure
+        the world size divides them, so nothing is dropped."""
         per = len(items) // self.dist.world
         return items[self.dist.rank * per : (self.dist.rank + 1) * per]
+
+    def _my_eval_share(self, items: list) -> list:
+        """Every rank-th eval problem, starting at this rank: every problem is evaluated once,
+        whatever the world size (AIME24's 30 problems on 8 ranks are 30, not 24)."""
+        return items[self.dist.rank :: self.dist.world]
 
     def generate_batch(self) -> Batch:
         """One batch from the current weights (stale_k mode), with rewards and behaviour log-probs."""
@@ -240,19 +262,29 @@ class Trainer:
         t0 = time.perf_counter()
         problems = self._my_slice(self.task.sample(self.prompt_rng, roll.prompts_per_step))
         if self.engine is not self.eval_engine and self.engine_version != self.version:
+            t_sync = time.perf_counter()
             self.engine.load_weights(model_state_for_engine(self.model, self.dist))
             self.engine_version = self.version
+            self.weight_sync_s = time.perf_counter() - t_sync  # gather + hand-over + in-place load
         gen = self.engine.generate([self.task.prompt_text(p) for p in problems], roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
         expanded = [p for p in problems for _ in range(roll.group_size)]
         rewards = self.task.train_rewards(expanded, gen.texts, gen.finished)
+        self._check_rewards(rewards, f"generation step {self.gen_step}")
         batch = make_batch(gen, rewards, self.version, roll.group_size, 0.0)
-        if roll.behav_logp == "recompute":  # the trainer's own copy of the behaviour weights: these
-            with torch.no_grad():
-                lp, _ = token_logprobs(self.model, batch.input_ids.to(self.device), batch.attention_mask.to(self.device), batch.prompt_len, roll.temperature)
-            batch.rollout_logp = batch.behav_logp
-            batch.behav_logp = lp.float().cpu() * batch.response_mask
+        if roll.behav_logp == "recompute":
+            recompute_behaviour_logp(batch, self.model, roll.temperature, self.cfg.train.micro_batch_size, self.device, self.precision)
         batch.gen_seconds = time.perf_counter() - t0
         return batch
+
+    def _check_rewards(self, rewards: RewardBatch, where: str) -> None:
+        """Failed rewards are counted (metrics), warned about, and fatal when they are all of a step:
+        a run must never train or report on rewards that silently became 0."""
+        if not rewards.failed:
+            return
+        what = f"{where}: {rewards.errors} reward errors and {rewards.timeouts} timeouts out of {len(rewards.scores)}; first: {rewards.first_failure}"
+        if rewards.all_failed:
+            raise RewardFailure(f"every reward failed at {what}")
+        log.warning("%s", what)
 
     # ----------------------------------------------------------------------------------------
     # training
@@ -284,35 +316,63 @@ class Trainer:
 
     def update(self, mb: Batch, adv: torch.Tensor, prox: torch.Tensor | None) -> dict[str, float]:
         """One optimizer update on one minibatch, micro-batched if asked."""
-        alg = self.cfg.algorithm
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        stats = self.accumulate_gradients(mb, adv, prox)
+        stats["actor/grad_norm"] = self.precision.clip_and_step(self.optimizer, self.model.parameters(), self.cfg.algorithm.grad_clip)
+        self.scheduler.step()
+        return stats
+
+    def accumulate_gradients(self, mb: Batch, adv: torch.Tensor, prox: torch.Tensor | None) -> dict[str, float]:
+        """Backward passes over the minibatch's micro-batches (gradients add up in .grad).
+
+        The loss is normalised by the whole minibatch across ranks (its valid tokens, or its
+        sequences), so neither micro_batch_size nor the number of ranks changes the gradient;
+        FSDP averages gradients over ranks, hence the factor world."""
+        alg = self.cfg.algorithm
         n = len(mb)
         micro = self.cfg.train.micro_batch_size or n
-        total_tokens = mb.response_mask.sum().clamp(min=1.0)
+        token_weighted = self._token_weighted()
+        local_total = float(mb.response_mask.sum()) if token_weighted else float(n)
+        scale = self.dist.world / max(1.0, sum_across(local_total, self.dist))
+        keep = self._minibatch_m2po_keep(mb, adv, micro)
         stats: dict[str, float] = defaultdict(float)
         lows, highs, entropy_sum = [], [], 0.0
         for start in range(0, n, micro):
             rows = slice(start, min(n, start + micro))
             rmask = mb.response_mask[rows].to(self.device)
-            logp, ent = token_logprobs(self.model, mb.input_ids[rows].to(self.device), mb.attention_mask[rows].to(self.device), mb.prompt_len, self.cfg.rollout.temperature, with_entropy=True)
+            with self.precision.autocast():
+                logp, ent = token_logprobs(self.model, mb.input_ids[rows].to(self.device), mb.attention_mask[rows].to(self.device), mb.prompt_len, self.cfg.rollout.temperature, with_entropy=True)
             adv_tok = broadcast_to_tokens(adv[rows].to(self.device), rmask)
-            loss, part = policy_loss(alg.objective, logp, mb.behav_logp[rows].to(self.device), adv_tok, rmask, **self._loss_params(rows, mb, prox))
-            weight = (rmask.sum() / total_tokens).item() if self._token_weighted() else (rmask.shape[0] / n)
-            (loss * weight).backward()
+            params = self._loss_params(rows, mb, prox)
+            if keep is not None:
+                params["m2po_keep"] = keep[rows].to(self.device)
+            loss, part = policy_loss(alg.objective, logp, mb.behav_logp[rows].to(self.device), adv_tok, rmask, **params)
+            share = float(rmask.sum()) if token_weighted else float(rmask.shape[0])
+            self.precision.backward(loss * (share * scale))
             entropy_sum += (ent * rmask).sum().item()
             for k, v in part.items():
-                stats[k] += v * weight
+                stats[k] += v * share / max(local_total, 1.0)
             lows.append(part.get("actor/ratio_min", math.nan))
             highs.append(part.get("actor/ratio_max", math.nan))
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), alg.grad_clip)
-        self.optimizer.step()
-        self.scheduler.step()
         stats["actor/ratio_min"] = min(lows)
         stats["actor/ratio_max"] = max(highs)
-        stats["actor/grad_norm"] = float(grad_norm)
-        stats["actor/entropy"] = entropy_sum / total_tokens.item()
+        stats["actor/entropy"] = entropy_sum / max(1.0, float(mb.response_mask.sum()))
         return stats
+
+    def _minibatch_m2po_keep(self, mb: Batch, adv: torch.Tensor, micro: int) -> torch.Tensor | None:
+        """m2po_scope minibatch: Algorithm 1 over the whole minibatch on every rank, from log-ratios
+        computed without gradient. None when the loss can do it alone: one micro-batch on one
+        process is already the whole minibatch (no extra forward pass then)."""
+        alg = self.cfg.algorithm
+        if alg.objective != "m2po" or alg.m2po_scope != "minibatch":
+            return None
+        if micro >= len(mb) and not self.dist.enabled:
+            return None
+        logp = micro_batched_logprobs(self.model, mb, self.cfg.rollout.temperature, micro, self.device, self.precision)
+        log_r = (logp - mb.behav_logp) * mb.response_mask
+        adv_tok = broadcast_to_tokens(adv, mb.response_mask)
+        return minibatch_m2po_keep(log_r, adv_tok, mb.response_mask, alg.tau_m2, self.dist)
 
     def train_on(self, batch: Batch, on_update=None) -> dict[str, float]:
         """U optimizer updates on one batch: minibatches of whole groups, `epochs` passes."""
@@ -323,9 +383,7 @@ class Trainer:
         per_mb = n_groups // alg.updates_per_step
         prox = None
         if alg.objective == "decoupled_ppo":  # AReaL's proximal policy: the weights before this step
-            with torch.no_grad():
-                prox, _ = token_logprobs(self.model, batch.input_ids.to(self.device), batch.attention_mask.to(self.device), batch.prompt_len, self.cfg.rollout.temperature)
-                prox = prox.float().cpu()
+            prox = micro_batched_logprobs(self.model, batch, self.cfg.rollout.temperature, self.cfg.train.micro_batch_size, self.device, self.precision)
         per_update: dict[str, list[float]] = defaultdict(list)
         staleness = []
         t0 = time.perf_counter()
@@ -361,6 +419,10 @@ class Trainer:
                 "perf/train_s": train_s,
             }
         )
+        metrics["reward/errors"] = float(batch.reward_errors)
+        metrics["reward/timeouts"] = float(batch.reward_timeouts)
+        if self.precision.scaler is not None:
+            metrics["actor/skipped_updates"] = float(self.precision.skipped_updates)
         if batch.rollout_logp is not None:
             metrics["rollout/engine_kl"] = ((batch.rollout_logp - batch.behav_logp) * batch.response_mask).sum().item() / max(1.0, batch.response_mask.sum().item())
         self.samples_seen += sum_across(float(len(batch)), self.dist)
@@ -376,14 +438,24 @@ class Trainer:
         ev = self.cfg.eval
         out = {}
         for es in self.eval_sets:
-            problems = self._my_slice(es.problems) or es.problems[:1]
-            gen = self.eval_engine.generate([es.prompt_text(p) for p in problems], ev.samples_per_problem, ev.max_new_tokens or self.cfg.rollout.max_new_tokens, ev.temperature, ev.top_p)
-            expanded = [p for p in problems for _ in range(ev.samples_per_problem)]
-            scores = es.score(expanded, gen.texts, gen.finished)
-            out[f"eval/{es.name}/acc"] = float(np.mean(scores))
-        out = mean_across(out, self.dist)
+            problems = self._my_eval_share(es.problems)
+            right, failed, total = 0.0, 0.0, 0.0
+            if problems:
+                gen = self.eval_engine.generate(
+                    [es.prompt_text(p) for p in problems], ev.samples_per_problem, ev.max_new_tokens or self.cfg.rollout.max_new_tokens, ev.temperature, ev.top_p, record_logp=False
+                )
+                expanded = [p for p in problems for _ in range(ev.samples_per_problem)]
+                result = es.score(expanded, gen.texts, gen.finished)
+                right, failed, total = float(sum(result.scores)), float(result.failed), float(len(result.scores))
+                if result.failed:
+                    log.warning("eval %s: %d of %d rewards failed; first: %s", es.name, result.failed, len(result.scores), result.first_failure)
+            right, failed, total = (sum_across(v, self.dist) for v in (right, failed, total))
+            if total and failed == total:
+                raise RewardFailure(f"every reward of eval set {es.name} failed ({int(failed)} items); see the log for the first error")
+            out[f"eval/{es.name}/acc"] = right / max(total, 1.0)
+            out[f"eval/{es.name}/reward_failures"] = failed
         if out:
-            out["eval/avg_acc"] = float(np.mean(list(out.values())))
+            out["eval/avg_acc"] = float(np.mean([v for k, v in out.items() if k.endswith("/acc")]))
         self.last_eval_version = self.version
         return out
 
@@ -461,10 +533,23 @@ class Trainer:
         self.save_checkpoint()
         return EX_TEMPFAIL
 
+    def _stop_agreed(self) -> bool:
+        """Whether any rank has been asked to stop, decided by all ranks together.
+
+        Signals reach ranks at different moments (or only one rank), so each rank all-reduces its
+        flag (the max of none 0 / requeue 1 / cancel 2) once per iteration: every rank then enters
+        the collective checkpoint at the same iteration, and none is left generating alone.
+        """
+        mine = 0 if self.stop_signal is None else (2 if getattr(self, "stop_cancelled", False) else 1)
+        agreed = max_across(mine, self.dist)
+        if agreed:
+            self.stop_cancelled = agreed == 2
+        return agreed > 0
+
     def _run_stale_k(self) -> int:
         k = self.cfg.staleness.k
         while self.train_step < self.cfg.train.steps:
-            if self.stop_signal is not None:
+            if self._stop_agreed():
                 return self._stop()
             t0 = time.perf_counter()
             fresh = self.generate_batch()
@@ -479,6 +564,7 @@ class Trainer:
                     "rollout/reward_mean": fresh.rewards.mean().item(),
                     "rollout/queue_batches": float(len(self.queue)),
                     "perf/gen_s": fresh.gen_seconds,
+                    **self._take_weight_sync(),
                     "_tokens": sum_across(batch.response_mask.sum().item(), self.dist),
                     "_samples": sum_across(float(len(batch)), self.dist),
                 }
@@ -497,7 +583,7 @@ class Trainer:
         )
         dropped = 0.0
         while self.train_step < self.cfg.train.steps:
-            if self.stop_signal is not None:
+            if self._stop_agreed():
                 return self._stop()
             t0 = time.perf_counter()
             state, wait_s = gen.next_batch(lambda: self.stop_signal is not None)
@@ -518,6 +604,7 @@ class Trainer:
                     "rollout/dropped_frac": dropped / (dropped + len(batch)),
                     "perf/gen_s": batch.gen_seconds,
                     "perf/wait_s": wait_s,
+                    **({"perf/weight_sync_s": gen.last_sync_s} if gen.last_sync_s is not None else {}),
                     "_tokens": batch.response_mask.sum().item(),
                     "_samples": float(len(batch)),
                 }
@@ -526,7 +613,15 @@ class Trainer:
             self.finish_step(metrics, t0)
         return EX_OK
 
+    def _take_weight_sync(self) -> dict[str, float]:
+        """perf/weight_sync_s of the sync this step did, if it did one (the vllm engine only)."""
+        sync_s, self.weight_sync_s = getattr(self, "weight_sync_s", None), None
+        return {} if sync_s is None else {"perf/weight_sync_s": sync_s}
+
     def close(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None and engine is not getattr(self, "eval_engine", None) and hasattr(engine, "close"):
+            engine.close()  # the vLLM engine's processes
         if self.async_gen is not None:
             self.async_gen.close()
             self.async_gen = None

@@ -45,8 +45,12 @@ METRIC_KEYS: dict[str, str] = {
     "rollout/queue_batches": "batches waiting in the stale queue (stale_k) or generator queue (async)",
     "rollout/dropped_frac": "async: fraction of samples discarded this step for exceeding max_staleness",
     "rollout/engine_kl": "recompute: mean (engine log-prob - trainer log-prob) of sampled tokens",
+    "reward/errors": "rewards of the trained batch that raised inside the reward function (scored 0, warned)",
+    "reward/timeouts": "rewards of the trained batch that timed out (scored 0, warned)",
+    "actor/skipped_updates": "float16: updates skipped so far because a gradient overflowed (loss scaling)",
     "perf/gen_s": "seconds generating the batches of this step (async: the consumed batch's)",
     "perf/train_s": "seconds of forward, backward and optimizer work this step",
+    "perf/weight_sync_s": "vllm: seconds handing the new weights to the engine (gather, transfer, in-place load) this step",
     "perf/wait_s": "async: seconds the trainer waited for a batch",
     "perf/step_s": "wall seconds of the step",
     "perf/tokens_per_s": "trained response tokens per wall second of the step",
@@ -56,6 +60,7 @@ METRIC_KEYS: dict[str, str] = {
 
 PATTERNS = {
     re.compile(r"^eval/[A-Za-z0-9_\-]+/acc$"): "mean@k accuracy on one eval set",
+    re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures$"): "eval answers whose reward errored or timed out",
 }
 
 assert set(STATS_KEYS) <= set(METRIC_KEYS), "objective stats missing from the metric table"

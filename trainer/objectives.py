@@ -45,8 +45,10 @@ Aggregation (`agg`; default per objective: "seq-mean-token-mean" for gspo, "toke
     seq-mean-token-sum-norm  sum(j) / (batch * max_response_len): Dr. GRPO's constant normaliser; pass
                              the configured maximum response length (default: the tokens dimension)
 
-Mask scope: M2PO's mask is computed over exactly the batch passed in. The paper says "batch-level";
-the released code calls the loss per forward micro-batch. The caller chooses by what it passes.
+Mask scope: M2PO's mask is computed over exactly the batch passed in, unless `m2po_keep` hands in
+a mask computed beforehand over a larger set (the whole optimizer mini-batch across micro-batches
+and ranks: trainer.m2po_scope). The paper's Algorithm 1 masks over the batch; the released code
+calls the loss per forward micro-batch. `algorithm.m2po_scope` chooses.
 
 Tie-break: Algorithm 1 removes one token with the largest M2 at a time; among equal M2 values the
 token with the lowest flat (row-major) index goes first. The count removed does not depend on it.
@@ -122,6 +124,9 @@ class LossParams:
     """Aggregation, one of AGG_MODES; None: seq-mean-token-mean for gspo, token-mean otherwise."""
     max_response_len: int | None = None
     """seq-mean-token-sum-norm: the constant normaliser per sequence; None: the tokens dimension."""
+    m2po_keep: Tensor | None = None
+    """m2po: Algorithm 1's mask computed beforehand over a larger scope (`m2po_mask`'s output,
+    shape (batch, tokens), False at removed tokens); None: computed over this batch."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,6 +192,14 @@ def m2po_mask(log_ratio: Tensor, advantages: Tensor, mask: Tensor, tau: float) -
     return ~dropped
 
 
+def m2po_drop_values(m2: Tensor, tau: float) -> Tensor:
+    """Algorithm 1 over a flat list of trust-region M2 values (all > 0), in the order given:
+    which of them it removes (bool, same shape). Used to mask across micro-batches and ranks."""
+    _check_positive("tau", tau)
+    flat = m2.detach().reshape(1, -1)
+    return _greedy_m2_drop(flat, flat.shape[1], tau).reshape(m2.shape)
+
+
 def _trust_region(log_r: Tensor, adv: Tensor) -> Tensor:
     """Tokens PPO's outer min can clip: (A > 0 and r > 1) or (A < 0 and r < 1)."""
     return ((adv > 0) & (log_r > 0)) | ((adv < 0) & (log_r < 0))
@@ -200,7 +213,10 @@ def _trust_region(log_r: Tensor, adv: Tensor) -> Tensor:
 
 
 def _m2po(b: _Batch, p: LossParams):
-    dropped = _greedy_m2_drop(b.m2_trust, int(torch.count_nonzero(b.trust)), p.tau_m2)  # (B, T)
+    if p.m2po_keep is not None:
+        dropped = ~p.m2po_keep.bool() & b.mask  # (B, T) the mini-batch's mask, this batch's rows
+    else:
+        dropped = _greedy_m2_drop(b.m2_trust, int(torch.count_nonzero(b.trust)), p.tau_m2)  # (B, T)
     masked_ratio = torch.exp(b.log_r.masked_fill(dropped, -math.inf))  # (B, T) M r: exactly 0 where M = 0
     j = masked_ratio * b.adv  # (B, T) M r A; 0 on padding, where A = 0
     return j, dropped & (b.adv < 0), dropped & (b.adv > 0), {"actor/m2po_tau": p.tau_m2}
@@ -524,6 +540,9 @@ def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
         _check_tensor("rollout_logp", p.rollout_logp, logp)
     elif p.rollout_logp is not None:
         _check_tensor("rollout_logp", p.rollout_logp, logp)
+    if p.m2po_keep is not None:
+        if not isinstance(p.m2po_keep, Tensor) or p.m2po_keep.shape != logp.shape:
+            raise ValueError(f"m2po_keep: must be a tensor shaped like logp {tuple(logp.shape)}")
     if name == "decoupled_ppo":
         if p.prox_logp is None:
             raise ValueError("prox_logp: required by decoupled_ppo (log-probs of the policy before this update)")
