@@ -4,10 +4,14 @@ The form, the API and the trainer validate with the same pydantic model, so a va
 would reject is refused here, before any job is submitted.
 """
 import copy
+import os
+from pathlib import Path
 from typing import Any
 
 from trainer.config import ConfigError as TrainerConfigError
 from trainer.config import parse_config
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ConfigError(ValueError):
@@ -18,8 +22,44 @@ class ConfigError(ValueError):
         self.errors = errors
 
 
+def data_roots() -> list[Path]:
+    """Folders a run config may name data and model files under: OPL_DATA_ROOTS (separated by
+    os.pathsep), else the repository's examples/ and the shared data folder beside it."""
+    raw = os.environ.get("OPL_DATA_ROOTS", "")
+    if raw.strip():
+        return [Path(p).resolve() for p in raw.split(os.pathsep) if p.strip()]
+    return [(REPO_ROOT / "examples").resolve(), (REPO_ROOT.parent / "shared" / "data").resolve()]
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith(("/", "./", "../", "~", "\\")) or text in (".", "..")
+
+
+def path_problems(data: Any) -> list[dict[str, str]]:
+    """Data and model paths outside the allowed roots, refused before the trainer's validation
+    would look at the file: so the answer never tells whether a path exists on the server."""
+    problems = []
+    if not isinstance(data, dict):
+        return problems
+    for section, key, always in (("task", "train_file", True), ("model", "name", False)):
+        value = data.get(section, {}).get(key) if isinstance(data.get(section), dict) else None
+        if not isinstance(value, str) or not value or (not always and not _looks_like_path(value)):
+            continue
+        if "\x00" in value:
+            problems.append({"field": f"{section}.{key}", "message": "not a valid path"})
+            continue
+        path = Path(os.path.expanduser(value)) if value.startswith("~") else Path(value)
+        resolved = (path if path.is_absolute() else REPO_ROOT / path).resolve()
+        if not any(resolved.is_relative_to(root) for root in data_roots()):
+            problems.append({"field": f"{section}.{key}",
+                             "message": "must be a file under the data folders (OPL_DATA_ROOTS)"})
+    return problems
+
+
 def validate_run_config(data: dict[str, Any]) -> dict[str, Any]:
     """Validate a (partial) config and return the full config with every default filled in."""
+    if problems := path_problems(data):
+        raise ConfigError(problems)
     try:
         config = parse_config(data)
     except TrainerConfigError as exc:
@@ -27,7 +67,7 @@ def validate_run_config(data: dict[str, Any]) -> dict[str, Any]:
     return config.model_dump(mode="json", exclude={"reporting"})
 
 
-EXPERIMENT_FIELDS = ("sweep", "random", "seeds", "tags", "(")
+EXPERIMENT_FIELDS = ("sweep", "random", "seeds", "tags", "(", "config.", "notes", "priority", "project")
 
 
 def experiment_fields(errors: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -22,6 +22,8 @@ SPECIAL_CODES = {"NaN": Special.NAN, "Infinity": Special.POS_INF, "-Infinity": S
 SPECIAL_NAMES = {int(code): name for name, code in SPECIAL_CODES.items()}
 _SPECIAL_INTS = {name: int(code) for name, code in SPECIAL_CODES.items()}
 MAX_POINTS_PER_BATCH = 200_000
+MAX_STEP = 2**62  # reads cover steps up to 2**62; a larger step would be stored but never shown
+MAX_ABS_VALUE = 1.7976931348623157e308  # a larger integer does not fit a float64
 
 
 def _special_float(value):
@@ -38,7 +40,7 @@ MetricValue = Annotated[float, BeforeValidator(_special_float)]
 class MetricIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, le=MAX_STEP)
     key: str = Field(min_length=1, max_length=200, pattern=KEY_PATTERN.pattern)
     value: MetricValue = Field(allow_inf_nan=True)
     time: float = Field(allow_inf_nan=False)
@@ -53,7 +55,7 @@ class BatchError(ValueError):
 
 
 class WirePoint(msgspec.Struct, forbid_unknown_fields=True):
-    step: Annotated[int, msgspec.Meta(ge=0)]
+    step: Annotated[int, msgspec.Meta(ge=0, le=MAX_STEP)]
     key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]  # the pattern is checked per distinct key
     value: float | Literal["NaN", "Infinity", "-Infinity"]
     time: float
@@ -137,13 +139,15 @@ def _fast_columns(rows: list) -> Columns | None:
             step, key, value, time = row["step"], row["key"], row["value"], row["time"]
         except KeyError:
             return None
-        if type(step) is not int or step < 0:
+        if type(step) is not int or step < 0 or step > MAX_STEP:
             return None
         if key not in known:
             if type(key) is not str or len(key) > 200 or not KEY_PATTERN.match(key):
                 return None
             known.add(key)
         kind = type(value)
+        if kind is int and not -MAX_ABS_VALUE <= value <= MAX_ABS_VALUE:
+            return None  # the checked path names it
         if kind is float or kind is int:
             if kind is float and not finite(value):
                 special, value = special_code(value), None
@@ -153,7 +157,7 @@ def _fast_columns(rows: list) -> Columns | None:
             special, value = int(SPECIAL_CODES[value]), None
         else:
             return None
-        if type(time) is int:
+        if type(time) is int and -MAX_ABS_VALUE <= time <= MAX_ABS_VALUE:
             time = float(time)
         elif type(time) is not float or not finite(time):
             return None

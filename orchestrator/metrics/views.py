@@ -14,12 +14,13 @@ from django.views.decorators.http import require_http_methods
 
 from orchestrator.api import api_view, bearer_token, json_error, parse_json_body
 from orchestrator.experiments.access import get_run_for_user, visible_runs
+from orchestrator.experiments.bounds import INT32, parse_id
 from orchestrator.experiments.models import Experiment, Run
-from orchestrator.experiments.tokens import run_token_matches
+from orchestrator.experiments.tokens import run_token_expired, run_token_matches
 from orchestrator.metrics import live, selectors
 from orchestrator.metrics.compare import differing_fields, flatten
 from orchestrator.metrics.panels import X_AXES, panel_keys, panels_for
-from orchestrator.metrics.schemas import BatchError, decode_batch, encode_value
+from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
 
 MAX_COMPARE_RUNS = 200
@@ -36,6 +37,8 @@ def _authenticated_run(request: HttpRequest, run_id: int, *, parse_body: bool = 
         return None, None, json_error(404, f"run {run_id} does not exist")
     if not run_token_matches(run, token):
         return None, None, json_error(403, "this token cannot write to this run")
+    if run_token_expired(run):
+        return None, None, json_error(403, f"run {run_id} ended at {run.finished_at.isoformat()}: its token has expired")
     if not parse_body:
         return run, None, None
     body, error = parse_json_body(request)
@@ -84,7 +87,7 @@ def _int_param(request: HttpRequest, name: str, default=None, *, low: int = 0, h
     if raw == "":
         return default
     try:
-        value = int(raw)
+        value = int(raw) if len(raw) <= 30 else int("x")
     except ValueError:
         raise ParamError(name, f"must be an integer, got {raw!r}") from None
     if value < low or (high is not None and value > high):
@@ -94,8 +97,8 @@ def _int_param(request: HttpRequest, name: str, default=None, *, low: int = 0, h
 
 def _window_params(request: HttpRequest) -> dict:
     params = {
-        "start": _int_param(request, "start"),
-        "end": _int_param(request, "end"),
+        "start": _int_param(request, "start", high=MAX_STEP),
+        "end": _int_param(request, "end", high=MAX_STEP),
         "max_points": _int_param(request, "max_points", selectors.DEFAULT_MAX_POINTS,
                                  low=2, high=selectors.MAX_MAX_POINTS),
         "field": request.GET.get("field", "value"),
@@ -135,10 +138,9 @@ def _series(request: HttpRequest, run_id: int):
 
 def _run_ids_param(request: HttpRequest) -> list[int]:
     raw = ",".join(request.GET.getlist("runs"))  # runs=1,2,3 or runs=1&runs=2 (a form's checkboxes)
-    try:
-        ids = [int(part) for part in raw.split(",") if part.strip()]
-    except ValueError:
-        raise ParamError("runs", f"must be comma-separated run ids, got {raw!r}") from None
+    ids = [parse_id(part.strip()) for part in raw.split(",") if part.strip()]
+    if None in ids:
+        raise ParamError("runs", f"must be comma-separated run ids, got {raw[:80]!r}")
     if not ids:
         raise ParamError("runs", "required, e.g. runs=1,2,3")
     if len(ids) > MAX_COMPARE_RUNS:
@@ -192,10 +194,9 @@ async def run_stream(request: HttpRequest, run_id: int):
     except Http404 as exc:
         return json_error(404, str(exc))
     raw_after = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
-    try:
-        after = int(raw_after)
-    except ValueError:
-        return json_error(400, "invalid query", [{"field": "after", "message": f"must be an integer, got {raw_after!r}"}])
+    after = parse_id(raw_after)
+    if after is None:
+        return json_error(400, "invalid query", [{"field": "after", "message": f"must be a whole number, got {raw_after[:40]!r}"}])
     keys = {k for k in request.GET.get("keys", "").split(",") if k} or None
     if not isinstance(request, ASGIRequest):
         # Under WSGI (manage.py runserver) a stream would pin a worker forever: answer what is
@@ -219,9 +220,9 @@ def _run_then_release_db(user, run_id: int) -> Run:
 def _compare_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:
     experiment = None
     if exp_id := request.GET.get("experiment"):
-        if not exp_id.isdigit():
+        if parse_id(exp_id) is None:
             raise Http404("experiment must be an id")
-        experiment = get_object_or_404(Experiment, pk=int(exp_id))
+        experiment = get_object_or_404(Experiment, pk=parse_id(exp_id))
         runs = list(visible_runs(request.user).filter(experiment=experiment).order_by("id"))
         if not runs:
             raise Http404(f"experiment {exp_id} does not exist")
@@ -280,8 +281,8 @@ def run_heartbeat_view(request: HttpRequest, run_id: int):
     body = body if isinstance(body, dict) else {}
     step, total = body.get("step"), body.get("total_steps")
     for field, value in (("step", step), ("total_steps", total)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            return json_error(400, "invalid heartbeat", [{"field": field, "message": "must be a non-negative integer"}])
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= INT32[1]):
+            return json_error(400, "invalid heartbeat", [{"field": field, "message": f"must be an integer from 0 to {INT32[1]}"}])
     run_heartbeat(run=run, step=step, total_steps=total)
     return JsonResponse({"ok": True})
 

@@ -12,6 +12,9 @@
   const runById = new Map(runs.map((r) => [r.id, r]));
   const GRID = 300; // points of a group's mean line
   const DASHES = ["solid", "dot", "dash", "dashdot"];
+  // Plotly renders trace names, tick labels and titles as a subset of HTML (<a href>, <b>...):
+  // escape every value that comes from a URL, a run name or a config.
+  const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
   const params = new URLSearchParams(location.search);
   const view = {
@@ -129,15 +132,15 @@
           const s = per.get(r.id);
           if (!s || !s.x.length) return;
           const c = curve(r.id, s);
-          traces.push({ x: c.xs, y: c.ys, name: `${r.name}${suffix}`, type: "scatter", mode: "lines", connectgaps: false,
+          traces.push({ x: c.xs, y: c.ys, name: esc(`${r.name}${suffix}`), type: "scatter", mode: "lines", connectgaps: false,
             legendgroup: `run${r.id}`, line: { color: M.color(ri), width: 1.5, dash }, meta: { role: "line", key, run: r.id } });
-          if (s.marks.length) traces.push(M.markTrace(s, (step) => xOf(r.id, step), r.name, M.color(ri)));
+          if (s.marks.length) traces.push(M.markTrace(s, (step) => xOf(r.id, step), esc(r.name), M.color(ri)));
         });
         return;
       }
       [...groups].forEach(([value, members], gi) => {
         const color = M.color(gi);
-        const label = `${view.group}=${value}${suffix}`;
+        const label = esc(`${view.group}=${value}${suffix}`);
         const curves = members.filter((r) => per.get(r.id) && per.get(r.id).x.length).map((r) => curve(r.id, per.get(r.id)));
         const agg = aggregate(curves);
         if (!agg) return;
@@ -154,7 +157,7 @@
             const s = per.get(r.id);
             if (!s || !s.x.length) return;
             const c = curve(r.id, s);
-            traces.push({ x: c.xs, y: c.ys, name: r.name, type: "scatter", mode: "lines", opacity: 0.4, showlegend: false,
+            traces.push({ x: c.xs, y: c.ys, name: esc(r.name), type: "scatter", mode: "lines", opacity: 0.4, showlegend: false,
               legendgroup: label, line: { color, width: 1, dash }, meta: { role: "line", key, run: r.id } });
           });
         }
@@ -213,7 +216,7 @@
     if (!el) return;
     const hx = view.hx || cfg.fields[0], hy = view.hy || cfg.fields[1];
     const key = view.hm || (panels[0] && panels[0].keys[0]), which = view.hs || "last";
-    const label = (v) => (typeof v === "string" ? v : JSON.stringify(v ?? null));
+    const label = (v) => esc(typeof v === "string" ? v : JSON.stringify(v ?? null));
     const xs = [...new Set(runs.map((r) => label(r.config[hx])))].sort();
     const ys = [...new Set(runs.map((r) => label(r.config[hy])))].sort();
     const cells = new Map();
@@ -225,8 +228,8 @@
     const z = ys.map((y) => xs.map((x) => mean(cells.get(`${x}|${y}`) || [])));
     const n = ys.map((y) => xs.map((x) => (cells.get(`${x}|${y}`) || []).length));
     Plotly.react(el, [{ type: "heatmap", x: xs, y: ys, z, customdata: n, colorscale: "Viridis",
-      texttemplate: "%{z:.3g}", hovertemplate: `${hx}=%{x}<br>${hy}=%{y}<br>${which} ${key}: %{z:.4g} (mean of %{customdata})<extra></extra>` }],
-    { margin: { t: 10, r: 10, b: 50, l: 90 }, xaxis: { title: { text: hx }, type: "category" }, yaxis: { title: { text: hy }, type: "category" } },
+      texttemplate: "%{z:.3g}", hovertemplate: `${esc(hx)}=%{x}<br>${esc(hy)}=%{y}<br>${esc(which)} ${esc(key)}: %{z:.4g} (mean of %{customdata})<extra></extra>` }],
+    { margin: { t: 10, r: 10, b: 50, l: 90 }, xaxis: { title: { text: esc(hx) }, type: "category" }, yaxis: { title: { text: esc(hy) }, type: "category" } },
     { displaylogo: false, responsive: true });
   }
 
