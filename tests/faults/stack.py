@@ -2,7 +2,9 @@
 file, uvicorn, a Celery worker (prefork, 2 processes) and beat as separate processes, the local
 backend. Each piece can be stopped, killed and started again; logs stay in the stack's folder.
 
-Redis is the one in REDIS_URL (the test's own db number); nothing here touches other databases.
+Redis is either the one in REDIS_URL (the test's own db number) or, with redis_url=None, a
+redis-server of the stack's own on a free port, which fault trials may stop and restart. The
+database is the stack's SQLite file unless database_url names another (a throwaway PostgreSQL).
 """
 from __future__ import annotations
 
@@ -39,18 +41,24 @@ def wait_until(predicate, timeout: float, what: str, every: float = 0.3):
 
 
 class EmbeddedStack:
-    def __init__(self, root: Path, *, redis_url: str, extra_env: dict[str, str] | None = None):
+    def __init__(self, root: Path, *, redis_url: str | None, database_url: str | None = None,
+                 worker_concurrency: int = 2, extra_env: dict[str, str] | None = None):
         self.root = root
         self.var = root / "var"
         self.var.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.redis_port = None if redis_url else free_port()
+        redis_url = redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
+        self.worker_concurrency = worker_concurrency
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "OPL_MAX_ACTIVE_RUNS")}
         env.update({
             "OPL_VAR_DIR": str(self.var), "REDIS_URL": redis_url, "OPL_PUBLIC_URL": self.url,
             "CLUSTER_BACKEND": "local", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
             "SECRET_KEY": os.environ.get("SECRET_KEY", "test-secret-key-not-for-production"),
         })
+        if database_url:
+            env["DATABASE_URL"] = database_url
         env.update(extra_env or {})
         self.env = env
         self.procs: dict[str, subprocess.Popen] = {}
@@ -78,15 +86,36 @@ class EmbeddedStack:
                             "--port", str(self.port)])
         wait_until(self._web_up, 60, "the web server")
 
-    def start_worker(self, concurrency: int = 2) -> None:
+    def start_redis(self) -> None:
+        if self.redis_port is None:
+            return
+        self._start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port), "--save", "",
+                              "--appendonly", "no", "--dir", str(self.root)])
+        wait_until(lambda: self._port_open(self.redis_port), 30, "redis-server")
+
+    def start_worker(self) -> None:
         self._start("worker", [PYTHON, "-m", "celery", "-A", "orchestrator", "worker", "--concurrency",
-                               str(concurrency), "--loglevel", "INFO", "-n", f"w{self.port}@%h"])
+                               str(self.worker_concurrency), "--loglevel", "INFO", "-n", f"w{self.port}@%h"])
+
+    def pool_children(self) -> list[int]:
+        """Pids of the worker's pool processes (where tasks run)."""
+        pid = self.procs["worker"].pid
+        try:
+            return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    @staticmethod
+    def _port_open(port: int) -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
 
     def start_beat(self) -> None:
         self._start("beat", [PYTHON, "-m", "celery", "-A", "orchestrator", "beat", "--loglevel", "INFO",
                              "-s", str(self.root / "beat-schedule")])
 
     def start(self) -> "EmbeddedStack":
+        self.start_redis()
         subprocess.run([PYTHON, "-m", "celery", "-A", "orchestrator", "purge", "-f"], cwd=REPO, env=self.env,
                        check=True, capture_output=True, timeout=60)
         self.manage("migrate", "--noinput")
@@ -112,7 +141,7 @@ class EmbeddedStack:
             proc.wait(timeout=10)
 
     def close(self) -> None:
-        for name in ("beat", "worker", "web"):
+        for name in ("beat", "worker", "web", "redis"):
             self.stop(name)
         # jobs run in sessions of their own on purpose (they outlive workers): stop them like demo.sh
         for job in (self.var / "local-jobs").glob("*/job.json"):

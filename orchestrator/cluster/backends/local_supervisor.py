@@ -63,6 +63,7 @@ def main() -> int:
         args.job_dir / "job.json",
         {"supervisor_pid": os.getpid(), "pgid": os.getpgid(0), "child_pid": child.pid, "started_at": time.time()},
     )
+    print(f"supervisor {os.getpid()} started job pid {child.pid}", flush=True)  # one line per start
     if (args.job_dir / "cancel-requested").exists():  # cancelled before job.json existed
         stop("cancelled")
     if args.time_limit_s > 0:
