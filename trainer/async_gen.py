@@ -106,6 +106,10 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
             produced += 1
     finally:
         task.close()
+        if hasattr(engine, "close"):
+            # vLLM's engine process: a multiprocessing child exits without atexit handlers, and
+            # would otherwise wait for it forever
+            engine.close()
 
 
 def _make_engine(cfg, policy, dev, precision):

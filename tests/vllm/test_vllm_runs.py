@@ -1,0 +1,68 @@
+"""Training runs with `rollout.engine: vllm` on vLLM's CPU build, started as the cluster job starts
+them (`python -m trainer run`, here with .venv-vllm's interpreter), read back from metrics.jsonl."""
+
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from tests.vllm.conftest import REPO, vllm_env
+
+pytestmark = pytest.mark.vllm
+
+BASE = {
+    "model": {"name": "tiny"},
+    "task": {"name": "arithmetic"},
+    "rollout": {"engine": "vllm", "group_size": 4, "prompts_per_step": 4, "max_new_tokens": 8, "behav_logp": "recompute"},
+    "algorithm": {"objective": "m2po", "updates_per_step": 2, "lr": 1e-3},
+    "train": {"seed": 1, "device": "cpu", "torch_threads": 1},
+    "eval": {"every": 0, "at_start": False},
+    "checkpoint": {"every": 0, "keep": 1},
+}
+
+
+def run(vllm_python, tmp_path, overrides: dict) -> tuple[subprocess.CompletedProcess, dict[int, dict[str, float]]]:
+    cfg = {**BASE, **overrides}
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [str(vllm_python), "-m", "trainer", "run", "--config", str(config), "--run-dir", str(run_dir)],
+        cwd=REPO, env=vllm_env(), capture_output=True, text=True, timeout=480,
+    )
+    steps: dict[int, dict[str, float]] = {}
+    metrics = run_dir / "metrics.jsonl"
+    for line in metrics.read_text().splitlines() if metrics.is_file() else []:
+        p = json.loads(line)
+        steps.setdefault(p["step"], {})[p["key"]] = p["value"]
+    return done, steps
+
+
+def trained(steps: dict) -> dict[int, dict[str, float]]:
+    return {s: v for s, v in steps.items() if "actor/pg_loss" in v}
+
+
+def test_stale_k_run_of_20_updates_with_the_vllm_engine(vllm_python, tmp_path):
+    done, steps = run(vllm_python, tmp_path, {"staleness": {"mode": "stale_k", "k": 1}, "train": {**BASE["train"], "steps": 10}})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
+    points = trained(steps)
+    assert sorted(points) == list(range(2, 21, 2))  # 10 steps x 2 updates = 20 updates
+    for step, v in points.items():
+        # The engine sampled from the weights the trainer recomputes with: synced at every step.
+        assert abs(v["rollout/engine_kl"]) < 1e-4, (step, v["rollout/engine_kl"])
+        assert v["perf/weight_sync_s"] > 0
+        # k=1 batch of 2 updates in the queue: 2..3 updates stale once the queue has turned over
+        assert (v["rollout/staleness_min"], v["rollout/staleness_max"]) == ((0, 1) if step == 2 else (2, 3))
+    assert len({round(v["train/reward_mean"], 6) for v in points.values()}) > 1  # real, varying rollouts
+
+
+def test_async_run_with_the_vllm_engine_in_the_generator_process(vllm_python, tmp_path):
+    done, steps = run(vllm_python, tmp_path, {"staleness": {"mode": "async", "max_staleness": 4}, "train": {**BASE["train"], "steps": 3}})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
+    points = trained(steps)
+    assert sorted(points) == [2, 4, 6]
+    for step, v in points.items():
+        assert abs(v["rollout/engine_kl"]) < 1e-4, (step, v["rollout/engine_kl"])
+        assert v["rollout/staleness_max"] <= 4
+    assert any(v.get("perf/weight_sync_s", 0) > 0 for v in points.values())
