@@ -1,8 +1,8 @@
 """Math evaluation sets: where each lives and how its fields map to (question, answer).
 
-Offline copies are read from OPL_BENCHMARKS_DIR, by default <repo>/../shared/data/benchmarks
-(`<set>/test.jsonl`). On a machine that reaches the Hugging Face hub the same sets can be read by
-their hub names when the file is absent. Field names differ between sets, so each set maps its
+Where the Hugging Face hub can be reached (the `datasets` package installed, HF_HUB_OFFLINE unset)
+the sets are read by their hub names; otherwise from OPL_BENCHMARKS_DIR (`<set>/test.jsonl`, by
+default <repo>/../shared/data/benchmarks, which a user's own clone does not have). Field names differ between sets, so each set maps its
 question and reference answer explicitly.
 """
 
@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+MATH_PROMPT_TEMPLATE = "{question}\n" + MATH_INSTRUCTION  # the paper's prompt (verl's math recipes)
+QUESTION_SLOT = "{question}"
+
+
+def fill_prompt(template: str, question: str) -> str:
+    """The template with its {question} slot filled (str.format would choke on \\boxed{})."""
+    return template.replace(QUESTION_SLOT, question)
 
 
 @dataclass(frozen=True)
@@ -125,22 +133,40 @@ def read_problem_rows(path: Path, question: Callable[[dict], str], answer: Calla
 
 
 def load_benchmark(name: str, limit: int | None = None) -> list[Problem]:
+    """An eval set: from the Hugging Face hub by its dataset name where the hub can be reached,
+    else from OPL_BENCHMARKS_DIR/<set>/test.jsonl. When neither works the error names both."""
     spec = BENCHMARK_SETS[name]
     path = benchmarks_dir() / name / "test.jsonl"
+    why_not_hub = _hub_unavailable(spec)
+    if why_not_hub is None:
+        dataset, config, split = spec.hub
+        try:
+            import datasets
+
+            rows = datasets.load_dataset(dataset, config, split=split)
+            return [Problem(spec.question(r), spec.answer(r)) for r in rows.select(range(min(limit or len(rows), len(rows))))]
+        except Exception as exc:  # offline, unknown name, auth: all mean the set cannot be read there
+            why_not_hub = f"loading it failed: {exc}"
     if path.is_file():
         return read_problem_rows(path, spec.question, spec.answer, limit)
+    hub = f"hub dataset {spec.hub[0]}" if spec.hub else "the hub (the set has no hub name)"
+    raise DataError(
+        f"eval set '{name}': not on {hub} ({why_not_hub}) and not in {path} "
+        "(set OPL_BENCHMARKS_DIR to a folder holding <set>/test.jsonl)"
+    )
+
+
+def _hub_unavailable(spec: BenchmarkSet) -> str | None:
+    """Why the hub cannot be tried for this set, or None when it can."""
     if spec.hub is None:
-        raise DataError(f"eval set '{name}': {path} is missing and the set has no hub name")
+        return "the set has no hub name"
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
     try:
-        import datasets  # optional: only on machines that reach the hub
+        import datasets  # noqa: F401 - optional: only machines that reach the hub install it
     except ImportError:
-        raise DataError(f"eval set '{name}': {path} is missing and `datasets` is not installed") from None
-    dataset, config, split = spec.hub
-    try:
-        rows = datasets.load_dataset(dataset, config, split=split)
-    except Exception as exc:  # offline, unknown name, auth: all mean the set cannot be read
-        raise DataError(f"eval set '{name}': {path} is missing and hub dataset {dataset} failed: {exc}") from None
-    return [Problem(spec.question(r), spec.answer(r)) for r in rows.select(range(min(limit or len(rows), len(rows))))]
+        return "the `datasets` package is not installed"
+    return None
 
 
 def load_train_file(path: str, limit: int | None = None) -> list[Problem]:

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         return 0
 
-    from trainer.loop import Trainer  # torch and transformers load only for a real run
+    from trainer.loop import RewardFailure, Trainer  # torch and transformers load only for a real run
 
     trainer = Trainer(cfg, Path(args.run_dir), resume=args.resume)
 
@@ -77,3 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as exc:
         print(f"invalid run data: {exc}", file=sys.stderr)
         return EX_CONFIG
+    except ConfigError as exc:  # checks that need the real world size run at start-up
+        print(str(exc), file=sys.stderr)
+        return EX_CONFIG
+    except RewardFailure as exc:
+        print(f"run stopped: {exc}", file=sys.stderr)
+        return 1

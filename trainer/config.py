@@ -36,7 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from trainer.benchmarks import BENCHMARK_SETS, resolve_data_path
+from trainer.benchmarks import BENCHMARK_SETS, MATH_PROMPT_TEMPLATE, QUESTION_SLOT, resolve_data_path
 
 OBJECTIVE_NAMES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")
 PROCEDURAL_EVAL_SETS = ("arithmetic",)
@@ -65,6 +65,11 @@ class ModelConfig(_Section):
         description="Compute dtype of the policy. Weights and optimizer state stay float32 (master "
         "weights); bfloat16/float16 run forward and backward in that dtype (float16 with loss scaling).",
     )
+    chat_template: Literal["auto", "none"] = Field(
+        "auto",
+        description="'auto': prompts go through the tokenizer's chat template when it has one; 'none': "
+        "plain completion of the prompt text (base models, few-shot prompts).",
+    )
     gradient_checkpointing: bool = Field(
         False, description="Recompute activations in the backward pass to save memory."
     )
@@ -92,6 +97,13 @@ class TaskConfig(_Section):
         None, description="math: Hugging Face dataset name used when train_file is not set."
     )
     hf_split: str = Field("train", description="math: split of hf_dataset.")
+    prompt_template: str = Field(
+        MATH_PROMPT_TEMPLATE,
+        min_length=len(QUESTION_SLOT),
+        max_length=8000,
+        description="math and benchmark eval sets: the prompt, with {question} where the problem goes "
+        "(default: the paper's instruction to reason and box the answer).",
+    )
     eval_sets: list[str] = Field(
         default_factory=lambda: ["arithmetic"],
         description="Evaluation sets: 'arithmetic' (held-out procedural problems) or benchmark "
@@ -388,6 +400,8 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
                 f"({roll.prompts_per_step}); each minibatch holds whole groups",
             )
         )
+    if QUESTION_SLOT not in task.prompt_template:
+        problems.append(("task.prompt_template", f"must contain {QUESTION_SLOT}, where each problem goes"))
     if task.min_digits > task.max_digits:
         problems.append(("task.min_digits", "greater than task.max_digits"))
     if task.name == "math":

@@ -149,7 +149,8 @@ def load_policy(model_cfg, alphabet: str, seed: int, device: torch.device) -> Po
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
         model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
-        policy = Policy(model, tok, use_chat_template=tok.chat_template is not None, prepend_bos=False)
+        chat = model_cfg.chat_template == "auto" and tok.chat_template is not None
+        policy = Policy(model, tok, use_chat_template=chat, prepend_bos=False)
     policy.eos_token_ids = eos_ids_of(policy.model, policy.tokenizer)
     policy.model.generation_config = neutral_generation_config(policy.model, policy.tokenizer, policy.eos_token_ids)
     if model_cfg.gradient_checkpointing:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import random
 import string
 
-from trainer.benchmarks import DataError, Problem, load_benchmark, load_train_file
+from trainer.benchmarks import DataError, Problem, fill_prompt, load_benchmark, load_train_file
 from trainer.rewards import MathVerifier, RewardBatch, arithmetic_reward, boxed_integer_reward
 
-MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 ARITHMETIC_EVAL_SEED = 20251001
+ARITHMETIC_EVAL_SIZE = 256  # problems of the procedural eval set when eval_max_problems is null
 ARITHMETIC_ALPHABET = "0123456789+="
 TEXT_ALPHABET = string.printable
 
@@ -89,15 +89,16 @@ class MathTask(Task):
     name = "math"
     alphabet = TEXT_ALPHABET
 
-    def __init__(self, problems: list[Problem], verifier: MathVerifier):
+    def __init__(self, problems: list[Problem], verifier: MathVerifier, prompt_template: str):
         self.problems = problems
         self.verifier = verifier
+        self.prompt_template = prompt_template
 
     def sample(self, rng: random.Random, n: int) -> list[Problem]:
         return [self.problems[rng.randrange(len(self.problems))] for _ in range(n)]
 
     def prompt_text(self, problem: Problem) -> str:
-        return f"{problem.question}\n{MATH_INSTRUCTION}"
+        return fill_prompt(self.prompt_template, problem.question)
 
     def train_rewards(self, problems, responses, finished):
         return self.verifier.score(responses, [p.answer for p in problems])
@@ -127,7 +128,7 @@ def build_task(task_cfg, verifier: MathVerifier | None = None) -> Task:
     if task_cfg.name == "arithmetic":
         return ArithmeticTask(task_cfg.min_digits, task_cfg.max_digits, task_cfg.num_terms, task_cfg.answer_format)
     verifier = verifier or MathVerifier(task_cfg.reward_workers, task_cfg.reward_timeout_s)
-    return MathTask(load_train_problems(task_cfg), verifier)
+    return MathTask(load_train_problems(task_cfg), verifier, task_cfg.prompt_template)
 
 
 class EvalSet:
@@ -143,14 +144,15 @@ def build_eval_sets(task_cfg, task: Task, verifier_factory) -> list[EvalSet]:
     for name in task_cfg.eval_sets:
         if name == "arithmetic":
             arith = task if isinstance(task, ArithmeticTask) else ArithmeticTask()
-            sets.append(EvalSet(name, arith.eval_problems(task_cfg.eval_max_problems), arith.prompt_text, arith.solved))
+            limit = task_cfg.eval_max_problems or ARITHMETIC_EVAL_SIZE  # a procedural set has no end
+            sets.append(EvalSet(name, arith.eval_problems(limit), arith.prompt_text, arith.solved))
         else:
             verifier = verifier_factory()
             sets.append(
                 EvalSet(
                     name,
                     load_benchmark(name, task_cfg.eval_max_problems),
-                    lambda p: f"{p.question}\n{MATH_INSTRUCTION}",
+                    lambda p: fill_prompt(task_cfg.prompt_template, p.question),
                     lambda problems, responses, finished, v=verifier: v.score(responses, [p.answer for p in problems]),
                 )
             )

@@ -1,0 +1,57 @@
+"""A real pretrained model end to end: the `smollm2-135m` preset learns on `task: math`.
+
+This is the run that would have caught every math reward being 0: a YAML config with the
+defaults a user gets (reward_timeout_s: 5.0, behav_logp: recompute), through the CLI, with
+math-verify scoring in its process pool and an eval set read from OPL_BENCHMARKS_DIR. The problems
+are easy on purpose (SmolLM2-135M, de-quantised from the packaged Q4 GGUF, must answer some of them
+within 8 tokens on a CPU): copy a number into \\boxed{}, or add two digits, prompted few-shot as
+plain completion (model.chat_template: none).
+"""
+
+import json
+
+from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, write_config
+
+TEMPLATE = (
+    "Question: Write the number 3.\nAnswer: \\boxed{3}\n\n"
+    "Question: What is 1+1?\nAnswer: \\boxed{2}\n\n"
+    "Question: {question}\nAnswer:"
+)
+TRAIN = [
+    ("Write the number 5.", "5"),
+    ("What is 2+3?", "5"),
+    ("Write the number 9.", "9"),
+    ("What is 4+4?", "8"),
+]
+EVAL = [("Write the number 7.", "7"), ("Write the number 4.", "4"), ("What is 3+3?", "6")]
+
+
+def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path):
+    train = tmp_path / "easy.jsonl"
+    train.write_text("".join(json.dumps({"problem": q, "answer": a}) + "\n" for q, a in TRAIN))
+    bench = tmp_path / "benchmarks" / "gsm8k"
+    bench.mkdir(parents=True)
+    (bench / "test.jsonl").write_text("".join(json.dumps({"question": q, "answer": f"work #### {a}"}) + "\n" for q, a in EVAL))
+    cfg = write_config(
+        tmp_path / "run.yaml",
+        {
+            "model": {"name": "smollm2-135m", "chat_template": "none"},
+            "task": {"name": "math", "train_file": str(train), "prompt_template": TEMPLATE, "eval_sets": ["gsm8k"], "eval_max_problems": 3},
+            "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8, "temperature": 0.7},
+            "algorithm": {"objective": "m2po", "lr": 1.0e-6, "updates_per_step": 1},
+            "staleness": {"mode": "stale_k", "k": 1},
+            "train": {"steps": 2, "seed": 1, "device": "cpu"},
+            "eval": {"every": 0, "at_start": True, "samples_per_problem": 2, "temperature": 0.5},
+            "checkpoint": {"every": 0},
+        },
+    )
+    result = run_trainer(cfg, tmp_path / "run", timeout=900, OPL_BENCHMARKS_DIR=tmp_path / "benchmarks", HF_HUB_OFFLINE=1)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    steps = by_step(read_points(tmp_path / "run"))
+    trained = [m for m in steps.values() if "train/reward_mean" in m]
+    assert len(trained) == 2
+    assert max(m["train/reward_mean"] for m in trained) > 0, trained
+    assert all(m["reward/errors"] == 0 and m["reward/timeouts"] == 0 for m in trained)
+    evals = [m["eval/gsm8k/acc"] for m in steps.values() if "eval/gsm8k/acc" in m]
+    assert len(evals) == 2 and max(evals) > 0, evals
+    print("rewards", [m["train/reward_mean"] for m in trained], "eval acc", evals)
