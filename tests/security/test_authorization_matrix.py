@@ -1,0 +1,188 @@
+"""Every URL pattern, pages and API, against every kind of caller, with the status each must get.
+
+Callers: the owner of the project, run and experiment, a project member who owns none of them,
+another user, staff who is no member, an anonymous visitor, and the run's
+own ingestion token (no session). A URL pattern missing from MATRIX fails
+test_every_url_pattern_is_in_the_matrix, so a new page or endpoint cannot ship unexamined.
+"""
+import json
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import get_resolver
+from django.urls.resolvers import URLResolver
+
+from orchestrator.accounts.services import api_token_create
+from orchestrator.experiments.services import experiment_create
+from tests.unit.metrics.helpers import points, start_attempt
+
+CALLERS = ("owner", "member", "other", "staff", "anonymous", "run_token")
+
+
+@dataclass(frozen=True)
+class Case:
+    method: str
+    path: str  # formatted with {run}, {exp}, {token_id}
+    statuses: tuple[int, int, int, int, int, int]  # in the order of CALLERS
+    body: object = None
+    json_body: bool = False
+
+
+PAGE_READ = (200, 200, 200, 200, 302, 302)  # any logged-in user; others go to the login page
+RUN_READ_PAGE = (200, 200, 404, 200, 302, 302)  # project members and staff; others: as if it did not exist
+RUN_WRITE_PAGE = (302, 403, 404, 302, 302, 302)  # owner and staff act (then redirect)
+API_READ = (200, 200, 200, 200, 401, 401)
+API_RUN_READ = (200, 200, 404, 200, 401, 401)
+NEW_EXPERIMENT = {"name": "m", "project": "lab", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu"}}}
+FORM = {"name": "m", "model.name": "tiny", "train.device": "cpu"}
+
+MATRIX: dict[str, list[Case]] = {
+    "login": [Case("get", "/login/", (200, 200, 200, 200, 200, 200))],
+    "logout": [Case("post", "/logout/", (302, 302, 302, 302, 302, 302))],
+    "admin": [Case("get", "/admin/", (302, 302, 302, 200, 302, 302))],
+    "accounts-tokens": [Case("get", "/account/tokens/", PAGE_READ)],
+    # everyone is redirected back; only the owner's request deletes (checked in tests/unit)
+    "accounts-token-delete": [Case("post", "/account/tokens/{token_id}/delete", (302, 302, 302, 302, 302, 302))],
+    "exp-run-list": [Case("get", "/", PAGE_READ)],
+    "exp-run-detail": [Case("get", "/runs/{run}/", RUN_READ_PAGE)],
+    "exp-run-config": [Case("get", "/runs/{run}/config.yaml", RUN_READ_PAGE)],
+    "exp-run-cancel": [Case("post", "/runs/{run}/cancel", RUN_WRITE_PAGE)],
+    "exp-run-retry": [Case("post", "/runs/{run}/retry", RUN_WRITE_PAGE)],
+    "exp-run-top": [Case("post", "/runs/{run}/top", RUN_WRITE_PAGE)],
+    "exp-run-priority": [Case("post", "/runs/{run}/priority", RUN_WRITE_PAGE, {"priority": "3"})],
+    "exp-run-annotate": [Case("post", "/runs/{run}/annotate", RUN_WRITE_PAGE, {"tags": "a", "notes": "n"})],
+    "exp-experiment-list": [Case("get", "/experiments/", PAGE_READ)],
+    "exp-experiment-new": [Case("get", "/experiments/new/", PAGE_READ),
+                           # only owners and members add experiments to a project (viewers: 403)
+                           Case("post", "/experiments/new/", (302, 302, 404, 302, 302, 302), {**FORM, "project": "lab"})],
+    "exp-experiment-validate": [Case("post", "/experiments/validate", PAGE_READ, FORM)],
+    "exp-experiment-preview": [Case("post", "/experiments/preview", PAGE_READ, FORM)],
+    "exp-experiment-export": [Case("post", "/experiments/export", PAGE_READ, FORM)],
+    "exp-experiment-import": [Case("post", "/experiments/import", PAGE_READ, {"yaml": "model: {name: tiny}"})],
+    "exp-experiment-detail": [Case("get", "/experiments/{exp}/", RUN_READ_PAGE)],
+    "exp-experiment-pause": [Case("post", "/experiments/{exp}/pause", RUN_WRITE_PAGE)],
+    "exp-experiment-resume": [Case("post", "/experiments/{exp}/resume", RUN_WRITE_PAGE)],
+    "exp-experiment-cancel": [Case("post", "/experiments/{exp}/cancel", RUN_WRITE_PAGE)],
+    "exp-experiment-priority": [Case("post", "/experiments/{exp}/priority", RUN_WRITE_PAGE, {"priority": "2"})],
+    "exp-project-list": [Case("get", "/projects/", PAGE_READ)],
+    "exp-project-new": [Case("post", "/projects/new", (302, 302, 302, 302, 302, 302), {"name": "fresh"})],
+    "exp-project-member-add": [Case("post", "/projects/lab/members", RUN_WRITE_PAGE, {"username": "other"})],
+    "exp-project-member-remove": [Case("post", "/projects/lab/members/remove", RUN_WRITE_PAGE, {"username": "member"})],
+    "api-openapi": [Case("get", "/api/v1/openapi.json", (200, 200, 200, 200, 200, 200))],
+    "api-runconfig-schema": [Case("get", "/api/v1/schema/runconfig", API_READ)],
+    "api-experiments": [Case("get", "/api/v1/experiments", API_READ),
+                        Case("post", "/api/v1/experiments", (201, 201, 404, 201, 401, 401), NEW_EXPERIMENT, True)],
+    "api-experiments-preview": [Case("post", "/api/v1/experiments/preview", API_READ, NEW_EXPERIMENT, True)],
+    "api-experiment-detail": [Case("get", "/api/v1/experiments/{exp}", API_RUN_READ)],
+    "api-experiment-pause": [Case("post", "/api/v1/experiments/{exp}/pause", (200, 403, 404, 200, 401, 401))],
+    "api-experiment-resume": [Case("post", "/api/v1/experiments/{exp}/resume", (409, 403, 404, 409, 401, 401))],
+    "api-experiment-cancel": [Case("post", "/api/v1/experiments/{exp}/cancel", (200, 403, 404, 200, 401, 401))],
+    "api-experiment-priority": [Case("post", "/api/v1/experiments/{exp}/priority", (200, 403, 404, 200, 401, 401),
+                                     {"priority": 2}, True)],
+    "api-runs": [Case("get", "/api/v1/runs", API_READ)],
+    "api-run-detail": [Case("get", "/api/v1/runs/{run}", API_RUN_READ),
+                       Case("patch", "/api/v1/runs/{run}", (200, 403, 404, 200, 401, 401), {"notes": "n"}, True)],
+    "api-run-cancel": [Case("post", "/api/v1/runs/{run}/cancel", (200, 403, 404, 200, 401, 401))],
+    "api-run-retry": [Case("post", "/api/v1/runs/{run}/retry", (409, 403, 404, 409, 401, 401))],  # it is running
+    "api-run-move-to-top": [Case("post", "/api/v1/runs/{run}/move-to-top", (409, 403, 404, 409, 401, 401))],
+    "api-run-priority": [Case("post", "/api/v1/runs/{run}/priority", (409, 403, 404, 409, 401, 401), {"priority": 1}, True)],
+    "api-projects": [Case("get", "/api/v1/projects", API_READ),
+                     Case("post", "/api/v1/projects", (201, 201, 201, 201, 401, 401), {"name": "fresh"}, True)],
+    "api-project-detail": [Case("get", "/api/v1/projects/lab", API_RUN_READ),
+                           Case("patch", "/api/v1/projects/lab", (200, 403, 404, 200, 401, 401),
+                                {"add_members": ["other"]}, True)],
+    "api-tags": [Case("get", "/api/v1/tags", API_READ)],
+    # ingestion takes the run's token only; reading a series takes a user
+    "metrics-ingest": [Case("post", "/api/v1/runs/{run}/metrics", (401, 401, 401, 401, 401, 202),
+                            {"attempt": 1, "points": points("train/loss", [1, 2])}, True),
+                       Case("get", "/api/v1/runs/{run}/metrics?key=train/loss", API_RUN_READ)],
+    "metrics-keys": [Case("get", "/api/v1/runs/{run}/metrics/keys", API_RUN_READ)],
+    "metrics-stream": [Case("get", "/api/v1/runs/{run}/metrics/stream", API_RUN_READ)],
+    "metrics-heartbeat": [Case("post", "/api/v1/runs/{run}/heartbeat", (401, 401, 401, 401, 401, 200), {"step": 1}, True)],
+    "metrics-compare-api": [Case("get", "/api/v1/metrics/compare?runs={run}&key=train/loss", API_RUN_READ)],
+    "metrics-compare": [Case("get", "/compare/?runs={run}", RUN_READ_PAGE)],
+    "cluster-run-job": [Case("get", "/runs/{run}/job", RUN_READ_PAGE)],
+    "cluster-health": [Case("get", "/cluster/health", PAGE_READ)],
+    "api-not-found": [Case("get", "/api/v1/no-such-thing", (404, 404, 404, 404, 404, 404))],
+}
+
+
+def url_names() -> set[str]:
+    def walk(patterns):
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                if str(p.pattern) == "admin/":
+                    yield "admin"  # Django's admin: one entry, its own staff check guards every page
+                    continue
+                yield from walk(p.url_patterns)
+            else:
+                yield p.name or str(p.pattern)
+
+    return set(walk(get_resolver().url_patterns))
+
+
+def test_every_url_pattern_is_in_the_matrix():
+    names = url_names()
+    assert names - set(MATRIX) == set(), "add these URL patterns to MATRIX with the status each caller gets"
+    assert set(MATRIX) - names == set(), "remove these from MATRIX: no such URL pattern"
+
+
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker, tiny_config_module):
+    """Made once for the module (each test's own writes roll back), removed at the end."""
+    from orchestrator.accounts.models import ApiToken
+    from orchestrator.experiments.models import Experiment, Project, Run
+
+    with django_db_blocker.unblock():
+        users = {role: User.objects.create(username=role, is_staff=role == "staff")
+                 for role in ("owner", "member", "other", "staff")}
+        experiment = experiment_create(owner=users["owner"], name="exp", project="lab", config=tiny_config_module)
+        experiment.project.members.add(users["member"])
+        run, token = start_attempt(experiment.runs.get(), 1)  # running, with its ingestion token
+        api_token_create(user=users["owner"], name="matrix")
+        token_id = ApiToken.objects.get(user=users["owner"]).pk
+    yield {"users": users, "run": run.pk, "exp": experiment.pk, "run_token": token, "token_id": token_id}
+    with django_db_blocker.unblock():
+        Run.objects.filter(experiment=experiment).delete()
+        Experiment.objects.filter(pk=experiment.pk).delete()
+        Project.objects.filter(name="lab").delete()
+        ApiToken.objects.filter(user__in=users.values()).delete()
+        User.objects.filter(pk__in=[u.pk for u in users.values()]).delete()
+
+
+@pytest.fixture(scope="module")
+def tiny_config_module():
+    from tests.conftest import TINY_CONFIG
+
+    return json.loads(json.dumps(TINY_CONFIG))
+
+
+def _client(world, caller: str) -> Client:
+    if caller == "run_token":
+        return Client(HTTP_AUTHORIZATION=f"Bearer {world['run_token']}")
+    client = Client()
+    if caller != "anonymous":
+        client.force_login(world["users"][caller])
+    return client
+
+
+CASES = [(name, i, caller) for name, cases in MATRIX.items() for i in range(len(cases)) for caller in CALLERS]
+
+
+@pytest.mark.parametrize("name,index,caller", CASES, ids=[f"{n}[{i}]-{c}" for n, i, c in CASES])
+def test_authorization(world, db, name, index, caller):
+    case = MATRIX[name][index]
+    path = case.path.format(run=world["run"], exp=world["exp"], token_id=world["token_id"])
+    client = _client(world, caller)
+    if case.json_body:
+        response = getattr(client, case.method)(path, data=json.dumps(case.body), content_type="application/json")
+    elif case.method == "post":
+        response = client.post(path, case.body or {})
+    else:
+        response = getattr(client, case.method)(path)
+    expected = case.statuses[CALLERS.index(caller)]
+    assert response.status_code == expected, f"{case.method.upper()} {path} as {caller}"
+    if path.startswith("/api/") and response.status_code >= 400:
+        assert response["Content-Type"].startswith("application/json"), "API errors answer JSON"
