@@ -7,6 +7,7 @@ from django.conf import settings
 
 from orchestrator.cluster.backends.base import JobSpec
 from orchestrator.experiments.models import Run
+from trainer.config import ResourcesConfig
 from trainer.reporting import atomic_write_text
 
 
@@ -21,16 +22,37 @@ def write_run_files(run: Run, run_dir: Path) -> Path:
     return config_path
 
 
+def launch_plan(config: dict, gpus: int) -> tuple[int, int]:
+    """(nodes, training processes per node) of a run from its resources section: one process per
+    GPU when the run holds GPUs, else one per CPU worker."""
+    res = ResourcesConfig.model_validate(config.get("resources") or {})
+    return res.nodes, res.processes_per_node(uses_gpus=gpus > 0)
+
+
+def trainer_argv(python: str, trainer_args: list[str], nodes: int, per_node: int) -> list[str]:
+    """`python -m trainer ...` for one process; else trainer.launch (torchrun) on each node, with
+    a Slurm rendezvous when the run spans nodes. Every value is its own argument."""
+    if nodes == 1 and per_node == 1:
+        return [python, "-m", "trainer", *trainer_args]
+    rendezvous = "slurm" if nodes > 1 else "standalone"
+    return [python, "-m", "trainer.launch", "--nproc-per-node", str(per_node), "--nnodes", str(nodes),
+            "--rendezvous", rendezvous, "--", *trainer_args]
+
+
 def build_job_spec(run: Run, token: str, run_dir: Path) -> JobSpec:
     config_path = write_run_files(run, run_dir)
     python = settings.TRAINER_PYTHON or sys.executable
-    argv = [python, "-m", "trainer", "run", "--config", str(config_path), "--run-dir", str(run_dir)]
+    trainer_args = ["run", "--config", str(config_path), "--run-dir", str(run_dir)]
     if run.attempt > 1:
-        argv.append("--resume")
+        trainer_args.append("--resume")
+    nodes, per_node = launch_plan(run.config, run.gpus)
     env = {
         "OPL_DASHBOARD_URL": settings.PUBLIC_URL,
         "OPL_RUN_ID": str(run.pk),
         "OPL_RUN_TOKEN": token,
         "OPL_ATTEMPT": str(run.attempt),
     }
-    return JobSpec(run_id=run.pk, attempt=run.attempt, run_dir=run_dir, argv=argv, env=env, gpus=run.gpus)
+    return JobSpec(
+        run_id=run.pk, attempt=run.attempt, run_dir=run_dir, argv=trainer_argv(python, trainer_args, nodes, per_node),
+        env=env, gpus=run.gpus // nodes, cpus=per_node, nodes=nodes,
+    )

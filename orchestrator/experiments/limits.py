@@ -23,21 +23,25 @@ def limit(name: str) -> int:
 
 
 def run_gpus(config: dict[str, Any], profile_gpus: int | None = None) -> int:
-    """GPUs a run holds while active: the cluster profile's count when it fixes one (the job asks
-    for exactly that), else from the run's (validated) config.
+    """GPUs a run holds while active, over all its nodes: the cluster profile's count per node when
+    it fixes one (the job asks for exactly that), else resources.gpus_per_node from the run's
+    (validated) config.
 
-    train.device cpu needs none. cuda needs one. 'auto' runs on a GPU when the node has one, so it
-    counts as one, except for the CPU demo model ('tiny' with the hf engine), which never needs one.
+    train.device cpu needs none. cuda needs them. 'auto' runs on GPUs when the node has them, so it
+    counts them, except for the CPU demo model ('tiny' with the hf engine), which never needs one.
     """
+    resources = config.get("resources") or {}
+    nodes = int(resources.get("nodes", 1))
     if profile_gpus is not None:
-        return profile_gpus
+        return profile_gpus * nodes
     device = config.get("train", {}).get("device", "auto")
     if device == "cpu":
         return 0
+    per_node = int(resources.get("gpus_per_node", 1))
     if device == "cuda":
-        return 1
+        return per_node * nodes
     tiny = config.get("model", {}).get("name") == "tiny"
-    return 0 if tiny and config.get("rollout", {}).get("engine", "hf") == "hf" else 1
+    return 0 if tiny and config.get("rollout", {}).get("engine", "hf") == "hf" else per_node * nodes
 
 
 def profile_gpus() -> int | None:

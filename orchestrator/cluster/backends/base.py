@@ -38,8 +38,12 @@ class JobSpec:
     run_dir: Path
     argv: list[str]  # the command, as an argument vector: never joined into shell text
     env: dict[str, str] = field(default_factory=dict)  # user values travel here, not in the script
-    gpus: int = 0
+    gpus: int = 0  # per node
     cpus: int = 1
+    # Machines, and launcher tasks on each (trainer.launch: one torchrun agent per task). A run on
+    # N nodes is N nodes x 1 task; the one-node Slurm test cluster stands in for 2 nodes with 1 x 2.
+    nodes: int = 1
+    tasks_per_node: int = 1
     mem_gb: float = 4.0
     time_limit_min: int | None = None
     profile: str = ""  # cluster profile name (partition, account... live in the profile)

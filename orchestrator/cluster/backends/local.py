@@ -47,6 +47,9 @@ class LocalBackend:
         return name if self._started(job_dir) or _locked(job_dir / "lock") else None
 
     def submit(self, spec: JobSpec) -> str:
+        if spec.nodes > 1:
+            raise BackendError(f"the local backend runs on this one machine; the run asks for {spec.nodes} nodes "
+                               "(resources.nodes): use the slurm backend, or 1 node", permanent=True)
         job_dir = self.jobs_dir / spec.name
         job_dir.mkdir(parents=True, exist_ok=True)
         lock = os.open(job_dir / "lock", os.O_CREAT | os.O_RDWR, 0o600)

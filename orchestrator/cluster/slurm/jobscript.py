@@ -107,8 +107,13 @@ def log_paths(run_dir: str, attempt: int) -> dict[str, str]:
             "stderr": f"{run_dir}/logs/attempt-{attempt}.err"}
 
 
-def render_script(profile: SlurmProfile, run_id: int, attempt: int) -> str:
-    """The batch script. Only integers and the admin's set-up lines are formatted in."""
+def render_script(profile: SlurmProfile, run_id: int, attempt: int, tasks: int = 1) -> str:
+    """The batch script. Only integers and the admin's set-up lines are formatted in.
+
+    With several tasks (a run on several nodes: one per node) the command runs once per task
+    through `srun`, each a `python -m trainer.launch --rendezvous slurm` that joins the others in a
+    torchrun c10d rendezvous read from the allocation (trainer/launch.py).
+    """
     lines = [
         "#!/bin/bash",
         f"# OffPolicy Lab run {int(run_id)}, attempt {int(attempt)}, profile {profile.name!r}"
@@ -128,10 +133,13 @@ def render_script(profile: SlurmProfile, run_id: int, attempt: int) -> str:
         "argv=()",
         'for ((i = 0; i < OPL_ARGC; i++)); do name="OPL_ARGV_$i"; argv+=("${!name}"); done',
         'cd -- "$OPL_RUN_DIR"',
-        # exec: the trainer itself receives Slurm's signals (SIGUSR1, SIGTERM on cancel)
-        'exec "${argv[@]}"',
-        "",
     ]
+    if int(tasks) > 1:
+        # srun forwards Slurm's signals to every task and exits with the highest task exit code
+        lines += [f"exec srun --ntasks={int(tasks)} --kill-on-bad-exit=0 -- \"${{argv[@]}}\"", ""]
+    else:
+        # exec: the trainer itself receives Slurm's signals (SIGUSR1, SIGTERM on cancel)
+        lines += ['exec "${argv[@]}"', ""]
     return "\n".join(lines)
 
 
@@ -173,7 +181,7 @@ def build_request(spec: JobSpec, profile: SlurmProfile) -> JobRequest:
     time_limit = profile.time_limit_min if profile.time_limit_min is not None else spec.time_limit_min
     return JobRequest(
         name=spec.name,
-        script=render_script(profile, spec.run_id, spec.attempt),
+        script=render_script(profile, spec.run_id, spec.attempt, spec.nodes * spec.tasks_per_node),
         environment=env,
         working_directory=run_dir,
         standard_output=logs["stdout"],
@@ -183,6 +191,8 @@ def build_request(spec: JobSpec, profile: SlurmProfile) -> JobRequest:
         account=profile.account,
         qos=profile.qos,
         gpus=gpus,
+        nodes=spec.nodes,
+        tasks_per_node=spec.tasks_per_node,
         gpu_type=profile.gpu_type,
         cpus_per_task=cpus,
         memory_mb=max(1, int(mem_gb * 1024)) if mem_gb else None,

@@ -25,7 +25,9 @@ class JobRequest(BaseModel):
     partition: str = ""
     account: str = ""
     qos: str = ""
-    gpus: int = Field(default=0, ge=0)
+    gpus: int = Field(default=0, ge=0)  # per node
+    nodes: int = Field(default=1, ge=1)
+    tasks_per_node: int = Field(default=1, ge=1)
     gpu_type: str = ""
     cpus_per_task: int = Field(default=1, ge=1)
     memory_mb: int | None = Field(default=None, ge=1)

@@ -102,6 +102,9 @@ class WireFormat:
     def gpu_fields(self, gpus: int, gpu_type: str) -> dict[str, Any]:
         raise NotImplementedError
 
+    def node_fields(self, nodes: int) -> dict[str, Any]:
+        return {"minimum_nodes": nodes, "maximum_nodes": nodes}
+
     def submit_body(self, req: JobRequest) -> dict[str, Any]:
         job: dict[str, Any] = {
             "name": req.name,
@@ -110,7 +113,7 @@ class WireFormat:
             "environment": self.environment_field(req.environment),
             "standard_output": req.standard_output,
             "standard_error": req.standard_error,
-            "tasks": 1,
+            "tasks": req.nodes * req.tasks_per_node,
             "cpus_per_task": req.cpus_per_task,
             "requeue": req.requeue,
         }
@@ -121,6 +124,10 @@ class WireFormat:
                 job[key] = getattr(req, key)
         if req.gpus:
             job.update(self.gpu_fields(req.gpus, req.gpu_type))
+        if req.nodes > 1:
+            job.update(self.node_fields(req.nodes))
+        if req.nodes > 1 or req.tasks_per_node > 1:
+            job["tasks_per_node"] = req.tasks_per_node
         if req.memory_mb is not None:
             job["memory_per_node"] = self.number_field(req.memory_mb)
         if req.time_limit_min is not None:
@@ -247,6 +254,9 @@ class WireV0038(WireFormat):
 
     def environment_field(self, env: dict[str, str]) -> Any:
         return dict(env)
+
+    def node_fields(self, nodes: int) -> dict[str, Any]:
+        return {"nodes": [nodes, nodes]}  # v0.0.38: [min, max]
 
     def gpu_fields(self, gpus: int, gpu_type: str) -> dict[str, Any]:
         return {"gres": f"gpu:{gpu_type}:{gpus}" if gpu_type else f"gpu:{gpus}"}
