@@ -286,7 +286,7 @@ def row_trainer_kill(stack: EmbeddedStack) -> dict:
 
 
 def row_worker_restart(stack: EmbeddedStack, pause_s: float) -> dict:
-    runs = [new_run(f"restart-{i}", config(300)) for i in range(2)]
+    runs = [new_run(f"restart-{i}", config(200)) for i in range(2)]
     for run in runs:
         wait_until(lambda: fresh(run).state == "running" and run.step >= 3, 180, "both runs training")
     stack.stop("beat", signal.SIGKILL)
@@ -407,7 +407,7 @@ def row_postgres_restart(stack: EmbeddedStack, pg: "ThrowawayPostgres") -> dict:
 
 
 def row_restd_outage(stack: EmbeddedStack, restd: "OwnSlurmrestd", outage_s: float) -> dict:
-    running = [new_run(f"outage-run-{i}", config(300)) for i in range(2)]
+    running = [new_run(f"outage-run-{i}", config(200)) for i in range(2)]
     for run in running:
         wait_until(lambda: fresh(run).state not in ("queued", "submitted", "pending"), 180,
                    "runs running on Slurm")
@@ -416,7 +416,7 @@ def row_restd_outage(stack: EmbeddedStack, restd: "OwnSlurmrestd", outage_s: flo
             tail = err.read_text()[-800:] if err.exists() else "(no stderr)"
             raise AssertionError(f"run {run.pk} is {run.state} before the outage: {run.state_reason}: {tail}")
     restd.stop()
-    queued = [new_run(f"outage-queued-{i}", config(40)) for i in range(2)]
+    queued = [new_run(f"outage-queued-{i}", config(10)) for i in range(2)]
     time.sleep(outage_s)
     restd.start()
     runs = running + queued

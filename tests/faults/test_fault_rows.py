@@ -30,8 +30,8 @@ def test_fault_row_loses_nothing(row, tmp_path):
         if not SLURM_ENV.exists():
             pytest.skip("the Slurm test cluster is not up (scripts/slurm/cluster-up.sh)")
     out = tmp_path / "row.json"
-    done = subprocess.run([sys.executable, "benchmarks/faults.py", "--rows", row, "--trials", "5", "--outage-s", "10",
-                           "--dashboard-down-s", "10", "--pause-s", "5", "--json", str(out)],
+    done = subprocess.run([sys.executable, "benchmarks/faults.py", "--rows", row, "--trials", "3", "--outage-s", "10",
+                           "--dashboard-down-s", "8", "--pause-s", "5", "--json", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert out.exists(), done.stderr[-3000:]
     (result,) = json.loads(out.read_text())
