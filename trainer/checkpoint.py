@@ -1,7 +1,8 @@
 """Checkpoints: everything needed to resume a run exactly, written atomically.
 
-A checkpoint is a folder DIR/ckpt/step-<updates, 8 digits>/ holding `state.pt` (model, optimizer,
-scheduler, counters, RNG states, config) and one `queue-rank<r>.pt` per training process with its
+A checkpoint is a folder DIR/ckpt/step-<updates, 8 digits>/ holding `weights.pt` (the full model
+and optimizer state, gathered and written by rank 0 alone), `state.pt` (scheduler, counters, RNG
+states, config: small, read by every rank) and one `queue-rank<r>.pt` per training process with its
 stale queue, so a resumed stale-k run trains on the very batches it would have trained on. It is
 written under a temporary name and renamed into place, so a kill at any moment leaves either the
 old set of checkpoints or the new one, never a torn folder. Only the newest `keep` are kept.
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 CKPT_DIR = "ckpt"
+WEIGHTS = "weights.pt"
 _NAME = re.compile(r"^step-(\d{8})$")
 
 
@@ -66,6 +68,20 @@ def _save(obj, path: Path) -> None:
         torch.save(obj, fh)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def write_weights(stage: Path, model_sd: dict, optim_sd: dict) -> None:
+    _save({"model": model_sd, "optimizer": optim_sd}, stage / WEIGHTS)
+
+
+def load_weights(path: Path) -> dict:
+    """{"model": ..., "optimizer": ...} as views of the memory-mapped file: under FSDP no rank copies
+    the whole state into its memory, and the ranks of a node share the pages through the page cache."""
+    path = Path(path)
+    if not (path / WEIGHTS).is_file():  # written before weights had their own file
+        state = load_state(path)
+        return {"model": state["model"], "optimizer": state["optimizer"]}
+    return torch.load(path / WEIGHTS, map_location="cpu", weights_only=False, mmap=True)
 
 
 def write_rank_queue(stage: Path, rank: int, queue_state: list) -> None:

@@ -195,7 +195,10 @@ class Trainer:
         state = ckpt.load_state(path)
         if state["config"]["model"] != self.cfg.model.model_dump(mode="json"):
             raise RuntimeError(f"cannot resume from {path}: the model section changed since it was written")
-        load_full_state(self.model, self.optimizer, state["model"], state["optimizer"], self.dist)
+        # Memory-mapped, not copied: each rank keeps only its shard (distributed.load_full_state).
+        weights = ckpt.load_weights(path)
+        load_full_state(self.model, self.optimizer, weights["model"], weights["optimizer"], self.dist)
+        del weights
         self.scheduler.load_state_dict(state["scheduler"])
         self.precision.load_state_dict(state.get("precision"))
         for name in ("version", "train_step", "gen_step", "samples_seen", "tokens_seen", "last_eval_version"):
@@ -220,9 +223,8 @@ class Trainer:
         model_sd, optim_sd = full_state(self.model, self.optimizer, self.dist)
         barrier(self.dist)
         if self.dist.is_main:
+            ckpt.write_weights(stage, model_sd, optim_sd)  # only rank 0 holds them (cpu_offload)
             state = {
-                "model": model_sd,
-                "optimizer": optim_sd,
                 "scheduler": self.scheduler.state_dict(),
                 "precision": self.precision.state_dict(),
                 "version": self.version,

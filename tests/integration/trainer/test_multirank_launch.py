@@ -76,7 +76,16 @@ def _launch(tmp_path, cfg: dict, resume: bool = False) -> subprocess.Popen:
     config.write_text(yaml.safe_dump(cfg))
     cmd = [sys.executable, "-m", "trainer.launch", "--nproc-per-node", "2", "--",
            "run", "--config", str(config), "--run-dir", str(tmp_path / "run")] + (["--resume"] if resume else [])
-    return subprocess.Popen(cmd, cwd=REPO, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # own session: a failed test kills the launcher and its ranks together (killpg below)
+    return subprocess.Popen(cmd, cwd=REPO, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _kill_all(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _wait_line(proc: subprocess.Popen, needle: str, lines: list[str], timeout: float = 180) -> None:
@@ -126,8 +135,7 @@ def test_sigusr1_at_different_phases_checkpoints_exits_75_and_resumes(tmp_path, 
             os.kill(ranks[int(target[-1])], signal.SIGUSR1)
         out, _ = proc.communicate(timeout=180)  # no hang: both ranks stop together
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _kill_all(proc)
     log = "".join(lines) + out
     assert proc.returncode == 75, log[-5000:]
     latest = ckpt.latest_checkpoint(tmp_path / "run")
@@ -135,10 +143,15 @@ def test_sigusr1_at_different_phases_checkpoints_exits_75_and_resumes(tmp_path, 
     stopped_at = ckpt.checkpoint_step(latest)
     assert log.count(f"checkpointing at update {stopped_at} and stopping for requeue") == 2  # both ranks, same update
     assert {p.name for p in latest.glob("queue-rank*.pt")} == {"queue-rank0.pt", "queue-rank1.pt"}
+    # the full weights and optimizer are in their own file (memory-mapped on resume), state.pt is small
+    assert (latest / ckpt.WEIGHTS).is_file() and "optimizer" not in ckpt.load_state(latest)
 
     steps = stopped_at // 2 + 2  # two more steps after the resume
     resumed = _launch(tmp_path, {**LONG, "train": {**LONG["train"], "steps": steps}}, resume=True)
-    out, _ = resumed.communicate(timeout=240)
+    try:
+        out, _ = resumed.communicate(timeout=240)
+    finally:
+        _kill_all(resumed)
     assert resumed.returncode == 0, out[-5000:]
     assert f"resumed at update {stopped_at}" in out
     updates = sorted({p["step"] for p in read_points(tmp_path / "run") if p["key"] == "actor/pg_loss"})
