@@ -79,10 +79,13 @@ def test_async_under_several_processes_is_refused_at_config_time():
     parse_config({"staleness": {"mode": "stale_k"}, "resources": {"workers_per_node": 2}})
 
 
-def test_the_form_schema_carries_resources():
-    schema = RunConfig.model_json_schema()
-    props = schema["$defs"]["ResourcesConfig"]["properties"]
+def test_the_form_shows_resources_from_the_schema():
+    from orchestrator.experiments.schema_form import config_sections
+
+    props = RunConfig.model_json_schema()["$defs"]["ResourcesConfig"]["properties"]
     assert set(props) == {"nodes", "gpus_per_node", "workers_per_node"} and all(p.get("description") for p in props.values())
+    section = next(s for s in config_sections() if s.name == "resources")
+    assert [f.path for f in section.fields] == ["resources.nodes", "resources.gpus_per_node", "resources.workers_per_node"]
 
 
 def test_run_gpus_multiplies_per_node_by_nodes():
