@@ -197,14 +197,14 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
         wait_until(lambda: fresh(run).job_id, 60, "the job id", every=0.005)
         dones.append(time.monotonic() - t0)
         runs.append(run)
-    lo, hi = 0.5 * min(claims), 1.5 * min(dones)  # min: the first submit also imports modules
+    claim, done = min(claims), min(dones)  # min: the first submit also imports modules
     killed: set[int] = set()
 
     def live_child() -> int | None:
         for pid in stack.pool_children():
             try:
                 state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (FileNotFoundError, IndexError):
+            except (OSError, IndexError):  # gone between the listing and the read
                 continue
             if pid not in killed and state != "Z":
                 return pid
@@ -215,7 +215,11 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
         run = new_run(f"kill-{i}", config(200), paused=True)
         time.sleep(0.3)
         submit_run.delay(run.pk)
-        time.sleep(random.uniform(lo, hi))
+        if i % 2:  # at a random point between the claim and the job id being recorded
+            wait_until(lambda: fresh(run).state != "queued", 30, "the claim", every=0.002)
+            time.sleep(random.uniform(0, done - claim))
+        else:  # at a random point from the enqueue on
+            time.sleep(random.uniform(0, 1.5 * done))
         os.kill(child, signal.SIGKILL)
         killed.add(child)
         fresh(run)
@@ -237,7 +241,7 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
         except AssertionError:
             stuck += 1
     duplicates = count_duplicates(stack, backend, runs)
-    detail = (f"kill {lo * 1000:.0f}-{hi * 1000:.0f} ms after enqueue, landed: "
+    detail = (f"submit takes {done * 1000:.0f} ms (claim at {claim * 1000:.0f}); kills landed: "
               + ", ".join(f"{k} {v}" for k, v in sorted(landed.items())))
     return result(f"submit-kill-{backend}", trials, stuck + duplicates, duplicates=duplicates, stuck=stuck, detail=detail)
 
@@ -289,10 +293,11 @@ def row_worker_restart(stack: EmbeddedStack, pause_s: float) -> dict:
     runs = [new_run(f"restart-{i}", config(200)) for i in range(2)]
     for run in runs:
         wait_until(lambda: fresh(run).state == "running" and run.step >= 3, 180, "both runs training")
+    killed_at = time.time()
     stack.stop("beat", signal.SIGKILL)
     stack.stop("worker", signal.SIGKILL)
     time.sleep(pause_s)
-    alive = sum(Path(f"/proc/{job_info(stack, run)['child_pid']}").exists() for run in runs)
+    alive = sum(kept_running(stack, run, killed_at) for run in runs)
     stack.start_worker()
     stack.start_beat()
     stuck = 0
@@ -305,8 +310,18 @@ def row_worker_restart(stack: EmbeddedStack, pause_s: float) -> dict:
     lost = sum(points_lost(run)[0] for run in runs)
     points = sum(points_lost(run)[1] for run in runs)
     return result("worker-restart", len(runs), len(runs) - ok + (alive < len(runs)), stuck=stuck, lost=lost,
-                  points=points, detail=f"worker down {pause_s:.0f} s; {alive}/{len(runs)} trainers kept running; "
+                  points=points, detail=f"worker and beat down {pause_s:.0f} s; {alive}/{len(runs)} trainers kept running; "
                                         f"{ok} finalised succeeded")
+
+
+def kept_running(stack: EmbeddedStack, run, since: float) -> bool:
+    """The trainer outlived the worker: still running, or ended well after `since`."""
+    info = job_info(stack, run)
+    if Path(f"/proc/{info['child_pid']}").exists():
+        return True
+    ended = Path(stack.env["OPL_VAR_DIR"]) / "local-jobs" / f"opl-{run.pk}-a{run.attempt}" / "exit.json"
+    record = json.loads(ended.read_text()) if ended.exists() else {}
+    return record.get("exit_code") == 0 and record.get("ended_at", 0) > since
 
 
 def row_dashboard_down(stack: EmbeddedStack, down_s: float) -> dict:
