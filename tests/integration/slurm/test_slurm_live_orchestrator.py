@@ -165,6 +165,8 @@ def test_health_view_lists_partitions_nodes_gpus_and_our_jobs(slurm_settings, al
     assert run.state == "cancelled"
     out = (Path(run.run_dir) / "logs" / "attempt-1.out").read_text()
     assert "checkpointing at update" in out  # the trainer got the signal and checkpointed
+    # scancel's SIGTERM plus the dashboard's cancel marker: a cancel, not a preemption (exit 130)
+    assert "cancelled; checkpointing" in out and "stopping for requeue" not in out
     assert any((Path(run.run_dir) / "ckpt").iterdir())
 
 
