@@ -66,3 +66,29 @@ def test_async_run_with_the_vllm_engine_in_the_generator_process(vllm_python, tm
         assert abs(v["rollout/engine_kl"]) < 1e-4, (step, v["rollout/engine_kl"])
         assert v["rollout/staleness_max"] <= 4
     assert any(v.get("perf/weight_sync_s", 0) > 0 for v in points.values())
+
+
+def test_two_ranks_each_with_their_own_vllm_engine(vllm_python, tmp_path):
+    """Under torchrun (FSDP2 over gloo here) rank 0 writes the engine's folder once, behind a
+    barrier, and each rank's engine is synced from the gathered full weights at every step."""
+    cfg = {**BASE, "staleness": {"mode": "stale_k", "k": 1}, "train": {**BASE["train"], "steps": 3},
+           "rollout": {**BASE["rollout"], "prompts_per_step": 8}, "resources": {"workers_per_node": 2}}
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [str(vllm_python), "-m", "trainer.launch", "--nproc-per-node", "2", "--",
+         "run", "--config", str(config), "--run-dir", str(run_dir)],
+        cwd=REPO, env=vllm_env(), capture_output=True, text=True, timeout=480,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
+    points = {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        p = json.loads(line)
+        points.setdefault(p["step"], {})[p["key"]] = p["value"]
+    trained_steps = trained(points)
+    assert sorted(trained_steps) == [2, 4, 6]
+    for step, v in trained_steps.items():
+        assert abs(v["rollout/engine_kl"]) < 1e-4, (step, v["rollout/engine_kl"])  # both engines follow the trainer
+    latest = sorted((run_dir / "ckpt").iterdir())[-1]
+    assert {p.name for p in latest.glob("queue-rank*.pt")} == {"queue-rank0.pt", "queue-rank1.pt"}
