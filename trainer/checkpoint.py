@@ -113,6 +113,36 @@ def prepare_stage(run_dir: Path, step: int) -> Path:
     return stage
 
 
+WEIGHT_DEFINING_FIELDS = ("name", "tiny_hidden_size", "tiny_layers")
+
+
+def same_weights_shape(saved_model_cfg: dict, model_cfg) -> bool:
+    """Whether a checkpoint's model section describes the same weights (dtype, gradient
+    checkpointing and prompt settings may differ: weights are always stored in float32)."""
+    mine = model_cfg.model_dump(mode="json")
+    return all(saved_model_cfg.get(k) == mine.get(k) for k in WEIGHT_DEFINING_FIELDS)
+
+
+def find_init_checkpoint(path: str | Path, step: int | None) -> Path:
+    """The checkpoint a warm start reads: `path` itself if it is a checkpoint folder, else the run
+    folder's checkpoint at `step` (its newest when step is None). Names the path when it cannot."""
+    p = Path(path)
+    if (p / "state.pt").is_file():
+        return p
+    if not p.is_dir():
+        raise FileNotFoundError(f"init.from_path: {p} does not exist (or is not reachable from this job)")
+    found = list_checkpoints(p)
+    if not found:
+        raise FileNotFoundError(f"init.from_path: {p} holds no checkpoint ({p / CKPT_DIR} is empty or missing)")
+    if step is None:
+        return found[-1]
+    for c in found:
+        if checkpoint_step(c) == step:
+            return c
+    have = ", ".join(str(checkpoint_step(c)) for c in found)
+    raise FileNotFoundError(f"init.from_step: {p} has no checkpoint at update {step} (it has {have})")
+
+
 def load_state(path: Path) -> dict:
     return torch.load(Path(path) / "state.pt", map_location="cpu", weights_only=False)
 

@@ -260,6 +260,31 @@ class EvalConfig(_Section):
     )
 
 
+class InitConfig(_Section):
+    """Where the weights start: fresh (the model's own), or another run's checkpoint (warm start, fork)."""
+
+    model_config = ConfigDict(extra="forbid", title="Initial weights")
+
+    from_run: int | None = Field(
+        None, ge=1, description="Start from this run's checkpoint (the dashboard finds it and sets from_path)."
+    )
+    from_step: int | None = Field(
+        None, ge=0, description="The checkpoint's update count; null = the run's newest checkpoint."
+    )
+    from_path: str | None = Field(
+        None,
+        max_length=4096,
+        description="A checkpoint folder (.../ckpt/step-N) or a run folder, as the job sees it (a cluster path).",
+    )
+    optimizer: bool = Field(
+        False, description="Also take the optimizer state (Adam moments); false = a fresh optimizer, weights only."
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.from_run is not None or self.from_path is not None
+
+
 class CheckpointConfig(_Section):
     """Checkpoints for resume."""
 
@@ -338,6 +363,7 @@ class RunConfig(BaseModel):
     checkpoint: CheckpointConfig = Field(
         default_factory=CheckpointConfig, description=CheckpointConfig.__doc__
     )
+    init: InitConfig = Field(default_factory=InitConfig, description=InitConfig.__doc__)
     resources: ResourcesConfig = Field(
         default_factory=ResourcesConfig, description=ResourcesConfig.__doc__
     )
@@ -400,6 +426,8 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
                 f"({roll.prompts_per_step}); each minibatch holds whole groups",
             )
         )
+    if not cfg.init.enabled and (cfg.init.from_step is not None or cfg.init.optimizer):
+        problems.append(("init.from_run", "from_step and optimizer need a run (from_run) or a checkpoint path (from_path) to start from"))
     if QUESTION_SLOT not in task.prompt_template:
         problems.append(("task.prompt_template", f"must contain {QUESTION_SLOT}, where each problem goes"))
     if task.min_digits > task.max_digits:

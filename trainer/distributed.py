@@ -119,10 +119,17 @@ def full_state(model, optimizer, info: DistInfo) -> tuple[dict, dict]:
     return get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
-def load_full_state(model, optimizer, model_sd: dict, optim_sd: dict, info: DistInfo) -> None:
+def load_full_state(model, optimizer, model_sd: dict, optim_sd: dict | None, info: DistInfo) -> None:
+    """Full (unsharded) state into the model and, unless optim_sd is None, the optimizer."""
     if not info.enabled:
         model.load_state_dict(model_sd)
-        optimizer.load_state_dict(optim_sd)
+        if optim_sd is not None:
+            optimizer.load_state_dict(optim_sd)
+        return
+    if optim_sd is None:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        set_model_state_dict(model, model_sd, options=StateDictOptions(full_state_dict=True))
         return
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 

@@ -31,7 +31,7 @@ import torch
 
 from trainer import checkpoint as ckpt
 from trainer.advantages import broadcast_to_tokens, grpo_advantages
-from trainer.config import RunConfig, check_world_size, derive_sizes
+from trainer.config import ConfigError, RunConfig, check_world_size, derive_sizes
 from trainer.distributed import (
     barrier,
     full_state,
@@ -131,6 +131,8 @@ class Trainer:
 
         if resume_from is not None:
             self._restore(resume_from)
+        elif cfg.init.enabled:
+            self._warm_start()
         print(f"[trainer] {'resumed at update ' + str(self.version) if resume_from else 'fresh start'}; derived sizes:", flush=True)
         for line in self.sizes.lines():
             print(f"[trainer]   {line}", flush=True)
@@ -193,7 +195,7 @@ class Trainer:
 
     def _restore(self, path: Path) -> None:
         state = ckpt.load_state(path)
-        if state["config"]["model"] != self.cfg.model.model_dump(mode="json"):
+        if not ckpt.same_weights_shape(state["config"]["model"], self.cfg.model):
             raise RuntimeError(f"cannot resume from {path}: the model section changed since it was written")
         # Memory-mapped, not copied: each rank keeps only its shard (distributed.load_full_state).
         weights = ckpt.load_weights(path)
@@ -208,6 +210,29 @@ class Trainer:
         self.shuffle_rng.setstate(state["shuffle_rng"])
         ckpt.set_rng_state(state["rng"][self.dist.rank])
         self.queue = deque(Batch.from_state(b) for b in ckpt.load_rank_queue(path, self.dist.rank))
+
+    def _warm_start(self) -> None:
+        """Start from another run's checkpoint: its weights, and its optimizer state if asked.
+        Counters, schedule and data order start afresh: this is a new run."""
+        init = self.cfg.init
+        if init.from_path is None:
+            raise ConfigError(
+                [("init.from_run", "the dashboard resolves a run to its checkpoint folder; running the trainer by hand, set init.from_path")]
+            )
+        try:
+            path = ckpt.find_init_checkpoint(init.from_path, init.from_step)
+        except FileNotFoundError as exc:
+            field, _, reason = str(exc).partition(": ")
+            raise ConfigError([(field, reason)]) from None
+        state = ckpt.load_state(path)
+        if not ckpt.same_weights_shape(state["config"]["model"], self.cfg.model):
+            raise ConfigError([("init.from_path", f"{path} holds weights of another model ({state['config']['model'].get('name')})")])
+        weights = ckpt.load_weights(path)
+        load_full_state(self.model, self.optimizer, weights["model"], weights["optimizer"] if init.optimizer else None, self.dist)
+        del weights
+        self.init_checkpoint = path
+        if self.dist.is_main:
+            print(f"[trainer] warm start from {path} (update {ckpt.checkpoint_step(path)}; {'weights and optimizer' if init.optimizer else 'weights, fresh optimizer'})", flush=True)
 
     def save_checkpoint(self) -> None:
         stage = ckpt.staging_dir(self.run_dir, self.version)

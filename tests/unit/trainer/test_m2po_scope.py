@@ -7,7 +7,7 @@ import socket
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+import multiprocessing as mp
 
 from trainer.config import parse_config
 from trainer.distributed import DistInfo
@@ -113,7 +113,7 @@ def _rank_main(rank, world, port, out):
         info = DistInfo(rank, world, rank, torch.device("cpu"))
         keep = minibatch_m2po_keep(theta[rows] - behav[rows], adv[rows], mask[rows], TAU, info)
         grad = _loss_grad(theta[rows], behav[rows], adv[rows], mask[rows], keep, float(mask.sum()))
-        out.put((rank, keep, grad))
+        out.put((rank, keep.numpy(), grad.numpy()))  # by value: a child's tensors die with it
     finally:
         dist.destroy_process_group()
 
@@ -132,7 +132,7 @@ def test_two_ranks_mask_and_sum_the_same_gradient_as_one(tmp_path):
     procs = [ctx.Process(target=_rank_main, args=(r, 2, port, out)) for r in range(2)]
     for p in procs:
         p.start()
-    results = dict((r, (k, g)) for r, k, g in (out.get(timeout=120) for _ in procs))
+    results = {r: (torch.from_numpy(k), torch.from_numpy(g)) for r, k, g in (out.get(timeout=120) for _ in procs)}
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
