@@ -1,0 +1,5 @@
+"""Staleness studies: seed statistics over a sweep's runs and verdicts on the paper's claims.
+
+Plain functions over numbers (no models, no requests), so the experiment page, the API and the
+exports all show the same figures. See statistics.py and claims.py.
+"""

@@ -1,0 +1,101 @@
+"""Seed statistics: one summary number per run, then mean and 95% bootstrap CI over seeds.
+
+- `summarize`: a run's metric curve to one number. The default is robust to the last point's
+  noise: the mean over the last 10% of updates ("tail_mean"). "last", "best" (max) and "mean"
+  stay selectable.
+- `seed_interval`: the mean over seeds with a percentile bootstrap CI (scipy.stats.bootstrap).
+- `difference_interval`: a cell minus a reference cell (e.g. the same objective at staleness 0),
+  with a bootstrap CI of the difference of means (independent seeds).
+
+Fewer than two seeds give no interval (low = high = NaN), and the verdicts call that inconclusive.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+SUMMARIES = ("tail_mean", "last", "best", "mean")
+DEFAULT_SUMMARY = "tail_mean"
+TAIL_FRACTION = 0.1
+CONFIDENCE = 0.95
+RESAMPLES = 9999
+
+
+def summarize(steps, values, how: str = DEFAULT_SUMMARY, tail_fraction: float = TAIL_FRACTION) -> float:
+    """One number for one run's curve (points at `steps`, in any order). NaN when it has no points."""
+    if how not in SUMMARIES:
+        raise ValueError(f"summary: unknown {how!r}; known: {', '.join(SUMMARIES)}")
+    steps, values = np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return math.nan
+    order = np.argsort(steps, kind="stable")
+    steps, values = steps[order], values[order]
+    if how == "last":
+        return float(values[-1])
+    if how == "best":
+        return float(np.nanmax(values))
+    if how == "mean":
+        return float(np.nanmean(values))
+    first, last = steps[0], steps[-1]
+    start = last - tail_fraction * (last - first)  # the last 10% of the run's updates
+    return float(np.nanmean(values[steps >= start]))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def has_interval(self) -> bool:
+        return self.n >= 2 and not math.isnan(self.low)
+
+    def overlaps(self, other: "Estimate") -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def as_dict(self) -> dict:
+        return {"mean": self.mean, "low": self.low, "high": self.high, "n": self.n}
+
+
+def _finite(values) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    return arr[np.isfinite(arr)]
+
+
+def seed_interval(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:
+    """Mean over seeds and its percentile bootstrap CI; non-finite seeds are left out (and counted
+    out of n)."""
+    arr = _finite(values)
+    if arr.size == 0:
+        return Estimate(math.nan, math.nan, math.nan, 0)
+    mean = float(arr.mean())
+    if arr.size < 2:
+        return Estimate(mean, math.nan, math.nan, 1)
+    if np.all(arr == arr[0]):  # every resample is the same: the interval is the point
+        return Estimate(mean, mean, mean, int(arr.size))
+    res = stats.bootstrap((arr,), np.mean, confidence_level=confidence, n_resamples=resamples, method="percentile", rng=np.random.default_rng(seed))
+    return Estimate(mean, float(res.confidence_interval.low), float(res.confidence_interval.high), int(arr.size))
+
+
+def difference_interval(values, reference, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:
+    """mean(values) - mean(reference), with a bootstrap CI over both sets of seeds (independent)."""
+    a, b = _finite(values), _finite(reference)
+    n = int(min(a.size, b.size))
+    if n == 0:
+        return Estimate(math.nan, math.nan, math.nan, 0)
+    diff = float(a.mean() - b.mean())
+    if n < 2:
+        return Estimate(diff, math.nan, math.nan, n)
+    if np.all(a == a[0]) and np.all(b == b[0]):
+        return Estimate(diff, diff, diff, n)
+    res = stats.bootstrap(
+        (a, b), lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+        confidence_level=confidence, n_resamples=resamples, method="percentile", paired=False, rng=np.random.default_rng(seed),
+    )
+    return Estimate(diff, float(res.confidence_interval.low), float(res.confidence_interval.high), n)
