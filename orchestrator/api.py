@@ -55,6 +55,8 @@ def api_view(view):
             return json_error(401, "authentication required: log in or send Authorization: Bearer <token>")
         elif request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request):
             return json_error(403, "CSRF check failed")
+        if bad := _nul_in_url(request):
+            return bad
         try:
             response = view(request, *args, **kwargs)
         except Http404 as exc:
@@ -68,6 +70,17 @@ def api_view(view):
         return response
 
     return wrapper
+
+
+def _nul_in_url(request: HttpRequest) -> JsonResponse | None:
+    """No PostgreSQL text holds a NUL: refuse it in the path or a query parameter up front."""
+    from orchestrator.experiments.bounds import text_problem
+
+    if "\x00" in request.path:
+        return json_error(404, "no such path: it contains a NUL character")
+    if problem := text_problem(request.GET):
+        return json_error(400, "invalid query", [{"field": problem[0], "message": problem[1]}])
+    return None
 
 
 def method_not_allowed(allow: str) -> JsonResponse:
@@ -89,7 +102,7 @@ def _no_constant(name: str):
 
 def parse_json_body(request: HttpRequest) -> tuple[Any, JsonResponse | None]:
     """The JSON body, or a 400: strict JSON (no NaN/Infinity), nested at most MAX_DEPTH levels."""
-    from orchestrator.experiments.bounds import MAX_DEPTH, depth_of
+    from orchestrator.experiments.bounds import MAX_DEPTH, json_problem
 
     try:
         data = json.loads(request.body or b"null", parse_constant=_no_constant)
@@ -97,8 +110,8 @@ def parse_json_body(request: HttpRequest) -> tuple[Any, JsonResponse | None]:
         return None, json_error(400, f"body is nested too deeply (at most {MAX_DEPTH} levels)")
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, a constant, an int of > 4300 digits
         return None, json_error(400, f"body is not valid JSON: {exc}")
-    if depth_of(data) > MAX_DEPTH:
-        return None, json_error(400, f"body is nested too deeply (at most {MAX_DEPTH} levels)")
+    if problem := json_problem(data):
+        return None, json_error(400, f"body {problem}")
     return data, None
 
 

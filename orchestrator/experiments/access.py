@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
+from orchestrator.experiments.bounds import SAFE_NAME
 from orchestrator.experiments.models import Experiment, Membership, Project, Run, Tag
 
 
@@ -77,7 +78,7 @@ def get_experiment_for_user(user: User, experiment_id: int, *, write: bool = Fal
 def get_project_for_user(user: User, name: str, *, manage: bool = False) -> Project:
     """The project if the user is a member (404 otherwise, so names of others' projects do not
     leak); with manage=True only its owners and staff get it (403 for other members)."""
-    project = visible_projects(user).filter(name=name).first()
+    project = visible_projects(user).filter(name=name).first() if SAFE_NAME.match(name) else None
     if project is None:
         raise Http404(f"project {name!r} does not exist or you are not a member")
     if manage and not user.is_staff and role_in(user, project.pk) != Membership.Role.OWNER:

@@ -60,6 +60,8 @@ def check_values(value: Any, field: str, *, depth: int = 0) -> None:
     elif isinstance(value, str):
         if len(value) > MAX_STRING:
             raise BoundsError(field, f"at most {MAX_STRING} characters")
+        if "\x00" in value:
+            raise BoundsError(field, "contains a NUL character")
     elif isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str) or len(key) > 200:
@@ -72,19 +74,33 @@ def check_values(value: Any, field: str, *, depth: int = 0) -> None:
         raise BoundsError(field or "(file)", f"unsupported value of type {type(value).__name__}")
 
 
-def depth_of(value: Any) -> int:
-    """Nesting depth, without recursion (a hostile document must not exhaust the stack)."""
-    deepest, stack = 0, [(value, 0)]
+def json_problem(value: Any) -> str | None:
+    """Why a parsed JSON document is refused (too deep, or a NUL character, which no PostgreSQL
+    text or jsonb value can hold), without recursion: a hostile document must not exhaust the stack."""
+    stack = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        deepest = max(deepest, depth)
         if depth > MAX_DEPTH:
-            return depth
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
+            return f"nested too deeply (at most {MAX_DEPTH} levels)"
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "contains a NUL character (\\u0000)"
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                if "\x00" in key:
+                    return "contains a NUL character (\\u0000)"
+                stack.append((sub, depth + 1))
         elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return deepest
+            stack.extend((sub, depth + 1) for sub in item)
+    return None
+
+
+def text_problem(params) -> tuple[str, str] | None:
+    """(name, why) of the first query or form parameter holding a NUL character."""
+    for name, values in params.lists():
+        if "\x00" in name or any("\x00" in v for v in values):
+            return name.replace("\x00", ""), "contains a NUL character"
+    return None
 
 
 def safe_filename(name: str, default: str = "download") -> str:

@@ -1,5 +1,6 @@
-"""The OpenAPI document of /api/v1, assembled by hand; request bodies come from the pydantic
-models the views validate with, and the RunConfig schema from the trainer."""
+"""The OpenAPI document of /api/v1, assembled by hand: request bodies come from the pydantic models
+the views validate with, the RunConfig schema from the trainer, and the answers are typed so that
+tests/security/test_schemathesis.py can hold every response to them."""
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
@@ -8,10 +9,87 @@ from django.views.decorators.http import require_GET
 
 from orchestrator.api import api_view
 from orchestrator.experiments import schemas
+from orchestrator.experiments.bounds import INT64
+from orchestrator.experiments.models import Experiment, Membership, Run
 from orchestrator.experiments.sweeps import Distribution, LinearRange, LogRange, RandomSearch
 from trainer.config import RunConfig
 
 ERROR = {"$ref": "#/components/responses/Error"}
+ERROR_STATUSES = ("400", "401", "403", "404", "405", "409", "413")
+STEP_MAX = 2**31 - 1  # orchestrator.metrics.schemas.MAX_STEP
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(schema: dict) -> dict:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _object(properties: dict, required: list[str] | None = None, **extra) -> dict:
+    return {"type": "object", "properties": properties, "required": required or list(properties), **extra}
+
+
+INT, STR, NUM, OBJ = {"type": "integer"}, {"type": "string"}, {"type": "number"}, {"type": "object"}
+TIME = _nullable({"type": "string", "format": "date-time"})
+
+
+def _response_schemas() -> dict[str, Any]:
+    run = _object({
+        "id": INT, "name": STR, "experiment": INT, "project": STR, "owner": _nullable(STR),
+        "state": {"type": "string", "enum": Run.State.values}, "state_reason": STR, "priority": INT, "gpus": INT,
+        "attempt": INT, "max_attempts": INT, "backend": STR, "job_id": STR, "node_list": STR,
+        "exit_code": _nullable(INT), "run_dir": STR, "step": INT, "total_steps": _nullable(INT),
+        "last_heartbeat": TIME, "queued_at": TIME, "submitted_at": TIME, "pending_at": TIME, "started_at": TIME,
+        "finished_at": TIME, "config": OBJ, "sweep_values": OBJ, "seed": INT, "notes": STR,
+        "tags": {"type": "array", "items": STR},
+    }, description="A run: state, backend details, config, tags and its own notes.")
+    experiment_fields = {
+        "id": INT, "name": STR, "project": STR, "owner": STR,
+        "state": {"type": "string", "enum": Experiment.State.values}, "priority": INT,
+        "sweep": OBJ, "random": OBJ, "seeds": INT, "notes": STR, "created_at": {"type": "string", "format": "date-time"},
+    }
+    experiment = _object({**experiment_fields, "runs_by_state": {"type": "object", "additionalProperties": INT},
+                          "runs": {"type": "array", "items": INT}}, required=list(experiment_fields))
+    project = _object({
+        "name": STR, "description": STR, "members": {"type": "array", "items": STR},
+        "roles": {"type": "object", "additionalProperties": {"type": "string", "enum": Membership.Role.values}},
+        "personal": {"type": "boolean"}, "max_active_runs": _nullable(INT), "max_gpus": _nullable(INT),
+    })
+    point_value = {"anyOf": [NUM, {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]}]}
+    wire_point = {"type": "array", "items": {"anyOf": [INT, point_value]}, "minItems": 2, "maxItems": 2,
+                  "description": "[step, value]"}
+    attempts = {"type": "array", "items": {"type": "array", "items": INT, "minItems": 2, "maxItems": 2},
+                "description": "[attempt, first step] of each attempt after a restart"}
+    return {
+        "Run": run, "Experiment": experiment, "Project": project,
+        "ExperimentList": _object({"experiments": {"type": "array", "items": _ref("Experiment")}}),
+        "RunPage": _object({"count": INT, "page": INT, "pages": INT, "runs": {"type": "array", "items": _ref("Run")}}),
+        "ProjectList": _object({"projects": {"type": "array", "items": _ref("Project")}}),
+        "TagList": _object({"tags": {"type": "array", "items": STR}}),
+        "Created": _object({"id": INT, "runs": {"type": "array", "items": INT}}),
+        "Preview": _object({"count": INT, "runs": {"type": "array", "items": _object(
+            {"name": STR, "values": OBJ, "seed": INT})}}),
+        "JsonSchema": {"type": "object", "description": "A JSON Schema document (here: RunConfig's, which drives the form)."},
+        "MetricPoint": _object({
+            "step": {"type": "integer", "minimum": 0, "maximum": STEP_MAX},
+            "key": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"^[A-Za-z0-9_.@:\-]+(/[A-Za-z0-9_.@:\-]+)*$"},
+            "value": point_value, "time": NUM}, additionalProperties=False),
+        "MetricBatch": _object({"attempt": _nullable(INT), "points": {"type": "array", "items": _ref("MetricPoint"),
+                                                                       "maxItems": 200_000}},
+                               required=["points"], description="Sent by a run's trainer with the run's token."),
+        "Stored": _object({"stored": INT}),
+        "Heartbeat": _object({"attempt": _nullable(INT),
+                              "step": _nullable({"type": "integer", "minimum": 0, "maximum": STEP_MAX}),
+                              "total_steps": _nullable({"type": "integer", "minimum": 0, "maximum": STEP_MAX})},
+                             required=[]),
+        "Ok": _object({"ok": {"type": "boolean"}}),
+        "MetricKeys": _object({"keys": {"type": "array", "items": STR}}),
+        "Series": _object({"key": STR, "points": {"type": "array", "items": wire_point}, "seq": INT, "attempts": attempts}),
+        "CompareSeries": _object({"key": STR, "runs": {"type": "array", "items": _object(
+            {"run": INT, "points": {"type": "array", "items": wire_point}, "attempts": attempts})}}),
+    }
 
 
 def _schemas() -> dict[str, Any]:
@@ -26,67 +104,72 @@ def _schemas() -> dict[str, Any]:
         out.update(schema.pop("$defs", {}))
         out[name] = schema
     out["ExperimentIn"]["properties"]["sweep"] = schemas.SWEEP_DOC
-    out["ExperimentIn"]["properties"]["random"] = {"$ref": "#/components/schemas/RandomSearch"}
+    out["ExperimentIn"]["properties"]["random"] = _ref("RandomSearch")
     out["Error"] = {"type": "object", "required": ["error"], "properties": {
         "error": {"type": "string"},
         "errors": {"type": "array", "items": {"type": "object", "properties": {
             "field": {"type": "string", "description": "dotted path of the bad value, e.g. config.algorithm.lr"},
             "message": {"type": "string"}}}}}}
-    out["Run"] = {"type": "object", "description": "Run.to_dict(): state, backend details, config, tags.", "properties": {
-        k: {} for k in ("id", "name", "experiment", "project", "owner", "state", "state_reason", "priority", "gpus",
-                        "attempt", "max_attempts", "backend", "job_id", "node_list", "exit_code", "run_dir", "step",
-                        "total_steps", "last_heartbeat", "queued_at", "submitted_at", "pending_at", "started_at",
-                        "finished_at", "config", "sweep_values", "seed", "notes", "tags")}}
-    out["Experiment"] = {"type": "object", "properties": {k: {} for k in (
-        "id", "name", "project", "owner", "state", "priority", "sweep", "random", "seeds", "notes", "created_at",
-        "runs_by_state", "runs")}}
-    ref = {name: {"$ref": f"#/components/schemas/{name}"} for name in ("Run", "Experiment", "Project")}
-    out["ExperimentList"] = {"type": "object", "properties": {"experiments": {"type": "array", "items": ref["Experiment"]}}}
-    out["RunPage"] = {"type": "object", "properties": {"count": {"type": "integer"}, "page": {"type": "integer"},
-                                                       "pages": {"type": "integer"}, "runs": {"type": "array", "items": ref["Run"]}}}
-    out["ProjectList"] = {"type": "object", "properties": {"projects": {"type": "array", "items": ref["Project"]}}}
-    out["TagList"] = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}}}}
-    out["Preview"] = {"type": "object", "properties": {"count": {"type": "integer"}, "runs": {"type": "array", "items": {
-        "type": "object", "properties": {"name": {"type": "string"}, "values": {"type": "object"}, "seed": {"type": "integer"}}}}}}
-    out["Project"] = {"type": "object", "properties": {k: {} for k in ("name", "description", "members", "max_active_runs", "max_gpus")}}
+    out.update(_response_schemas())
     return out
 
 
 def _body(name: str) -> dict:
-    return {"required": True, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}}
+    return {"required": True, "content": {"application/json": {"schema": _ref(name)}}}
 
 
 def _ok(name: str, status: str = "200", description: str = "OK") -> dict:
-    return {status: {"description": description, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}},
-            "400": ERROR, "401": ERROR, "403": ERROR, "404": ERROR, "409": ERROR}
+    return {status: {"description": description, "content": {"application/json": {"schema": _ref(name)}}},
+            **dict.fromkeys(ERROR_STATUSES, ERROR)}
 
 
 def _id(name: str) -> dict:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "integer"}}
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1, "maximum": INT64[1]}}
+
+
+def _query(name: str, schema: dict, description: str = "", required: bool = False) -> dict:
+    return {"name": name, "in": "query", "required": required, "schema": schema,
+            **({"description": description} if description else {})}
+
+
+WINDOW = [
+    _query("start", {"type": "integer", "minimum": 0, "maximum": STEP_MAX}, "first step"),
+    _query("end", {"type": "integer", "minimum": 0, "maximum": STEP_MAX}, "last step (>= start)"),
+    _query("max_points", {"type": "integer", "minimum": 2, "maximum": 20_000}, "points per run at most (min/max kept)"),
+    _query("field", {"type": "string", "enum": ["value", "time"]}),
+]
+KEY = _query("key", {"type": "string", "minLength": 1}, "metric key, e.g. train/reward_mean", required=True)
+RUN_TOKEN = [{"runToken": []}]
+SSE_EVENT = {  # one event of the stream; `data` is JSON: {seq, type, attempt, points: {key: [[step, value]...]}}
+    "type": "object", "required": ["event", "id", "data"],
+    "properties": {"event": {"type": "string", "enum": ["points", "reset"]}, "id": {"type": "string", "pattern": "^[0-9]+$"},
+                   "data": {"type": "string", "contentMediaType": "application/json"}},
+}
 
 
 def document() -> dict[str, Any]:
     run_id, exp_id = [_id("run_id")], [_id("experiment_id")]
+    name = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern": schemas.NAME_PATTERN}}]
     paths = {
         "/api/v1/experiments": {
             "get": {"summary": "Experiments in your projects (newest 500)", "responses": _ok("ExperimentList")},
-            "post": {"summary": "Create an experiment: expand the sweep x seeds into queued runs",
-                     "requestBody": _body("ExperimentIn"),
-                     "responses": {"201": {"description": "Created", "content": {"application/json": {"schema": {
-                         "type": "object", "properties": {"id": {"type": "integer"}, "runs": {"type": "array", "items": {"type": "integer"}}}}}}},
-                         "400": ERROR, "401": ERROR}},
+            "post": {"summary": "Create an experiment: expand the sweep x seeds into queued runs. Names an existing "
+                                "project you may add to, a new one (created, you its owner) or none (your own).",
+                     "requestBody": _body("ExperimentIn"), "responses": _ok("Created", "201", "Created")},
         },
         "/api/v1/experiments/preview": {"post": {"summary": "Expand and validate without queuing: count, names, values",
                                                  "requestBody": _body("ExperimentIn"), "responses": _ok("Preview")}},
         "/api/v1/experiments/{experiment_id}": {"get": {"summary": "An experiment with its run ids and counts by state",
                                                         "parameters": exp_id, "responses": _ok("Experiment")}},
         "/api/v1/runs": {"get": {"summary": "Runs, filtered, sorted and paged", "parameters": [
-            {"name": "q", "in": "query", "schema": {"type": "string"},
-             "description": "Filter, e.g. `algorithm.objective = m2po and staleness.k >= 64`; ops = != > >= < <= ~ in (...)"},
-            *({"name": n, "in": "query", "schema": {"type": "string"}} for n in ("state", "user", "project", "tag", "experiment")),
-            {"name": "sort", "in": "query", "schema": {"type": "string"}, "description": "id, name, state, priority, step, started, created, user, backend; '-' for descending"},
-            {"name": "page", "in": "query", "schema": {"type": "integer"}},
-            {"name": "per_page", "in": "query", "schema": {"type": "integer", "maximum": 500}},
+            _query("q", {"type": "string", "maxLength": 2000},
+                   "Filter, e.g. `algorithm.objective = m2po and staleness.k >= 64`; ops = != > >= < <= ~ in (...); "
+                   "at most 20 clauses and 100 values in one `in`"),
+            *(_query(n, {"type": "string"}) for n in ("state", "user", "project", "tag")),
+            _query("experiment", {"type": "integer", "minimum": 1}),
+            _query("sort", {"type": "string"}, "id, name, state, priority, step, started, created, user, backend; '-' for descending"),
+            _query("page", {"type": "integer", "minimum": 1}),
+            _query("per_page", {"type": "integer", "minimum": 1, "maximum": 500}, "a value outside 1..500 is a 400"),
         ], "responses": _ok("RunPage")}},
         "/api/v1/runs/{run_id}": {
             "get": {"summary": "A run: state and backend details", "parameters": run_id, "responses": _ok("Run")},
@@ -94,15 +177,36 @@ def document() -> dict[str, Any]:
         },
         "/api/v1/projects": {
             "get": {"summary": "Your projects", "responses": _ok("ProjectList")},
-            "post": {"summary": "Create a project (you become a member)", "requestBody": _body("ProjectIn"), "responses": _ok("Project", "201", "Created")},
+            "post": {"summary": "Create a project (you become its owner)", "requestBody": _body("ProjectIn"), "responses": _ok("Project", "201", "Created")},
         },
         "/api/v1/projects/{name}": {
-            "get": {"summary": "A project", "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}], "responses": _ok("Project")},
-            "patch": {"summary": "Add members; staff also set limits", "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": {"summary": "A project you are a member of", "parameters": name, "responses": _ok("Project")},
+            "patch": {"summary": "Owners add or remove members and set roles; staff also set limits", "parameters": name,
                       "requestBody": _body("ProjectPatchIn"), "responses": _ok("Project")},
         },
-        "/api/v1/tags": {"get": {"summary": "All tag names", "responses": _ok("TagList")}},
-        "/api/v1/schema/runconfig": {"get": {"summary": "RunConfig's JSON schema (drives the form)", "responses": _ok("RunConfig")}},
+        "/api/v1/tags": {"get": {"summary": "Tag names on the runs you can see", "responses": _ok("TagList")}},
+        "/api/v1/schema/runconfig": {"get": {"summary": "RunConfig's JSON schema (drives the form)", "responses": _ok("JsonSchema")}},
+        "/api/v1/runs/{run_id}/metrics": {
+            "get": {"summary": "One metric of a run, downsampled to max_points over [start, end]",
+                    "parameters": [*run_id, KEY, *WINDOW], "responses": _ok("Series")},
+            "post": {"summary": "Ingest a batch of points (the run's own token only); refused whole if any row is bad",
+                     "parameters": run_id, "security": RUN_TOKEN, "requestBody": _body("MetricBatch"),
+                     "responses": _ok("Stored", "202", "Accepted")},
+        },
+        "/api/v1/runs/{run_id}/metrics/keys": {"get": {"summary": "The metric keys a run has", "parameters": run_id,
+                                                       "responses": _ok("MetricKeys")}},
+        "/api/v1/runs/{run_id}/metrics/stream": {"get": {
+            "summary": "Server-Sent Events of the run's new points (resume with Last-Event-ID or after)",
+            "parameters": [*run_id, _query("after", {"type": "integer", "minimum": 0}), _query("keys", {"type": "string"}, "comma-separated")],
+            "responses": {"200": {"description": "An event stream", "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+                          **dict.fromkeys(ERROR_STATUSES, ERROR)}}},
+        "/api/v1/runs/{run_id}/heartbeat": {"post": {
+            "summary": "The trainer's heartbeat: step and total steps (the run's own token only)", "parameters": run_id,
+            "security": RUN_TOKEN, "requestBody": _body("Heartbeat"), "responses": _ok("Ok")}},
+        "/api/v1/metrics/compare": {"get": {
+            "summary": "One metric of many runs on one bucket grid",
+            "parameters": [_query("runs", {"type": "string"}, "comma-separated run ids (at most 200)", required=True), KEY, *WINDOW],
+            "responses": _ok("CompareSeries")}},
     }
     for action, summary in (("pause", "Pause: submit nothing new"), ("resume", "Resume"),
                             ("cancel", "Cancel the queued and running runs")):
@@ -124,10 +228,12 @@ def document() -> dict[str, Any]:
         "components": {
             "schemas": _schemas(),
             "responses": {"Error": {"description": "An error; `errors` names each bad field",
-                                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}},
+                                    "content": {"application/json": {"schema": _ref("Error")}}}},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "description": "A personal token: manage.py create_api_token USER"},
                 "session": {"type": "apiKey", "in": "cookie", "name": "sessionid", "description": "Browser session; send X-CSRFToken on writes"},
+                "runToken": {"type": "http", "scheme": "bearer",
+                             "description": "A run's ingestion token (OPL_RUN_TOKEN in its job); refused 24 h after the run ended"},
             },
         },
     }

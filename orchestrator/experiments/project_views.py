@@ -35,7 +35,7 @@ def project_new(request):
     if not NAME_RE.match(name) or len(name) > 100:
         messages.error(request, "name: letters, digits, '.', '_' and '-' only (at most 100)")
         return redirect("exp-project-list")
-    if len(description) > MAX_DESCRIPTION:
+    if len(description) > MAX_DESCRIPTION or "\x00" in description:
         messages.error(request, f"description: at most {MAX_DESCRIPTION} characters")
         return redirect("exp-project-list")
     try:
@@ -52,7 +52,7 @@ def project_member_add(request, name: str):
     project = get_project_for_user(request.user, name, manage=True)
     username = (request.POST.get("username") or "").strip()
     role = request.POST.get("role") or Membership.Role.MEMBER
-    user = User.objects.filter(username=username).first()
+    user = User.objects.filter(username=username).first() if "\x00" not in username else None
     if role not in Membership.Role.values:
         messages.error(request, f"role: one of {', '.join(Membership.Role.values)}")
     elif user is None:
@@ -69,7 +69,7 @@ def project_member_add(request, name: str):
 def project_member_remove(request, name: str):
     project = get_project_for_user(request.user, name, manage=True)
     username = (request.POST.get("username") or "").strip()
-    user = User.objects.filter(username=username, opl_memberships__project=project).first()
+    user = User.objects.filter(username=username, opl_memberships__project=project).first() if "\x00" not in username else None
     if user is None:
         messages.error(request, f"username: {username[:150]!r} is not a member")
     else:

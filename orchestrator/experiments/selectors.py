@@ -50,8 +50,8 @@ class RunFilter:
 
         text = {name: params.get(name, "") for name in ("q", "state", "user", "project", "tag", "sort")}
         for name, value in text.items():
-            if len(value) > MAX_PARAM:
-                errors.append({"field": name, "message": f"at most {MAX_PARAM} characters"})
+            if len(value) > MAX_PARAM or "\x00" in value:
+                errors.append({"field": name, "message": f"at most {MAX_PARAM} characters, no NUL"})
                 text[name] = ""
         return cls(
             q=text["q"].strip(), state=text["state"], user=text["user"], project=text["project"], tag=text["tag"],

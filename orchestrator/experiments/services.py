@@ -204,8 +204,7 @@ def experiment_create(
 ) -> Experiment:
     """Validate the config at every grid point and seed, then create the experiment and its
     queued runs. Nothing is created if any point is invalid."""
-    if len(notes) > MAX_NOTES:
-        raise ConfigError([{"field": "notes", "message": f"at most {MAX_NOTES} characters"}])
+    _check_notes(notes)
     if not INT32[0] <= priority <= INT32[1]:
         raise ConfigError([{"field": "priority", "message": "must fit in 32 bits"}])
     planned = experiment_plan(name=name, config=config, sweep=sweep, random=random, seeds=seeds)
@@ -319,9 +318,13 @@ def run_set_tags(*, run: Run, tags: list[str]) -> list[str]:
     return sorted(t.name for t in run.tags.all())
 
 
+def _check_notes(notes: str) -> None:
+    if len(notes) > MAX_NOTES or "\x00" in notes:
+        raise ConfigError([{"field": "notes", "message": f"at most {MAX_NOTES} characters, no NUL"}])
+
+
 def run_set_notes(*, run: Run, notes: str) -> None:
-    if len(notes) > MAX_NOTES:
-        raise ConfigError([{"field": "notes", "message": f"at most {MAX_NOTES} characters"}])
+    _check_notes(notes)
     Run.objects.filter(pk=run.pk).update(notes=notes)
     run.notes = notes
 

@@ -22,7 +22,9 @@ SPECIAL_CODES = {"NaN": Special.NAN, "Infinity": Special.POS_INF, "-Infinity": S
 SPECIAL_NAMES = {int(code): name for name, code in SPECIAL_CODES.items()}
 _SPECIAL_INTS = {name: int(code) for name, code in SPECIAL_CODES.items()}
 MAX_POINTS_PER_BATCH = 200_000
-MAX_STEP = 2**62  # reads cover steps up to 2**62; a larger step would be stored but never shown
+# Steps fit Run.step (32 bits, which ingestion copies as progress) and stay far below the 2**62 that
+# reads cover; a wider span would also make a rollup rebuild walk millions of empty slices.
+MAX_STEP = 2**31 - 1
 MAX_ABS_VALUE = 1.7976931348623157e308  # a larger integer does not fit a float64
 
 

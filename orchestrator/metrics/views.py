@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 
 from orchestrator.api import api_view, bearer_token, json_error, parse_json_body
 from orchestrator.experiments.access import get_run_for_user, visible_runs
-from orchestrator.experiments.bounds import INT32, parse_id
+from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.tokens import run_token_expired, run_token_matches
 from orchestrator.metrics import live, selectors
@@ -281,8 +281,8 @@ def run_heartbeat_view(request: HttpRequest, run_id: int):
     body = body if isinstance(body, dict) else {}
     step, total = body.get("step"), body.get("total_steps")
     for field, value in (("step", step), ("total_steps", total)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= INT32[1]):
-            return json_error(400, "invalid heartbeat", [{"field": field, "message": f"must be an integer from 0 to {INT32[1]}"}])
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_STEP):
+            return json_error(400, "invalid heartbeat", [{"field": field, "message": f"must be an integer from 0 to {MAX_STEP}"}])
     run_heartbeat(run=run, step=step, total_steps=total)
     return JsonResponse({"ok": True})
 

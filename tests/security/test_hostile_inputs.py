@@ -142,7 +142,7 @@ def test_randint_low_above_high_in_the_form(browser):
 
 
 @pytest.mark.parametrize("body,field", [
-    ({"step": 2**40}, "step"), ({"total_steps": 2**63}, "total_steps"), ({"step": -1}, "step")])
+    ({"step": 2**31}, "step"), ({"total_steps": 2**70}, "total_steps"), ({"step": -1}, "step")])
 def test_heartbeat_integers_beyond_the_column(alice, tiny_config, client, body, field):
     run, token = make_run(alice, tiny_config)
     response = client.post(f"/api/v1/runs/{run.pk}/heartbeat", data=json.dumps(body), content_type="application/json",
@@ -150,8 +150,15 @@ def test_heartbeat_integers_beyond_the_column(alice, tiny_config, client, body, 
     assert response.status_code == 400 and fields(response) == [field]
 
 
+def test_a_metric_step_at_the_bound_is_stored_and_shown_as_progress(alice, tiny_config, client):
+    run, token = make_run(alice, tiny_config)
+    assert push(client, run.pk, token, {"attempt": 1, "points": points("train/loss", [2**31 - 1])}).status_code == 202
+    run.refresh_from_db()
+    assert run.step == 2**31 - 1
+
+
 @pytest.mark.parametrize("point,field", [
-    ({"step": 2**63}, "step"), ({"step": 2**62 + 1}, "step"), ({"step": 2**70}, "step"), ({"value": 10**400}, "value"),
+    ({"step": 2**31}, "step"), ({"step": 2**62 + 1}, "step"), ({"step": 2**70}, "step"), ({"value": 10**400}, "value"),
     ({"time": 10**400}, "time")])
 def test_metric_points_beyond_what_is_stored_and_read(alice, tiny_config, client, point, field):
     run, token = make_run(alice, tiny_config)
@@ -282,3 +289,34 @@ def test_run_tokens_expire_a_day_after_the_run_ended(alice, tiny_config, client,
     heartbeat = client.post(f"/api/v1/runs/{run.pk}/heartbeat", data="{}", content_type="application/json",
                             HTTP_AUTHORIZATION=f"Bearer {token}")
     assert heartbeat.status_code == (200 if status == 202 else 403)
+
+
+# --- NUL characters (found by schemathesis: PostgreSQL text cannot hold them) -------------------
+
+@pytest.mark.parametrize("url,body", [
+    ("/api/v1/projects", '{"name": "lab", "description": "a\\u0000b"}'),
+    ("/api/v1/experiments", '{"name": "x", "notes": "\\u0000"}'),
+    ("/api/v1/experiments/preview", '{"name": "x", "config": {"model": {"name": "\\u0000"}}}')])
+def test_nul_characters_in_json_bodies_are_a_400(api, url, body):
+    response = post(api, url, body)
+    assert response.status_code == 400 and "NUL" in response.json()["error"]
+
+
+def test_nul_characters_in_query_parameters_are_a_400(api, browser, run):
+    response = api.get("/api/v1/runs", {"project": "a\x00"})
+    assert response.status_code == 400 and fields(response) == ["project"]
+    assert api.get("/api/v1/metrics/compare", {"runs": str(run.pk), "key": "a\x00"}).status_code == 400
+    assert browser.get("/", {"q": "name ~ a\x00"}).status_code == 200  # the page shows the error
+
+
+# --- the OpenAPI document -----------------------------------------------------------------------
+
+def test_openapi_documents_the_metrics_endpoints_and_the_real_runconfig_answer(client):
+    doc = client.get("/api/v1/openapi.json").json()
+    for path, method in (("/api/v1/runs/{run_id}/metrics", "get"), ("/api/v1/runs/{run_id}/metrics", "post"),
+                         ("/api/v1/runs/{run_id}/metrics/keys", "get"), ("/api/v1/runs/{run_id}/metrics/stream", "get"),
+                         ("/api/v1/runs/{run_id}/heartbeat", "post"), ("/api/v1/metrics/compare", "get")):
+        assert method in doc["paths"][path], (path, method)
+    answer = doc["paths"]["/api/v1/schema/runconfig"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert answer == {"$ref": "#/components/schemas/JsonSchema"}  # a JSON Schema document, not a RunConfig
+    assert doc["paths"]["/api/v1/runs/{run_id}/metrics"]["post"]["security"] == [{"runToken": []}]
