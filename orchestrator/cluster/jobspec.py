@@ -1,12 +1,14 @@
 """Turn a Run into the backend-neutral JobSpec: files in the run directory, argv and env."""
+import copy
 import sys
 from pathlib import Path
 
 import yaml
 from django.conf import settings
 
-from orchestrator.cluster.backends.base import JobSpec
+from orchestrator.cluster.backends.base import BackendError, JobSpec
 from orchestrator.experiments.models import Run
+from trainer.checkpoint import find_init_checkpoint
 from trainer.config import ResourcesConfig
 from trainer.reporting import atomic_write_text
 
@@ -15,10 +17,41 @@ def run_dir_for(run: Run) -> Path:
     return Path(run.run_dir) if run.run_dir else Path(settings.RUNS_DIR) / f"run-{run.pk}"
 
 
+def job_config(run: Run) -> dict:
+    """The config as the job reads it: a fork's parent run (init.from_run) resolved to the folder
+    of the checkpoint it starts from, as the job will see it. The stored config keeps the run
+    reference; only the job's copy gains the path."""
+    config = copy.deepcopy(run.config)
+    init = config.get("init") or {}
+    if init.get("from_run") is not None and not init.get("from_path"):
+        init["from_path"] = str(parent_checkpoint(run, int(init["from_run"]), init.get("from_step")))
+        config["init"] = init
+    return config
+
+
+def parent_checkpoint(run: Run, parent_id: int, step: int | None) -> Path:
+    """The parent's checkpoint folder. Dashboard and jobs share RUNS_DIR (the cluster's shared
+    folder), so what is reachable here is reachable from the job; when it is not, the run fails
+    with a reason that names both folders."""
+    parent = Run.objects.filter(pk=parent_id).only("pk", "run_dir").first()
+    if parent is None:
+        raise BackendError(f"init.from_run: run {parent_id} does not exist", permanent=True)
+    parent_dir = run_dir_for(parent)
+    try:
+        return find_init_checkpoint(parent_dir, step)
+    except FileNotFoundError as exc:
+        raise BackendError(
+            f"init.from_run: run {parent_id}'s checkpoint is not reachable from run {run.pk}'s job "
+            f"(parent folder {parent_dir}, this run's folder {run_dir_for(run)}): {exc}",
+            permanent=True,
+        ) from None
+
+
 def write_run_files(run: Run, run_dir: Path) -> Path:
+    config = job_config(run)  # before anything is written: a bad fork source fails the run cleanly
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
-    atomic_write_text(config_path, yaml.safe_dump(run.config, sort_keys=False))
+    atomic_write_text(config_path, yaml.safe_dump(config, sort_keys=False))
     return config_path
 
 

@@ -62,8 +62,8 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
     Run.objects.filter(pk=run.pk).update(token_hash=token_hash(token))
     run.token_hash = token_hash(token)
     backend = get_backend(run.backend)
-    spec = build_job_spec(run, token, run_dir_for(run))
     try:
+        spec = build_job_spec(run, token, run_dir_for(run))  # may refuse: a fork whose parent is gone
         job_id = backend.submit(spec)  # idempotent: finds the job a crashed attempt created
     except BackendError as exc:
         recovery.record_error(run.backend, exc)
