@@ -1,0 +1,29 @@
+"""Issue 14: values from the URL, run names and configs reach Plotly, which renders trace names
+and tick labels as a subset of HTML; the compare page must show them as text, never as links."""
+from urllib.parse import quote
+
+import pytest
+
+from orchestrator.experiments.services import experiment_create
+from orchestrator.metrics.services import metrics_ingest
+from tests.browser.test_charts import KEY, page_as, server  # noqa: F401 - fixtures
+from tests.unit.metrics.helpers import points
+
+pytestmark = pytest.mark.browser
+EVIL = "<a href='https://evil.example/'>click</a>"
+
+
+def test_group_labels_from_the_url_are_text_not_links(page_as, server, alice, tiny_config):  # noqa: F811
+    experiment = experiment_create(owner=alice, name="sweep", config=tiny_config,
+                                   sweep={"algorithm.objective": ["m2po", "grpo"]})
+    for run in experiment.runs.all():
+        metrics_ingest(run=run, attempt=1, points=points(KEY, range(20)))
+    page = page_as(alice)
+    page.goto(f"{server}/compare/?experiment={experiment.pk}&group={quote(EVIL)}")
+    page.wait_for_selector("#compare[data-ready='1']")
+    page.wait_for_selector('.panel-chart[data-panel="reward"] .legendtext')
+    legend = page.evaluate("""() => [...document.querySelectorAll('.panel-chart[data-panel="reward"] .legendtext')]
+        .map((el) => ({text: el.textContent, links: el.querySelectorAll('a').length}))""")
+    assert legend and all(entry["links"] == 0 for entry in legend)
+    assert any("<a href='https://evil.example/'>click</a>" in entry["text"] for entry in legend)
+    assert page.evaluate("() => document.querySelectorAll('a[href*=\"evil.example\"]').length") == 0
