@@ -79,6 +79,15 @@ def test_submit_experiment_refuses_bad_files(alice, tmp_path):
     assert Experiment.objects.count() == 0
 
 
+def test_submit_experiment_refuses_another_teams_project(alice, bob, tmp_path):
+    call_command("submit_experiment", "examples/presets/cpu-demo-staleness-sweep.yaml", "--user", "alice",
+                 "--project", "alice-lab")
+    with pytest.raises(CommandError, match="project: project 'alice-lab' does not exist or you are not a member"):
+        call_command("submit_experiment", "examples/presets/cpu-demo-staleness-sweep.yaml", "--user", "bob",
+                     "--project", "alice-lab")
+    assert Experiment.objects.count() == 1
+
+
 def test_submit_experiment_dry_run(alice, capsys):
     call_command("submit_experiment", "examples/presets/cpu-demo-staleness-sweep.yaml", "--user", "alice", "--dry-run")
     assert "4 run(s); nothing queued" in capsys.readouterr().out

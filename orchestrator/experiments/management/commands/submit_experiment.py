@@ -5,7 +5,9 @@
 from pathlib import Path
 
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
+from django.http import Http404
 
 from pydantic import ValidationError
 
@@ -52,5 +54,7 @@ class Command(BaseCommand):
             raise CommandError(_problems(file, exc.errors)) from None
         except ValidationError as exc:
             raise CommandError(_problems(file, pydantic_errors(exc))) from None
+        except (Http404, PermissionDenied) as exc:  # another team's project, or a viewer's
+            raise CommandError(f"project: {exc}") from None
         count = experiment.runs.count()
         self.stdout.write(self.style.SUCCESS(f"experiment {experiment.pk} ({experiment.name}): {count} run(s) queued"))
