@@ -611,6 +611,8 @@ def child(row: str, args) -> dict:
         if pg:
             pg.close()
         shutil.rmtree(root, ignore_errors=True)
+        if "OPL_RUNS_DIR" in extra:  # the Slurm rows' run folders on the shared filesystem
+            shutil.rmtree(extra["OPL_RUNS_DIR"], ignore_errors=True)
 
 
 def cancel_slurm_leftovers() -> None:
