@@ -42,10 +42,14 @@ def role_in(user: User, project_id: int) -> str | None:
     return Membership.objects.filter(project_id=project_id, user_id=user.pk).values_list("role", flat=True).first()
 
 
-def can_write(user: User, owner_id: int) -> bool:
-    """Whether the user may change a run or experiment owned by owner_id (the role in its project
-    is checked by the get_*_for_user helpers when they are asked for write access)."""
-    return user.is_staff or owner_id == user.pk
+def can_write(user: User, owner_id: int, project_id: int | None = None) -> bool:
+    """Whether the user may change a run or experiment owned by owner_id; given its project, also
+    that the user is no mere viewer there (what the get_*_for_user helpers enforce on write)."""
+    if user.is_staff:
+        return True
+    if owner_id != user.pk:
+        return False
+    return project_id is None or role_in(user, project_id) in Membership.WRITERS
 
 
 def _check_write(user: User, owner_id: int, project_id: int, what: str, owner: User) -> None:

@@ -7,7 +7,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from orchestrator.experiments.access import get_experiment_for_user, get_run_for_user, visible_experiments
+from orchestrator.experiments.access import can_write, get_experiment_for_user, get_run_for_user, visible_experiments
 from orchestrator.experiments.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
 from orchestrator.experiments.experiment_form import Draft, draft_from_post, errors_by_slot, flat_from_spec, form_context
@@ -164,7 +164,7 @@ def experiment_detail(request, experiment_id: int):
     context = {
         "experiment": _with_counts([experiment])[0], "page": runs_page(request.user, f), "f": f,
         "key_metrics": KEY_METRICS, "compare_url": compare_url(),
-        "can_write": request.user.is_staff or experiment.owner_id == request.user.pk,
+        "can_write": can_write(request.user, experiment.owner_id, experiment.project_id),
         "sweep_yaml": dump_experiment_yaml({"name": experiment.name, "project": experiment.project.name,
                                             "sweep": experiment.sweep, "random": experiment.random,
                                             "seeds": experiment.seeds, "config": minimal_config(experiment.base_config)}),

@@ -62,7 +62,7 @@ def run_detail(request, run_id: int):
         "run": run,
         "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
         "events": run.events.all(),
-        "can_write": can_write(request.user, run.owner_id),
+        "can_write": can_write(request.user, run.owner_id, run.experiment.project_id),
     })
 
 
@@ -79,7 +79,8 @@ def _after_action(request, run: Run, done: bool, failed: str):
         messages.error(request, failed)
     if request.headers.get("HX-Request"):
         run.refresh_from_db()
-        context = {"run": run, "can_write": can_write(request.user, run.owner_id), "action_error": "" if done else failed}
+        context = {"run": run, "can_write": can_write(request.user, run.owner_id, run.experiment.project_id),
+                   "action_error": "" if done else failed}
         if request.headers.get("HX-Target") == "run-facts":  # the run page: also update its state badge
             return render(request, "experiments/_run_facts.html", {**context, "oob_state": True})
         run.latest = [None] * len(KEY_METRICS)

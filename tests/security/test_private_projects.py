@@ -92,9 +92,13 @@ def test_a_demoted_viewer_can_no_longer_change_their_own_runs(alice_private, bob
     alice_api, bob_api = api_client(alice_private.members.get()), api_client(bob)
     patch(alice_api, "/api/v1/projects/alice-private", {"add_members": ["bob"]})
     run_id = post(bob_api, "/api/v1/experiments", {"name": "m", "project": "alice-private", "config": tiny_config}).json()["runs"][0]
+    page = Client()
+    page.force_login(bob)
+    assert "Cancel run" in page.get(f"/runs/{run_id}/").content.decode()
     patch(alice_api, "/api/v1/projects/alice-private", {"set_roles": {"bob": "viewer"}})
     assert post(bob_api, f"/api/v1/runs/{run_id}/cancel", {}).status_code == 403
     assert bob_api.get(f"/api/v1/runs/{run_id}").status_code == 200
+    assert "Cancel run" not in page.get(f"/runs/{run_id}/").content.decode()  # the page agrees
 
 
 def test_projects_page_roles_agree_with_the_api(alice_private, bob, charlie):
