@@ -205,5 +205,5 @@ class AsyncGenerator:
             except Exception:  # a half-received item of a dying process: nothing to keep
                 pass
         if self.proc.is_alive():
-            self.proc.terminate()
+            self.proc.kill()  # it ignores SIGTERM/SIGINT (those are the trainer's to act on)
         self.proc.join(timeout=5)

@@ -114,10 +114,12 @@ def math_verify_score(response: str, answer: str, timeout_s: float = 5.0) -> flo
 
 
 def ignore_stop_signals() -> None:
-    """Child processes leave SIGTERM/SIGUSR1 to the trainer, which checkpoints and then stops them
-    (a cluster signals the whole process group)."""
+    """Child processes (reward pool, async generator) leave SIGTERM/SIGUSR1 (the cluster's stop)
+    and SIGINT (a person's cancel, or Ctrl-C on the process group) to the trainer, which
+    checkpoints and then stops them."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class MathVerifier:
