@@ -552,11 +552,12 @@ class Trainer:
 
     def _stop(self) -> int:
         # cli.py sets stop_cancelled: a person's cancel (exit 130) versus the cluster's stop (75)
+        why = f"signal {self.stop_signal}" if self.stop_signal is not None else "another rank was signalled"
         if getattr(self, "stop_cancelled", False):
-            print(f"[trainer] signal {self.stop_signal}: cancelled; checkpointing at update {self.version} and exiting", flush=True)
+            print(f"[trainer] {why}: cancelled; checkpointing at update {self.version} and exiting", flush=True)
             self.save_checkpoint()
             return EX_CANCELLED
-        print(f"[trainer] signal {self.stop_signal}: checkpointing at update {self.version} and stopping for requeue", flush=True)
+        print(f"[trainer] {why}: checkpointing at update {self.version} and stopping for requeue", flush=True)
         self.save_checkpoint()
         return EX_TEMPFAIL
 

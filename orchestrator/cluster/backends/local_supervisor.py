@@ -32,6 +32,21 @@ def _split(args: list[str]) -> tuple[list[str], list[str]]:
     return args[:cut], args[cut + 1:]
 
 
+def kill_job_processes() -> None:
+    """SIGKILL every process of the job's process group but the supervisor: the job and anything
+    it started (torchrun's ranks, reward workers, a generator). Killing only the direct child
+    would leave a rank stuck in a collective running forever."""
+    me, group = os.getpid(), os.getpgid(0)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            if os.getpgid(int(entry)) == group:
+                os.kill(int(entry), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def main() -> int:
     own, argv = _split(sys.argv[1:])
     parser = argparse.ArgumentParser()
@@ -54,7 +69,7 @@ def main() -> int:
         outcome[reason] = True
         if child.poll() is None:
             child.send_signal(signal.SIGINT if reason == "cancelled" else signal.SIGUSR1)
-            threading.Timer(args.grace_s, lambda: child.poll() is None and child.kill()).start()
+            threading.Timer(args.grace_s, lambda: child.poll() is None and kill_job_processes()).start()
 
     # Handlers first: from the moment job.json names our pid, a cancel may signal us.
     signal.signal(signal.SIGTERM, lambda *_: stop("cancelled"))

@@ -74,6 +74,42 @@ def test_cancel_signals_the_job_which_checkpoints(backend, tmp_path):
     assert (job.run_dir / "checkpointed").read_text() == "SIGINT"
 
 
+# A job that ignores the cancel and has started a child of its own that ignores it too (a stuck
+# torchrun rank, say): after the grace period the whole job goes, not just the direct child.
+STUCK_JOB_WITH_A_CHILD = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(300)"])
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_after_the_grace_period_the_jobs_whole_process_tree_is_killed(backend, tmp_path, settings):
+    import os
+
+    settings.CANCEL_GRACE_SECONDS = 1
+    job = spec(tmp_path, STUCK_JOB_WITH_A_CHILD)
+    job_id = backend.submit(job)
+    wait_for(backend, job_id, {JobState.RUNNING})
+    deadline = time.monotonic() + 10
+    while not backend.log_paths(job.run_dir, 1)["stdout"].read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    grandchild = int(backend.log_paths(job.run_dir, 1)["stdout"].read_text().split()[0])
+    backend.cancel(job_id)
+    wait_for(backend, job_id, {JobState.CANCELLED, JobState.FAILED}, timeout=30)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the job's child {grandchild} outlived the cancelled job")
+
+
 def test_time_limit_sends_the_clusters_stop_signal(backend, tmp_path, settings):
     settings.CANCEL_GRACE_SECONDS = 1
     job = JobSpec(**{**spec(tmp_path, GRACEFUL_JOB).__dict__, "time_limit_min": 0.05})  # 3 s
