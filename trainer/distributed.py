@@ -10,6 +10,7 @@ the helpers are plain calls.
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass
 
 import torch
@@ -48,7 +49,16 @@ def init_distributed(device_pref: str) -> DistInfo:
     if world > 1 and not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        # The stop signals must reach the main thread only (cli.py's handlers set a flag there). A
+        # signal the kernel hands to one of the process group's own threads interrupts its socket
+        # call, and gloo then aborts the rank ("terminate called without an active exception"):
+        # threads created while the signals are blocked keep them blocked.
+        stop_signals = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+        try:
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     return DistInfo(rank, world, local_rank, device)
 
 
