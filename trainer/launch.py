@@ -82,7 +82,11 @@ def slurm_rendezvous(env: dict[str, str]) -> list[str]:
     tasks = int(env.get("SLURM_NTASKS") or env.get("SLURM_NNODES") or "1")
     host = first_host(env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "localhost")
     port = RDZV_PORT_BASE + job_id % 20000  # jobs sharing a head node do not share a port
-    return [f"--nnodes={tasks}", "--rdzv-backend=c10d", f"--rdzv-endpoint={host}:{port}", f"--rdzv-id=opl-{job_id}"]
+    # Static rendezvous: Slurm already fixed every task's place (SLURM_PROCID). The dynamic c10d
+    # backend's agents keep polling the store for waiting nodes, and the one whose store host
+    # (task 0) exited first failed with RendezvousConnectionError after training had finished.
+    node_rank = int(env.get("SLURM_PROCID") or env.get("SLURM_NODEID") or "0")
+    return [f"--nnodes={tasks}", f"--node-rank={node_rank}", f"--master-addr={host}", f"--master-port={port}"]
 
 
 def torchrun_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:

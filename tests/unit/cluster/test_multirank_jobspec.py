@@ -96,9 +96,9 @@ def test_run_gpus_multiplies_per_node_by_nodes():
 
 def test_slurm_rendezvous_comes_from_the_allocation():
     args = _parser().parse_args(["--nproc-per-node", "2", "--rendezvous", "slurm", "--", "run", "--config", "c.yaml"])
-    env = {"SLURM_JOB_ID": "123", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "localhost"}
-    assert torchrun_args(args, env) == ["--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:29623",
-                                        "--rdzv-id=opl-123", "--nproc-per-node=2", "--max-restarts=0", "-m", "trainer",
+    env = {"SLURM_JOB_ID": "123", "SLURM_NTASKS": "2", "SLURM_PROCID": "1", "SLURM_JOB_NODELIST": "localhost"}
+    assert torchrun_args(args, env) == ["--nnodes=2", "--node-rank=1", "--master-addr=localhost", "--master-port=29623",
+                                        "--nproc-per-node=2", "--max-restarts=0", "-m", "trainer",
                                         "run", "--config", "c.yaml"]
 
 
