@@ -10,7 +10,7 @@ What plain torchrun gets wrong inside a job, and this launcher fixes:
 - Exit code. torchrun exits 1 whenever a worker failed; here the workers' own code comes back
   (75 "requeue me" must reach the orchestrator as 75).
 - Rendezvous. `standalone` for one node. `slurm`: one launcher per Slurm task (srun starts one per
-  node), a c10d rendezvous on the allocation's first host, a port and id taken from the job id,
+  node), a static rendezvous on the allocation's first host (node rank = SLURM_PROCID), a port from the job id,
   and as many rendezvous members as the job has tasks.
 Every value arrives as its own argument (the job script never builds shell text from them).
 """

@@ -112,7 +112,7 @@ def render_script(profile: SlurmProfile, run_id: int, attempt: int, tasks: int =
 
     With several tasks (a run on several nodes: one per node) the command runs once per task
     through `srun`, each a `python -m trainer.launch --rendezvous slurm` that joins the others in a
-    torchrun c10d rendezvous read from the allocation (trainer/launch.py).
+    torchrun static rendezvous read from the allocation (trainer/launch.py).
     """
     lines = [
         "#!/bin/bash",
