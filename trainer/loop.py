@@ -197,10 +197,7 @@ class Trainer:
         state = ckpt.load_state(path)
         if not ckpt.same_weights_shape(state["config"]["model"], self.cfg.model):
             raise RuntimeError(f"cannot resume from {path}: the model section changed since it was written")
-        # Memory-mapped, not copied: each rank keeps only its shard (distributed.load_full_state).
-        weights = ckpt.load_weights(path)
-        load_full_state(self.model, self.optimizer, weights["model"], weights["optimizer"], self.dist)
-        del weights
+        self._load_weights(path, with_optimizer=True)
         self.scheduler.load_state_dict(state["scheduler"])
         self.precision.load_state_dict(state.get("precision"))
         for name in ("version", "train_step", "gen_step", "samples_seen", "tokens_seen", "last_eval_version"):
@@ -227,12 +224,16 @@ class Trainer:
         state = ckpt.load_state(path)
         if not ckpt.same_weights_shape(state["config"]["model"], self.cfg.model):
             raise ConfigError([("init.from_path", f"{path} holds weights of another model ({state['config']['model'].get('name')})")])
-        weights = ckpt.load_weights(path)
-        load_full_state(self.model, self.optimizer, weights["model"], weights["optimizer"] if init.optimizer else None, self.dist)
-        del weights
-        self.init_checkpoint = path
+        self._load_weights(path, with_optimizer=init.optimizer)
         if self.dist.is_main:
             print(f"[trainer] warm start from {path} (update {ckpt.checkpoint_step(path)}; {'weights and optimizer' if init.optimizer else 'weights, fresh optimizer'})", flush=True)
+
+    def _load_weights(self, path: Path, with_optimizer: bool) -> None:
+        """A checkpoint's model (and optimizer) state. Memory-mapped, not copied: each rank keeps
+        only its shard (distributed.load_full_state)."""
+        weights = ckpt.load_weights(path)
+        load_full_state(self.model, self.optimizer, weights["model"], weights["optimizer"] if with_optimizer else None, self.dist)
+        del weights
 
     def save_checkpoint(self) -> None:
         stage = ckpt.staging_dir(self.run_dir, self.version)
