@@ -38,11 +38,6 @@ _LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP
 CPU_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 
 
-def eos_ids(policy) -> list[int]:
-    ids = getattr(policy, "eos_token_ids", None) or [policy.tokenizer.eos_token_id]
-    return sorted({int(i) for i in ids if i is not None})
-
-
 def shm_dir() -> Path:
     """Where weight files for the engine are written: memory-backed when the machine has it."""
     shm = Path("/dev/shm")
@@ -118,7 +113,7 @@ class VLLMEngine:
                 "(GPU) or requirements-vllm-cpu.txt (CPU, its own virtualenv)"
             ) from exc
         self.policy = policy
-        self.eos_ids = eos_ids(policy)
+        self.eos_ids = list(policy.eos_token_ids)  # every EOS id (trainer.models.eos_ids_of)
         self.tied = _tied(policy)
         self.device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.last_sync_s = 0.0
