@@ -5,15 +5,26 @@ and optimizer state, gathered and written by rank 0 alone), `state.pt` (schedule
 states, config: small, read by every rank) and one `queue-rank<r>.pt` per training process with its
 stale queue, so a resumed stale-k run trains on the very batches it would have trained on. It is
 written under a temporary name and renamed into place, so a kill at any moment leaves either the
-old set of checkpoints or the new one, never a torn folder. Only the newest `keep` are kept.
+old set of checkpoints or the new one, never a torn folder.
+
+Clean-up (`retention`, applied at every commit): a checkpoint stays while it is one of the newest
+`checkpoint.keep` (so a pending resume, which reads the newest, always finds it), one of the best
+`checkpoint.keep_best` by `checkpoint.keep_best_metric`, or pinned. Each checkpoint's `meta.json`
+holds the last value of every metric logged up to it (what "best" is judged on, readable without
+torch). Pins live in DIR/pins.json, written by the dashboard when a run is forked from a step of
+this one: the step may not exist yet, and a pin outlives the checkpoints it guards.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
+import math
 import os
 import random
 import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +32,8 @@ import torch
 
 CKPT_DIR = "ckpt"
 WEIGHTS = "weights.pt"
+META = "meta.json"
+PINS = "pins.json"
 _NAME = re.compile(r"^step-(\d{8})$")
 
 
@@ -88,9 +101,12 @@ def write_rank_queue(stage: Path, rank: int, queue_state: list) -> None:
     _save(queue_state, stage / f"queue-rank{rank}.pt")
 
 
-def commit(run_dir: Path, stage: Path, step: int, state: dict, keep: int) -> Path:
-    """Write state.pt into the staged folder, rename it into place, drop old checkpoints."""
+def commit(run_dir: Path, stage: Path, step: int, state: dict, keep: int | RetentionPolicy,
+           metrics: dict[str, float] | None = None) -> Path:
+    """Write state.pt (and meta.json) into the staged folder, rename it into place, then drop the
+    checkpoints the retention policy no longer keeps (`keep` alone: the newest N)."""
     _save(state, stage / "state.pt")
+    write_meta(stage, step, metrics or {})
     final = Path(run_dir) / CKPT_DIR / f"step-{step:08d}"
     if final.exists():  # the same step again (e.g. a stop right after a periodic checkpoint)
         shutil.rmtree(final)
@@ -100,9 +116,155 @@ def commit(run_dir: Path, stage: Path, step: int, state: dict, keep: int) -> Pat
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    for old in list_checkpoints(run_dir)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    prune(run_dir, keep if isinstance(keep, RetentionPolicy) else RetentionPolicy(keep=keep))
     return final
+
+
+# --------------------------------------------------------------------------------------------
+# clean-up: what is kept, and why
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """The checkpoint section's clean-up fields (trainer/config.py CheckpointConfig)."""
+
+    keep: int = 2
+    best_metric: str | None = None
+    best_count: int = 1
+    best_mode: str = "max"  # "max" or "min"
+
+    @classmethod
+    def from_config(cls, section) -> "RetentionPolicy":
+        """From a CheckpointConfig (or its dict); mode "auto" takes the metric's own direction."""
+        d = section if isinstance(section, dict) else section.model_dump(mode="json")
+        metric = d.get("keep_best_metric") or None
+        mode = d.get("keep_best_mode") or "auto"
+        if mode == "auto" and metric:
+            from trainer.metric_keys import direction
+
+            mode = direction(metric) or "max"
+        return cls(keep=int(d.get("keep", 2)), best_metric=metric, best_count=int(d.get("keep_best", 1)),
+                   best_mode=mode if mode in ("max", "min") else "max")
+
+
+@dataclass
+class Kept:
+    """Why a checkpoint stays: "newest", "best <metric>", "pinned by <holder>" (empty: it goes)."""
+
+    step: int
+    reasons: list[str] = field(default_factory=list)
+
+
+def retention(steps: list[int], policy: RetentionPolicy, metric_at: dict[int, float] | None = None,
+              pins: dict[int, list[str]] | None = None) -> dict[int, list[str]]:
+    """For each checkpoint step, the reasons it is kept (an empty list: it may be deleted).
+
+    Newest `keep` by step; best `best_count` by the metric value at each step (steps with no finite
+    value never count as best; ties go to the newer); every pinned step."""
+    metric_at, pins = metric_at or {}, pins or {}
+    ordered = sorted(steps)
+    reasons: dict[int, list[str]] = {s: [] for s in ordered}
+    for s in ordered[-policy.keep:] if policy.keep > 0 else []:
+        reasons[s].append(f"newest {policy.keep}")
+    if policy.best_metric and policy.best_count > 0:
+        scored = [(metric_at[s], s) for s in ordered if s in metric_at and math.isfinite(metric_at[s])]
+        sign = 1 if policy.best_mode == "max" else -1
+        scored.sort(key=lambda vs: (sign * vs[0], vs[1]), reverse=True)
+        for value, s in scored[: policy.best_count]:
+            reasons[s].append(f"best {policy.best_metric} ({value:.4g}, {policy.best_mode})")
+    for s in ordered:
+        for holder in pins.get(s, []):
+            reasons[s].append(f"pinned by {holder}")
+    return reasons
+
+
+def prune(run_dir: Path, policy: RetentionPolicy) -> list[int]:
+    """Delete the checkpoints `retention` does not keep; returns their steps."""
+    found = list_checkpoints(run_dir)
+    steps = [checkpoint_step(c) for c in found]
+    metric_at = {}
+    if policy.best_metric:
+        for c in found:
+            value = read_meta(c).get("metrics", {}).get(policy.best_metric)
+            if isinstance(value, (int, float)):
+                metric_at[checkpoint_step(c)] = float(value)
+    reasons = retention(steps, policy, metric_at, read_pins(run_dir))
+    gone = []
+    for c in found:
+        if not reasons[checkpoint_step(c)]:
+            shutil.rmtree(c, ignore_errors=True)
+            gone.append(checkpoint_step(c))
+    return gone
+
+
+def write_meta(folder: Path, step: int, metrics: dict[str, float]) -> None:
+    """meta.json: the step and the last value of each metric logged up to it (finite values only,
+    so the file stays plain JSON)."""
+    finite = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+    with open(Path(folder) / META, "w") as fh:
+        json.dump({"step": step, "metrics": finite}, fh, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_meta(folder: Path) -> dict:
+    try:
+        return json.loads((Path(folder) / META).read_text())
+    except (OSError, ValueError):
+        return {}  # written before meta.json existed, or unreadable: no metrics known
+
+
+def read_pins(run_dir: Path) -> dict[int, list[str]]:
+    """{step: [holder, ...]} from DIR/pins.json; none when absent. An unreadable file pins
+    nothing new but is never silently treated as empty by the writer (add_pin refuses)."""
+    try:
+        data = json.loads((Path(run_dir) / PINS).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        # Unreadable pins: keep everything rather than delete what a child may need.
+        return {checkpoint_step(c): ["an unreadable pins.json"] for c in list_checkpoints(run_dir)}
+    out: dict[int, list[str]] = {}
+    for pin in data.get("pins", []):
+        out.setdefault(int(pin["step"]), []).append(str(pin.get("holder", "?")))
+    return out
+
+
+def add_pin(run_dir: Path, step: int, holder: str) -> None:
+    """Pin `step` of the run in `run_dir` for `holder` (e.g. "run 12"): idempotent, and safe
+    against concurrent writers (an exclusive lock on DIR/.pins.lock, then write-and-rename)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ".pins.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = run_dir / PINS
+        data = json.loads(path.read_text()) if path.exists() else {"pins": []}
+        entry = {"step": int(step), "holder": holder}
+        if entry not in data["pins"]:
+            data["pins"].append(entry)
+            tmp = run_dir / f".{PINS}.tmp{os.getpid()}"
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            os.replace(tmp, path)
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files in a checkpoint folder."""
+    return sum(f.stat().st_size for f in Path(folder).iterdir() if f.is_file())
+
+
+def checkpoint_steps(total_updates: int, updates_per_step: int, every: int, first_update: int | None = None) -> list[int]:
+    """The update counts a run that is not stopped early writes checkpoints at: the first step end
+    past each multiple of `every` (the loop's `_due`), and the end of training."""
+    first = first_update if first_update is not None else updates_per_step
+    steps, last = [], -1
+    for v in range(first, total_updates + 1, updates_per_step):
+        if every > 0 and v // every > last // every:
+            steps.append(v)
+            last = v
+    if total_updates not in steps:
+        steps.append(total_updates)
+    return steps
 
 
 def prepare_stage(run_dir: Path, step: int) -> Path:

@@ -291,7 +291,17 @@ class CheckpointConfig(_Section):
     model_config = ConfigDict(extra="forbid", title="Checkpoint")
 
     every: int = Field(5, ge=0, description="Checkpoint every N updates (0 = only at stop/end).")
-    keep: int = Field(2, ge=1, description="Keep the newest N checkpoints.")
+    keep: int = Field(2, ge=1, description="Keep the newest N checkpoints (a resume reads the newest).")
+    keep_best_metric: str | None = Field(
+        None,
+        max_length=200,
+        description="Also keep the best checkpoints by this metric (e.g. eval/avg_acc), judged on its last value "
+        "logged up to each checkpoint; empty = the newest only. Checkpoints a forked run needs are always kept.",
+    )
+    keep_best: int = Field(1, ge=0, le=1000, description="How many best checkpoints keep_best_metric keeps.")
+    keep_best_mode: Literal["auto", "max", "min"] = Field(
+        "auto", description="Whether higher (max) or lower (min) is better; auto = the metric's own direction."
+    )
 
 
 class ResourcesConfig(_Section):
@@ -428,6 +438,7 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
         )
     if not cfg.init.enabled and (cfg.init.from_step is not None or cfg.init.optimizer):
         problems.append(("init.from_run", "from_step and optimizer need a run (from_run) or a checkpoint path (from_path) to start from"))
+    problems.extend(_checkpoint_problems(cfg.checkpoint))
     if QUESTION_SLOT not in task.prompt_template:
         problems.append(("task.prompt_template", f"must contain {QUESTION_SLOT}, where each problem goes"))
     if task.min_digits > task.max_digits:
@@ -522,6 +533,21 @@ class DerivedSizes:
 
     def lines(self) -> list[str]:
         return [f"{k}: {v}" for k, v in self.__dict__.items()]
+
+
+def _checkpoint_problems(ck: CheckpointConfig) -> list[tuple[str, str]]:
+    from trainer.metric_keys import METRIC_KEYS, direction, is_known  # lazily: it imports torch (via objectives)
+
+    metric = ck.keep_best_metric
+    if not metric:
+        return []
+    if not is_known(metric):
+        close = difflib.get_close_matches(metric, list(METRIC_KEYS), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return [("checkpoint.keep_best_metric", f"'{metric}' is not a metric the trainer logs{hint}")]
+    if ck.keep_best_mode == "auto" and direction(metric) is None:
+        return [("checkpoint.keep_best_mode", f"'{metric}' has no direction of its own: set max or min")]
+    return []
 
 
 def derive_sizes(cfg: RunConfig) -> DerivedSizes:

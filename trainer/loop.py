@@ -128,6 +128,7 @@ class Trainer:
         self.engine_version = -1
         self.last_eval_version = -1
         self.last_ckpt_version = -1
+        self.last_values: dict[str, float] = {}  # each metric's last value: what "best checkpoint" is judged on
 
         if resume_from is not None:
             self._restore(resume_from)
@@ -203,6 +204,7 @@ class Trainer:
         for name in ("version", "train_step", "gen_step", "samples_seen", "tokens_seen", "last_eval_version"):
             setattr(self, name, state[name])
         self.last_ckpt_version = self.version
+        self.last_values = dict(ckpt.read_meta(path).get("metrics", {}))
         self.prompt_rng.setstate(state["prompt_rng"])
         self.shuffle_rng.setstate(state["shuffle_rng"])
         ckpt.set_rng_state(state["rng"][self.dist.rank])
@@ -265,7 +267,7 @@ class Trainer:
                 "config": self.cfg.model_dump(mode="json"),
             }
             self.spool.sync()  # metrics up to this step are durable before the checkpoint is
-            ckpt.commit(self.run_dir, stage, self.version, state, self.cfg.checkpoint.keep)
+            ckpt.commit(self.run_dir, stage, self.version, state, ckpt.RetentionPolicy.from_config(self.cfg.checkpoint), self.last_values)
         barrier(self.dist)
         self.last_ckpt_version = self.version
 
@@ -495,6 +497,7 @@ class Trainer:
         unknown = [k for k in values if not is_known(k)]
         if unknown:
             raise KeyError(f"metric keys missing from trainer/metric_keys.py: {unknown}")
+        self.last_values.update(values)
         if self.spool is not None:
             self.spool.log(self.version, values)
         if self.pusher is not None:
