@@ -141,6 +141,7 @@ OPL_USER_MAX_GPUS = env_int("OPL_USER_MAX_GPUS", 0)
 OPL_PROJECT_MAX_ACTIVE_RUNS = env_int("OPL_PROJECT_MAX_ACTIVE_RUNS", 0)
 OPL_PROJECT_MAX_GPUS = env_int("OPL_PROJECT_MAX_GPUS", 0)
 OPL_MAX_GPUS = env_int("OPL_MAX_GPUS", 0)
+OPL_METRIC_DIRECTIONS = env_str("OPL_METRIC_DIRECTIONS", "")  # "custom/score=max,custom/*_loss=min": "best" of keys the trainer table lacks
 OPL_PRESETS_DIR = Path(env_str("OPL_PRESETS_DIR", str(BASE_DIR / "examples" / "presets")))
 LOST_GRACE_SECONDS = env_int("OPL_LOST_GRACE_SECONDS", 120)
 STALL_SECONDS = env_int("OPL_STALL_SECONDS", 600)  # no heartbeat this long while RUNNING: stalled

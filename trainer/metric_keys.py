@@ -1,13 +1,20 @@
 """Every metric key the trainer logs, with its meaning: the one documented table.
 
 The x-axis ("step") of every point is the optimizer update count ("model updates", as the paper
-plots it). `eval/<set>/acc` has one key per configured eval set. tests/unit/trainer/test_metric_keys.py
+plots it); a training step (one batch) is `algorithm.updates_per_step * algorithm.epochs` updates.
+
+Each key also has a direction (`DIRECTIONS`): "max" when higher is better, "min" when lower is
+better, none for counters and settings. The dashboard's "best" uses it. Keys this table does not
+know (a custom reward's own stats) get one through `direction(key, custom)`, where `custom` maps a
+key or a glob such as `custom/*` to "max" or "min" (the dashboard reads it from OPL_METRIC_DIRECTIONS). `eval/<set>/acc` has one key per configured eval set. tests/unit/trainer/test_metric_keys.py
 fails if the trainer logs a key that is not listed here.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
+from collections.abc import Mapping
 
 from trainer.objectives import STATS_KEYS
 
@@ -63,8 +70,55 @@ PATTERNS = {
     re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures$"): "eval answers whose reward errored or timed out",
 }
 
+MAX, MIN = "max", "min"
+# Higher is better: rewards, accuracies, solved fractions, throughput. Lower is better: losses,
+# divergences and trust-region violations, staleness, failures and seconds. Everything else
+# (counters, the learning rate, ratios that should sit near 1, entropy) has no direction.
+DIRECTIONS: dict[str, str] = {
+    "train/reward_mean": MAX, "train/solved_frac": MAX, "rollout/reward_mean": MAX, "eval/avg_acc": MAX,
+    "perf/tokens_per_s": MAX, "perf/samples_per_s": MAX, "actor/tr_frac": MAX,
+    "actor/pg_loss": MIN, "actor/clip_frac": MIN, "actor/clip_frac_low": MIN, "actor/clip_frac_high": MIN,
+    "actor/m2": MIN, "actor/m2_after": MIN, "actor/m2_all": MIN, "actor/ppo_kl": MIN, "actor/grad_norm": MIN,
+    "actor/skipped_updates": MIN, "rollout/staleness_mean": MIN, "rollout/staleness_min": MIN,
+    "rollout/staleness_max": MIN, "rollout/dropped_frac": MIN, "rollout/engine_kl": MIN,
+    "reward/errors": MIN, "reward/timeouts": MIN,
+    "perf/gen_s": MIN, "perf/train_s": MIN, "perf/weight_sync_s": MIN, "perf/wait_s": MIN, "perf/step_s": MIN,
+}
+PATTERN_DIRECTIONS = {
+    re.compile(r"^eval/[A-Za-z0-9_\-]+/acc$"): MAX,
+    re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures$"): MIN,
+}
+
+assert set(DIRECTIONS) <= set(METRIC_KEYS), "direction declared for a key missing from the table"
 assert set(STATS_KEYS) <= set(METRIC_KEYS), "objective stats missing from the metric table"
 
 
 def is_known(key: str) -> bool:
     return key in METRIC_KEYS or any(p.match(key) for p in PATTERNS)
+
+
+def direction(key: str, custom: Mapping[str, str] | None = None) -> str | None:
+    """"max", "min" or None for `key`. A custom setting (the exact key, else the first glob that
+    matches) wins over the table, so a lab can also re-declare a known key."""
+    custom = custom or {}
+    if key in custom:
+        return custom[key]
+    for pattern, value in custom.items():
+        if any(c in pattern for c in "*?[") and fnmatch.fnmatchcase(key, pattern):
+            return value
+    if key in DIRECTIONS:
+        return DIRECTIONS[key]
+    return next((d for p, d in PATTERN_DIRECTIONS.items() if p.match(key)), None)
+
+
+def parse_directions(text: str) -> dict[str, str]:
+    """"custom/score=max, custom/*_loss=min" -> {key or glob: direction}; errors name the entry."""
+    out: dict[str, str] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        key, sep, value = (part.strip() for part in entry.partition("="))
+        if not sep or not key or value not in (MAX, MIN):
+            raise ValueError(f"metric direction {entry!r}: write KEY=max or KEY=min (KEY may be a glob)")
+        out[key] = value
+    return out

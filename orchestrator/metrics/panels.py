@@ -1,37 +1,110 @@
-"""The default chart panels of an off-policy RL run (run page and compare page)."""
+"""The default chart panels of an off-policy RL run (run page and compare page).
+
+Each panel says what to look for (`description`, shown under its title). `panels_for` resolves a
+panel against the keys a run (or a set of runs) logged and the configs they ran with: one eval
+line per benchmark (the average only when it averages several), the M2 threshold tau from the
+config, and the token-fraction panel named by what the objective does to those tokens.
+"""
 import re
+from collections.abc import Iterable
 from typing import Any
 
 # x-axis choices: the step itself, or the counter/clock a key provides at each step.
+# "step" on every chart and in the API is the optimizer update count (see trainer/metric_keys.py).
 X_AXES = [
-    {"id": "step", "label": "update step", "key": None},
+    {"id": "step", "label": "optimizer updates", "key": None},
     {"id": "tokens", "label": "tokens", "key": "train/tokens_seen"},
     {"id": "samples", "label": "samples", "key": "train/samples_seen"},
-    {"id": "time", "label": "wall time (h)", "key": "train/reward_mean", "field": "time"},
+    {"id": "time", "label": "wall time", "key": "train/reward_mean", "field": "time"},
 ]
+
+EVAL_SET = re.compile(r"^eval/[^/]+/acc$")
+EVAL_AVG = "eval/avg_acc"
+FRACTION_KEY = "actor/clip_frac"
+MASKING = ("m2po", "m2po_cap")  # objectives that mask tokens; the clip objectives clip them
+NO_TRUST_REGION = ("no_clip",)
+THRESHOLD_OBJECTIVES = ("m2po", "m2po_cap")  # tau_m2 is their bound on M2
 
 PANELS: list[dict[str, Any]] = [
-    {"id": "reward", "title": "Reward", "keys": ["train/reward_mean"]},
-    {"id": "eval", "title": "Eval accuracy", "keys": ["eval/avg_acc"], "pattern": r"^eval/[^/]+/acc$"},
-    {"id": "clip_frac", "title": "Clipped/masked token fraction", "keys": ["actor/clip_frac"]},
-    {"id": "m2", "title": "M2 before / after masking", "keys": ["actor/m2", "actor/m2_after"]},
-    {"id": "ppo_kl", "title": "PPO KL (mean −log r)", "keys": ["actor/ppo_kl"]},
-    {"id": "entropy", "title": "Entropy", "keys": ["actor/entropy"]},
-    {"id": "grad_norm", "title": "Grad norm", "keys": ["actor/grad_norm"]},
-    {"id": "staleness", "title": "Staleness (updates)", "keys": ["rollout/staleness_mean", "rollout/staleness_max"]},
-    {"id": "response_len", "title": "Response length", "keys": ["train/response_len_mean"]},
-    {"id": "throughput", "title": "Throughput (tokens/s)", "keys": ["perf/tokens_per_s"]},
+    {"id": "reward", "title": "Reward", "keys": ["train/reward_mean"],
+     "description": "Mean reward of the batch trained on; it should rise. Stale data that stalls it is the failure to look for."},
+    {"id": "eval", "title": "Eval accuracy", "keys": [EVAL_AVG], "pattern": EVAL_SET.pattern,
+     "description": "Held-out accuracy per benchmark (the average only with several). This is whether the method helps."},
+    {"id": "clip_frac", "title": "Masked / clipped token fraction", "keys": [FRACTION_KEY],
+     "description": "Share of tokens that carry no gradient: masked by M2PO (high-M2 tokens), clipped by PPO-style objectives. "
+                    "Lower keeps more signal; M2PO masks about 1%."},
+    {"id": "m2", "title": "M2 before / after masking", "keys": ["actor/m2", "actor/m2_after"], "log_y": True,
+     "threshold": "tau_m2",
+     "description": "M2 = mean (log r)² of the importance ratios, log axis. M2PO masks until M2 after masking is under τ (dashed); "
+                    "spikes before masking are stale batches. Zeros are not drawn on a log axis."},
+    {"id": "ppo_kl", "title": "PPO KL (mean −log r)", "keys": ["actor/ppo_kl"],
+     "description": "How far the trained policy is from the one that generated the batch; grows with staleness."},
+    {"id": "entropy", "title": "Entropy", "keys": ["actor/entropy"],
+     "description": "Mean token entropy (nats). A collapse to 0 means the policy stopped exploring."},
+    {"id": "grad_norm", "title": "Grad norm", "keys": ["actor/grad_norm"],
+     "description": "Gradient norm before clipping. Spikes often precede a collapse."},
+    {"id": "staleness", "title": "Staleness (updates)", "keys": ["rollout/staleness_mean", "rollout/staleness_max"],
+     "description": "How many optimizer updates old the trained samples were: s = k × updates per step in stale_k mode."},
+    {"id": "response_len", "title": "Response length", "keys": ["train/response_len_mean"],
+     "description": "Mean response length in tokens of the trained batch."},
+    {"id": "throughput", "title": "Throughput (tokens/s)", "keys": ["perf/tokens_per_s"],
+     "description": "Trained response tokens per wall second of a step."},
 ]
 
 
-def panels_for(keys: list[str]) -> list[dict[str, Any]]:
-    """The default panels, with pattern keys (one eval set each) resolved against `keys`."""
+def eval_keys(keys: Iterable[str]) -> list[str]:
+    """The eval panel's lines: each benchmark once. eval/avg_acc only when it averages two or more
+    sets; with one set it equals that set's line and would hide it."""
+    keys = set(keys)
+    sets = sorted(k for k in keys if EVAL_SET.match(k) and k != EVAL_AVG)
+    if len(sets) == 1:
+        return sets
+    return [EVAL_AVG, *sets] if sets or EVAL_AVG in keys else [EVAL_AVG]
+
+
+def fraction_label(objective: str | None) -> str:
+    """What actor/clip_frac counts under an objective."""
+    if objective in MASKING:
+        return f"masked ({objective})"
+    if objective in NO_TRUST_REGION:
+        return f"none ({objective})"
+    return f"clipped ({objective})" if objective else "masked or clipped"
+
+
+def _objective(config: dict) -> str | None:
+    return ((config or {}).get("algorithm") or {}).get("objective")
+
+
+def thresholds(configs: Iterable[dict]) -> list[dict[str, Any]]:
+    """The distinct tau_m2 of the M2PO runs among `configs`, as lines for the M2 panel."""
+    taus = set()
+    for config in configs:
+        algorithm = (config or {}).get("algorithm") or {}
+        if algorithm.get("objective", "m2po") in THRESHOLD_OBJECTIVES:
+            taus.add(float(algorithm.get("tau_m2", 0.04)))
+    return [{"y": tau, "label": f"τ = {tau:g}"} for tau in sorted(taus)]
+
+
+def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, Any]]:
+    """The default panels resolved against `keys` (what the runs logged) and `configs` (the runs'
+    configs): eval lines per benchmark, the tau lines, and the fraction panel's names."""
+    configs = list(configs)
+    objectives = sorted({o for o in (_objective(c) or "m2po" for c in configs)})
     out = []
     for panel in PANELS:
-        resolved = list(panel["keys"])
-        if pattern := panel.get("pattern"):
-            resolved += sorted(k for k in keys if re.match(pattern, k) and k not in resolved)
-        out.append({"id": panel["id"], "title": panel["title"], "keys": resolved})
+        resolved = {"id": panel["id"], "title": panel["title"], "keys": list(panel["keys"]),
+                    "description": panel["description"], "log_y": panel.get("log_y", False),
+                    "lines": [], "labels": {}}
+        if panel["id"] == "eval":
+            resolved["keys"] = eval_keys(keys)
+        if panel.get("threshold"):
+            resolved["lines"] = thresholds(configs)
+        if panel["id"] == "clip_frac" and objectives:
+            names = [fraction_label(o) for o in objectives]
+            resolved["title"] = "Token fraction " + " / ".join(names)
+            if len(objectives) == 1:
+                resolved["labels"] = {FRACTION_KEY: f"{names[0].split(' ')[0]} fraction"}
+        out.append(resolved)
     return out
 
 

@@ -2,8 +2,10 @@
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from django.conf import settings
 from django.db import connection, transaction
 
 from orchestrator.metrics import store
@@ -11,6 +13,7 @@ from orchestrator.metrics.downsample import GroupAggregates, bucket_width, bucke
 from orchestrator.metrics.chunks import live_points
 from orchestrator.metrics.models import MetricAttempt, MetricSeries
 from orchestrator.metrics.services import as_float
+from trainer.metric_keys import direction, parse_directions
 
 DEFAULT_MAX_POINTS = 1500
 MAX_MAX_POINTS = 20_000
@@ -148,18 +151,20 @@ def latest_values(run_ids: Iterable[int], keys: Iterable[str]) -> dict[int, dict
     return out
 
 
-# Keys where lower is better; every other key is best at its maximum.
-LOWER_IS_BETTER = ("loss", "kl", "grad_norm", "staleness", "clip_frac", "m2")
+def metric_direction(key: str) -> str | None:
+    """"max", "min" or None: the trainer's metric-key table, with the lab's own keys from
+    OPL_METRIC_DIRECTIONS ("custom/score=max,custom/*_loss=min") taking precedence."""
+    return direction(key, _custom_directions(getattr(settings, "OPL_METRIC_DIRECTIONS", "")))
 
 
-def lower_is_better(key: str) -> bool:
-    """Losses, divergences, staleness and seconds; accuracies, rewards and rates are maximised."""
-    name = key.rsplit("/", 1)[-1]
-    return any(part in name for part in LOWER_IS_BETTER) or (name.endswith("_s") and not name.endswith("per_s"))
+@lru_cache(maxsize=8)
+def _custom_directions(text: str) -> dict[str, str]:
+    return parse_directions(text)
 
 
 def summaries(run_ids: Iterable[int], keys: Iterable[str] | None = None) -> dict[int, dict[str, dict]]:
-    """{run_id: {key: {last, last_step, min, max, best}}} (JSON-safe: NaN/inf as strings)."""
+    """{run_id: {key: {last, last_step, min, max, best, direction}}} (JSON-safe: NaN/inf as
+    strings). best is the max or the min by the key's declared direction, None without one."""
     from orchestrator.metrics.schemas import encode_value
 
     rows = MetricSeries.objects.filter(run_id__in=list(run_ids))
@@ -167,9 +172,10 @@ def summaries(run_ids: Iterable[int], keys: Iterable[str] | None = None) -> dict
         rows = rows.filter(key__in=list(keys))
     out: dict[int, dict[str, dict]] = {}
     for s in rows:
-        best = s.min_value if lower_is_better(s.key) else s.max_value
+        way = metric_direction(s.key)
+        best = {"max": s.max_value, "min": s.min_value}.get(way)
         out.setdefault(s.run_id, {})[s.key] = {
             "last": encode_value(s.last_value, s.last_special), "last_step": s.last_step,
-            "min": s.min_value, "max": s.max_value, "best": best,
+            "min": s.min_value, "max": s.max_value, "best": best, "direction": way,
         }
     return out

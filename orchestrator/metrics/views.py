@@ -19,7 +19,7 @@ from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.tokens import run_token_expired, run_token_matches
 from orchestrator.metrics import live, selectors
 from orchestrator.metrics.compare import differing_fields, flatten
-from orchestrator.metrics.panels import X_AXES, panel_keys, panels_for
+from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
 
@@ -247,12 +247,14 @@ def compare_page(request: HttpRequest):
     runs, experiment = _compare_runs(request)
     ids = [r.pk for r in runs]
     keys = sorted({k for rid in ids for k in selectors.run_keys(rid)})
-    panels = panels_for(keys)
+    panels = panels_for(keys, [r.config for r in runs])
     differing = differing_fields([r.config for r in runs])
     flat = {r.pk: flatten(r.config) for r in runs}
     diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f)) for r in runs]} for f in differing]
     page = {
         "runs": [{"id": r.pk, "name": r.name, "state": r.state, "seed": r.seed,
+                  "objective": flat[r.pk].get("algorithm.objective", "m2po"),
+                  "fraction_label": fraction_label(flat[r.pk].get("algorithm.objective", "m2po")),
                   "config": {f: flat[r.pk].get(f) for f in differing}} for r in runs],
         "fields": differing,
         "panels": panels,

@@ -30,6 +30,8 @@
   const data = {}; // key -> Map(runId -> decoded series)
   const mappers = {}; // axis id -> Map(runId -> Mapper)
   const panels = cfg.panels.map((p) => ({ ...p }));
+  const hidden = new Set(); // legend entries switched off ("run<id>" or "group<value>")
+  const FRACTION_KEY = "actor/clip_frac";
   const axis = (id) => cfg.x_axes.find((a) => a.id === id) || cfg.x_axes[0];
 
   // --- URL state ---------------------------------------------------------------------------
@@ -47,17 +49,23 @@
   }
 
   // --- x-axis ------------------------------------------------------------------------------
+  // Wall time in s, min or h by the longest run's span.
+  function timeDiv() {
+    const spans = [...((mappers.time && mappers.time.values()) || [])].map((m) => (m.values.length ? m.values[m.values.length - 1] - m.values[0] : 0));
+    return M.timeScale(spans.length ? Math.max(...spans) : 1e9);
+  }
   function xOf(runId, step) {
     const m = mappers[view.x] && mappers[view.x].get(runId);
     if (view.x === "step" || !m) return step;
     const v = m.map(step);
-    return view.x === "time" ? (v - m.values[0]) / 3600 : v;
+    return view.x === "time" ? (v - m.values[0]) / timeDiv().div : v;
   }
   function stepOf(runId, x) {
     const m = mappers[view.x] && mappers[view.x].get(runId);
     if (view.x === "step" || !m) return x;
-    return m.unmap(view.x === "time" ? x * 3600 + m.values[0] : x);
+    return m.unmap(view.x === "time" ? x * timeDiv().div + m.values[0] : x);
   }
+  const xLabel = () => (view.x === "time" ? `wall time (${timeDiv().unit})` : axis(view.x).label);
 
   async function fetchKey(key, extra = {}, budgetEl = null) {
     const budget = M.budgetFor(budgetEl || panels[0].obj.el, runs.length);
@@ -127,18 +135,21 @@
       if (!per) return;
       const dash = DASHES[ki % DASHES.length];
       const suffix = panel.keys.length > 1 ? ` · ${key}` : "";
+      const runSuffix = (r) => (key === FRACTION_KEY ? ` · ${r.fraction_label}` : suffix);
       if (!view.group) {
         runs.forEach((r, ri) => {
           const s = per.get(r.id);
-          if (!s || !s.x.length) return;
+          if (!s || !s.x.length || hidden.has(`run${r.id}`)) return;
           const c = curve(r.id, s);
-          traces.push({ x: c.xs, y: c.ys, name: esc(`${r.name}${suffix}`), type: "scatter", mode: "lines", connectgaps: false,
-            legendgroup: `run${r.id}`, line: { color: M.color(ri), width: 1.5, dash }, meta: { role: "line", key, run: r.id } });
+          traces.push(M.hoverFor({ x: c.xs, y: c.ys, name: esc(`${r.name}${runSuffix(r)}`), type: "scatter", mode: "lines", connectgaps: false,
+            legendgroup: `run${r.id}`, line: { color: M.color(ri), width: 1.5, dash }, meta: { role: "line", key, run: r.id } },
+          view.x === "step" ? null : s.x));
           if (s.marks.length) traces.push(M.markTrace(s, (step) => xOf(r.id, step), esc(r.name), M.color(ri)));
         });
         return;
       }
       [...groups].forEach(([value, members], gi) => {
+        if (hidden.has(`group${value}`)) return;
         const color = M.color(gi);
         const label = esc(`${view.group}=${value}${suffix}`);
         const curves = members.filter((r) => per.get(r.id) && per.get(r.id).x.length).map((r) => curve(r.id, per.get(r.id)));
@@ -151,7 +162,7 @@
           meta: { role: "band", group: value, key } });
         traces.push({ x: agg.x, y: agg.mean, name: `${label} (n=${members.length})`, type: "scatter", mode: "lines",
           legendgroup: label, line: { color, width: 2, dash }, customdata: agg.n,
-          hovertemplate: `%{y:.4g} (mean of %{customdata})`, meta: { role: "mean", group: value, key } });
+          hovertemplate: `%{y:.4g} (mean of %{customdata})<extra>${label}</extra>`, meta: { role: "mean", group: value, key } });
         if (view.individual) {
           members.forEach((r) => {
             const s = per.get(r.id);
@@ -236,11 +247,33 @@
   // --- wiring ------------------------------------------------------------------------------
   const container = root.querySelector("[data-panels]");
   for (const panel of panels) {
-    panel.obj = new M.Panel(container, { id: panel.id, title: panel.title, build: () => build(panel), onZoom: (_obj, range) => zoom(panel, range),
-      exportRows: () => exportRows(panel), xTitle: () => axis(view.x).label });
+    panel.obj = new M.Panel(container, { id: panel.id, title: panel.title, description: panel.description,
+      build: () => build(panel), onZoom: (_obj, range) => zoom(panel, range), exportRows: () => exportRows(panel),
+      xTitle: xLabel, logDefault: panel.log_y, lines: panel.lines, legend: false });
     panel.obj.logY = view.logY;
   }
-  const renderAll = () => { panels.forEach((p) => p.obj.render()); renderSummary(); saveView(); };
+  const renderAll = () => { renderLegend(); panels.forEach((p) => p.obj.render()); renderSummary(); saveView(); };
+
+  // One legend for every panel, above them: a button per run (or group) that hides or shows it
+  // everywhere. Plotly's own legends, one per panel, turned into scroll boxes at 8+ runs.
+  function renderLegend() {
+    const box = root.querySelector("[data-legend]");
+    if (!box) return;
+    const entries = view.group
+      ? [...groupsOf()].map(([value, members], i) => ({ id: `group${value}`, label: `${view.group}=${value} (n=${members.length})`, color: M.color(i) }))
+      : runs.map((r, i) => ({ id: `run${r.id}`, label: r.name, color: M.color(i), title: `#${r.id} ${r.state} · ${r.fraction_label}` }));
+    box.innerHTML = "";
+    for (const e of entries) {
+      const b = document.createElement("button");
+      b.type = "button"; b.className = "legend-item"; b.dataset.entry = e.id;
+      b.setAttribute("aria-pressed", hidden.has(e.id) ? "false" : "true");
+      if (e.title) b.title = e.title;
+      b.innerHTML = `<span class="swatch" style="background:${e.color}"></span>`;
+      b.appendChild(document.createTextNode(e.label));
+      b.onclick = () => { if (hidden.has(e.id)) hidden.delete(e.id); else hidden.add(e.id); renderAll(); };
+      box.appendChild(b);
+    }
+  }
 
   function bind(name, prop, parse = (e) => e.target.value, after = renderAll) {
     const el = document.querySelector(`[data-control=${name}]`);

@@ -128,20 +128,45 @@
     };
   }
 
+  // Wall-clock x-axis in the unit that suits the run's length (a 4-minute run in minutes).
+  function timeScale(spanSeconds) {
+    if (spanSeconds < 180) return { div: 1, unit: "s" };
+    if (spanSeconds < 3 * 3600) return { div: 60, unit: "min" };
+    return { div: 3600, unit: "h" };
+  }
+
+  // Hover text: 4 significant digits and the optimizer update the point belongs to. `steps`:
+  // the points' updates when the x axis is something else (tokens, time); null when x is the update.
+  function hoverFor(trace, steps) {
+    const update = steps ? "%{customdata}" : "%{x}";
+    return { ...trace, ...(steps ? { customdata: steps } : {}),
+      hovertemplate: `%{y:.4g} · update ${update}<extra>${trace.name || ""}</extra>` };
+  }
+
+  const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
   // One chart. The page supplies build() -> {traces, shapes}; the panel draws it, throttles
-  // redraws to ~10/s, reports zooms as step ranges and exports its data.
+  // redraws to ~10/s, reports zooms as step ranges and exports its data. The title, the one-line
+  // description and the export buttons sit in an HTML header above the plot, clear of Plotly's
+  // toolbar. A panel may default to a log y axis (M2) and carry threshold lines (tau).
   class Panel {
-    constructor(container, { id, title, build, onZoom, exportRows, xTitle }) {
+    constructor(container, { id, title, description, build, onZoom, exportRows, xTitle, logDefault, lines, legend }) {
       this.id = id; this.title = title; this.build = build; this.onZoom = onZoom; this.exportRows = exportRows;
-      this.xTitle = xTitle || (() => "update step");
+      this.xTitle = xTitle || (() => "optimizer updates");
       this.logY = false;
+      this.logDefault = Boolean(logDefault);
+      this.lines = lines || [];
+      this.legend = legend !== false; // false: the page draws one shared legend instead
       this.range = null; // zoomed x range, in axis units
       this.root = document.createElement("div");
       this.root.className = "metric-panel";
       this.root.dataset.panel = id;
-      this.root.innerHTML = `<div class="panel-tools">
+      this.root.innerHTML = `<div class="panel-head">
+          <div class="panel-titles"><h3 class="panel-title">${esc(title)}</h3>
+          ${description ? `<p class="panel-desc" title="${esc(description)}">${esc(description)}</p>` : ""}</div>
+          <div class="panel-tools">
           <button type="button" data-export="csv" title="download this chart's data as CSV">CSV</button>
-          <button type="button" data-export="json" title="download this chart's data as JSON">JSON</button></div>
+          <button type="button" data-export="json" title="download this chart's data as JSON">JSON</button></div></div>
         <div class="panel-chart"></div>`;
       container.appendChild(this.root);
       this.el = this.root.querySelector(".panel-chart");
@@ -154,30 +179,54 @@
       this.drawn = false;
     }
 
-    layout(shapes, annotations) {
+    get isLog() { return this.logY || this.logDefault; }
+
+    layout(shapes, annotations, legendRows) {
       return {
-        title: { text: this.title, font: { size: 13 } },
-        margin: { t: 30, r: 8, b: 30, l: 52 },
+        margin: { t: 8, r: 8, b: 34 + 18 * legendRows, l: 52 },
+        height: 300 + 18 * legendRows,
         hovermode: "x unified",
+        hoverlabel: { namelength: 40 },
         uirevision: this.id,
-        showlegend: true,
-        legend: { orientation: "h", x: 0, y: -0.14, yanchor: "top", font: { size: 10 } },
+        showlegend: this.legend,
+        legend: { orientation: "h", x: 0, y: -0.14, yanchor: "top", font: { size: 10 }, groupclick: "togglegroup" },
         xaxis: { title: { text: this.xTitle(), font: { size: 10 }, standoff: 2 }, automargin: true, ...(this.range ? { range: this.range, autorange: false } : { autorange: true }) },
-        yaxis: { type: this.logY ? "log" : "linear", autorange: true },
+        yaxis: { type: this.isLog ? "log" : "linear", autorange: true, exponentformat: "power" },
         shapes, annotations,
       };
     }
 
+    // Threshold lines (tau) as dashed traces across the data's x extent: unlike shapes they sit
+    // right on log axes and show in the legend and the hover.
+    thresholdTraces(traces) {
+      const xs = traces.filter((t) => t.meta && t.meta.role !== "threshold").flatMap((t) => t.x.filter((x) => x !== null && x !== undefined));
+      if (!xs.length || !this.lines.length) return [];
+      const lo = Math.min(...xs), hi = Math.max(...xs);
+      return this.lines.map((line) => ({ x: [lo, hi], y: [line.y, line.y], name: line.label, type: "scatter", mode: "lines",
+        line: { dash: "dash", width: 1.2, color: "#c8322b" }, hovertemplate: `${esc(line.label)}<extra></extra>`,
+        showlegend: this.legend, meta: { role: "threshold" } }));
+    }
+
     render() {
-      const { traces, shapes = [], annotations = [] } = this.build(this);
+      let { traces, shapes = [], annotations = [] } = this.build(this);
+      if (this.isLog) {  // zeros and negatives have no place on a log axis: gaps, not errors
+        traces = traces.map((t) => (t.meta && t.meta.role === "marks") ? t : { ...t, y: t.y.map((v) => (v !== null && v <= 0 ? null : v)) });
+      }
+      traces = traces.concat(this.thresholdTraces(traces));
       this.traceCount = traces.length;
-      const layout = this.layout(shapes, annotations);
+      const named = this.legend ? traces.filter((t) => t.showlegend !== false).length : 0;
+      const perRow = Math.max(1, Math.floor((this.el.clientWidth || 420) / 150));
+      const legendRows = named > 1 ? Math.ceil(named / perRow) : (named ? 1 : 0);
+      const layout = this.layout(shapes, annotations, legendRows);
+      if (!traces.length) layout.height = 140; // an empty panel stays small until its first point
+      this.el.style.height = `${layout.height}px`;
       if (!traces.length) {
         layout.annotations = [{ text: "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false,
           font: { color: "#687385" } }];
         layout.xaxis.visible = false; layout.yaxis.visible = false;
       }
-      Plotly.react(this.el, traces, layout, { displaylogo: false, responsive: true });
+      Plotly.react(this.el, traces, layout, { displaylogo: false, responsive: true, displayModeBar: "hover",
+        modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage"] });
       if (!this.drawn) {
         this.drawn = true;
         this.el.on("plotly_relayout", (ev) => this.relayout(ev));
@@ -233,5 +282,5 @@
   function color(i) { return COLORS[i % COLORS.length]; }
 
   global.OPLMetrics = { decode, appendPoints, smooth, Mapper, budgetFor, throttle, getJSON, download, toCSV,
-    markTrace, Panel, LiveStream, color };
+    markTrace, Panel, LiveStream, color, timeScale, hoverFor, esc };
 })(window);

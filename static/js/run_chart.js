@@ -9,6 +9,7 @@
   const cfg = JSON.parse(configEl.textContent);
   const root = document.getElementById("run-metrics");
   const EVAL_SET = /^eval\/[^/]+\/acc$/;
+  const EVAL_AVG = "eval/avg_acc";
   const TERMINAL = ["succeeded", "failed", "cancelled", "lost"];
 
   const view = { x: "step", smooth: 0, logY: false };
@@ -19,17 +20,23 @@
   const panels = cfg.panels.map((p) => ({ ...p, keys: [...p.keys] }));
 
   const axis = (id) => cfg.x_axes.find((a) => a.id === id);
+  // Wall time is shown in s, min or h by the run's length so far.
+  function timeDiv() {
+    const m = mappers.time;
+    return m && m.values.length ? M.timeScale(m.values[m.values.length - 1] - m.values[0]) : { div: 3600, unit: "h" };
+  }
   function xOf(step) {
     const m = mappers[view.x];
     if (view.x === "step" || !m) return step;
     const v = m.map(step);
-    return view.x === "time" ? (v - m.values[0]) / 3600 : v;
+    return view.x === "time" ? (v - m.values[0]) / timeDiv().div : v;
   }
   function stepOf(x) {
     const m = mappers[view.x];
     if (view.x === "step" || !m) return x;
-    return m.unmap(view.x === "time" ? x * 3600 + m.values[0] : x);
+    return m.unmap(view.x === "time" ? x * timeDiv().div + m.values[0] : x);
   }
+  const xLabel = () => (view.x === "time" ? `wall time (${timeDiv().unit})` : axis(view.x).label);
 
   function seriesUrl(key, params = {}) {
     return `${cfg.series_url}?${new URLSearchParams({ key, ...params })}`;
@@ -42,13 +49,14 @@
       if (!s || !s.x.length) return;
       const color = M.color(i);
       const xs = s.x.map(xOf);
+      const name = (panel.labels && panel.labels[key]) || key;
       if (view.smooth > 0) {
         traces.push({ x: xs, y: s.y, name: `${key} (raw)`, type: "scatter", mode: "lines", opacity: 0.25,
           line: { color, width: 1 }, showlegend: false, hoverinfo: "skip", meta: { role: "raw", key } });
       }
-      traces.push({ x: xs, y: M.smooth(xs, s.y, view.smooth), name: key, type: "scatter", mode: "lines",
-        line: { color, width: 1.6 }, connectgaps: false, meta: { role: "line", key } });
-      if (s.marks.length) traces.push(M.markTrace(s, xOf, key, color));
+      traces.push(M.hoverFor({ x: xs, y: M.smooth(xs, s.y, view.smooth), name, type: "scatter", mode: "lines",
+        line: { color, width: 1.6 }, connectgaps: false, meta: { role: "line", key } }, view.x === "step" ? null : s.x));
+      if (s.marks.length) traces.push(M.markTrace(s, xOf, name, color));
     });
     const restarts = attempts.filter((a) => a[0] > 1);
     return {
@@ -85,8 +93,9 @@
   const container = root.querySelector("[data-panels]");
   for (const panel of panels) {
     panel.obj = new M.Panel(container, {
-      id: panel.id, title: panel.title, build: () => build(panel), onZoom: (_obj, range) => zoom(panel, range),
-      exportRows: () => exportRows(panel), xTitle: () => axis(view.x).label,
+      id: panel.id, title: panel.title, description: panel.description, build: () => build(panel),
+      onZoom: (_obj, range) => zoom(panel, range), exportRows: () => exportRows(panel), xTitle: xLabel,
+      logDefault: panel.log_y, lines: panel.lines,
     });
   }
 
@@ -124,7 +133,7 @@
       }
       if (EVAL_SET.test(key)) {
         const evalPanel = panels.find((p) => p.id === "eval");
-        if (evalPanel && !evalPanel.keys.includes(key)) evalPanel.keys.push(key);
+        if (evalPanel && !evalPanel.keys.includes(key)) setEvalKeys(evalPanel, [...evalPanel.keys, key]);
       }
       const s = series[key] || (series[key] = { x: [], y: [], marks: [] });
       const isNew = s.x.length === 0;
@@ -145,6 +154,17 @@
       if (list === null) panel.obj.redrawSoon(); else panel.obj.extend(list);
     }
     root.dataset.lastEvent = String(event.seq);
+  }
+
+  // Each benchmark once; the average only when it averages two or more (as panels.eval_keys).
+  function setEvalKeys(panel, keys) {
+    const sets = [...new Set(keys.filter((k) => EVAL_SET.test(k) && k !== EVAL_AVG))].sort();
+    panel.keys = sets.length === 1 ? sets : [EVAL_AVG, ...sets];
+    if (panel.keys.includes(EVAL_AVG) && !series[EVAL_AVG]) {  // history of the average, now shown
+      M.getJSON(seriesUrl(EVAL_AVG, { max_points: M.budgetFor(panel.obj.el, panel.keys.length) })).then((a) => {
+        if (a.points.length) { series[EVAL_AVG] = M.decode(a.points); panel.obj.redrawSoon(); }
+      });
+    }
   }
 
   function setLive(on) {

@@ -21,9 +21,12 @@ def test_group_labels_from_the_url_are_text_not_links(page_as, server, alice, ti
     page = page_as(alice)
     page.goto(f"{server}/compare/?experiment={experiment.pk}&group={quote(EVIL)}")
     page.wait_for_selector("#compare[data-ready='1']")
-    page.wait_for_selector('.panel-chart[data-panel="reward"] .legendtext')
-    legend = page.evaluate("""() => [...document.querySelectorAll('.panel-chart[data-panel="reward"] .legendtext')]
+    page.wait_for_selector("[data-legend] .legend-item")  # the compare page's one legend, above the panels
+    legend = page.evaluate("""() => [...document.querySelectorAll('[data-legend] .legend-item')]
         .map((el) => ({text: el.textContent, links: el.querySelectorAll('a').length}))""")
+    names = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
+        .filter((t) => t.meta && t.meta.role === "mean").map((t) => t.name + t.hovertemplate)""")
+    assert names and all("<a" not in name for name in names)  # Plotly's hover labels get escaped text
     assert legend and all(entry["links"] == 0 for entry in legend)
     assert any("<a href='https://evil.example/'>click</a>" in entry["text"] for entry in legend)
     assert page.evaluate("() => document.querySelectorAll('a[href*=\"evil.example\"]').length") == 0

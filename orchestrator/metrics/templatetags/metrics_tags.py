@@ -15,7 +15,7 @@ def run_metrics_config(run) -> dict:
         "run": run.pk,
         "state": run.state,
         "terminal": run.is_terminal,
-        "panels": panels_for(selectors.run_keys(run.pk)),
+        "panels": panels_for(selectors.run_keys(run.pk), [run.config]),
         "x_axes": X_AXES,
         "series_url": reverse("metrics-ingest", args=[run.pk]),
         "stream_url": reverse("metrics-stream", args=[run.pk]),
