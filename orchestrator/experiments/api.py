@@ -24,9 +24,9 @@ from orchestrator.experiments.models import Experiment, Membership, Project
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields
 from orchestrator.experiments.schemas import ExperimentIn, PriorityIn, ProjectIn, ProjectPatchIn, RunAnnotationIn
 from orchestrator.experiments.selectors import RunFilter, filtered_runs
+from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
 from orchestrator.experiments.services import (
     experiment_cancel,
-    experiment_create,
     experiment_pause,
     experiment_plan,
     experiment_resume,
@@ -69,7 +69,7 @@ def experiments(request: HttpRequest):
     if error:
         return error
     try:
-        experiment = experiment_create(owner=request.user, **spec.model_dump())
+        experiment = experiment_create_with_warmup(owner=request.user, **spec.model_dump())
     except ConfigError as exc:
         return json_error(400, "invalid experiment", experiment_fields(exc.errors))
     except Http404 as exc:
@@ -77,7 +77,10 @@ def experiments(request: HttpRequest):
     except PermissionDenied as exc:
         return json_error(403, str(exc), [{"field": "project", "message": str(exc)}])
     run_ids = list(experiment.runs.order_by("id").values_list("id", flat=True))
-    return JsonResponse({"id": experiment.pk, "runs": run_ids}, status=201)
+    body = {"id": experiment.pk, "runs": run_ids}
+    if spec.warmup_run:
+        body["warmup_run"] = experiment.runs.values_list("parent_id", flat=True).first()
+    return JsonResponse(body, status=201)
 
 
 @api_view
@@ -88,10 +91,12 @@ def experiments_preview(request: HttpRequest):
     if error:
         return error
     try:
+        warmup = check_warmup(spec.name, spec.config, spec.warmup_run)
         planned = experiment_plan(name=spec.name, config=spec.config, sweep=spec.sweep, random=spec.random, seeds=spec.seeds)
     except ConfigError as exc:
         return json_error(400, "invalid experiment", experiment_fields(exc.errors))
-    return JsonResponse({"count": len(planned), "runs": [{"name": p.name, "values": p.values, "seed": p.seed} for p in planned]})
+    return JsonResponse({"count": len(planned), "warmup_runs": warmup,
+                         "runs": [{"name": p.name, "values": p.values, "seed": p.seed} for p in planned]})
 
 
 @api_view

@@ -17,7 +17,7 @@ from orchestrator.experiments.bounds import MAX_DEPTH, MAX_YAML_BYTES, BoundsErr
 from orchestrator.experiments.runconfig import ConfigError
 from trainer.config import RunConfig
 
-EXPERIMENT_KEYS = ("name", "project", "config", "sweep", "random", "seeds", "priority", "tags", "notes")
+EXPERIMENT_KEYS = ("name", "project", "config", "sweep", "random", "seeds", "priority", "tags", "notes", "warmup_run")
 CONFIG_SECTIONS = tuple(k for k in RunConfig.model_fields if k != "reporting")
 
 
@@ -77,7 +77,7 @@ def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[s
     if errors:
         raise ConfigError(errors)
     spec = {"name": default_name, "config": {}, "sweep": {}, "random": {}, **{k: v for k, v in data.items() if v is not None}}
-    for key, kind in (("config", dict), ("sweep", dict), ("random", dict), ("tags", list)):
+    for key, kind in (("config", dict), ("sweep", dict), ("random", dict), ("tags", list), ("warmup_run", dict)):
         if spec.get(key) is not None and not isinstance(spec[key], kind):
             raise ConfigError([{"field": key, "message": f"must be a {'mapping' if kind is dict else 'list'}"}])
     spec["name"] = str(spec["name"])
@@ -90,7 +90,7 @@ def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[s
 
 def dump_experiment_yaml(spec: dict[str, Any]) -> str:
     """YAML for a spec: a plain run config when there is nothing else to say, else an experiment file."""
-    extra = {k: spec.get(k) for k in ("sweep", "random") if spec.get(k)}
+    extra = {k: spec.get(k) for k in ("sweep", "random", "warmup_run") if spec.get(k)}
     if spec.get("seeds", 1) != 1:
         extra["seeds"] = spec["seeds"]
     if not extra:

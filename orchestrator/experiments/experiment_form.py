@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import re
+
+import yaml
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +101,7 @@ def draft_from_post(data) -> Draft:
         "notes": notes,
         "sweep": {},
         "random": {},
+        "warmup_run": _warmup_overrides(data.get("warmup_run") or "", errors),
     }
     fields = fields_by_path()
     for row in rows(data, "sweep", ("field", "mode", "values")):
@@ -139,6 +142,26 @@ def _pasted_config(text: str, errors: list) -> dict[str, Any]:
     except ConfigError as exc:
         errors += [{"field": "config_yaml", "message": f"{e['field']}: {e['message']}"} for e in exc.errors]
         return {}
+
+
+def _warmup_overrides(text: str, errors: list) -> dict[str, Any] | None:
+    """The warm-up run's config overrides (a YAML mapping of config sections), or None when blank."""
+    from orchestrator.experiments.experiment_file import CONFIG_SECTIONS, load_yaml
+
+    if not text.strip():
+        return None
+    try:
+        data = load_yaml(text)
+    except ConfigError as exc:
+        errors += [{"field": "warmup_run", "message": e["message"]} for e in exc.errors]
+        return None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        errors.append({"field": "warmup_run", "message": "a mapping of config sections, e.g. {train: {steps: 200}}"})
+        return None
+    if unknown := [k for k in data if k not in CONFIG_SECTIONS]:
+        errors.append({"field": "warmup_run", "message": f"unknown config section {unknown[0]!r}; sections: {', '.join(CONFIG_SECTIONS)}"})
+        return None
+    return data
 
 
 def _leaf_paths(config: dict[str, Any], prefix: str = ""):
@@ -202,6 +225,7 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
         "name": str(spec.get("name", "")), "project": str(spec.get("project") or ""),
         "seeds": str(spec.get("seeds", 1)), "priority": str(spec.get("priority", 0)),
         "tags": ", ".join(spec.get("tags") or []), "notes": spec.get("notes") or "",
+        "warmup_run": yaml.safe_dump(spec["warmup_run"], sort_keys=False, default_flow_style=None) if spec.get("warmup_run") else "",
     }
     for path, fspec in fields_by_path().items():
         section, name = path.split(".", 1)
@@ -280,6 +304,8 @@ def errors_by_slot(errors: list[dict[str, str]], flat: dict[str, str]) -> dict[s
             slot = where.split(".")[0]
         elif where.startswith("random"):
             slot = "random"
+        elif where.startswith("warmup_run"):
+            slot = "warmup_run"
         elif where in fields_by_path() or where in ("name", "project", "seeds", "priority", "tags", "notes", "config_yaml"):
             slot = where
         elif ".".join(where.split(".")[:2]) in fields_by_path():  # task.eval_sets.1

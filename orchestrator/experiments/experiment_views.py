@@ -18,13 +18,13 @@ from orchestrator.experiments.schema_form import fields_by_path, minimal_config
 from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
 from orchestrator.experiments.services import (
     experiment_cancel,
-    experiment_create,
     experiment_pause,
     experiment_plan,
     experiment_resume,
     experiment_set_priority,
 )
 from orchestrator.experiments.views import compare_url
+from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
 
 PREVIEW_ROWS = 200
 START = {"name": "my-experiment", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu"}}}
@@ -59,6 +59,7 @@ def _checked(draft: Draft) -> tuple[list, list]:
         if draft.errors:  # the plan cannot be built; still show the trainer's verdict on the config
             validate_run_config(spec["config"])
             return [], draft.errors
+        check_warmup(spec["name"], spec["config"], spec.get("warmup_run"))
         return experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
                                random=spec["random"], seeds=spec["seeds"]), []
     except ConfigError as exc:
@@ -74,7 +75,7 @@ def experiment_new(request):
     if errors:  # re-rendered as typed, each error next to its field
         return _page(request, request.POST.dict(), errors)
     try:
-        experiment = experiment_create(owner=request.user, **draft.spec)
+        experiment = experiment_create_with_warmup(owner=request.user, **draft.spec)
     except ConfigError as exc:  # checks that need the database (tag names)
         return _page(request, request.POST.dict(), experiment_fields(exc.errors))
     except (Http404, PermissionDenied) as exc:  # another team's project (404: as if it did not exist)
@@ -106,7 +107,7 @@ def experiment_preview(request):
     planned, errors = _checked(draft)
     paths = list(dict.fromkeys(p for plan in planned for p in plan.values))
     return render(request, "experiments/_preview.html", {
-        "count": len(planned), "paths": paths, "errors": errors,
+        "count": len(planned), "paths": paths, "errors": errors, "warmup": bool(planned and draft.spec.get("warmup_run")),
         "planned_rows": [(plan, [plan.values.get(p, "") for p in paths]) for plan in planned[:PREVIEW_ROWS]],
     })
 

@@ -67,7 +67,7 @@ def validate_run_config(data: dict[str, Any]) -> dict[str, Any]:
     return config.model_dump(mode="json", exclude={"reporting"})
 
 
-EXPERIMENT_FIELDS = ("sweep", "random", "seeds", "tags", "(", "config.", "notes", "priority", "project")
+EXPERIMENT_FIELDS = ("sweep", "random", "seeds", "tags", "(", "config.", "notes", "priority", "project", "warmup_run")
 
 
 def experiment_fields(errors: list[dict[str, str]]) -> list[dict[str, str]]:

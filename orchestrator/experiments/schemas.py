@@ -52,6 +52,12 @@ class ExperimentIn(_In):
     priority: Priority = 0
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     notes: str = Field(default="", max_length=MAX_NOTES, description="The experiment's notes (not copied onto its runs).")
+    warmup_run: dict[str, Any] | None = Field(
+        default=None,
+        description="Config overrides for one warm-up run (e.g. {algorithm: {objective: grpo}, train: {steps: 200}}), "
+                    "created first as experiment '<name>-warmup'; every run of this experiment then starts from "
+                    "its final checkpoint (init.from_run).",
+    )
 
 
 class PriorityIn(_In):

@@ -15,7 +15,8 @@ from orchestrator.api import pydantic_errors
 from orchestrator.experiments.experiment_file import parse_experiment_yaml
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schemas import ExperimentIn
-from orchestrator.experiments.services import experiment_create, experiment_plan
+from orchestrator.experiments.services import experiment_plan
+from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
 
 
 def _problems(file: Path, errors: list[dict]) -> str:
@@ -43,13 +44,15 @@ class Command(BaseCommand):
             raw.update({k: v for k, v in (("name", name), ("project", project)) if v})
             spec = ExperimentIn.model_validate({k: v for k, v in raw.items() if v is not None}).model_dump()
             if dry_run:
+                if check_warmup(spec["name"], spec["config"], spec["warmup_run"]):
+                    self.stdout.write(spec["name"] + "-warmup (every run below starts from it)")
                 planned = experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
                                           random=spec["random"], seeds=spec["seeds"])
                 for plan in planned:
                     self.stdout.write(plan.name)
                 self.stdout.write(f"{len(planned)} run(s); nothing queued (--dry-run)")
                 return
-            experiment = experiment_create(owner=owner, **spec)
+            experiment = experiment_create_with_warmup(owner=owner, **spec)
         except ConfigError as exc:
             raise CommandError(_problems(file, exc.errors)) from None
         except ValidationError as exc:
@@ -57,4 +60,5 @@ class Command(BaseCommand):
         except (Http404, PermissionDenied) as exc:  # another team's project, or a viewer's
             raise CommandError(f"project: {exc}") from None
         count = experiment.runs.count()
-        self.stdout.write(self.style.SUCCESS(f"experiment {experiment.pk} ({experiment.name}): {count} run(s) queued"))
+        warm = " after its warm-up run" if spec.get("warmup_run") else ""
+        self.stdout.write(self.style.SUCCESS(f"experiment {experiment.pk} ({experiment.name}): {count} run(s) queued{warm}"))
