@@ -8,7 +8,7 @@ from django.conf import settings
 
 from orchestrator.cluster.backends.base import BackendError, JobSpec
 from orchestrator.experiments.models import Run
-from trainer.checkpoint import find_init_checkpoint
+from trainer.checkpoint import add_pin, checkpoint_step, find_init_checkpoint
 from trainer.config import ResourcesConfig
 from trainer.reporting import atomic_write_text
 
@@ -47,8 +47,24 @@ def parent_checkpoint(run: Run, parent_id: int, step: int | None) -> Path:
         ) from None
 
 
+def pin_fork_source(run: Run, checkpoint: Path) -> None:
+    """A fork's checkpoint, known for sure at submission: pinned in the parent's run folder so its
+    clean-up keeps it (for this attempt and any retry), and recorded as the run's lineage when
+    the fork was created before its parent ended (init.from_step null: the parent's newest)."""
+    step = checkpoint_step(checkpoint)
+    try:
+        add_pin(checkpoint.parent.parent, step, f"run {run.pk}")
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"init.from_run: cannot pin run {run.parent_id}'s checkpoint {checkpoint}: {exc}") from None
+    if run.parent_step is None:
+        Run.objects.filter(pk=run.pk, parent_step__isnull=True).update(parent_step=step)
+        run.parent_step = step
+
+
 def write_run_files(run: Run, run_dir: Path) -> Path:
     config = job_config(run)  # before anything is written: a bad fork source fails the run cleanly
+    if run.parent_id is not None and config["init"].get("from_run") is not None:
+        pin_fork_source(run, Path(config["init"]["from_path"]))
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     atomic_write_text(config_path, yaml.safe_dump(config, sort_keys=False))

@@ -104,6 +104,10 @@ class Run(models.Model):
     config = models.JSONField()
     sweep_values = models.JSONField(default=dict, blank=True)  # the grid point, e.g. {"staleness.k": 64}
     seed = models.IntegerField(default=1)
+    # A fork's lineage, set at creation from config init.from_run / init.from_step: the parent run
+    # and the update its checkpoint was written at (null: the parent's newest, fixed at submission).
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    parent_step = models.IntegerField(null=True, blank=True)
 
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     state_reason = models.TextField(blank=True)  # pending reason, failure detail, in plain words
@@ -186,6 +190,8 @@ class Run(models.Model):
             "config": self.config,
             "sweep_values": self.sweep_values,
             "seed": self.seed,
+            "parent": self.parent_id,
+            "parent_step": self.parent_step,
             "notes": self.notes,
             "tags": sorted(tag.name for tag in self.tags.all()),  # prefetch_related("tags") in lists
         }

@@ -42,7 +42,8 @@ def _response_schemas() -> dict[str, Any]:
         "attempt": INT, "max_attempts": INT, "backend": STR, "job_id": STR, "node_list": STR,
         "exit_code": _nullable(INT), "run_dir": STR, "step": INT, "total_steps": _nullable(INT),
         "last_heartbeat": TIME, "queued_at": TIME, "submitted_at": TIME, "pending_at": TIME, "started_at": TIME,
-        "finished_at": TIME, "config": OBJ, "sweep_values": OBJ, "seed": INT, "notes": STR,
+        "finished_at": TIME, "config": OBJ, "sweep_values": OBJ, "seed": INT,
+        "parent": _nullable(INT), "parent_step": _nullable(INT), "notes": STR,
         "tags": {"type": "array", "items": STR},
     }, description="A run: state, backend details, config, tags and its own notes.")
     experiment_fields = {

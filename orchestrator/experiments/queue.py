@@ -9,6 +9,7 @@
    and per project caps on active runs and on GPUs (a project's own limits override the site
    default). A run that does not fit its limits waits; it does not block other users' runs.
 4. Paused or cancelled experiments submit nothing.
+5. A fork waits until its parent has written the checkpoint it starts from (forks.py).
 """
 import heapq
 from collections import Counter, defaultdict
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Count, F, Sum
 
+from orchestrator.experiments.forks import held_by_parent, waiting_for_parent
 from orchestrator.experiments.limits import limit
 from orchestrator.experiments.models import Experiment, Project, Run
 
@@ -52,8 +54,10 @@ def waiting_reasons(runs: list[Run]) -> dict[int, str]:
         return {}
     users, projects = _usage("owner_id"), _usage("experiment__project_id")
     active = sum(users.runs.values())
-    reasons = {}
+    reasons = held_by_parent(queued)
     for run in queued:
+        if run.pk in reasons:
+            continue
         project = run.experiment.project
         project_runs = project.max_active_runs if project.max_active_runs is not None else limit("OPL_PROJECT_MAX_ACTIVE_RUNS")
         project_gpus = project.max_gpus if project.max_gpus is not None else limit("OPL_PROJECT_MAX_GPUS")
@@ -84,6 +88,7 @@ def runs_to_dispatch() -> list[int]:
 
     queued = list(
         Run.objects.filter(state=Run.State.QUEUED, experiment__state=Experiment.State.ACTIVE)
+        .exclude(waiting_for_parent())
         .order_by("-priority", F("moved_to_top_at").desc(nulls_last=True), "id")
         .values_list("id", "owner_id", "experiment__project_id", "priority", "gpus")
     )

@@ -8,6 +8,7 @@ from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from orchestrator.experiments.bounds import INT32, MAX_NOTES, MAX_TAGS, BoundsError, check_values
+from orchestrator.experiments.forks import fork_plan, pin_sources
 from orchestrator.experiments.limits import limit, profile_gpus, run_gpus
 from orchestrator.experiments.models import Experiment, Membership, Project, Run, RunEvent, Tag
 from orchestrator.experiments.schemas import NAME_RE, TAG_RE
@@ -203,11 +204,13 @@ def experiment_create(
     notes: str = "",
 ) -> Experiment:
     """Validate the config at every grid point and seed, then create the experiment and its
-    queued runs. Nothing is created if any point is invalid."""
+    queued runs. Nothing is created if any point is invalid. A fork (config init.from_run) is
+    checked against its parent run (forks.py) and its checkpoint pinned."""
     _check_notes(notes)
     if not INT32[0] <= priority <= INT32[1]:
         raise ConfigError([{"field": "priority", "message": "must fit in 32 bits"}])
     planned = experiment_plan(name=name, config=config, sweep=sweep, random=random, seeds=seeds)
+    forks = fork_plan(user=owner, configs=[plan.config for plan in planned])  # may raise: names the init field
     tag_rows = _tags(tags or [])
     experiment = Experiment.objects.create(
         name=name,
@@ -227,15 +230,18 @@ def experiment_create(
             experiment=experiment,
             owner=owner,
             name=plan.name,
-            config=plan.config,
+            config=fork.config,
             sweep_values=plan.values,
             seed=plan.seed,
+            parent_id=fork.parent_id,
+            parent_step=fork.parent_step,
             priority=priority,
             gpus=run_gpus(plan.config, fixed_gpus),
             queued_at=now,
         )
-        for plan in planned
+        for plan, fork in zip(planned, forks, strict=True)
     )
+    pin_sources(runs, forks)  # the parents' clean-up keeps these checkpoints from now on
     if tag_rows:
         Run.tags.through.objects.bulk_create(
             Run.tags.through(run_id=run.pk, tag_id=tag.pk) for run in runs for tag in tag_rows
