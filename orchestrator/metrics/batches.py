@@ -33,6 +33,19 @@ class SortedBatch:
         return SortedBatch(self.key_names, self.key_index[wanted], self.steps[wanted], self.values[wanted],
                            self.specials[wanted], self.times[wanted])
 
+    def where(self, mask: np.ndarray) -> "SortedBatch":
+        """The points where mask is true (still key-then-step sorted)."""
+        return SortedBatch(self.key_names, self.key_index[mask], self.steps[mask], self.values[mask],
+                           self.specials[mask], self.times[mask])
+
+    def key_ranges(self) -> dict[str, tuple[int, int]]:
+        """{key: (start, end)} index ranges of each key's points."""
+        if not len(self.steps):
+            return {}
+        starts = self.key_starts()
+        ends = np.r_[starts[1:], len(self.steps)]
+        return {self.key_names[self.key_index[a]]: (a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)}
+
     def by_key(self) -> dict[str, Points]:
         """Each key's points (views into the batch)."""
         starts = self.key_starts()
@@ -84,13 +97,18 @@ def _nullable(values: np.ndarray, present: np.ndarray) -> list:
 
 
 def key_summaries(batch: SortedBatch) -> list[tuple]:
-    """Per key: (key, first_step, last_step, last_value, last_special, min, max), the shape
-    store.upsert_series folds into the stored summaries."""
+    """Per key: (key, first_step, last_step, last_value, last_special, min, max, count, span), the
+    shape store.upsert_series folds into the stored summaries; span is last_step - first_step, the
+    width of the chunk the batch stores for the key."""
+    if not len(batch.steps):
+        return []
     starts, g = _groups(batch, None)
     names = [batch.key_names[i] for i in batch.key_index[starts].tolist()]
-    return list(zip(names, batch.steps[starts].tolist(), g.last_step.tolist(),
+    firsts = batch.steps[starts]
+    return list(zip(names, firsts.tolist(), g.last_step.tolist(),
                     _nullable(g.last_value, g.last_special == 0), g.last_special.tolist(),
-                    _nullable(g.min_value, g.has_finite), _nullable(g.max_value, g.has_finite), strict=True))
+                    _nullable(g.min_value, g.has_finite), _nullable(g.max_value, g.has_finite),
+                    g.n.tolist(), (g.last_step - firsts).tolist(), strict=True))
 
 
 @dataclass(frozen=True)

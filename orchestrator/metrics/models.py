@@ -51,6 +51,10 @@ class MetricChunk(models.Model):
     values = models.BinaryField()
     specials = models.BinaryField()
     times = models.BinaryField()
+    # Sum and count of the finite values: a summary's tail mean adds whole chunks without
+    # unpacking them (summaries.py).
+    sum_value = models.FloatField(default=0.0)
+    n_finite = models.IntegerField(default=0)
 
     class Meta:
         indexes = [
@@ -63,8 +67,9 @@ class MetricChunk(models.Model):
 
 
 class MetricSeries(models.Model):
-    """Per (run, key): the latest point and running extremes; serves tables without touching
-    the points. Rebuilt from the points when a restart supersedes some of them."""
+    """Per (run, key): the latest point, running extremes and the number of live points; serves
+    tables without touching the points. Kept up to date from each batch's own aggregates;
+    recomputed when a restart supersedes points or a re-post changes a stored value."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_series")
     key = models.CharField(max_length=200)
@@ -74,6 +79,10 @@ class MetricSeries(models.Model):
     last_special = models.SmallIntegerField(default=Special.FINITE)
     min_value = models.FloatField(null=True)  # over finite values
     max_value = models.FloatField(null=True)
+    count = models.BigIntegerField(default=0)  # live points, finite or not
+    # An upper bound on last_step - first_step of the key's live chunks: a batch's overlap check
+    # scans the chunks ending in [first, last + max_span] only (store.remove_steps).
+    max_span = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="metric_series_unique")]

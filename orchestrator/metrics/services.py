@@ -4,6 +4,7 @@ import math
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -38,34 +39,66 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
         if store.note_attempt_start(run.pk, attempt, first, seq) and attempt > 1:
             if store.supersede(run.pk, attempt, first):
                 restart_from = first
-        reposted = store.keys_already_stored(run.pk, {key: int(p.steps[0]) for key, p in incoming.items()})
-        replacing = {key: incoming[key] for key in reposted}
-        store.remove_steps(run.pk, replacing)
+        behind = store.keys_already_stored(run.pk, {key: int(p.steps[0]) for key, p in incoming.items()})
+        replaced = store.remove_steps(run.pk, {key: incoming[key] for key in behind}, behind)
         store.insert_chunks(run.pk, attempt, seq, incoming)
         if restart_from is not None:
             store.rebuild_series(run.pk)
             if store.is_postgres():
                 store.rebuild_rollups(run.pk, from_step=restart_from)
         else:
-            _fold_in(run.pk, batch.only(set(incoming) - reposted), replacing)
+            _fold_in(run.pk, batch, replaced)
         transaction.on_commit(lambda: live.publish(
             run.pk, lambda: live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)))
     _note_progress(run, step=max(cols.steps))
     return len(cols.keys)
 
 
-def _fold_in(run_id: int, appended: batches.SortedBatch, reposted: dict[str, Points]) -> None:
-    """Bring summaries and rollups up to date: appending keys merge the batch's own aggregates,
-    re-posted keys are recomputed over the steps they touched."""
-    if len(appended.steps):
-        store.upsert_series(run_id, batches.key_summaries(appended))
+def _fold_in(run_id: int, batch: batches.SortedBatch, replaced: dict[str, Points]) -> None:
+    """Bring summaries and rollups up to date in proportion to the batch.
+
+    Points new to their key (appended, or behind the head where no point was) merge the batch's
+    own aggregates. A re-posted step that carries the stored value and time again (a retry, a
+    backfill) changes nothing. Keys where a re-post changed a stored point are recomputed over
+    the steps the batch touched (rollups), and their summaries from the coarsest rollups."""
+    keep = np.ones(len(batch.steps), dtype=bool)
+    changed = []
+    ranges = batch.key_ranges()
+    for key, old in replaced.items():
+        a, b = ranges[key]
+        again = np.isin(batch.steps[a:b], old.steps, assume_unique=True)
+        if _same_points(old, batch.where(_span_mask(len(keep), a, b, again))):
+            keep[a:b] &= ~again
+        else:
+            keep[a:b] = False
+            changed.append(key)
+    new = batch.where(keep) if not keep.all() else batch
+    if len(new.steps):
+        store.upsert_series(run_id, batches.key_summaries(new))
         if store.is_postgres():
-            store.merge_rollups(run_id, batches.rollup_rows(appended, store.LEVELS))
-    if reposted:
-        store.rebuild_series(run_id, reposted)
-        if store.is_postgres():
-            store.rebuild_rollups(run_id, from_step=min(int(p.steps[0]) for p in reposted.values()),
-                                  to_step=max(int(p.steps[-1]) for p in reposted.values()), keys=list(reposted))
+            store.merge_rollups(run_id, batches.rollup_rows(new, store.LEVELS))
+    if not changed:
+        return
+    if not store.is_postgres():
+        store.rebuild_series(run_id, changed)
+        return
+    touched = batch.only(set(changed))
+    store.upsert_series(run_id, [s[:7] + (0, s[8]) for s in batches.key_summaries(touched)])  # first/last, span
+    store.rebuild_rollups(run_id, from_step=int(touched.steps.min()), to_step=int(touched.steps.max()), keys=changed)
+    store.refresh_series_from_rollups(run_id, changed)
+
+
+def _span_mask(n: int, a: int, b: int, inner: np.ndarray) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[a:b] = inner
+    return mask
+
+
+def _same_points(old: Points, new: batches.SortedBatch) -> bool:
+    """Whether re-posted points carry exactly the stored values, kinds and times (same steps, sorted)."""
+    finite = old.specials == 0
+    return (np.array_equal(old.steps, new.steps) and np.array_equal(old.specials, new.specials)
+            and np.array_equal(old.values[finite], new.values[finite]) and np.array_equal(old.times, new.times))
 
 
 def compact_recent_runs(*, within: timedelta = timedelta(days=1)) -> int:

@@ -2,17 +2,18 @@
 
 Every function runs inside the caller's transaction, under the run's batch lock (next_seq), so a
 run's writes never interleave. A batch is stored as one chunk per key (models.MetricChunk);
-summaries and, for batches that only append, rollups are folded in from the batch's own numpy
-aggregates (batches.py), so the usual batch costs a few statements whatever its size. Re-posted
-steps and restarts recompute what they touch from the stored chunks. SQLite, used by the demo,
-has no rollups (its charts read chunks).
+summaries and rollups are folded in from the batch's own numpy aggregates (batches.py), whether
+the batch appends or lands behind a key's head: the merges are order-independent, so a batch costs
+in proportion to its own size, not to the series'. Only a re-post that changes a stored value, and
+a restart, recompute what they touch from the stored chunks. SQLite, used by the demo, has no
+rollups (its charts read chunks).
 """
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import Max, Q
+from django.db.models import F, Max, Q
 
 from orchestrator.metrics.chunks import Points, live_series, pack, unpack
 
@@ -106,34 +107,43 @@ def supersede(run_id: int, attempt: int, from_step: int) -> int:
     return count
 
 
-def keys_already_stored(run_id: int, first_steps: dict[str, int]) -> set[str]:
-    """Keys of a batch that reach back to or before their last stored step: a re-post or a
-    backfill, where the batch may replace stored points. The other keys only append."""
+def keys_already_stored(run_id: int, first_steps: dict[str, int]) -> dict[str, int]:
+    """{key: max_span} of a batch's keys that reach back to or before their last stored step: a
+    re-post, a backfill or another writer's steps behind the head, where the batch may meet stored
+    points. The other keys only append."""
     with connection.cursor() as cur:
-        cur.execute(f"SELECT key, last_step FROM {SERIES} WHERE run_id = %s AND key IN ({', '.join(['%s'] * len(first_steps))})",
-                    [run_id, *first_steps])
-        return {key for key, last in cur.fetchall() if first_steps[key] <= last}
+        cur.execute(f"SELECT key, last_step, max_span FROM {SERIES} WHERE run_id = %s AND key IN "
+                    f"({', '.join(['%s'] * len(first_steps))})", [run_id, *first_steps])
+        return {key: span for key, last, span in cur.fetchall() if first_steps[key] <= last}
 
 
-def remove_steps(run_id: int, incoming: dict[str, Points]) -> None:
+def remove_steps(run_id: int, incoming: dict[str, Points], spans: dict[str, int]) -> dict[str, Points]:
     """Take the steps about to be re-posted out of the live chunks that hold them, so that a
-    (run, key, step) is live once and its last post wins."""
+    (run, key, step) is live once and its last post wins; returns the points taken out, by key.
+
+    A chunk that holds a step in [first, last] ends in [first, last + span] (span: the key's
+    widest chunk), so the indexed scan reads the chunks near the batch, not the whole series."""
     from orchestrator.metrics.models import MetricChunk
 
     if not incoming:
-        return
+        return {}
     overlap = Q()
     for key, points in incoming.items():
-        overlap |= Q(key=key, last_step__gte=int(points.steps[0]), first_step__lte=int(points.steps[-1]))
-    emptied = []
+        first, last = int(points.steps[0]), int(points.steps[-1])
+        overlap |= Q(key=key, last_step__gte=first, last_step__lte=last + spans.get(key, 0), first_step__lte=last)
+    emptied, taken = [], {}
     for chunk in MetricChunk.objects.filter(overlap, run_id=run_id, superseded=False):
         points = _points_of(chunk)
-        drop = np.isin(points.steps, incoming[chunk.key].steps)
+        drop = np.isin(points.steps, incoming[chunk.key].steps, assume_unique=True)
+        if not drop.any():
+            continue
+        taken.setdefault(chunk.key, []).append(points.take(drop))
         if drop.all():
             emptied.append(chunk.pk)
-        elif drop.any():
+        else:
             _rewrite(chunk, points.take(~drop))
     MetricChunk.objects.filter(pk__in=emptied).delete()
+    return {key: Points.join(parts) for key, parts in taken.items()}
 
 
 def insert_chunks(run_id: int, attempt: int, seq: int, series: dict[str, Points]) -> None:
@@ -144,8 +154,9 @@ def insert_chunks(run_id: int, attempt: int, seq: int, series: dict[str, Points]
         return
     with _raw_pg_cursor() as cur, cur.copy(
             f"COPY {CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, values, "
-            "specials, times) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(["int8", "text", "int4", "int8", "bool", "int8", "int8", "int4", "bytea", "bytea", "bytea", "bytea"])
+            "specials, times, sum_value, n_finite) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "text", "int4", "int8", "bool", "int8", "int8", "int4", "bytea", "bytea", "bytea", "bytea",
+                        "float8", "int4"])
         for key, points in series.items():
             copy.write_row((run_id, key, attempt, seq, False, *_chunk_fields(points).values()))
 
@@ -159,7 +170,9 @@ def _new_chunk(run_id: int, key: str, attempt: int, seq: int, points: Points, *,
 
 def _chunk_fields(points: Points) -> dict:
     """The stored fields of a chunk holding `points`, in the order COPY writes them."""
-    return {"first_step": int(points.steps[0]), "last_step": int(points.steps[-1]), "n": len(points), **pack(points)}
+    finite = points.specials == 0
+    return {"first_step": int(points.steps[0]), "last_step": int(points.steps[-1]), "n": len(points), **pack(points),
+            "sum_value": float(points.values[finite].sum()), "n_finite": int(finite.sum())}
 
 
 def _points_of(chunk) -> Points:
@@ -210,6 +223,7 @@ def _merge(run_id: int, parts: list) -> int:
     points = Points.join([_points_of(c) for c in parts])
     _new_chunk(run_id, parts[0].key, parts[0].attempt, max(c.seq for c in parts), points).save()
     MetricChunk.objects.filter(pk__in=[c.pk for c in parts]).delete()
+    note_span(run_id, parts[0].key, int(points.steps[-1] - points.steps[0]))
     return len(parts) - 1
 
 
@@ -220,8 +234,10 @@ def _keep(old: str, new: str, take_new_if: str) -> str:
 
 
 def upsert_series(run_id: int, summaries: Iterable[tuple]) -> None:
-    """Fold a batch's per-key (key, first, last_step, last_value, last_special, min, max) into the
-    stored summaries. Portable SQL: the same statement runs on PostgreSQL and SQLite."""
+    """Fold per-key (key, first, last_step, last_value, last_special, min, max, count, span) of
+    points new to their keys (batches.key_summaries) into the stored summaries, whatever their
+    steps: the later last point wins, extremes and counts combine. Portable SQL (PostgreSQL and
+    SQLite)."""
     t = SERIES
     newer = f"excluded.last_step >= {t}.last_step"
     lower = f"excluded.min_value IS NOT NULL AND ({t}.min_value IS NULL OR excluded.min_value < {t}.min_value)"
@@ -229,33 +245,61 @@ def upsert_series(run_id: int, summaries: Iterable[tuple]) -> None:
     summaries = list(summaries)
     if not summaries:
         return
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(summaries))
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(summaries))
     sql = (
-        f"INSERT INTO {t} (run_id, key, first_step, last_step, last_value, last_special, min_value, max_value) "
-        f"VALUES {values} ON CONFLICT (run_id, key) DO UPDATE SET "
+        f"INSERT INTO {t} (run_id, key, first_step, last_step, last_value, last_special, min_value, max_value, "
+        f"count, max_span) VALUES {values} ON CONFLICT (run_id, key) DO UPDATE SET "
         f"first_step = {_keep(f'{t}.first_step', 'excluded.first_step', f'excluded.first_step < {t}.first_step')}, "
         f"last_value = {_keep(f'{t}.last_value', 'excluded.last_value', newer)}, "
         f"last_special = {_keep(f'{t}.last_special', 'excluded.last_special', newer)}, "
         f"last_step = {_keep(f'{t}.last_step', 'excluded.last_step', newer)}, "
         f"min_value = {_keep(f'{t}.min_value', 'excluded.min_value', lower)}, "
-        f"max_value = {_keep(f'{t}.max_value', 'excluded.max_value', higher)}"
+        f"max_value = {_keep(f'{t}.max_value', 'excluded.max_value', higher)}, "
+        f"count = {t}.count + excluded.count, "
+        f"max_span = {_keep(f'{t}.max_span', 'excluded.max_span', f'excluded.max_span > {t}.max_span')}"
     )
     with connection.cursor() as cur:
         cur.execute(sql, [v for row in summaries for v in (run_id, *row)])
 
 
+def note_span(run_id: int, key: str, span: int) -> None:
+    """Widen a key's max_span for a chunk that compaction made."""
+    with connection.cursor() as cur:
+        cur.execute(f"UPDATE {SERIES} SET max_span = %s WHERE run_id = %s AND key = %s AND max_span < %s",
+                    [span, run_id, key, span])
+
+
 def rebuild_series(run_id: int, keys: Iterable[str] | None = None) -> None:
     """Recompute the summaries of a run's keys (all of them by default) from their live points."""
     from orchestrator.metrics import batches
-    from orchestrator.metrics.models import MetricSeries
+    from orchestrator.metrics.models import MetricChunk, MetricSeries
 
     keys = None if keys is None else list(keys)
     stale = MetricSeries.objects.filter(run_id=run_id)
     stale = stale if keys is None else stale.filter(key__in=keys)
     stale.delete()
     series = live_series(run_id, keys)
-    if series:
-        upsert_series(run_id, batches.key_summaries(batches.from_points(series)))
+    if not series:
+        return
+    upsert_series(run_id, batches.key_summaries(batches.from_points(series)))
+    # key_summaries' span is the whole series'; the overlap bound needs the widest chunk's
+    chunks = MetricChunk.objects.filter(run_id=run_id, superseded=False, key__in=list(series))
+    for key, span in chunks.values("key").annotate(span=Max(F("last_step") - F("first_step"))).values_list("key", "span"):
+        MetricSeries.objects.filter(run_id=run_id, key=key).update(max_span=span)
+
+
+def refresh_series_from_rollups(run_id: int, keys: list[str]) -> None:
+    """Recompute the extremes, count and last point of keys whose stored values a re-post changed,
+    from their coarsest rollups (PostgreSQL; a few rows per 4,096 steps, not the points)."""
+    with _raw_pg_cursor() as cur:
+        cur.execute(
+            f"UPDATE {SERIES} s SET min_value = a.mn, max_value = a.mx, count = a.n, last_step = (a.last)[1]::int8, "
+            "last_value = (a.last)[2], last_special = (a.last)[3]::int2 "
+            "FROM (SELECT key, min(min_value) AS mn, max(max_value) AS mx, sum(n) AS n, "
+            "max(ARRAY[last_step, last_value, last_special]) AS last "
+            f"FROM {ROLLUP} WHERE run_id = %s AND width = %s AND key = ANY(%s) GROUP BY key) a "
+            "WHERE s.run_id = %s AND s.key = a.key",
+            [run_id, LEVELS[-1], keys, run_id])
 
 
 # --- rollups (PostgreSQL) -----------------------------------------------------------------------
@@ -268,28 +312,33 @@ def _merged(column: str, take_new_if: str) -> str:
     return f"{column} = CASE WHEN {take_new_if} THEN excluded.{column} ELSE r.{column} END"
 
 
-# Only for batches that append: their steps come after every stored point of their keys, so the
-# new last point always wins and min/max ties stay with the stored (earlier) point.
+# Order-independent, so a batch behind a key's head merges like one that appends: counts add, the
+# lower min (ties: the earlier step) and higher max win, the later last point and the later
+# non-finite point win. The batch's points must be new to their keys (re-posted steps that
+# change a value go through rebuild_rollups instead).
 _MERGE_ROLLUPS = (
     f"INSERT INTO {ROLLUP} AS r ({_ROLLUP_COLUMNS}) SELECT %s, u.* FROM unnest("
     "%b::text[], %b::int4[], %b::int8[], %b::int4[], %b::float8[], %b::int8[], %b::float8[], %b::int8[], "
     "%b::int8[], %b::float8[], %b::int2[], %b::float8[], %b::int8[], %b::int2[]) AS u "
     "ON CONFLICT (run_id, key, width, bucket) DO UPDATE SET n = r.n + excluded.n, "
     + ", ".join([
-        _merged("min_value", lower := "excluded.min_value IS NOT NULL AND (r.min_value IS NULL OR excluded.min_value < r.min_value)"),
+        _merged("min_value", lower := "excluded.min_value IS NOT NULL AND (r.min_value IS NULL OR excluded.min_value < r.min_value"
+                                      " OR (excluded.min_value = r.min_value AND excluded.min_step < r.min_step))"),
         _merged("min_step", lower),
-        _merged("max_value", higher := "excluded.max_value IS NOT NULL AND (r.max_value IS NULL OR excluded.max_value > r.max_value)"),
+        _merged("max_value", higher := "excluded.max_value IS NOT NULL AND (r.max_value IS NULL OR excluded.max_value > r.max_value"
+                                       " OR (excluded.max_value = r.max_value AND excluded.max_step < r.max_step))"),
         _merged("max_step", higher),
-        *(f"{c} = excluded.{c}" for c in ("last_step", "last_value", "last_special", "last_time")),
-        _merged("special_step", "excluded.special_step IS NOT NULL"),
-        _merged("special_kind", "excluded.special_kind IS NOT NULL"),
+        *(_merged(c, "excluded.last_step > r.last_step") for c in ("last_step", "last_value", "last_special", "last_time")),
+        _merged("special_step", later := "excluded.special_step IS NOT NULL AND (r.special_step IS NULL"
+                                         " OR excluded.special_step > r.special_step)"),
+        _merged("special_kind", later),
     ])
 )
 
 
 def merge_rollups(run_id: int, rows) -> None:
-    """Fold an appending batch's own bucket aggregates (batches.rollup_rows) into the stored
-    rollups: one array upsert, no re-reading of stored points."""
+    """Fold a batch's own bucket aggregates (batches.rollup_rows) of points new to their keys into
+    the stored rollups: one array upsert, no re-reading of stored points."""
     with _raw_pg_cursor() as cur:
         cur.execute(_MERGE_ROLLUPS, [run_id, *rows.columns()])
 

@@ -40,14 +40,10 @@ def points_to_chunks(apps, schema_editor):
         rows.append((step, np.nan if value is None or special else value, special, time))
     flush()
 
-    from orchestrator.metrics import store  # the chunk-era rebuilds
-
     with schema_editor.connection.cursor() as cur:
         cur.execute("DELETE FROM metrics_metricrollup")  # the 16-step level is gone from store.LEVELS
-    for run_id in Chunk.objects.values_list("run_id", flat=True).distinct():
-        store.rebuild_series(run_id)
-        if schema_editor.connection.vendor == "postgresql":
-            store.rebuild_rollups(run_id)
+    # Summaries and rollups are rebuilt from the chunks by 0006, with the columns it adds (the
+    # live store writes those, so it cannot run against this migration's tables).
 
 
 class Migration(migrations.Migration):
