@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "orchestrator.experiments",
     "orchestrator.cluster",
     "orchestrator.metrics",
+    "orchestrator.studies",
 ]
 
 MIDDLEWARE = [

@@ -59,6 +59,10 @@ def m2po_matches_on_policy(on_policy: Estimate, stale_m2po: Estimate, th: Thresh
     if few := _too_few(on_policy, stale_m2po):
         return Verdict("b", INCONCLUSIVE, few, numbers)
     if stale_m2po.overlaps(on_policy):
+        widest = max(stale_m2po.high - stale_m2po.low, on_policy.high - on_policy.low)
+        if widest > 2 * th.gap * th.reward_range:  # overlap of wide intervals says little
+            return Verdict("b", INCONCLUSIVE, f"the CIs overlap but one is {widest:.3g} wide, more than twice the "
+                                              f"{th.gap * th.reward_range:.3g} gap that counts as a difference", numbers)
         return Verdict("b", REPRODUCED, "M2PO's 95% CI overlaps on-policy's", numbers)
     if stale_m2po.low > on_policy.high:
         return Verdict("b", REPRODUCED, "M2PO ends above on-policy, CIs apart", numbers)

@@ -58,6 +58,8 @@ def test_claim_a_needs_a_gap_and_separate_intervals():
 def test_claim_b_is_about_overlap_with_on_policy():
     assert claims.m2po_matches_on_policy(E(0.9, 0.8, 1.0), E(0.85, 0.75, 0.95)).status == claims.REPRODUCED
     assert claims.m2po_matches_on_policy(E(0.9, 0.85, 0.95), E(0.5, 0.4, 0.6)).status == claims.NOT_REPRODUCED
+    wide = claims.m2po_matches_on_policy(E(0.6, 0.3, 0.9), E(0.5, 0.1, 0.9))  # overlap of two 0.6-wide CIs
+    assert wide.status == claims.INCONCLUSIVE and "wide" in wide.reason
 
 
 def test_claim_c_compares_mask_and_clip_fractions():

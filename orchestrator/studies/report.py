@@ -1,0 +1,86 @@
+"""An experiment's statistics section: the options read from the query string, the table, the
+heatmap grid and the verdicts, as plain data for the template and the exports."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.experiments.models import Experiment, Run
+from orchestrator.metrics.models import MetricSeries
+from orchestrator.studies.claims import Thresholds
+from orchestrator.studies.statistics import DEFAULT_SUMMARY, SUMMARIES
+from orchestrator.studies.table import DEFAULT_METRIC, StudyTable, build_table, grid, group_cells
+from orchestrator.studies.verdicts import study_verdicts, thresholds_from
+
+MAX_STUDY_RUNS = 2000  # one page computes every run's summary; a larger sweep uses the exports' filters
+
+
+@dataclass
+class StudyOptions:
+    metric: str = DEFAULT_METRIC
+    how: str = DEFAULT_SUMMARY
+    reference: dict | None = None  # a fixed reference cell's sweep values; None: lowest staleness
+    reference_index: str = ""
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+
+def metric_keys(run_ids: list[int]) -> list[str]:
+    return sorted(set(MetricSeries.objects.filter(run_id__in=run_ids).values_list("key", flat=True)))
+
+
+def options_from(params, runs: list[Run], keys: list[str]) -> StudyOptions:
+    """Read metric, summary, ref (a cell's index) and the thresholds; a bad value is named and the
+    default used, so the page still renders."""
+    opts = StudyOptions()
+    metric = (params.get("metric") or "").strip()
+    if metric:
+        if metric in keys:
+            opts.metric = metric
+        else:
+            opts.errors.append({"field": "metric", "message": f"no run of this experiment logged {metric[:80]!r}"})
+    how = (params.get("summary") or "").strip()
+    if how:
+        if how in SUMMARIES:
+            opts.how = how
+        else:
+            opts.errors.append({"field": "summary", "message": f"one of {', '.join(SUMMARIES)}"})
+    ref = (params.get("ref") or "").strip()
+    if ref:
+        cells = list(group_cells(runs).values())
+        if ref.isdigit() and int(ref) < len(cells):
+            opts.reference, opts.reference_index = cells[int(ref)].values, ref
+        else:
+            opts.errors.append({"field": "ref", "message": f"no cell number {ref[:12]!r}"})
+    opts.thresholds, errors = thresholds_from(params)
+    opts.errors += errors
+    return opts
+
+
+def experiment_runs(experiment: Experiment) -> list[Run]:
+    return list(experiment.runs.order_by("id").only("id", "sweep_values", "seed", "state")[:MAX_STUDY_RUNS])
+
+
+@dataclass
+class StudyReport:
+    table: StudyTable
+    grid: dict[str, Any] | None
+    verdicts: list | None
+    options: StudyOptions
+    keys: list[str]
+    cells: list  # (index, label) for the reference picker
+
+
+def study_report(experiment: Experiment, params) -> StudyReport | None:
+    """None when the experiment has no run with metrics yet."""
+    runs = experiment_runs(experiment)
+    keys = metric_keys([r.pk for r in runs])
+    if not keys:
+        return None
+    opts = options_from(params, runs, keys)
+    if opts.metric not in keys:
+        opts.metric = keys[0] if DEFAULT_METRIC not in keys else DEFAULT_METRIC
+    table = build_table(runs, opts.metric, opts.how, opts.reference)
+    verdicts = study_verdicts(table, opts.thresholds)
+    return StudyReport(table=table, grid=grid(table), verdicts=verdicts, options=opts, keys=keys,
+                       cells=[(str(i), c.label) for i, c in enumerate(table.cells.values())])

@@ -1,0 +1,245 @@
+"""A sweep's seed statistics: one row per cell (a point of the sweep grid), its runs' summary
+values, their mean with a 95% bootstrap CI, and the difference from a reference cell with its CI.
+
+The reference of a cell defaults to the same cell at the lowest swept staleness ("staleness 0 with
+the same objective"); a fixed reference cell can be chosen instead. Runs that have not logged the
+metric yet are left out of a cell and counted as missing, so a live sweep shows provisional
+numbers that say how many seeds they rest on.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from orchestrator.metrics.chunks import Points, live_points
+from orchestrator.studies.statistics import DEFAULT_SUMMARY, Estimate, difference_interval, seed_interval, summarize
+
+STALENESS_PATHS = ("staleness.k", "staleness.max_staleness")
+OBJECTIVE_PATH = "algorithm.objective"
+DEFAULT_METRIC = "train/reward_mean"
+
+
+def cell_label(values: dict[str, Any]) -> str:
+    return ", ".join(f"{path}={value}" for path, value in sorted(values.items())) or "(no sweep)"
+
+
+def cell_key(values: dict[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+@dataclass
+class Cell:
+    values: dict[str, Any]  # the swept fields (seeds excluded)
+    run_ids: list[int]
+    run_values: dict[int, float] = field(default_factory=dict)  # run -> its summary, runs with data only
+    estimate: Estimate = Estimate(math.nan, math.nan, math.nan, 0)
+    reference: str | None = None  # cell_key of the reference cell
+    difference: Estimate | None = None
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.values)
+
+    @property
+    def label(self) -> str:
+        return cell_label(self.values)
+
+    @property
+    def missing(self) -> int:
+        return len(self.run_ids) - len(self.run_values)
+
+    @property
+    def estimate_text(self) -> str:
+        return interval_text(self.estimate)
+
+    @property
+    def difference_text(self) -> str:
+        return interval_text(self.difference, signed=True) if self.difference else ""
+
+
+def staleness_path(paths) -> str | None:
+    return next((p for p in STALENESS_PATHS if p in paths), None)
+
+
+def default_reference(values: dict[str, Any], cells: dict[str, Cell]) -> str | None:
+    """The same cell at the lowest swept staleness; None when staleness is not swept (or this is it)."""
+    path = staleness_path(values)
+    if path is None:
+        return None
+    lowest = min((c.values[path] for c in cells.values() if path in c.values and _same_except(c.values, values, path)),
+                 default=None)
+    if lowest is None or lowest == values[path]:
+        return None
+    return cell_key({**values, path: lowest})
+
+
+def _same_except(a: dict, b: dict, path: str) -> bool:
+    return {k: v for k, v in a.items() if k != path} == {k: v for k, v in b.items() if k != path}
+
+
+def group_cells(runs) -> dict[str, Cell]:
+    """Runs (with .pk and .sweep_values) grouped by their grid point, in the order first seen."""
+    cells: dict[str, Cell] = {}
+    for run in runs:
+        values = dict(run.sweep_values or {})
+        cells.setdefault(cell_key(values), Cell(values=values, run_ids=[])).run_ids.append(run.pk)
+    return cells
+
+
+def run_summaries(run_ids: list[int], metric: str, how: str = DEFAULT_SUMMARY) -> dict[int, float]:
+    """Each run's summary of `metric` (see statistics.summarize); runs without points are absent.
+    A curve that turned non-finite summarises to NaN, so the seed statistics count it out."""
+    curves = {rid: pts for (rid, _), pts in live_points(run_ids, [metric]).items()}
+    out = {}
+    for rid, pts in curves.items():
+        finite = pts.specials == 0
+        if how != "best" and not finite.all():
+            out[rid] = math.nan
+            continue
+        out[rid] = summarize(pts.steps[finite], pts.values[finite], how)
+    return out
+
+
+@dataclass
+class StudyTable:
+    metric: str
+    how: str
+    cells: dict[str, Cell]
+    reference_mode: str  # "staleness 0 of the same cell" or the chosen cell's label
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Flat rows for display and export."""
+        out = []
+        for cell in self.cells.values():
+            ref = self.cells.get(cell.reference) if cell.reference else None
+            out.append({
+                "cell": cell.label, **{f"sweep:{k}": v for k, v in cell.values.items()},
+                "seeds": cell.estimate.n, "missing": cell.missing,
+                "mean": cell.estimate.mean, "ci_low": cell.estimate.low, "ci_high": cell.estimate.high,
+                "reference": ref.label if ref else "",
+                "difference": cell.difference.mean if cell.difference else math.nan,
+                "difference_ci_low": cell.difference.low if cell.difference else math.nan,
+                "difference_ci_high": cell.difference.high if cell.difference else math.nan,
+                "runs": {str(rid): cell.run_values.get(rid) for rid in cell.run_ids},
+            })
+        return out
+
+
+def build_table(runs, metric: str = DEFAULT_METRIC, how: str = DEFAULT_SUMMARY, reference: dict | None = None,
+                summaries: dict[int, float] | None = None) -> StudyTable:
+    """The statistics of `runs` (one experiment's). `reference`: the swept values of a fixed
+    reference cell; None: each cell's lowest-staleness sibling."""
+    cells = group_cells(runs)
+    if summaries is None:
+        summaries = run_summaries([rid for c in cells.values() for rid in c.run_ids], metric, how)
+    for cell in cells.values():
+        cell.run_values = {rid: summaries[rid] for rid in cell.run_ids if rid in summaries}
+        cell.estimate = seed_interval(list(cell.run_values.values()))
+    fixed = cell_key(reference) if reference is not None else None
+    if fixed is not None and fixed not in cells:
+        raise ValueError(f"reference: no cell with {cell_label(reference)}")
+    for cell in cells.values():
+        cell.reference = fixed if fixed is not None and fixed != cell.key else (None if fixed else default_reference(cell.values, cells))
+        if cell.reference:
+            cell.difference = difference_interval(list(cell.run_values.values()), list(cells[cell.reference].run_values.values()))
+    mode = cell_label(reference) if reference is not None else "the same cell at the lowest staleness"
+    return StudyTable(metric=metric, how=how, cells=cells, reference_mode=mode)
+
+
+# --- export --------------------------------------------------------------------------------------
+
+EXPORT_COLUMNS = ("cell", "seeds", "missing", "mean", "ci_low", "ci_high", "reference", "difference",
+                  "difference_ci_low", "difference_ci_high")
+
+
+def _num(value) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.6g}"
+
+
+def as_csv(table: StudyTable) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["metric", "summary", *EXPORT_COLUMNS])
+    for row in table.rows():
+        writer.writerow([table.metric, table.how, *[row[c] if isinstance(row[c], str) else _num(row[c]) for c in EXPORT_COLUMNS]])
+    return buf.getvalue()
+
+
+def _json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return _json_safe(value.item())
+    return value
+
+
+def as_json(table: StudyTable, verdicts: list | None = None) -> str:
+    body = {"metric": table.metric, "summary": table.how, "confidence": 0.95, "reference": table.reference_mode,
+            "cells": table.rows()}
+    if verdicts is not None:
+        body["verdicts"] = [{"claim": v.claim, "status": v.status, "reason": v.reason, "numbers": v.numbers} for v in verdicts]
+    return json.dumps(_json_safe(body), indent=1)
+
+
+def interval_text(e: Estimate | None, digits: int = 3, signed: bool = False) -> str:
+    """"0.612 [0.580, 0.641]": the mean and its 95% CI (the bootstrap CI need not be symmetric)."""
+    if e is None or e.n == 0 or math.isnan(e.mean):
+        return "–"
+    sign = "+" if signed else ""
+    if not e.has_interval:
+        return f"{e.mean:{sign}.{digits}f} (n={e.n}, no CI)"
+    return f"{e.mean:{sign}.{digits}f} [{e.low:{sign}.{digits}f}, {e.high:{sign}.{digits}f}]"
+
+
+def as_markdown(table: StudyTable) -> str:
+    lines = [f"{table.metric}, {table.how} per run; mean over seeds with a 95% bootstrap CI; "
+             f"difference against {table.reference_mode}.", "",
+             "| cell | seeds | mean [95% CI] | difference [95% CI] |", "|---|---|---|---|"]
+    for cell in table.cells.values():
+        seeds = f"{cell.estimate.n}" + (f" ({cell.missing} missing)" if cell.missing else "")
+        diff = interval_text(cell.difference, signed=True) if cell.difference else "(reference)" if _is_reference(table, cell) else "–"
+        lines.append(f"| {cell.label} | {seeds} | {interval_text(cell.estimate)} | {diff} |")
+    return "\n".join(lines) + "\n"
+
+
+def _is_reference(table: StudyTable, cell: Cell) -> bool:
+    return any(other.reference == cell.key for other in table.cells.values())
+
+
+def grid(table: StudyTable) -> dict[str, Any] | None:
+    """Staleness (rows) x the other swept field (columns) for the heatmap, when the sweep has two
+    fields one of which is staleness; else None (the flat table shows it)."""
+    paths = sorted({p for c in table.cells.values() for p in c.values})
+    s_path = staleness_path(paths)
+    others = [p for p in paths if p != s_path]
+    if s_path is None or len(others) != 1:
+        return None
+    col_path = others[0]
+    rows = sorted({c.values.get(s_path) for c in table.cells.values()}, key=_sort_key)
+    cols = sorted({c.values.get(col_path) for c in table.cells.values()}, key=_sort_key)
+    lookup = {(c.values.get(s_path), c.values.get(col_path)): c for c in table.cells.values()}
+    means = [c.estimate.mean for c in table.cells.values() if math.isfinite(c.estimate.mean)]
+    lo, hi = (min(means), max(means)) if means else (0.0, 1.0)
+
+    def shade(cell: Cell | None) -> str:
+        if cell is None or not math.isfinite(cell.estimate.mean):
+            return ""
+        t = (cell.estimate.mean - lo) / (hi - lo) if hi > lo else 0.5
+        return f"background: hsl(210, 70%, {92 - 40 * t:.0f}%);{' color: #fff;' if t > 0.6 else ''}"
+
+    return {"row_path": s_path, "col_path": col_path, "cols": cols,
+            "rows": [{"value": r, "cells": [(lookup.get((r, c)), shade(lookup.get((r, c)))) for c in cols]} for r in rows]}
+
+
+def _sort_key(value):
+    return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))

@@ -1,0 +1,166 @@
+"""A sweep's seed statistics and verdicts, from metrics stored through the real ingestion path into
+PostgreSQL, to the experiment page's section and its CSV/JSON/Markdown exports. The numbers are
+checked against values worked out by hand."""
+import csv
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+from django.test import Client
+
+from orchestrator.experiments.services import experiment_create
+from orchestrator.metrics.services import metrics_ingest
+from orchestrator.studies.report import study_report
+from orchestrator.studies.table import as_markdown, build_table
+from orchestrator.studies.verdicts import smoothed_peak, study_verdicts, thresholds_from
+
+pytestmark = pytest.mark.django_db
+
+STEPS = list(range(2, 202, 2))  # 100 updates logged: the tail (last 10% of updates) is steps >= 182
+
+
+def _curve(final: float, peak: float | None = None):
+    """A reward curve that rises linearly to `peak` at the middle, then moves linearly to `final`
+    at step 182 and stays flat there (so its tail mean is exactly `final`)."""
+    peak = final if peak is None else peak
+    out = []
+    for s in STEPS:
+        if s <= 100:
+            out.append(peak * s / 100)
+        elif s < 182:
+            out.append(peak + (final - peak) * (s - 100) / 82)
+        else:
+            out.append(final)
+    return out
+
+
+def _ingest(run, key, values):
+    metrics_ingest(run=run, attempt=1, points=[{"step": s, "key": key, "value": v, "time": 1.0e9 + s}
+                                                for s, v in zip(STEPS, values, strict=True)])
+
+
+# tail reward per (staleness.k, objective), two seeds each, and the token fraction logged
+FINALS = {
+    (0, "grpo"): (0.80, 0.84), (8, "grpo"): (0.50, 0.56),
+    (0, "m2po"): (0.78, 0.82), (8, "m2po"): (0.78, 0.80),
+    (0, "no_clip"): (0.80, 0.80), (8, "no_clip"): (0.30, 0.34),
+}
+FRACTIONS = {(8, "grpo"): 0.05, (8, "m2po"): 0.002}
+
+
+@pytest.fixture
+def study(alice, tiny_config, settings, tmp_path):
+    settings.RUNS_DIR = tmp_path / "runs"
+    experiment = experiment_create(owner=alice, name="study", config=tiny_config, seeds=2,
+                                   sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po", "no_clip"]})
+    for run in experiment.runs.all():
+        k, objective = run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"]
+        seed_index = run.seed - tiny_config["train"]["seed"]
+        final = FINALS[(k, objective)][seed_index]
+        peak = 0.8 if (k, objective) == (8, "no_clip") else None  # prospered, then fell
+        _ingest(run, "train/reward_mean", _curve(final, peak))
+        _ingest(run, "actor/clip_frac", [FRACTIONS.get((k, objective), 0.01)] * len(STEPS))
+    return experiment
+
+
+def test_cells_hold_the_tail_mean_of_each_seed_with_hand_computed_intervals(study):
+    table = build_table(list(study.runs.all()))
+    cell = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)]
+    assert sorted(cell.run_values.values()) == pytest.approx([0.50, 0.56])
+    # two seeds: the bootstrap means are 0.50, 0.53 (twice as likely) and 0.56, so the 95%
+    # percentile interval is [0.50, 0.56] around the mean 0.53
+    assert (cell.estimate.mean, cell.estimate.low, cell.estimate.high) == pytest.approx((0.53, 0.50, 0.56))
+    # against the same objective at staleness 0 (mean 0.82): -0.29; the extremes of the
+    # difference's bootstrap are 0.50-0.84 = -0.34 and 0.56-0.80 = -0.24
+    assert cell.difference.mean == pytest.approx(-0.29)
+    assert -0.34 - 1e-9 <= cell.difference.low <= -0.31 and -0.27 <= cell.difference.high <= -0.24 + 1e-9
+    on_policy = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 0}, sort_keys=True)]
+    assert on_policy.difference is None  # it is the reference
+
+
+def test_a_chosen_reference_cell_and_other_summaries(study):
+    runs = list(study.runs.all())
+    table = build_table(runs, reference={"staleness.k": 0, "algorithm.objective": "m2po"})
+    grpo_stale = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)]
+    assert grpo_stale.difference.mean == pytest.approx(0.53 - 0.80)
+    best = build_table(runs, how="best")
+    no_clip = best.cells[json.dumps({"algorithm.objective": "no_clip", "staleness.k": 8}, sort_keys=True)]
+    assert no_clip.estimate.mean == pytest.approx(0.8)  # its peak, not its tail
+    with pytest.raises(ValueError, match="reference: no cell"):
+        build_table(runs, reference={"staleness.k": 3})
+
+
+def test_the_four_verdicts_on_a_staleness_by_objective_sweep(study):
+    verdicts = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())))}
+    assert verdicts["a"].status == "reproduced", verdicts["a"].reason  # 0.82 vs 0.53, CIs apart
+    assert verdicts["b"].status == "reproduced", verdicts["b"].reason  # [0.78, 0.80] meets [0.80, 0.84]
+    assert verdicts["c"].status == "reproduced"  # 0.2% vs 5%: 0.04x
+    assert verdicts["c"].numbers["ratio"] == pytest.approx(0.04)
+    assert verdicts["d"].status == "reproduced", verdicts["d"].reason  # peak 0.8, tails 0.30/0.34
+    assert verdicts["a"].numbers["high"] == 8 and verdicts["a"].numbers["clip_objective"] == "grpo"
+
+
+def test_stricter_thresholds_turn_a_verdict_and_bad_ones_are_named(study):
+    th, errors = thresholds_from({"gap": "0.5", "mask_ratio": "-1", "collapse_margin": "x"})
+    assert th.gap == 0.5 and th.mask_ratio == 0.1 and th.collapse_margin == 0.1
+    assert [e["field"] for e in errors] == ["mask_ratio", "collapse_margin"]
+    verdicts = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())), th)}
+    assert verdicts["a"].status == "not reproduced"  # a 0.29 gap is less than 0.5
+
+
+def test_a_sweep_without_staleness_and_objective_gets_no_verdicts(alice, tiny_config, settings, tmp_path):
+    settings.RUNS_DIR = tmp_path / "runs"
+    experiment = experiment_create(owner=alice, name="lr", config=tiny_config, sweep={"algorithm.lr": [1e-3, 1e-4]})
+    for run in experiment.runs.all():
+        _ingest(run, "train/reward_mean", _curve(0.5))
+    assert study_verdicts(build_table(list(experiment.runs.all()))) is None
+
+
+def test_a_non_finite_value_counts_the_seed_out_and_decides_claim_d(study):
+    run = study.runs.get(sweep_values={"staleness.k": 8, "algorithm.objective": "no_clip"}, seed=1)
+    metrics_ingest(run=run, attempt=1, points=[{"step": 300, "key": "actor/pg_loss", "value": "nan", "time": 1.0e9}])
+    verdicts = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())))}
+    assert verdicts["d"].status == "reproduced" and "non-finite" in verdicts["d"].reason
+
+
+def test_smoothed_peak_is_the_best_moving_average():
+    values = np.array([0.0] * 19 + [1.0] + [0.0] * 20)  # 40 points: a window of 2
+    assert smoothed_peak(values) == pytest.approx(0.5)
+    assert math.isnan(smoothed_peak(np.array([])))
+
+
+def test_the_page_section_and_the_exports(alice, study):
+    client = Client()
+    client.force_login(alice)
+    html = client.get(f"/experiments/{study.pk}/statistics").content.decode()
+    assert 'id="study-heatmap"' in html and 'data-claim="a" data-status="reproduced"' in html
+    assert "0.530 [0.500, 0.560]" in html
+    detail = client.get(f"/experiments/{study.pk}/").content.decode()
+    assert f"/experiments/{study.pk}/statistics" in detail
+    rows = list(csv.DictReader(io.StringIO(client.get(f"/experiments/{study.pk}/statistics.csv").content.decode())))
+    assert len(rows) == 6 and {r["summary"] for r in rows} == {"tail_mean"}
+    stale = next(r for r in rows if r["cell"] == "algorithm.objective=grpo, staleness.k=8")
+    assert float(stale["mean"]) == pytest.approx(0.53) and float(stale["difference"]) == pytest.approx(-0.29)
+    body = client.get(f"/experiments/{study.pk}/statistics.json?summary=last").json()
+    assert body["summary"] == "last" and [v["claim"] for v in body["verdicts"]] == ["a", "b", "c", "d"]
+    md = client.get(f"/experiments/{study.pk}/statistics.md").content.decode()
+    assert "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.500, 0.560] | -0.290 [" in md
+    bad = client.get(f"/experiments/{study.pk}/statistics?summary=median&metric=nope").content.decode()
+    assert 'data-field="summary"' in bad and 'data-field="metric"' in bad
+    assert client.get(f"/experiments/{study.pk}/statistics.xlsx").status_code == 404
+
+
+def test_the_statistics_are_login_and_access_checked(study, charlie):
+    assert Client().get(f"/experiments/{study.pk}/statistics.csv").status_code == 302  # to the login page
+    client = Client()
+    client.force_login(charlie)
+    assert client.get(f"/experiments/{study.pk}/statistics.csv").status_code == 404
+
+
+def test_markdown_of_a_live_sweep_counts_runs_without_data(study, alice, tiny_config):
+    extra = experiment_create(owner=alice, name="extra", config=tiny_config, seeds=2)
+    table = build_table(list(extra.runs.all()))
+    assert "| (no sweep) | 0 (2 missing) | – |" in as_markdown(table)
+    assert study_report(extra, {}) is None
