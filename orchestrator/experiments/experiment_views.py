@@ -7,10 +7,17 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from orchestrator.experiments.access import can_write, get_experiment_for_user, get_run_for_user, visible_experiments
+from orchestrator.experiments.access import (
+    can_write,
+    check_can_add_experiments,
+    get_experiment_for_user,
+    get_run_for_user,
+    visible_experiments,
+)
 from orchestrator.experiments.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
 from orchestrator.experiments.experiment_form import Draft, draft_from_post, errors_by_slot, flat_from_spec, form_context
+from orchestrator.experiments.forks import fork_spec
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.presets import get_preset, list_presets
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields, validate_run_config
@@ -42,6 +49,8 @@ def _initial_spec(request) -> dict:
         if preset := get_preset(slug):
             return preset.spec()
         messages.error(request, f"preset: no preset named {slug!r}")
+    if fork := request.GET.get("fork"):
+        return _fork_spec(request, fork)
     if clone := request.GET.get("clone"):
         run_id = parse_id(clone)
         if run_id is None:
@@ -50,6 +59,22 @@ def _initial_spec(request) -> dict:
         return {"name": f"{run.name}-clone", "project": run.experiment.project.name,
                 "config": minimal_config(run.config), "tags": sorted(t.name for t in run.tags.all())}
     return START
+
+
+def _fork_spec(request, fork: str) -> dict:
+    """"Fork from here": the parent's config, starting from its checkpoint at ?step= (its newest
+    when absent), in the parent's project when the user may add experiments there."""
+    run_id, raw_step = parse_id(fork), request.GET.get("step", "")
+    step = parse_id(raw_step) if raw_step else None
+    if run_id is None or (raw_step and step is None):
+        raise Http404(f"fork: not a run id and step: {fork[:40]!r}, {raw_step[:40]!r}")
+    run = get_run_for_user(request.user, run_id)
+    try:
+        check_can_add_experiments(request.user, run.experiment.project)
+        project = run.experiment.project.name
+    except (Http404, PermissionDenied):
+        project = None  # a viewer forks into their own project
+    return fork_spec(run, step, project=project)
 
 
 def _checked(draft: Draft) -> tuple[list, list]:

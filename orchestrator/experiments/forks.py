@@ -156,6 +156,18 @@ def pin_sources(runs: list[Run], forks: list[Fork]) -> None:
                                     "while this run was created; choose another step")
 
 
+def fork_spec(run: Run, step: int | None, *, project: str | None) -> dict[str, Any]:
+    """The new-experiment form's starting point for "Fork from here": the run's config, starting
+    from its checkpoint at `step` (weights only; the form's init.optimizer takes the optimizer too)."""
+    from orchestrator.experiments.schema_form import minimal_config
+
+    config = minimal_config(run.config)
+    config["init"] = {"from_run": run.pk, "from_step": step, "optimizer": False}
+    suffix = f"-from-{step}" if step is not None else "-fork"
+    return {"name": f"{run.name[:180]}{suffix}", "project": project, "config": config,
+            "tags": sorted(t.name for t in run.tags.all())}
+
+
 # --- the queue ---------------------------------------------------------------------------------
 
 def waiting_for_parent() -> Q:

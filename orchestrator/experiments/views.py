@@ -13,6 +13,8 @@ from django.views.decorators.http import require_POST
 
 from orchestrator.experiments.access import can_write, get_run_for_user, visible_projects, visible_tags
 from orchestrator.experiments.bounds import parse_priority, safe_filename
+from orchestrator.experiments.checkpoints import run_checkpoints
+from orchestrator.experiments.lineage import run_lineage
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
 from orchestrator.experiments.runconfig import ConfigError
@@ -63,7 +65,17 @@ def run_detail(request, run_id: int):
         "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
         "events": run.events.all(),
         "can_write": can_write(request.user, run.owner_id, run.experiment.project_id),
+        **fork_context(request.user, run),
     })
+
+
+def fork_context(user, run: Run) -> dict:
+    """The run page's checkpoints (each with "Fork from here") and lineage partials."""
+    lineage = run_lineage(user, run)
+    family = [run.parent_id] if lineage.parent else []
+    family += [run.pk] + [c.pk for c in lineage.children]
+    return {"checkpoints": run_checkpoints(run), "lineage": lineage,
+            "compare_lineage_url": f"{compare_url()}?runs={','.join(map(str, family))}&lineage=1" if len(family) > 1 else ""}
 
 
 def run_config_yaml(request, run_id: int):
