@@ -201,11 +201,12 @@ class AlgorithmConfig(_Section):
     lr_schedule: Literal["constant", "linear", "cosine"] = Field(
         "constant", description="Decay after warm-up, over the run's total updates."
     )
-    warmup_updates: int = Field(0, ge=0, description="Linear warm-up length, in updates.")
+    warmup_updates: int = Field(0, ge=0, description="Linear warm-up length, in optimizer updates.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     grad_clip: float = Field(1.0, gt=0, description="Clip the global gradient norm to this.")
     updates_per_step: int = Field(
-        2, ge=1, description="Minibatches per epoch: optimizer updates per batch and epoch."
+        2, ge=1, description="Minibatches per epoch: optimizer updates per training step and epoch. A training step is "
+        "updates_per_step x epochs optimizer updates; charts, progress and the API count updates."
     )
     epochs: int = Field(1, ge=1, description="Passes over each batch.")
 
@@ -217,16 +218,17 @@ class StalenessConfig(_Section):
 
     mode: Literal["stale_k", "async"] = Field(
         "stale_k",
-        description="'stale_k': the paper's FIFO of whole batches, trained k steps after generation. "
+        description="'stale_k': the paper's FIFO of whole batches, trained k training steps after generation. "
         "'async': a separate generator process, bounded by max_staleness.",
     )
     k: int = Field(
-        0, ge=0, description="stale_k: batches in the delay queue; staleness = k x updates per step."
+        0, ge=0, description="stale_k: batches (training steps) in the delay queue. The staleness in optimizer updates, "
+        "the paper's s, is k x updates_per_step x epochs (k=4 with 2 updates per step: s=8, run names say s8)."
     )
     max_staleness: int = Field(
-        4, ge=0, description="async: a rollout is used only if at most this many updates old."
+        4, ge=0, description="async: a rollout is used only if at most this many optimizer updates old (the paper's s)."
     )
-    sync_every: int = Field(1, ge=1, description="async: push weights to the generator every N updates.")
+    sync_every: int = Field(1, ge=1, description="async: push weights to the generator every N optimizer updates.")
 
 
 class TrainConfig(_Section):
@@ -234,7 +236,8 @@ class TrainConfig(_Section):
 
     model_config = ConfigDict(extra="forbid", title="Train")
 
-    steps: int = Field(20, ge=1, description="Training steps (each trains on one batch).")
+    steps: int = Field(20, ge=1, description="Training steps, each one batch of updates_per_step x epochs optimizer updates. "
+        "Progress, stdout, charts and the API count optimizer updates: steps x updates_per_step x epochs in all.")
     seed: int = Field(1, description="Seed of everything random.")
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="'auto' uses CUDA when available."
@@ -250,7 +253,7 @@ class EvalConfig(_Section):
 
     model_config = ConfigDict(extra="forbid", title="Evaluation")
 
-    every: int = Field(10, ge=0, description="Evaluate every N updates (0 = only at the end).")
+    every: int = Field(10, ge=0, description="Evaluate every N optimizer updates (0 = only at the end).")
     at_start: bool = Field(True, description="Also evaluate before the first update.")
     samples_per_problem: int = Field(1, ge=1, description="k of mean@k accuracy.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature at evaluation.")
@@ -290,7 +293,7 @@ class CheckpointConfig(_Section):
 
     model_config = ConfigDict(extra="forbid", title="Checkpoint")
 
-    every: int = Field(5, ge=0, description="Checkpoint every N updates (0 = only at stop/end).")
+    every: int = Field(5, ge=0, description="Checkpoint every N optimizer updates (0 = only at stop/end).")
     keep: int = Field(2, ge=1, description="Keep the newest N checkpoints (a resume reads the newest).")
     keep_best_metric: str | None = Field(
         None,

@@ -525,7 +525,7 @@ class Trainer:
         self.log(metrics)
         if self.dist.is_main:
             print(
-                f"[trainer] update {self.version:5d} step {self.train_step}/{self.cfg.train.steps} "
+                f"[trainer] update {self.version}/{self.sizes.total_updates} (training step {self.train_step}/{self.cfg.train.steps}) "
                 f"reward {metrics['train/reward_mean']:.3f} staleness {metrics['rollout/staleness_min']:.0f}-{metrics['rollout/staleness_max']:.0f} "
                 f"len {metrics['train/response_len_mean']:.1f} {step_s:.2f}s",
                 flush=True,

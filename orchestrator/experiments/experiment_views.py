@@ -20,6 +20,7 @@ from orchestrator.experiments.experiment_form import Draft, draft_from_post, err
 from orchestrator.experiments.forks import fork_spec
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.presets import get_preset, list_presets
+from orchestrator.experiments.progress import staleness_updates
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields, validate_run_config
 from orchestrator.experiments.schema_form import fields_by_path, minimal_config
 from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
@@ -34,6 +35,7 @@ from orchestrator.experiments.views import compare_url
 from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
 
 PREVIEW_ROWS = 200
+STALENESS_PATHS = {"staleness.k", "staleness.mode", "staleness.max_staleness", "algorithm.updates_per_step", "algorithm.epochs"}
 START = {"name": "my-experiment", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu"}}}
 
 
@@ -131,9 +133,12 @@ def experiment_preview(request):
     draft = draft_from_post(request.POST)
     planned, errors = _checked(draft)
     paths = list(dict.fromkeys(p for plan in planned for p in plan.values))
+    show_s = bool(STALENESS_PATHS & set(paths))
     return render(request, "experiments/_preview.html", {
         "count": len(planned), "paths": paths, "errors": errors, "warmup": bool(planned and draft.spec.get("warmup_run")),
-        "planned_rows": [(plan, [plan.values.get(p, "") for p in paths]) for plan in planned[:PREVIEW_ROWS]],
+        "show_staleness": show_s,
+        "planned_rows": [(plan, [plan.values.get(p, "") for p in paths], staleness_updates(plan.config) if show_s else None)
+                         for plan in planned[:PREVIEW_ROWS]],
     })
 
 

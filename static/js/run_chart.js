@@ -197,6 +197,14 @@
     panels.forEach((p) => { p.obj.logY = view.logY; p.obj.render(); });
   };
 
+  // "update 1200 / 1200 · step 600 / 600", as experiments/progress.py writes it.
+  function progressText(updates, total) {
+    const per = cfg.progress.updates_per_step;
+    total = total ?? cfg.progress.total_updates;
+    const steps = Math.floor(updates / per);
+    return total == null ? `update ${updates} · step ${steps}` : `update ${updates} / ${total} · step ${steps} / ${Math.floor(total / per)}`;
+  }
+
   // Run facts (state, reason, progress) stay current while the run is active.
   async function pollRun() {
     try {
@@ -206,7 +214,7 @@
       const reason = document.getElementById("run-reason");
       if (reason) reason.textContent = run.state_reason || "–";
       const progress = document.getElementById("run-progress");
-      if (progress) progress.textContent = run.total_steps ? `${run.step} / ${run.total_steps}` : run.step;
+      if (progress) progress.textContent = progressText(run.step, run.total_steps);
       if (TERMINAL.includes(run.state)) {
         setTimeout(() => { if (stream) { stream.close(); stream = null; setLive(false); } }, 10000);
         return;

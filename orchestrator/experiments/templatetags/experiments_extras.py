@@ -31,3 +31,15 @@ def duration(run):
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+@register.simple_tag
+def progress(run, form="text"):
+    """"update 1200 / 1200 · step 600 / 600": optimizer updates and training steps, both named;
+    form="short": "1200/1200" (updates), for the runs table's Updates column."""
+    from orchestrator.experiments.progress import progress as run_progress
+
+    p = run_progress(run.step, run.total_steps, run.config)
+    if form == "short":
+        return f"{p['updates']}/{p['total_updates']}" if p["total_updates"] is not None else str(p["updates"])
+    return p["text"]

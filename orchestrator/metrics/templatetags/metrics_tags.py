@@ -2,6 +2,7 @@
 from django import template
 from django.urls import reverse
 
+from orchestrator.experiments.progress import progress
 from orchestrator.metrics import selectors
 from orchestrator.metrics.panels import X_AXES, panels_for
 
@@ -21,4 +22,5 @@ def run_metrics_config(run) -> dict:
         "stream_url": reverse("metrics-stream", args=[run.pk]),
         "run_url": reverse("api-run-detail", args=[run.pk]),
         "compare_url": reverse("metrics-compare") + f"?runs={run.pk}",
+        "progress": progress(run.step, run.total_steps, run.config),
     }
