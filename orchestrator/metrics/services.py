@@ -5,13 +5,14 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
-from django.db import transaction
+import psycopg
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
-from orchestrator.metrics import batches, live, store
+from orchestrator.metrics import batches, live, pipeline, store
 from orchestrator.metrics.chunks import Points
 from orchestrator.metrics.schemas import BatchError, encode_value, parse_columns  # noqa: F401 (re-exported)
 from orchestrator.metrics.store import Columns
@@ -32,26 +33,51 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
         return 0
     batch = batches.sort_batch(cols)
     incoming = batch.by_key()
-    restart_from = None
-    with transaction.atomic():
-        seq = store.next_seq(run.pk)
-        first = int(batch.steps.min())
-        if store.note_attempt_start(run.pk, attempt, first, seq) and attempt > 1:
-            if store.supersede(run.pk, attempt, first):
-                restart_from = first
-        behind = store.keys_already_stored(run.pk, {key: int(p.steps[0]) for key, p in incoming.items()})
-        replaced = store.remove_steps(run.pk, {key: incoming[key] for key in behind}, behind)
-        store.insert_chunks(run.pk, attempt, seq, incoming)
-        if restart_from is not None:
-            store.rebuild_series(run.pk)
-            if store.is_postgres():
-                store.rebuild_rollups(run.pk, from_step=restart_from)
-        else:
-            _fold_in(run.pk, batch, replaced)
-        transaction.on_commit(lambda: live.publish(
-            run.pk, lambda: live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)))
+    if store.is_postgres():
+        appended = pipeline.try_append(run.pk, attempt, batch, incoming)
+        if appended is not None:
+            _announce(run.pk, appended.seq, attempt, None, cols)
+            _note_progress(run, step=None)
+            return len(cols.keys)
+    try:
+        seq, restart_from = _ingest_general(run.pk, attempt, batch, incoming)
+    except OperationalError as exc:
+        if isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
+            raise pipeline.Busy(str(exc)) from exc
+        raise
+    _announce(run.pk, seq, attempt, restart_from, cols)
     _note_progress(run, step=max(cols.steps))
     return len(cols.keys)
+
+
+def _announce(run_id: int, seq: int, attempt: int, restart_from: int | None, cols: Columns) -> None:
+    """Publish the batch to live charts once it is committed (at once outside a transaction)."""
+    transaction.on_commit(lambda: live.publish(
+        run_id, lambda: live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)))
+
+
+def _ingest_general(run_id: int, attempt: int, batch: batches.SortedBatch, incoming: dict) -> tuple[int, int | None]:
+    """Any batch: behind a key's head, re-posted steps, the first batch of a restarted attempt."""
+    restart_from = None
+    with transaction.atomic():
+        if store.is_postgres():
+            with connection.cursor() as cur:
+                cur.execute(pipeline.lock_timeout_sql())
+        seq = store.next_seq(run_id)
+        first = int(batch.steps.min())
+        if store.note_attempt_start(run_id, attempt, first, seq) and attempt > 1:
+            if store.supersede(run_id, attempt, first):
+                restart_from = first
+        behind = store.keys_already_stored(run_id, {key: int(p.steps[0]) for key, p in incoming.items()})
+        replaced = store.remove_steps(run_id, {key: incoming[key] for key in behind}, behind)
+        store.insert_chunks(run_id, attempt, seq, incoming)
+        if restart_from is not None:
+            store.rebuild_series(run_id)
+            if store.is_postgres():
+                store.rebuild_rollups(run_id, from_step=restart_from)
+        else:
+            _fold_in(run_id, batch, replaced)
+    return seq, restart_from
 
 
 def _fold_in(run_id: int, batch: batches.SortedBatch, replaced: dict[str, Points]) -> None:

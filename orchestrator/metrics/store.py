@@ -233,7 +233,7 @@ def _keep(old: str, new: str, take_new_if: str) -> str:
     return f"CASE WHEN {take_new_if} THEN {new} ELSE {old} END"
 
 
-def upsert_series(run_id: int, summaries: Iterable[tuple]) -> None:
+def upsert_series(run_id: int, summaries: Iterable[tuple], *, cursor=None) -> None:
     """Fold per-key (key, first, last_step, last_value, last_special, min, max, count, span) of
     points new to their keys (batches.key_summaries) into the stored summaries, whatever their
     steps: the later last point wins, extremes and counts combine. Portable SQL (PostgreSQL and
@@ -258,8 +258,12 @@ def upsert_series(run_id: int, summaries: Iterable[tuple]) -> None:
         f"count = {t}.count + excluded.count, "
         f"max_span = {_keep(f'{t}.max_span', 'excluded.max_span', f'excluded.max_span > {t}.max_span')}"
     )
+    params = [v for row in summaries for v in (run_id, *row)]
+    if cursor is not None:  # a psycopg cursor of the ingest pipeline
+        cursor.execute(sql, params)
+        return
     with connection.cursor() as cur:
-        cur.execute(sql, [v for row in summaries for v in (run_id, *row)])
+        cur.execute(sql, params)
 
 
 def note_span(run_id: int, key: str, span: int) -> None:

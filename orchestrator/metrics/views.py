@@ -21,6 +21,9 @@ from orchestrator.metrics import live, selectors
 from orchestrator.metrics.compare import differing_fields, flatten
 from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
+from orchestrator.metrics import ingest_queue
+from orchestrator.metrics.ingest_queue import busy_response, request_body
+from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
 
 MAX_COMPARE_RUNS = 200
@@ -48,14 +51,22 @@ def _authenticated_run(request: HttpRequest, run_id: int, *, parse_body: bool = 
 @csrf_exempt
 @login_not_required
 @require_http_methods(["GET", "POST"])
-def run_metrics(request: HttpRequest, run_id: int):
+async def run_metrics(request: HttpRequest, run_id: int):
+    """POST: ingestion, counted per run before it waits for the worker's thread, so a deep queue
+    is answered 429 at once instead of timing out. GET: the series (sync)."""
     if request.method == "POST":
-        return _ingest(request, run_id)
-    return _series(request, run_id)
+        with ingest_queue.slot(run_id) as admitted:
+            if not admitted:
+                return busy_response(f"run {run_id} has {ingest_queue.limit()} batches queued in this server")
+            return await sync_to_async(_ingest)(request, run_id)
+    return await sync_to_async(_series)(request, run_id)
 
 
 def _ingest(request: HttpRequest, run_id: int):
-    decoded = decode_batch(request.body) if request.content_type == "application/json" else None
+    raw, error = request_body(request)
+    if error:
+        return error
+    decoded = decode_batch(raw) if request.content_type == "application/json" else None
     run, body, error = _authenticated_run(request, run_id, parse_body=decoded is None)
     if error:
         return error
@@ -73,6 +84,8 @@ def _ingest(request: HttpRequest, run_id: int):
         stored = metrics_ingest(run=run, attempt=attempt, points=points)
     except BatchError as exc:
         return json_error(400, "invalid batch: nothing was stored", exc.errors)
+    except Busy:
+        return busy_response(f"run {run_id}'s batch lock was not granted in time")
     return JsonResponse({"stored": stored}, status=202)
 
 

@@ -1,0 +1,106 @@
+"""The common batch in two database round trips (PostgreSQL): one that only appends.
+
+psycopg's pipeline mode sends statements without waiting for each answer:
+
+1. BEGIN, the lock timeout, the run's next batch number (which locks the run's stream row until
+   commit), the attempt's start and the batch keys' stored last steps, then one sync;
+2. if every key only appends (and no restart is due): the chunks, summaries and rollups, the
+   run's progress step and COMMIT, then one sync.
+
+Otherwise the transaction is rolled back (so the batch number is not used) and the caller takes
+the general path (services.metrics_ingest), which handles steps behind a key's head, re-posts and
+restarts. Outside a caller's transaction the pipeline carries its own BEGIN/COMMIT; inside one
+(tests, a caller's atomic block) it runs in a savepoint. Guarantees are those of the general
+path: the stream row lock orders batches and numbers them without gaps, in commit order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from django.conf import settings
+from django.db import connection
+
+from orchestrator.metrics import batches as batch_ops
+from orchestrator.metrics import store
+
+
+class Busy(Exception):
+    """The run's batch lock was not granted within the lock timeout: its queue is deep."""
+
+
+@dataclass(frozen=True)
+class Appended:
+    seq: int
+    points: int
+
+
+def lock_timeout_sql() -> str:
+    ms = int(getattr(settings, "OPL_INGEST_LOCK_TIMEOUT_MS", 5000))
+    return f"SET LOCAL lock_timeout = {ms}"
+
+
+_CHUNKS = (
+    f"INSERT INTO {store.CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, values, "
+    "specials, times, sum_value, n_finite) SELECT %s, u.key, %s, %s, false, u.first_step, u.last_step, u.n, u.steps, "
+    "u.values, u.specials, u.times, u.sum_value, u.n_finite FROM unnest(%b::text[], %b::int8[], %b::int8[], %b::int4[], "
+    "%b::bytea[], %b::bytea[], %b::bytea[], %b::bytea[], %b::float8[], %b::int4[]) "
+    "AS u(key, first_step, last_step, n, steps, values, specials, times, sum_value, n_finite)"
+)
+_NEXT_SEQ = (f"INSERT INTO {store.STREAM} (run_id, last_seq) VALUES (%s, 1) ON CONFLICT (run_id) "
+             f"DO UPDATE SET last_seq = {store.STREAM}.last_seq + 1 RETURNING last_seq")
+# Runs after _NEXT_SEQ in the same transaction, so the subquery reads this batch's number.
+_ATTEMPT = (f"INSERT INTO {store.ATTEMPT} (run_id, attempt, start_step, seq) VALUES (%s, %s, %s, "
+            f"(SELECT last_seq FROM {store.STREAM} WHERE run_id = %s)) "
+            f"ON CONFLICT (run_id, attempt) DO UPDATE SET start_step = excluded.start_step, seq = excluded.seq "
+            f"WHERE {store.ATTEMPT}.start_step > excluded.start_step RETURNING start_step")
+_HEADS = f"SELECT key, last_step FROM {store.SERIES} WHERE run_id = %s AND key = ANY(%s)"
+_PROGRESS = "UPDATE experiments_run SET step = %s WHERE id = %s AND step < %s"
+
+
+def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming: dict) -> Appended | None:
+    """Store a batch that only appends, in two round trips; None (nothing written) when it does
+    not only append or a restart is due. Raises Busy when the run's lock is not granted in time."""
+    connection.ensure_connection()
+    conn: psycopg.Connection = connection.connection
+    # BEGIN/COMMIT as statements, not psycopg's transaction(), which waits for each answer
+    begin, commit, undo = (("SAVEPOINT opl_ingest", "RELEASE SAVEPOINT opl_ingest",
+                            "ROLLBACK TO SAVEPOINT opl_ingest; RELEASE SAVEPOINT opl_ingest")
+                           if connection.in_atomic_block else ("BEGIN", "COMMIT", "ROLLBACK"))
+    first_steps = {key: int(p.steps[0]) for key, p in incoming.items()}
+    appended = None
+    try:
+        with conn.pipeline() as pipe:
+            cur, seq_cur, attempt_cur, heads_cur = (conn.cursor() for _ in range(4))
+            cur.execute(begin)
+            cur.execute(lock_timeout_sql())
+            seq_cur.execute(_NEXT_SEQ, [run_id])
+            attempt_cur.execute(_ATTEMPT, [run_id, attempt, int(batch.steps.min()), run_id])
+            heads_cur.execute(_HEADS, [run_id, list(first_steps)])
+            pipe.sync()
+            seq = seq_cur.fetchone()[0]
+            restarted = attempt_cur.fetchone() is not None and attempt > 1
+            if restarted or any(first_steps[key] <= last for key, last in heads_cur.fetchall()):
+                for statement in undo.split("; "):
+                    cur.execute(statement)
+            else:
+                cur.execute(_CHUNKS, [run_id, attempt, seq, *_chunk_columns(incoming)])
+                store.upsert_series(run_id, batch_ops.key_summaries(batch), cursor=cur)
+                cur.execute(store._MERGE_ROLLUPS, [run_id, *batch_ops.rollup_rows(batch, store.LEVELS).columns()])
+                top = int(batch.steps.max())
+                cur.execute(_PROGRESS, [top, run_id, top])
+                cur.execute(commit)
+                appended = Appended(seq=seq, points=len(batch.steps))
+    except psycopg.Error as exc:
+        for statement in undo.split("; "):
+            conn.execute(statement)
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            raise Busy(str(exc)) from exc
+        raise
+    return appended
+
+
+def _chunk_columns(incoming: dict) -> list[list]:
+    fields = [store._chunk_fields(points) for points in incoming.values()]
+    names = ("first_step", "last_step", "n", "steps", "values", "specials", "times", "sum_value", "n_finite")
+    return [list(incoming)] + [[f[name] for f in fields] for name in names]
