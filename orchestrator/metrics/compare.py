@@ -22,3 +22,16 @@ def differing_fields(configs: list[dict[str, Any]]) -> list[str]:
     fields = sorted({f for c in flat for f in c})
     missing = object()
     return [f for f in fields if len({repr(c.get(f, missing)) for c in flat}) > 1]
+
+
+def fork_steps(runs) -> tuple[dict[int, int], dict[int, int]]:
+    """For drawing forks from their parent's step: ({fork id: the parent's update it starts from}
+    for every compared run forked at a known step, {parent id: the latest such update} for the
+    parents among the compared runs, where their curve may stop)."""
+    offsets = {r.pk: r.parent_step for r in runs if r.parent_id is not None and r.parent_step is not None}
+    compared = {r.pk for r in runs}
+    clip: dict[int, int] = {}
+    for r in runs:
+        if r.pk in offsets and r.parent_id in compared:
+            clip[r.parent_id] = max(clip.get(r.parent_id, 0), offsets[r.pk])
+    return offsets, clip

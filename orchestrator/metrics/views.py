@@ -18,7 +18,7 @@ from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.tokens import run_token_expired, run_token_matches
 from orchestrator.metrics import live, selectors
-from orchestrator.metrics.compare import differing_fields, flatten
+from orchestrator.metrics.compare import differing_fields, flatten, fork_steps
 from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics import ingest_queue
@@ -275,6 +275,7 @@ def compare_page(request: HttpRequest):
         "summary": selectors.summaries(ids, panel_keys(panels)),
         "series_url": reverse("metrics-compare-api"),
     }
+    page["forks"], page["fork_clip"] = fork_steps(runs)  # the "forks from the parent's step" option
     return render(request, "metrics/compare.html", {
         "runs": runs, "experiment": experiment, "diff_rows": diff_rows, "page": page,
     })

@@ -26,6 +26,7 @@
     logY: params.get("logy") === "1",
     summary: params.get("summary") || "",
     hx: params.get("hx") || "", hy: params.get("hy") || "", hm: params.get("hm") || "", hs: params.get("hs") || "",
+    lineage: params.get("lineage") === "1", upto: params.get("upto") === "1",
   };
   const data = {}; // key -> Map(runId -> decoded series)
   const mappers = {}; // axis id -> Map(runId -> Mapper)
@@ -45,7 +46,20 @@
     if (view.smooth) q.set("smooth", String(view.smooth));
     if (view.logY) q.set("logy", "1");
     for (const k of ["summary", "hx", "hy", "hm", "hs"]) if (view[k]) q.set(k, view[k]);
+    for (const k of ["lineage", "upto"]) if (view[k]) q.set(k, "1");
     history.replaceState(null, "", `${location.pathname}?${q}`);
+  }
+
+  // --- forks drawn from their parent's step (?lineage=1, ?upto=1) -----------------------------
+  // A fork's updates count from 0; shifted by the parent's update it started from, its curve
+  // continues the parent's. With upto, a compared parent's curve stops at the latest such update.
+  const forks = cfg.forks || {}, forkClip = cfg.fork_clip || {};
+  const forkOffset = (runId) => (view.lineage && forks[runId] !== undefined ? forks[runId] : 0);
+  function uptoFork(runId, s) {
+    const end = view.lineage && view.upto ? forkClip[runId] : undefined;
+    if (end === undefined) return s;
+    const keep = s.x.map((step) => step <= end);
+    return { ...s, x: s.x.filter((_, i) => keep[i]), y: s.y.filter((_, i) => keep[i]), marks: s.marks.filter((m) => m.x <= end) };
   }
 
   // --- x-axis ------------------------------------------------------------------------------
@@ -56,13 +70,13 @@
   }
   function xOf(runId, step) {
     const m = mappers[view.x] && mappers[view.x].get(runId);
-    if (view.x === "step" || !m) return step;
+    if (view.x === "step" || !m) return step + forkOffset(runId);
     const v = m.map(step);
     return view.x === "time" ? (v - m.values[0]) / timeDiv().div : v;
   }
   function stepOf(runId, x) {
     const m = mappers[view.x] && mappers[view.x].get(runId);
-    if (view.x === "step" || !m) return x;
+    if (view.x === "step" || !m) return x - forkOffset(runId);
     return m.unmap(view.x === "time" ? x * timeDiv().div + m.values[0] : x);
   }
   const xLabel = () => (view.x === "time" ? `wall time (${timeDiv().unit})` : axis(view.x).label);
@@ -95,6 +109,7 @@
 
   // One run's curve as plotted: mapped x, smoothed y, finite points only (for interpolation).
   function curve(runId, s) {
+    s = uptoFork(runId, s);
     const xs = s.x.map((step) => xOf(runId, step));
     const ys = M.smooth(xs, s.y, view.smooth);
     const fx = [], fy = [];
@@ -296,6 +311,8 @@
     panels.forEach((p) => { p.obj.range = null; p.zoomed = null; });
     renderAll();
   });
+  bind("lineage", "lineage", (e) => e.target.checked);
+  bind("upto", "upto", (e) => e.target.checked);
   bind("summary-metric", "summary", (e) => e.target.value, () => { renderSummary(); saveView(); });
   for (const h of ["hx", "hy", "hm", "hs"]) bind(h, h, (e) => e.target.value, () => { renderHeatmap(); saveView(); });
   document.querySelector("[data-action=share]").onclick = async () => {

@@ -1,6 +1,7 @@
 """Fork from a checkpoint in a real browser: the run page lists the parent's checkpoints with
 "Fork from here"; the click opens the new-experiment form pre-filled with the parent's config and
-init.from_run / init.from_step; queuing it records the lineage, shown on both runs' pages."""
+init.from_run / init.from_step; queuing it records the lineage, shown on both runs' pages. The
+compare page draws a fork from its parent's step."""
 import re
 
 import pytest
@@ -8,6 +9,7 @@ from playwright.sync_api import expect
 
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create, run_transition
+from tests.browser.test_charts import page_as, server  # noqa: F401 - fixtures (uvicorn, for the compare page's charts)
 from trainer import checkpoint as ckpt
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -55,3 +57,38 @@ def test_fork_from_here_prefills_the_form_and_links_parent_and_child(browser_pag
     expect(page.locator("#lineage-children")).to_contain_text("warm-from-4")
     expect(page.locator("#checkpoint-table tr[data-step='4']")).to_contain_text(f"pinned by run {child.pk}")
     assert page.console_errors == [] and page.http_errors == []
+
+
+def _line_ranges(page) -> dict[int, tuple[float, float]]:
+    """{run id: (first x, last x)} of the reward panel's line traces, read from Plotly's data."""
+    return {int(k): tuple(v) for k, v in page.evaluate("""() => {
+        const el = document.querySelector('.panel-chart[data-panel="reward"]');
+        const out = {};
+        for (const t of (el && el.data) || []) if (t.meta && t.meta.role === "line") out[t.meta.run] = [t.x[0], t.x[t.x.length - 1]];
+        return out;
+    }""").items()}
+
+
+def test_compare_draws_a_fork_from_its_parents_step(page_as, server, alice, tiny_config, settings, tmp_path):  # noqa: F811
+    from orchestrator.metrics.services import metrics_ingest
+    from tests.unit.metrics.helpers import points
+
+    settings.RUNS_DIR = tmp_path / "runs"
+    parent = experiment_create(owner=alice, name="warm", config=tiny_config).runs.get()
+    child = experiment_create(owner=alice, name="fork", config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 4}}).runs.get()
+    metrics_ingest(run=parent, attempt=1, points=points("train/reward_mean", range(1, 9)))
+    metrics_ingest(run=child, attempt=1, points=points("train/reward_mean", range(1, 6)))
+    page = page_as(alice)
+    page.goto(f"{server}/compare/?runs={parent.pk},{child.pk}")
+    page.wait_for_selector("#compare[data-ready='1']")
+    assert _line_ranges(page) == {parent.pk: (1, 8), child.pk: (1, 5)}  # each on its own updates
+
+    page.check("[data-control=lineage]")
+    assert _line_ranges(page) == {parent.pk: (1, 8), child.pk: (5, 9)}  # the fork continues from update 4
+    page.check("[data-control=upto]")
+    assert _line_ranges(page) == {parent.pk: (1, 4), child.pk: (5, 9)}  # the parent up to the fork
+    assert "lineage=1" in page.url and "upto=1" in page.url
+
+    page.goto(page.url)  # the link restores the view
+    page.wait_for_selector("#compare[data-ready='1']")
+    assert _line_ranges(page) == {parent.pk: (1, 4), child.pk: (5, 9)}
