@@ -3,20 +3,28 @@
 Every point `{"step", "key", "value", "time"}` is appended as one JSON line to DIR/metrics.jsonl
 (NaN and infinities written as the strings "NaN", "Infinity", "-Infinity" so every line is valid
 JSON). A background thread posts the spool in batches to `{url}/api/v1/runs/{id}/metrics` with
-the run's bearer token, body `{"attempt": A, "points": [...]}`, and records the byte offset the
-dashboard acknowledged in DIR/metrics.pushed.json, so a restarted trainer backfills whatever was
-never acknowledged. Failures are retried with exponential backoff; a 4xx other than 408/429 means
-the batch itself is bad, so it is logged and skipped. The same thread posts a heartbeat
-`{"attempt", "step", "total_steps"}` every `heartbeat_s`. Nothing here ever blocks training or
-raises into it.
+the run's bearer token, body `{"attempt": A, "points": [...]}` (gzip-compressed), and records the
+byte offset the dashboard acknowledged in DIR/metrics.pushed.json, so a restarted trainer
+backfills whatever was never acknowledged.
+
+Batching: a push goes out every `push_interval_s`, or as soon as about MAX_POINTS_PER_POST points
+are waiting; a backlog drains in full batches. The body is built from the spool's lines as they
+are (no parsing) and compressed by zlib, which releases the GIL: the thread takes little from
+the training thread. Failures back off exponentially (1 s doubling to 30 s, with jitter); a 429
+or 503 waits the dashboard's Retry-After. A 4xx other than 408/429 means the batch itself is
+bad, so it is logged and skipped. The same thread posts a heartbeat `{"attempt", "step",
+"total_steps"}` every `heartbeat_s`. Nothing here ever blocks training or raises into it: the
+training thread only appends to the spool file; `close` waits at most `flush_timeout_s`.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import math
 import os
+import random
 import threading
 import time
 from pathlib import Path
@@ -25,7 +33,13 @@ log = logging.getLogger("trainer.reporting")
 
 SPOOL_NAME = "metrics.jsonl"
 OFFSET_NAME = "metrics.pushed.json"
-MAX_POINTS_PER_POST = 2000
+MAX_POINTS_PER_POST = 5000
+# Push before the interval once this many spool bytes wait (a spool line is ~80-100 bytes).
+PUSH_EARLY_BYTES = MAX_POINTS_PER_POST * 80
+TICK_S = 0.2  # how often the thread looks at the spool's size
+COMPRESS_ABOVE_BYTES = 1024
+MAX_BACKOFF_S = 30.0
+MAX_RETRY_AFTER_S = 120.0
 
 
 def json_number(value: float):
@@ -133,6 +147,8 @@ class Pusher:
         self._backoff = 0.0
         self._next_try = 0.0
         self._last_heartbeat = 0.0
+        self._last_push = time.monotonic()  # the first push goes out one interval after the start
+        self._offset: int | None = None  # the acknowledged spool offset, read once
         if self.enabled:
             import httpx  # only where a dashboard is configured
 
@@ -148,84 +164,139 @@ class Pusher:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(min(self.cfg.push_interval_s, 1.0)):
+        while not self._stop.wait(min(TICK_S, self.cfg.push_interval_s)):
             try:
                 self.heartbeat_if_due()
-                for _ in range(20):  # a backlog (after downtime) drains in full batches, not one a tick
-                    if time.monotonic() < self._next_try or self.push_once():
-                        break
+                if self._due():
+                    self._last_push = time.monotonic()
+                    for _ in range(20):  # a backlog (after downtime) drains in full batches, not one a tick
+                        if time.monotonic() < self._next_try or self.push_once():
+                            break
             except Exception:  # never let reporting kill the run
                 log.exception("metrics pusher step failed")
 
-    def heartbeat_if_due(self, force: bool = False) -> None:
+    def _due(self) -> bool:
+        """A push is due when points wait and the interval has passed, or many points wait."""
+        if time.monotonic() < self._next_try:
+            return False
+        waiting = self.pending_bytes()
+        if waiting <= 0:
+            return False
+        return waiting >= PUSH_EARLY_BYTES or time.monotonic() - self._last_push >= self.cfg.push_interval_s
+
+    def pending_bytes(self) -> int:
+        try:
+            size = (self.run_dir / SPOOL_NAME).stat().st_size
+        except FileNotFoundError:
+            return 0
+        return size - self._acknowledged()
+
+    def _acknowledged(self) -> int:
+        if self._offset is None:
+            self._offset = read_offset(self.run_dir)[0]
+        return self._offset
+
+    def _acknowledge(self, offset: int) -> None:
+        write_offset(self.run_dir, offset, self.cfg.attempt)
+        self._offset = offset
+
+    def heartbeat_if_due(self, force: bool = False, timeout: float | None = None) -> None:
         now = time.monotonic()
         if not force and now - self._last_heartbeat < self.cfg.heartbeat_s:
             return
         self._last_heartbeat = now
         body = {"attempt": self.cfg.attempt, "step": int(self.step), "total_steps": int(self.total_steps)}
         try:
-            self._client.post(self._heartbeat_url, json=body)
+            self._client.post(self._heartbeat_url, json=body, **({} if timeout is None else {"timeout": timeout}))
         except Exception as exc:
             log.warning("heartbeat failed: %s", exc)
 
-    def _read_pending(self, offset: int) -> tuple[list[dict], int]:
+    def _read_pending(self, offset: int) -> tuple[list[bytes], int]:
+        """Up to MAX_POINTS_PER_POST whole spool lines after `offset`, unparsed."""
         path = self.run_dir / SPOOL_NAME
-        points, consumed = [], 0
+        lines, consumed = [], 0
         with open(path, "rb") as fh:
             fh.seek(offset)
             for raw in fh:
                 if not raw.endswith(b"\n"):
                     break  # the writer is mid-line
-                points.append(json.loads(raw))
+                lines.append(raw[:-1])
                 consumed += len(raw)
-                if len(points) >= MAX_POINTS_PER_POST:
+                if len(lines) >= MAX_POINTS_PER_POST:
                     break
-        return points, consumed
+        return lines, consumed
 
-    def push_once(self) -> bool:
+    def _body(self, lines: list[bytes]) -> tuple[bytes, dict[str, str]]:
+        """The batch as JSON built from the spool's own lines, gzip-compressed when worth it."""
+        body = b'{"attempt":%d,"points":[' % int(self.cfg.attempt) + b",".join(lines) + b"]}"
+        headers = {"Content-Type": "application/json"}
+        if len(body) > COMPRESS_ABOVE_BYTES:
+            body = gzip.compress(body, compresslevel=1)
+            headers["Content-Encoding"] = "gzip"
+        return body, headers
+
+    def push_once(self, timeout: float | None = None) -> bool:
         """Push one batch; True when the spool is fully acknowledged."""
-        offset, _ = read_offset(self.run_dir)
-        points, consumed = self._read_pending(offset)
-        if not points:
+        offset = self._acknowledged()
+        lines, consumed = self._read_pending(offset)
+        if not lines:
             return True
+        body, headers = self._body(lines)
         try:
-            resp = self._client.post(self._metrics_url, json={"attempt": self.cfg.attempt, "points": points})
+            resp = self._client.post(self._metrics_url, content=body, headers=headers,
+                                     **({} if timeout is None else {"timeout": timeout}))
         except Exception as exc:
             self._fail(f"push failed: {exc}")
             return False
         if resp.status_code < 300:
             self._backoff = 0.0
-            write_offset(self.run_dir, offset + consumed, self.cfg.attempt)
+            self._acknowledge(offset + consumed)
             return False
         if 400 <= resp.status_code < 500 and resp.status_code not in (408, 429):
-            log.error("dashboard refused %d points (HTTP %d: %s); skipping them", len(points), resp.status_code, resp.text[:500])
-            write_offset(self.run_dir, offset + consumed, self.cfg.attempt)
+            log.error("dashboard refused %d points (HTTP %d: %s); skipping them", len(lines), resp.status_code, resp.text[:500])
+            self._acknowledge(offset + consumed)
             return False
-        self._fail(f"push got HTTP {resp.status_code}")
+        self._fail(f"push got HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
         return False
 
-    def _fail(self, why: str) -> None:
-        self._backoff = min(30.0, max(1.0, self._backoff * 2))
-        self._next_try = time.monotonic() + self._backoff
-        log.warning("%s; retrying in %.0f s", why, self._backoff)
+    def _fail(self, why: str, wait_s: float | None = None) -> None:
+        self._backoff = min(MAX_BACKOFF_S, max(1.0, self._backoff * 2))
+        delay = wait_s if wait_s is not None else self._backoff
+        delay *= 1 + random.uniform(0, 0.2)  # ranks that failed together retry apart
+        self._next_try = time.monotonic() + delay
+        log.warning("%s; retrying in %.1f s", why, delay)
 
     def close(self) -> None:
-        """Stop the thread, then push what is left for at most flush_timeout_s."""
+        """Stop the thread, then push what is left; returns within about flush_timeout_s even when
+        the dashboard hangs (what is left stays in the spool for a restarted trainer)."""
         if not self.enabled:
             return
+        deadline = time.monotonic() + self.cfg.flush_timeout_s
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=15)
-        deadline = time.monotonic() + self.cfg.flush_timeout_s
+            self._thread.join(timeout=max(0.2, deadline - time.monotonic()))
+            if self._thread.is_alive():  # stuck in a request to a hanging dashboard
+                log.warning("metrics push still waiting on the dashboard at exit; the spool keeps the rest")
+                return
         self._backoff = 0.0
-        while time.monotonic() < deadline:
+        self._next_try = 0.0
+        while (left := deadline - time.monotonic()) > 0:
             try:
-                if self.push_once():
+                if self.push_once(timeout=left):
                     break
             except Exception:
                 log.exception("final push failed")
                 break
-            if self._backoff:
-                time.sleep(min(self._backoff, max(0.0, deadline - time.monotonic())))
-        self.heartbeat_if_due(force=True)
+            wait = self._next_try - time.monotonic()
+            if wait > 0:
+                time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+        self.heartbeat_if_due(force=True, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
         self._client.close()
+
+
+def retry_after(header: str | None) -> float | None:
+    """Seconds from a Retry-After header in seconds (an HTTP date is not used), within bounds."""
+    try:
+        return min(MAX_RETRY_AFTER_S, max(0.0, float(header))) if header else None
+    except ValueError:
+        return None

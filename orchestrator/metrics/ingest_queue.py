@@ -22,7 +22,11 @@ from orchestrator.api import json_error
 _lock = threading.Lock()
 _queued: dict[int, int] = {}
 # A gzip body may inflate to at most this many bytes (a 200,000-point batch is about 16 MB of JSON).
-MAX_INFLATED_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_INFLATED_BYTES = 64 * 1024 * 1024
+
+
+def max_inflated_bytes() -> int:
+    return int(getattr(settings, "OPL_INGEST_MAX_INFLATED_BYTES", DEFAULT_MAX_INFLATED_BYTES))
 
 
 def limit() -> int:
@@ -68,11 +72,11 @@ def request_body(request: HttpRequest) -> tuple[bytes | None, JsonResponse | Non
         return request.body, None
     if encoding != "gzip":
         return None, json_error(415, f"Content-Encoding {encoding[:40]!r} is not supported: send gzip or none")
-    inflater = zlib.decompressobj(wbits=31)  # gzip header and trailer
+    inflater, most = zlib.decompressobj(wbits=31), max_inflated_bytes()  # wbits: gzip header and trailer
     try:
-        raw = inflater.decompress(request.body, MAX_INFLATED_BYTES)
+        raw = inflater.decompress(request.body, most)
         if inflater.unconsumed_tail:
-            return None, json_error(413, f"body inflates to more than {MAX_INFLATED_BYTES} bytes")
+            return None, json_error(413, f"body inflates to more than {most} bytes")
         if not inflater.eof:
             return None, json_error(400, "body is not a complete gzip stream")
     except zlib.error as exc:

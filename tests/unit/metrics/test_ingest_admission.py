@@ -51,8 +51,8 @@ def test_bad_encodings_are_refused_with_a_reason(client, alice, tiny_config, bod
 
 
 @pytest.mark.django_db
-def test_a_gzip_bomb_is_refused(client, alice, tiny_config, monkeypatch):
-    monkeypatch.setattr(ingest_queue, "MAX_INFLATED_BYTES", 1000)
+def test_a_gzip_bomb_is_refused(client, alice, tiny_config, settings):
+    settings.OPL_INGEST_MAX_INFLATED_BYTES = 1000
     run, token = make_run(alice, tiny_config)
     response = push_gzip(client, run.pk, token, gzip.compress(b" " * 5000))
     assert response.status_code == 413

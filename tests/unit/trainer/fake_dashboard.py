@@ -2,27 +2,44 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Dashboard:
-    def __init__(self, statuses: list[int] | None = None):
+    """statuses: the answers to the first requests (then 200); headers: extra answer headers;
+    hold: while this event is unset, requests are read and then left waiting (a hung dashboard)."""
+
+    def __init__(self, statuses: list[int] | None = None, headers: dict[str, str] | None = None,
+                 hold: threading.Event | None = None):
         self.requests: list[dict] = []
         self.statuses = list(statuses or [])
+        self.headers = dict(headers or {})
+        self.hold = hold
+        self.arrived = threading.Semaphore(0)  # released once per request read
         self.lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    raw = gzip.decompress(raw)
+                body = json.loads(raw)
+                outer.arrived.release()
+                if outer.hold is not None:
+                    outer.hold.wait()
                 with outer.lock:
                     status = outer.statuses.pop(0) if outer.statuses else 200
                     outer.requests.append(
-                        {"path": self.path, "auth": self.headers.get("Authorization"), "body": body, "status": status}
+                        {"path": self.path, "auth": self.headers.get("Authorization"), "body": body, "status": status,
+                         "encoding": self.headers.get("Content-Encoding")}
                     )
                 self.send_response(status)
+                for name, value in outer.headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
                 self.wfile.write(b"{}")
@@ -39,6 +56,8 @@ class Dashboard:
         return self
 
     def __exit__(self, *exc):
+        if self.hold is not None:
+            self.hold.set()
         self.server.shutdown()
         self.server.server_close()
 

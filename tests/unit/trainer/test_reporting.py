@@ -9,7 +9,8 @@ from .fake_dashboard import Dashboard
 
 
 def _reporting(url, attempt=1, **kw):
-    return ReportingConfig(dashboard_url=url, run_id="17", token="tok-17", attempt=attempt, push_interval_s=0.05, **kw)
+    kw.setdefault("push_interval_s", 0.05)
+    return ReportingConfig(dashboard_url=url, run_id="17", token="tok-17", attempt=attempt, **kw)
 
 
 def _spool_lines(run_dir):
@@ -91,3 +92,77 @@ def test_resume_truncation_drops_later_steps_and_repushes_the_resume_step_under_
         Pusher(tmp_path, _reporting(dash.url, attempt=2), total_steps=4).close()
     second = [r for r in dash.requests if r["path"].endswith("/metrics")][-1]["body"]
     assert second["attempt"] == 2 and [p["step"] for p in second["points"]] == [2]
+
+
+def test_points_go_out_in_gzip_batches_of_at_most_5000_before_the_interval_when_many_wait(tmp_path):
+    from trainer.reporting import MAX_POINTS_PER_POST
+
+    spool = MetricSpool(tmp_path)
+    with Dashboard() as dash:
+        pusher = Pusher(tmp_path, _reporting(dash.url, push_interval_s=3600), total_steps=1)
+        pusher.start()
+        for step in range(1200):  # 12,000 points
+            spool.log(step, {f"k/{i}": float(i) for i in range(10)})
+        for _ in range(2):  # two full batches go out long before the hour is up
+            assert dash.arrived.acquire(timeout=60)
+        pusher.close()
+    posts = [r for r in dash.requests if r["path"].endswith("/metrics")]
+    assert [len(r["body"]["points"]) for r in posts] == [MAX_POINTS_PER_POST, MAX_POINTS_PER_POST, 2000]
+    assert {r["encoding"] for r in posts} == {"gzip"}
+    assert len(dash.accepted_points()) == 12_000
+
+
+def test_a_429_waits_the_dashboards_retry_after_then_delivers(tmp_path):
+    spool = MetricSpool(tmp_path)
+    spool.log(1, {"a/x": 1.0})
+    with Dashboard(statuses=[429], headers={"Retry-After": "7"}) as dash:
+        pusher = Pusher(tmp_path, _reporting(dash.url), total_steps=1)
+        assert pusher.push_once() is False
+        import time
+
+        assert pusher._next_try - time.monotonic() >= 6.5  # waits the 7 s asked, not the 1 s backoff
+        pusher.close()  # the final flush retries at once
+    assert [r["status"] for r in dash.requests if r["path"].endswith("/metrics")] == [429, 200]
+    assert [p["key"] for p in dash.accepted_points()] == ["a/x"]
+
+
+def test_a_hung_dashboard_does_not_hold_up_training_and_loses_nothing(tmp_path):
+    """The training thread only appends to the spool: while the pusher's first request hangs in
+    the dashboard, every later step is logged, and all of them arrive once it answers."""
+    import threading
+
+    hold = threading.Event()
+    spool = MetricSpool(tmp_path)
+    spool.log(0, {"a/x": 0.0})
+    with Dashboard(hold=hold) as dash:
+        pusher = Pusher(tmp_path, _reporting(dash.url, flush_timeout_s=30), total_steps=500)
+        pusher.start()
+        assert dash.arrived.acquire(timeout=30)  # the push is now stuck in the dashboard
+
+        def train():  # the "training loop" goes on meanwhile
+            for step in range(1, 500):
+                spool.log(step, {"a/x": float(step), "a/y": 1.0})
+                pusher.step = step
+
+        trainer = threading.Thread(target=train)
+        trainer.start()
+        trainer.join(timeout=60)  # generous: it fails here (not hangs) if logging waited on the push
+        assert not trainer.is_alive()
+        assert len(_spool_lines(tmp_path)) == 999 and not dash.requests  # all logged, nothing answered yet
+        hold.set()
+        pusher.close()
+    assert sorted({p["step"] for p in dash.accepted_points()}) == list(range(500))
+
+
+def test_closing_with_a_hung_dashboard_returns_and_keeps_the_rest_in_the_spool(tmp_path):
+    import threading
+
+    hold = threading.Event()
+    spool = MetricSpool(tmp_path)
+    spool.log(1, {"a/x": 1.0})
+    with Dashboard(hold=hold) as dash:
+        pusher = Pusher(tmp_path, _reporting(dash.url, flush_timeout_s=0.5), total_steps=1)
+        pusher.start()
+        assert dash.arrived.acquire(timeout=30)
+        pusher.close()  # returns while the request still hangs
+        assert read_offset(tmp_path)[0] == 0  # not acknowledged: a restarted trainer sends it again
