@@ -46,13 +46,79 @@ def _fits(usage: Usage, key, gpus: int, max_runs: int, max_gpus: int) -> bool:
     return not (max_gpus and gpus and usage.gpus[key] + gpus > max_gpus)
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def queue_order(rows: list[tuple[int, int, int]], active_by_user: Counter) -> list[int]:
+    """The order in which the dispatcher picks queued runs when no limit holds any of them:
+    priority first, then users take turns (fewest active runs first, counting the runs picked
+    before), each user's runs in their own order. `rows`: (run id, owner id, priority), already
+    in each user's own order (moved-to-top first, then oldest)."""
+    active = Counter(active_by_user)
+    levels: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for run_id, owner, priority in rows:
+        levels[priority][owner].append(run_id)
+    order: list[int] = []
+    for priority in sorted(levels, reverse=True):
+        per_user = levels[priority]
+        heap = [(active[owner], runs[0], owner, 0) for owner, runs in per_user.items()]
+        heapq.heapify(heap)
+        while heap:
+            _, _, owner, i = heapq.heappop(heap)
+            order.append(per_user[owner][i])
+            active[owner] += 1
+            if i + 1 < len(per_user[owner]):
+                heapq.heappush(heap, (active[owner], per_user[owner][i + 1], owner, i + 1))
+    return order
+
+
+def queue_positions(active_by_user: Counter | None = None) -> dict[int, int]:
+    """{run id: 1-based place in the queue} for every queued run that the dispatcher may pick
+    (active experiment, not held by its parent). One query over the queued runs (and one for the
+    active runs per user unless given)."""
+    rows = list(
+        Run.objects.filter(state=Run.State.QUEUED, experiment__state=Experiment.State.ACTIVE)
+        .exclude(waiting_for_parent())
+        .order_by("-priority", F("moved_to_top_at").desc(nulls_last=True), "id")
+        .values_list("id", "owner_id", "priority")
+    )
+    order = queue_order(rows, _usage("owner_id").runs if active_by_user is None else active_by_user)
+    return {run_id: i + 1 for i, run_id in enumerate(order)}
+
+
 def waiting_reasons(runs: list[Run]) -> dict[int, str]:
-    """Why each queued run is still waiting, in plain words, for the runs table (the limit it is
-    held by, if any). Two aggregate queries, whatever the number of runs."""
+    """Why each queued run is still waiting, in plain words, for the runs table and the run page:
+    its place in the queue and the limit it is held by, e.g. "3rd; waiting: cluster full 4/4".
+    Two aggregate queries and one over the queued runs, whatever the number of runs."""
     queued = [run for run in runs if run.state == Run.State.QUEUED]
     if not queued:
         return {}
     users, projects = _usage("owner_id"), _usage("experiment__project_id")
+    reasons = _limits(queued, users, projects)
+    places = queue_positions(users.runs)
+    free = max(0, settings.MAX_ACTIVE_RUNS - sum(users.runs.values()))
+    for run in queued:
+        place = places.get(run.pk)
+        if place is None:  # paused sweep or waiting for a parent: not in line at all
+            continue
+        reason = reasons[run.pk]
+        if reason == NEXT:
+            ahead = place - free
+            reasons[run.pk] = (f"{ordinal(place)}; starts at the next dispatch ({free} free)" if ahead <= 0 else
+                               f"{ordinal(place)}; waiting: {ahead} ahead for {free} free slot{'s' if free != 1 else ''}")
+        else:
+            reasons[run.pk] = f"{ordinal(place)}; waiting: {reason}"
+    return reasons
+
+
+NEXT = "next in line"
+
+
+def _limits(queued: list[Run], users: Usage, projects: Usage) -> dict[int, str]:
+    """The first limit holding each queued run, or NEXT when none does."""
     active = sum(users.runs.values())
     reasons = held_by_parent(queued)
     for run in queued:
@@ -72,9 +138,9 @@ def waiting_reasons(runs: list[Run]) -> dict[int, str]:
         elif run.gpus and project_gpus and projects.gpus[project.pk] + run.gpus > project_gpus:
             reasons[run.pk] = f"project GPU limit: {projects.gpus[project.pk]} of {project_gpus} GPUs in use"
         elif active >= settings.MAX_ACTIVE_RUNS:
-            reasons[run.pk] = f"cluster full: {active} of {settings.MAX_ACTIVE_RUNS} runs active"
+            reasons[run.pk] = f"cluster full {active}/{settings.MAX_ACTIVE_RUNS}"
         else:
-            reasons[run.pk] = "next in line"
+            reasons[run.pk] = NEXT
     return reasons
 
 

@@ -123,7 +123,25 @@
     mappers[id] = new M.Mapper(d.x, d.y.map((v) => (v === null ? 0 : v)));
   }
 
+  // A queued run's page shows its place in the queue until the run starts or reports.
+  function showCharts() {
+    const note = root.querySelector("[data-queued]");
+    if (!note) return;
+    note.remove();
+    container.hidden = false;
+    panels.forEach((p) => { p.obj.render(); Plotly.Plots.resize(p.obj.el); });
+  }
+
+  async function refreshQueue() {
+    const el = root.querySelector("[data-show=queue]");
+    if (!el) return;
+    const html = await (await fetch(location.href, { credentials: "same-origin" })).text();
+    const fresh = new DOMParser().parseFromString(html, "text/html").querySelector("#run-metrics [data-show=queue]");
+    if (fresh) el.textContent = fresh.textContent;
+  }
+
   function onPoints(event) {
+    showCharts();
     const touched = new Map(); // panel -> [[traceIndex, {x, y}]] | null (needs a full redraw)
     for (const [key, points] of Object.entries(event.points)) {
       for (const ax of cfg.x_axes) {
@@ -215,6 +233,7 @@
       if (reason) reason.textContent = run.state_reason || "–";
       const progress = document.getElementById("run-progress");
       if (progress) progress.textContent = progressText(run.step, run.total_steps);
+      if (run.state !== "queued") showCharts(); else await refreshQueue();
       if (TERMINAL.includes(run.state)) {
         setTimeout(() => { if (stream) { stream.close(); stream = null; setLive(false); } }, 10000);
         return;

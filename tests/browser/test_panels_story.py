@@ -2,6 +2,7 @@
 benchmark, the token fraction named by objective, a description per panel, and a compare legend
 that stays one readable row of buttons with 8 runs."""
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,23 @@ def test_compare_legend_with_eight_runs_is_one_set_of_toggles_and_plots_keep_the
     page.click(f"[data-legend] [data-entry=run{runs[0].pk}]")
     assert len([t for t in traces(page, "reward") if t["role"] == "line"]) == 7
     assert page.get_attribute(f"[data-legend] [data-entry=run{runs[0].pk}]", "aria-pressed") == "false"
+
+
+def test_a_queued_run_shows_its_place_until_its_first_metrics_arrive(page_as, alice, tiny_config, server, client):
+    from tests.unit.metrics.helpers import push, start_attempt
+
+    run = experiment_create(owner=alice, name="waiting", config=tiny_config).runs.get()
+    page = page_as(alice)
+    page.goto(f"{server}/runs/{run.pk}/")
+    assert "1st;" in page.inner_text("#queue-note")
+    assert page.locator("[data-panels]").is_hidden()
+    page.wait_for_function("() => document.querySelector('[data-show=live]').textContent.includes('live')")
+    run, token = start_attempt(run, 1)
+    answers = []  # the ingestion view is async-aware: post from a thread without Playwright's event loop
+    thread = threading.Thread(target=lambda: answers.append(push(client, run.pk, token, {"points": points("train/reward_mean", range(5))})))
+    thread.start()
+    thread.join()
+    assert answers[0].status_code == 202
+    page.wait_for_selector("#queue-note", state="detached", timeout=15_000)
+    wait_drawn(page, "reward")
+    assert page.locator("[data-panels]").is_visible()

@@ -43,3 +43,13 @@ def progress(run, form="text"):
     if form == "short":
         return f"{p['updates']}/{p['total_updates']}" if p["total_updates"] is not None else str(p["updates"])
     return p["text"]
+
+
+@register.simple_tag
+def queue_status(run):
+    """A queued run's place and what holds it ("3rd; waiting: cluster full 4/4"); "" otherwise."""
+    from orchestrator.experiments.queue import waiting_reasons
+
+    if run.state != "queued":
+        return ""
+    return waiting_reasons([run]).get(run.pk, "")

@@ -150,14 +150,41 @@ def test_waiting_reasons_name_the_limit(alice, bob, tiny_config, settings):
     experiment_pause(experiment=paused)
     runs = list(Run.objects.select_related("experiment__project").filter(state="queued"))
     reasons = waiting_reasons(runs)
-    assert reasons[ids[2]] == "user limit: 2 runs active"
-    assert reasons[theirs.runs.get().pk] == "next in line"
-    assert reasons[paused.runs.get().pk] == "sweep paused"
+    assert reasons[ids[2]] == "2nd; waiting: user limit: 2 runs active"  # bob, with none active, goes first
+    assert reasons[theirs.runs.get().pk] == "1st; starts at the next dispatch (1 free)"
+    assert reasons[paused.runs.get().pk] == "sweep paused"  # not in line at all
     activate([theirs.runs.get().pk])
     runs = list(Run.objects.select_related("experiment__project").filter(pk=ids[3]))
-    assert waiting_reasons(runs)[ids[3]] == "user limit: 2 runs active"
+    assert waiting_reasons(runs)[ids[3]] == "2nd; waiting: user limit: 2 runs active"
     settings.OPL_USER_MAX_ACTIVE_RUNS = 0
-    assert waiting_reasons(runs)[ids[3]] == "cluster full: 3 of 3 runs active"
+    assert waiting_reasons(runs)[ids[3]] == "2nd; waiting: cluster full 3/3"
+
+
+def test_each_queued_run_of_a_full_cluster_has_its_own_place(alice, tiny_config, settings):
+    """Issue 16: all four queued runs of a sweep said "next in line"."""
+    from orchestrator.experiments.queue import waiting_reasons
+
+    busy = list(sweep(alice, 4, tiny_config, name="busy").runs.values_list("id", flat=True))
+    activate(busy)
+    queued = list(sweep(alice, 4, tiny_config, name="waiting").runs.order_by("id"))
+    reasons = waiting_reasons(queued)
+    assert [reasons[r.pk] for r in queued] == [f"{n}; waiting: cluster full 4/4" for n in ("1st", "2nd", "3rd", "4th")]
+
+
+def test_places_follow_the_dispatch_order(alice, bob, tiny_config, settings):
+    from orchestrator.experiments.queue import ordinal, queue_positions
+
+    settings.MAX_ACTIVE_RUNS = 100
+    sweep(alice, 3, tiny_config, name="a")
+    sweep(bob, 2, tiny_config, name="b")
+    urgent = sweep(bob, 1, tiny_config, name="u", priority=5)
+    last = Run.objects.filter(experiment__name="a").order_by("-id").first()
+    run_move_to_top(run=last)
+    places = queue_positions()
+    assert sorted(places, key=places.get) == runs_to_dispatch()  # the same policy, no limit holding anyone
+    assert places[urgent.runs.get().pk] == 1
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]
 
 
 def test_gpu_count_comes_from_the_config_or_the_cluster_profile(alice, tiny_config, settings):

@@ -83,8 +83,9 @@ def test_runs_table_queries_are_fixed(client, alice, tiny_config, django_assert_
     client.force_login(alice)
     experiment_create(owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 31))})
     # session, user, count, the page of runs (with experiment, project, owner), their tags,
-    # latest key metrics, active runs per user, per project (why queued runs wait)
-    with django_assert_num_queries(8):
+    # latest key metrics, active runs per user, per project, the queued runs' order (why and
+    # where queued runs wait)
+    with django_assert_num_queries(9):
         client.get("/", HTTP_HX_REQUEST="true")
 
 
