@@ -28,6 +28,9 @@ THRESHOLD_OBJECTIVES = ("m2po", "m2po_cap")  # tau_m2 is their bound on M2
 PANELS: list[dict[str, Any]] = [
     {"id": "reward", "title": "Reward", "keys": ["train/reward_mean"],
      "description": "Mean reward of the batch trained on; it should rise. Stale data that stalls it is the failure to look for."},
+    {"id": "rollout_reward", "title": "Reward of fresh rollouts", "keys": ["rollout/reward_mean"],
+     "description": "Mean reward of the batches the current policy generated this step: the policy's own reward. "
+                    "Under staleness the trained batch's reward (above) lags it by s updates."},
     {"id": "eval", "title": "Eval accuracy", "keys": [EVAL_AVG], "pattern": EVAL_SET.pattern,
      "description": "Held-out accuracy per benchmark (the average only with several). This is whether the method helps."},
     {"id": "clip_frac", "title": "Masked / clipped token fraction", "keys": [FRACTION_KEY],

@@ -13,6 +13,9 @@ from orchestrator.studies.table import DEFAULT_METRIC, StudyTable, build_table, 
 from orchestrator.studies.verdicts import study_verdicts, thresholds_from
 
 MAX_STUDY_RUNS = 2000  # one page computes every run's summary; a larger sweep uses the exports' filters
+# The reward of fresh rollouts from the current policy first: a stale run's train/reward_mean is the
+# reward of rollouts s updates old, which lags its policy by construction.
+PREFERRED_METRICS = ("rollout/reward_mean", DEFAULT_METRIC)
 
 
 @dataclass
@@ -32,7 +35,7 @@ def metric_keys(run_ids: list[int]) -> list[str]:
 def options_from(params, runs: list[Run], keys: list[str]) -> StudyOptions:
     """Read metric, summary, ref (a cell's index) and the thresholds; a bad value is named and the
     default used, so the page still renders."""
-    opts = StudyOptions()
+    opts = StudyOptions(metric=next((k for k in PREFERRED_METRICS if k in keys), keys[0] if keys else DEFAULT_METRIC))
     metric = (params.get("metric") or "").strip()
     if metric:
         if metric in keys:
@@ -78,8 +81,6 @@ def study_report(experiment: Experiment, params) -> StudyReport | None:
     if not keys:
         return None
     opts = options_from(params, runs, keys)
-    if opts.metric not in keys:
-        opts.metric = keys[0] if DEFAULT_METRIC not in keys else DEFAULT_METRIC
     table = build_table(runs, opts.metric, opts.how, opts.reference)
     verdicts = study_verdicts(table, opts.thresholds)
     return StudyReport(table=table, grid=grid(table), verdicts=verdicts, options=opts, keys=keys,

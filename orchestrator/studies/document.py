@@ -1,0 +1,101 @@
+"""A study's write-up (docs/STUDY.md) from what the product stored: the verdict table, the seed
+statistics, the wall time, the runs, and the commands that reproduce it. The figures are PNGs the
+product's own compare page draws (studies/figures.py captures them in Chromium)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from orchestrator.experiments.experiment_file import dump_experiment_yaml
+from orchestrator.experiments.models import Experiment, Run
+from orchestrator.experiments.schema_form import minimal_config
+from orchestrator.studies.report import StudyReport
+from orchestrator.studies.table import as_markdown
+
+CLAIMS = {
+    "a": "stale clip (PPO/GRPO) ends clearly below on-policy",
+    "b": "M2PO at the highest staleness matches on-policy",
+    "c": "M2PO masks far fewer tokens than clip clips (paper: 0.06% vs 1.22%)",
+    "d": "no-clip at the highest staleness collapses (or turns non-finite)",
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    path: str  # relative to the document
+    caption: str
+
+
+def wall_time(runs: list[Run]) -> tuple[datetime | None, datetime | None, float | None]:
+    """(first start, last finish, minutes) over runs; None when a run has not finished."""
+    starts = [r.started_at or r.submitted_at for r in runs if r.started_at or r.submitted_at]
+    ends = [r.finished_at for r in runs]
+    if not starts or any(e is None for e in ends):
+        return (min(starts) if starts else None), None, None
+    first, last = min(starts), max(ends)
+    return first, last, (last - first).total_seconds() / 60
+
+
+def _verdict_rows(report: StudyReport) -> list[str]:
+    rows = ["| claim | verdict | measured |", "|---|---|---|"]
+    for v in report.verdicts or []:
+        rows.append(f"| ({v.claim}) {CLAIMS[v.claim]} | **{v.status}** | {v.reason} |")
+    return rows
+
+
+def _state_counts(runs: list[Run]) -> str:
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+
+
+def study_markdown(*, experiment: Experiment, warmup: Run | None, report: StudyReport, figures: list[Figure],
+                   commands: list[str], machine: str, preset_path: str | None) -> str:
+    runs = list(experiment.runs.order_by("id"))
+    everything = ([warmup] if warmup else []) + runs
+    first, last, minutes = wall_time(everything)
+    th = report.options.thresholds
+    out = [
+        f"# The staleness study on this machine: {experiment.name}",
+        "",
+        "Produced by the product (`python manage.py study_report`) from experiment "
+        f"{experiment.pk}{f' and its warm-up run {warmup.pk}' if warmup else ''}: every number below comes from the "
+        "metrics the runs streamed into the dashboard, and every image is a chart of the dashboard's compare page.",
+        "",
+        "## Set-up",
+        "",
+        f"- Machine: {machine}.",
+        f"- Runs: {len(runs)} in the sweep ({_state_counts(runs)})" + (f", after 1 warm-up run ({warmup.state})." if warmup else "."),
+        f"- Wall time, first start to last finish: **{minutes:.1f} min** ({first:%Y-%m-%d %H:%M} to {last:%H:%M} UTC)."
+        if minutes is not None else "- Wall time: the study has not finished.",
+        f"- Study metric: `{report.table.metric}`, per run the {report.table.how.replace('_', ' ')} "
+        "(the mean over the last 10% of updates unless said otherwise); per cell the mean over seeds with a 95% "
+        "percentile bootstrap CI (scipy.stats.bootstrap, 9,999 resamples).",
+        f"- Verdict thresholds: (a) gap ≥ {th.gap:g} of the metric's range ({th.reward_range:g}) with CIs apart; "
+        f"(b) CIs overlap (and neither is wider than {2 * th.gap:g}); (c) mask fraction ≤ {th.mask_ratio:g} × clip fraction; "
+        f"(d) a majority of seeds end ≥ {th.collapse_margin:g} below their smoothed peak, or any non-finite loss or gradient.",
+        "",
+        "## Verdicts",
+        "",
+        *_verdict_rows(report),
+        "",
+        "## Seed statistics",
+        "",
+        as_markdown(report.table),
+    ]
+    if figures:
+        out += ["## Curves (exported from the compare page)", ""]
+        for fig in figures:
+            out += [f"![{fig.caption}]({fig.path})", "", f"*{fig.caption}*", ""]
+    out += ["## Reproduce", "", "```sh", *commands, "```", ""]
+    if preset_path:
+        out += [f"The preset (`{preset_path}`):", ""]
+    spec = {"name": experiment.name, "project": experiment.project.name, "sweep": experiment.sweep,
+            "seeds": experiment.seeds, "config": minimal_config(experiment.base_config)}
+    out += ["The sweep as it ran (the fork source `init.from_run` is the warm-up run):", "", "```yaml",
+            dump_experiment_yaml(spec).rstrip(), "```", ""]
+    if warmup:
+        out += ["The warm-up run's config (its differences from the defaults):", "", "```yaml",
+                dump_experiment_yaml({"name": warmup.name, "config": minimal_config(warmup.config)}).rstrip(), "```", ""]
+    return "\n".join(out)

@@ -1,0 +1,109 @@
+"""Write a study's document (docs/STUDY.md) and its figures from a finished (or running) sweep.
+
+    python manage.py study_report 12 --user alice --base-url http://127.0.0.1:8000 --out docs/STUDY.md
+
+The figures are captured from the dashboard at --base-url (which must serve this database), so
+they are the product's own charts; --no-figures writes the document without them.
+"""
+import os
+import platform
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandError
+from django.test import Client
+
+from orchestrator.experiments.models import Experiment, Run
+from orchestrator.studies.document import Figure, study_markdown
+from orchestrator.studies.figures import FigureError, FigureSpec, capture
+from orchestrator.studies.report import study_report
+from orchestrator.studies.table import OBJECTIVE_PATH, staleness_path
+
+
+def _machine() -> str:
+    memory = ""
+    try:
+        kib = int(next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")).split()[1])
+        memory = f", {kib / 2**20:.0f} GiB of memory"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return f"{platform.machine()}, {os.cpu_count()} CPU cores{memory}, no GPU"
+
+
+def figure_specs(experiment: Experiment, updates_per_step: int, keys: list[str]) -> list[FigureSpec]:
+    """Reward of fresh rollouts by objective at each staleness, and the token fraction and entropy
+    at the highest staleness (those the runs logged)."""
+    runs = list(experiment.runs.order_by("id").values("id", "sweep_values"))
+    paths = {p for r in runs for p in r["sweep_values"]}
+    s_path = staleness_path(paths)
+    if s_path is None or OBJECTIVE_PATH not in paths:
+        return [FigureSpec("reward.png", "Reward of fresh rollouts", [r["id"] for r in runs], "", "rollout_reward")]
+    levels = sorted({r["sweep_values"][s_path] for r in runs})
+
+    def at(level):
+        return [r["id"] for r in runs if r["sweep_values"][s_path] == level]
+
+    def updates(level):
+        return f"{level} × {updates_per_step} = {level * updates_per_step} updates" if s_path == "staleness.k" else f"{level} updates"
+
+    specs = [FigureSpec(f"reward-{s_path.split('.')[-1]}{lvl}.png",
+                        f"Reward of fresh rollouts by objective, staleness {s_path}={lvl} ({updates(lvl)}); mean and min-max band over seeds",
+                        at(lvl), OBJECTIVE_PATH, "rollout_reward") for lvl in levels]
+    top = levels[-1]
+    if "actor/clip_frac" in keys:
+        specs.append(FigureSpec(f"token-fraction-{s_path.split('.')[-1]}{top}.png",
+                                f"Masked (m2po) / clipped (grpo) token fraction at the highest staleness, {updates(top)}",
+                                at(top), OBJECTIVE_PATH, "clip_frac"))
+    if "actor/entropy" in keys:
+        specs.append(FigureSpec(f"entropy-{s_path.split('.')[-1]}{top}.png",
+                                f"Entropy at the highest staleness, {updates(top)}", at(top), OBJECTIVE_PATH, "entropy"))
+    return specs
+
+
+class Command(BaseCommand):
+    help = "Write docs/STUDY.md (verdicts, seed statistics, wall time, figures) for a staleness sweep."
+
+    def add_arguments(self, parser):
+        parser.add_argument("experiment", type=int, help="the sweep's experiment id")
+        parser.add_argument("--user", required=True, help="whose view the figures are drawn with")
+        parser.add_argument("--base-url", default=getattr(settings, "PUBLIC_URL", "http://127.0.0.1:8000"))
+        parser.add_argument("--out", type=Path, default=Path("docs/STUDY.md"))
+        parser.add_argument("--no-figures", action="store_true")
+        parser.add_argument("--command", action="append", default=[], help="a reproduce command to list (repeatable)")
+
+    def handle(self, *args, experiment: int, user: str, base_url: str, out: Path, no_figures=False, command=(), **options):
+        found = Experiment.objects.filter(pk=experiment).first()
+        if found is None:
+            raise CommandError(f"experiment: no experiment {experiment}")
+        owner = User.objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f"--user: no user named {user!r}")
+        report = study_report(found, {})
+        if report is None:
+            raise CommandError(f"experiment {experiment}: no run has reported metrics yet")
+        parents = set(found.runs.values_list("parent_id", flat=True))
+        warmup = Run.objects.filter(pk=next(iter(parents))).first() if len(parents) == 1 and None not in parents else None
+        figures = []
+        if not no_figures:
+            client = Client()
+            client.force_login(owner)
+            cookie = (settings.SESSION_COOKIE_NAME, client.cookies[settings.SESSION_COOKIE_NAME].value)
+            updates_per_step = int(found.base_config.get("algorithm", {}).get("updates_per_step", 1))
+            specs = figure_specs(found, updates_per_step, report.keys)
+            image_dir = out.parent / out.stem.lower()
+            try:
+                capture(base_url, cookie, specs, image_dir)
+            except FigureError as exc:
+                raise CommandError(f"figures: {exc}") from None
+            figures = [Figure(f"{image_dir.name}/{s.filename}", s.caption) for s in specs]
+        commands = list(command) or [
+            "make demo   # the dashboard, a worker and the local backend on this machine",
+            f"python manage.py queue_study --user {user}   # or: New experiment > preset 'CPU staleness study'",
+            f"python manage.py study_report <experiment id> --user {user} --base-url <dashboard URL>",
+        ]
+        text = study_markdown(experiment=found, warmup=warmup, report=report, figures=figures, commands=commands,
+                              machine=_machine(), preset_path=None)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        self.stdout.write(self.style.SUCCESS(f"wrote {out} with {len(figures)} figure(s)"))

@@ -1,0 +1,62 @@
+"""Issue 13 in the browser: the experiment page loads the seed statistics and the verdicts, the
+options change them, and `study_report` writes docs with PNGs drawn by the compare page."""
+import pytest
+from django.core.management import call_command
+
+from orchestrator.experiments.services import experiment_create
+from orchestrator.metrics.services import metrics_ingest
+from orchestrator.studies.figures import FigureSpec, capture
+from tests.browser.test_charts import page_as, server  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.browser
+STEPS = range(0, 200, 2)
+FINAL = {(0, "grpo"): 0.8, (8, "grpo"): 0.4, (0, "m2po"): 0.8, (8, "m2po"): 0.78}
+
+
+@pytest.fixture
+def sweep(alice, tiny_config, settings, tmp_path):
+    settings.RUNS_DIR = tmp_path / "runs"
+    experiment = experiment_create(owner=alice, name="study", config=tiny_config, seeds=2,
+                                   sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]})
+    for run in experiment.runs.all():
+        final = FINAL[(run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"])] + 0.01 * run.seed
+        rows = [{"step": s, "key": "rollout/reward_mean", "value": final * s / 198, "time": 1.0e9 + s} for s in STEPS]
+        rows += [{"step": s, "key": "actor/clip_frac", "value": 0.01, "time": 1.0e9 + s} for s in STEPS]
+        metrics_ingest(run=run, attempt=1, points=rows)
+    return experiment
+
+
+def test_the_experiment_page_shows_statistics_and_verdicts(page_as, server, alice, sweep):  # noqa: F811
+    page = page_as(alice)
+    page.goto(f"{server}/experiments/{sweep.pk}/")
+    page.wait_for_selector("#study-heatmap")
+    assert page.locator("#study-verdicts tr[data-claim='a']").get_attribute("data-status") == "reproduced"
+    cell = page.locator("#study-heatmap td[data-cell='algorithm.objective=grpo, staleness.k=8']")
+    # the tail (last 10% of updates) is steps 180..198 of a ramp to `final` at 198: mean 189/198 of
+    # final, and final averages (0.41 + 0.42) / 2 over the two seeds
+    assert float(cell.get_attribute("data-mean")) == pytest.approx(0.415 * 189 / 198)
+    assert "Δ" in cell.inner_text()
+    page.select_option("select[name=summary]", "best")  # htmx swaps the section in place
+    page.wait_for_selector("select[name=summary] option[value=best][selected]", state="attached")
+    assert page.locator("#study-heatmap").count() == 1
+
+
+def test_study_report_writes_the_document_with_figures_from_the_compare_page(server, alice, sweep, tmp_path):  # noqa: F811
+    out = tmp_path / "docs" / "STUDY.md"
+    call_command("study_report", sweep.pk, user="alice", base_url=server, out=out)
+    text = out.read_text()
+    assert "## Verdicts" in text and "| (a) stale clip" in text and "**reproduced**" in text
+    images = sorted((tmp_path / "docs" / "study").glob("*.png"))
+    assert [p.name for p in images] == ["reward-k0.png", "reward-k8.png", "token-fraction-k8.png"]  # no entropy logged
+    for image in images:
+        assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and image.stat().st_size > 5_000
+        assert f"study/{image.name}" in text
+
+
+def test_a_panel_without_data_is_an_error_not_a_blank_image(server, alice, sweep, tmp_path, client):  # noqa: F811
+    from orchestrator.studies.figures import FigureError
+
+    client.force_login(alice)
+    spec = FigureSpec("x.png", "x", list(sweep.runs.values_list("id", flat=True)), "algorithm.objective", "grad_norm")
+    with pytest.raises(FigureError, match="x.png: the compare page drew no 'grad_norm' data"):
+        capture(server, ("sessionid", client.cookies["sessionid"].value), [spec], tmp_path, timeout_ms=5_000)
