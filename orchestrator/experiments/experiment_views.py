@@ -184,6 +184,10 @@ def _with_counts(experiments):
         e.counts = counts.get(e.pk, {})
         e.total = sum(e.counts.values())
         e.active = sum(e.counts.get(state, 0) for state in Run.ACTIVE)
+        e.failed = e.counts.get(Run.State.FAILED, 0) + e.counts.get(Run.State.LOST, 0)
+        e.cancelled = e.counts.get(Run.State.CANCELLED, 0)
+        e.state_counts = [(state, e.counts[state]) for state in Run.State.values if e.counts.get(state)]  # lifecycle order
+        e.finished = e.total > 0 and e.active == 0 and not e.counts.get(Run.State.QUEUED)
     return experiments
 
 

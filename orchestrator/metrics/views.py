@@ -258,6 +258,16 @@ def compare_page(request: HttpRequest):
                        .annotate(n_runs=Count("runs", distinct=True)).order_by("-id")[:30])
         return render(request, "metrics/compare_pick.html", {"runs": recent, "experiments": experiments})
     runs, experiment = _compare_runs(request)
+    page, diff_rows = compare_data(runs)
+    return render(request, "metrics/compare.html", {
+        "runs": runs, "experiment": experiment, "diff_rows": diff_rows, "page": page,
+    })
+
+
+def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tuple[dict, list[dict]]:
+    """What the compare charts need for `runs` (the JSON config of metrics_compare.js) and the
+    config diff rows. With `experiment`, the charts are embedded in its page: grouped by its first
+    swept field, with a link to the full compare page."""
     ids = [r.pk for r in runs]
     keys = sorted({k for rid in ids for k in selectors.run_keys(rid)})
     panels = panels_for(keys, [r.config for r in runs])
@@ -274,11 +284,14 @@ def compare_page(request: HttpRequest):
         "x_axes": X_AXES,
         "summary": selectors.summaries(ids, panel_keys(panels)),
         "series_url": reverse("metrics-compare-api"),
+        "stream_urls": {r.pk: reverse("metrics-stream", args=[r.pk]) for r in runs if not r.is_terminal},
     }
     page["forks"], page["fork_clip"] = fork_steps(runs)  # the "forks from the parent's step" option
-    return render(request, "metrics/compare.html", {
-        "runs": runs, "experiment": experiment, "diff_rows": diff_rows, "page": page,
-    })
+    if experiment is not None:
+        swept = [f for f in (experiment.sweep or {}) if f in differing]
+        page.update(embedded=True, default_group=swept[0] if swept else "",
+                    compare_url=f"{reverse('metrics-compare')}?experiment={experiment.pk}")
+    return page, diff_rows
 
 
 def _show(value) -> str:

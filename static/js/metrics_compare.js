@@ -16,7 +16,9 @@
   // escape every value that comes from a URL, a run name or a config.
   const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
-  const params = new URLSearchParams(location.search);
+  // Embedded in an experiment's page, the view starts from the config (grouped by the swept
+  // field) and leaves that page's URL alone; "Copy link" gives the full compare page's.
+  const params = cfg.embedded ? new URLSearchParams(cfg.default_group ? { group: cfg.default_group } : {}) : new URLSearchParams(location.search);
   const view = {
     group: params.get("group") || "",
     band: params.get("band") || "minmax",
@@ -47,7 +49,13 @@
     if (view.logY) q.set("logy", "1");
     for (const k of ["summary", "hx", "hy", "hm", "hs"]) if (view[k]) q.set(k, view[k]);
     for (const k of ["lineage", "upto"]) if (view[k]) q.set(k, "1");
+    if (cfg.embedded) {
+      const link = new URL(cfg.compare_url, location.href);
+      for (const [k, v] of q) if (k !== "runs" && k !== "experiment") link.searchParams.set(k, v);
+      return link.href;
+    }
     history.replaceState(null, "", `${location.pathname}?${q}`);
+    return location.href;
   }
 
   // --- forks drawn from their parent's step (?lineage=1, ?upto=1) -----------------------------
@@ -316,10 +324,10 @@
   bind("summary-metric", "summary", (e) => e.target.value, () => { renderSummary(); saveView(); });
   for (const h of ["hx", "hy", "hm", "hs"]) bind(h, h, (e) => e.target.value, () => { renderHeatmap(); saveView(); });
   document.querySelector("[data-action=share]").onclick = async () => {
-    saveView();
+    const href = saveView();
     const box = document.querySelector("[data-show=share]");
-    box.hidden = false; box.value = location.href; box.select();
-    try { await navigator.clipboard.writeText(location.href); } catch (err) { /* the box shows the link */ }
+    box.hidden = false; box.value = href; box.select();
+    try { await navigator.clipboard.writeText(href); } catch (err) { /* the box shows the link */ }
   };
 
   (async () => {

@@ -105,3 +105,22 @@ def test_a_queued_run_shows_its_place_until_its_first_metrics_arrive(page_as, al
     page.wait_for_selector("#queue-note", state="detached", timeout=15_000)
     wait_drawn(page, "reward")
     assert page.locator("[data-panels]").is_visible()
+
+
+def test_the_experiment_page_draws_its_runs_grouped_by_the_swept_field(page_as, alice, tiny_config, server):
+    experiment = experiment_create(owner=alice, name="grid", config=tiny_config, sweep={"staleness.k": [0, 4]}, seeds=2)
+    for i, run in enumerate(experiment.runs.order_by("id")):
+        metrics_ingest(run=run, attempt=1, points=points("train/reward_mean", range(20), lambda s, i=i: s + i))
+    page = page_as(alice)
+    page.goto(f"{server}/experiments/{experiment.pk}/")
+    page.wait_for_selector("#compare[data-ready='1']")
+    bands = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
+        .filter((t) => t.meta && t.meta.role === "band").map((t) => t.meta.group)""")
+    assert sorted(bands) == ["0", "4"]
+    assert page.url.endswith(f"/experiments/{experiment.pk}/")  # the embedded view leaves the page's URL alone
+    page.click("[data-action=share]")
+    assert f"/compare/?experiment={experiment.pk}&group=staleness.k" in page.input_value("[data-show=share]")
+    shot(page, "experiment-page")
+    page.click("#compare-all")
+    page.wait_for_selector("#compare[data-ready='1']")
+    assert "/compare/?experiment=" in page.url

@@ -24,3 +24,17 @@ def run_metrics_config(run) -> dict:
         "compare_url": reverse("metrics-compare") + f"?runs={run.pk}",
         "progress": progress(run.step, run.total_steps, run.config),
     }
+
+
+@register.simple_tag
+def experiment_compare_config(experiment, user) -> dict:
+    """The compare charts of an experiment's runs, for its page: grouped by the swept field; the
+    first MAX_COMPARE_RUNS runs (the series API's limit), with the total for the page to say so."""
+    from orchestrator.experiments.access import visible_runs
+    from orchestrator.metrics.views import MAX_COMPARE_RUNS, compare_data
+
+    runs = visible_runs(user).filter(experiment=experiment).order_by("id")
+    shown = list(runs[:MAX_COMPARE_RUNS])
+    page, _ = compare_data(shown, experiment=experiment)
+    page["total_runs"] = len(shown) if len(shown) < MAX_COMPARE_RUNS else runs.count()
+    return page
