@@ -232,17 +232,24 @@ def read_pins(run_dir: Path) -> dict[int, list[str]]:
 
 
 def add_pin(run_dir: Path, step: int, holder: str) -> None:
-    """Pin `step` of the run in `run_dir` for `holder` (e.g. "run 12"): idempotent, and safe
-    against concurrent writers (an exclusive lock on DIR/.pins.lock, then write-and-rename)."""
+    """Pin `step` of the run in `run_dir` for `holder` (e.g. "run 12")."""
+    add_pins(run_dir, [(step, holder)])
+
+
+def add_pins(run_dir: Path, pins: list[tuple[int, str]]) -> None:
+    """Pin each (step, holder) in DIR/pins.json: idempotent, one write for them all, and safe
+    against concurrent writers (an exclusive lock on DIR/.pins.lock, then write-and-rename).
+    An unreadable pins.json raises rather than being replaced (its pins would be lost)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / ".pins.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         path = run_dir / PINS
         data = json.loads(path.read_text()) if path.exists() else {"pins": []}
-        entry = {"step": int(step), "holder": holder}
-        if entry not in data["pins"]:
-            data["pins"].append(entry)
+        have = {(p["step"], p["holder"]) for p in data["pins"]}
+        new = [{"step": int(step), "holder": holder} for step, holder in dict.fromkeys(pins) if (int(step), holder) not in have]
+        if new:
+            data["pins"].extend(new)
             tmp = run_dir / f".{PINS}.tmp{os.getpid()}"
             tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
             os.replace(tmp, path)

@@ -141,19 +141,22 @@ def fork_plan(*, user: User, configs: list[dict[str, Any]]) -> list[Fork]:
 
 
 def pin_sources(runs: list[Run], forks: list[Fork]) -> None:
-    """Pin each fork's checkpoint for its run, then make sure the ones that existed still do (the
-    parent's clean-up may have run between the check and the pin)."""
+    """Pin each fork's checkpoint for its run (one write per parent), then make sure the ones that
+    existed still do (the parent's clean-up may have run between the check and the pin)."""
+    by_parent: dict[int, list[tuple[Run, Fork]]] = {}
     for run, fork in zip(runs, forks, strict=True):
-        if fork.source is None or fork.parent_step is None:
-            continue
-        parent_dir = run_dir_for(fork.source.parent)
+        if fork.source is not None and fork.parent_step is not None:
+            by_parent.setdefault(fork.parent_id, []).append((run, fork))
+    for parent_id, pairs in by_parent.items():
+        parent_dir = run_dir_for(pairs[0][1].source.parent)
         try:
-            ckpt.add_pin(parent_dir, fork.parent_step, f"run {run.pk}")
+            ckpt.add_pins(parent_dir, [(fork.parent_step, f"run {run.pk}") for run, fork in pairs])
         except (OSError, ValueError) as exc:
-            raise _error(FROM_RUN, f"cannot pin run {fork.parent_id}'s checkpoint in {parent_dir}: {exc}") from None
-        if fork.source.on_disk and not (parent_dir / ckpt.CKPT_DIR / f"step-{fork.parent_step:08d}").is_dir():
-            raise _error(FROM_STEP, f"run {fork.parent_id}'s checkpoint at update {fork.parent_step} was cleaned up "
-                                    "while this run was created; choose another step")
+            raise _error(FROM_RUN, f"cannot pin run {parent_id}'s checkpoint in {parent_dir}: {exc}") from None
+        for step in {fork.parent_step for _, fork in pairs if fork.source.on_disk}:
+            if not (parent_dir / ckpt.CKPT_DIR / f"step-{step:08d}").is_dir():
+                raise _error(FROM_STEP, f"run {parent_id}'s checkpoint at update {step} was cleaned up "
+                                        "while this run was created; choose another step")
 
 
 def fork_spec(run: Run, step: int | None, *, project: str | None) -> dict[str, Any]:
