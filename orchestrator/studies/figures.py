@@ -29,6 +29,11 @@ _TO_PNG = """async ([panel, title, width, height]) => {
 }"""
 
 
+# Grouped views draw mean and band traces (no per-run lines): wait for any trace with points.
+_HAS_DATA = """p => { const el = document.querySelector(`.panel-chart[data-panel="${p}"]`);
+  return Boolean(el && el.data && el.data.some((t) => t.x && t.x.length && !(t.meta && t.meta.role === "threshold"))); }"""
+
+
 class FigureError(RuntimeError):
     pass
 
@@ -86,9 +91,7 @@ def _one(page, base_url: str, spec: FigureSpec, out_dir: Path, timeout_ms: int) 
     query = urlencode({"runs": ",".join(map(str, spec.run_ids)), "group": spec.group})
     page.goto(f"{base_url.rstrip('/')}/compare/?{query}", timeout=timeout_ms)
     page.wait_for_selector('#compare[data-ready="1"]', timeout=timeout_ms)
-    page.wait_for_function(
-        "p => { const el = document.querySelector(`.panel-chart[data-panel=\"${p}\"]`); "
-        "return el && Number(el.dataset.points || 0) > 0; }", arg=spec.panel, timeout=timeout_ms)
+    page.wait_for_function(_HAS_DATA, arg=spec.panel, timeout=timeout_ms)
     data_url = page.evaluate(_TO_PNG, [spec.panel, spec.caption, WIDTH, HEIGHT])
     if not data_url:
         raise FigureError(f"{spec.filename}: the compare page drew no '{spec.panel}' panel")

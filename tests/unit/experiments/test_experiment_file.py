@@ -85,12 +85,14 @@ def test_submit_experiment_refuses_another_teams_project(alice, bob, tmp_path):
     with pytest.raises(CommandError, match="project: project 'alice-lab' does not exist or you are not a member"):
         call_command("submit_experiment", "examples/presets/cpu-demo-staleness-sweep.yaml", "--user", "bob",
                      "--project", "alice-lab")
-    assert Experiment.objects.count() == 1
+    assert Experiment.objects.count() == 2  # alice's sweep and its warm-up; nothing of bob's
 
 
 def test_submit_experiment_dry_run(alice, capsys):
     call_command("submit_experiment", "examples/presets/cpu-demo-staleness-sweep.yaml", "--user", "alice", "--dry-run")
-    assert "4 run(s); nothing queued" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "demo-stale-sweep-warmup (every run below starts from it)" in out
+    assert "6 run(s); nothing queued" in out
     assert Experiment.objects.count() == 0
 
 

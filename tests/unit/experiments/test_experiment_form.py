@@ -108,6 +108,20 @@ def test_presets_fill_the_form(logged_in):
     assert 'name="staleness.k" value="64"' in html
 
 
+def test_the_study_preset_fills_the_warm_up_box_and_queues_warm_up_and_sweep(logged_in):
+    from orchestrator.experiments.models import Run
+    from orchestrator.experiments.presets import get_preset
+
+    html = logged_in.get("/experiments/new/?preset=cpu-staleness-study").content.decode()
+    assert 'id="f-warmup_run"' in html and "objective: grpo" in html
+    response = logged_in.post("/experiments/new/", flat_from_spec(get_preset("cpu-staleness-study").spec()))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    warm = Run.objects.get(experiment__name="cpu-staleness-study-warmup")
+    assert warm.config["algorithm"]["objective"] == "grpo" and warm.config["train"]["steps"] == 200
+    forks = Run.objects.filter(experiment__name="cpu-staleness-study", parent=warm)
+    assert forks.count() == 27 and {r.config["algorithm"]["lr"] for r in forks} == {3.0e-4}
+
+
 def test_export_gives_the_file_the_trainer_takes(logged_in):
     from trainer.config import parse_config
 

@@ -164,3 +164,37 @@ def test_markdown_of_a_live_sweep_counts_runs_without_data(study, alice, tiny_co
     table = build_table(list(extra.runs.all()))
     assert "| (no sweep) | 0 (2 missing) | – |" in as_markdown(table)
     assert study_report(extra, {}) is None
+
+
+def test_queue_study_queues_the_preset_and_names_a_missing_one(alice, capsys):
+    from django.core.management import CommandError, call_command
+
+    from orchestrator.experiments.models import Experiment, Run
+
+    call_command("queue_study", "--user", "alice", "--dry-run")
+    out = capsys.readouterr().out
+    assert "cpu-staleness-study-warmup (every run below starts from it)" in out and "27 run(s); nothing queued" in out
+    call_command("queue_study", "--user", "alice")
+    assert Experiment.objects.count() == 2 and Run.objects.count() == 28
+    with pytest.raises(CommandError, match="--preset: no preset named 'nope'; presets: .*cpu-staleness-study"):
+        call_command("queue_study", "--user", "alice", "--preset", "nope")
+
+
+def test_study_report_without_figures_writes_verdicts_and_statistics(study, tmp_path):
+    from django.core.management import call_command
+
+    out = tmp_path / "STUDY.md"
+    call_command("study_report", study.pk, "--user", "alice", "--no-figures", "--out", str(out))
+    text = out.read_text()
+    assert "| (a) stale clip (PPO/GRPO) ends clearly below on-policy | **reproduced** |" in text
+    assert "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.500, 0.560] |" in text
+    assert "Wall time: the study has not finished." in text  # the runs never started here
+
+
+def test_the_fresh_rollout_reward_is_the_default_study_metric(study):
+    from orchestrator.studies.report import study_report as report_of
+
+    assert report_of(study, {}).table.metric == "train/reward_mean"  # the only reward logged
+    run = study.runs.first()
+    _ingest(run, "rollout/reward_mean", _curve(0.5))
+    assert report_of(study, {}).table.metric == "rollout/reward_mean"
