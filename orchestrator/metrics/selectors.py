@@ -141,6 +141,11 @@ def run_keys(run_id: int) -> list[str]:
     return list(MetricSeries.objects.filter(run_id=run_id).order_by("key").values_list("key", flat=True))
 
 
+def keys_of(run_ids: Iterable[int]) -> list[str]:
+    """The keys any of the runs has, sorted."""
+    return list(MetricSeries.objects.filter(run_id__in=list(run_ids)).order_by("key").values_list("key", flat=True).distinct())
+
+
 def latest_values(run_ids: Iterable[int], keys: Iterable[str]) -> dict[int, dict[str, float]]:
     """{run_id: {key: latest value}} for a runs table; NaN/±inf come back as floats. Runs or
     keys without points are absent. One indexed query, independent of the number of points."""

@@ -127,26 +127,53 @@ def _points_json(points) -> list[list]:
     return [[step, encode_value(value, special)] for step, value, special in points]
 
 
-def _key_param(request: HttpRequest) -> str:
-    key = request.GET.get("key", "")
-    if not key:
-        raise ParamError("key", "required, e.g. key=train/reward_mean")
-    return key
+MAX_KEYS_PER_CALL = 50
+SHOW_KNOWN = 40  # known keys named in a 404
+
+
+def _key_param(request: HttpRequest, *, many: bool = False) -> list[str]:
+    """The requested keys: key=a&key=b or key=a,b (metric keys have no commas). One call of the
+    compare endpoint takes one key, and says so rather than using the last of several."""
+    keys = list(dict.fromkeys(k.strip() for raw in request.GET.getlist("key") for k in raw.split(",") if k.strip()))
+    if not keys:
+        raise ParamError("key", "required, e.g. key=train/reward_mean (several: key=a&key=b or key=a,b)")
+    if not many and len(keys) > 1:
+        raise ParamError("key", f"one key per call here, got {len(keys)}: {', '.join(keys)[:200]}")
+    if len(keys) > MAX_KEYS_PER_CALL:
+        raise ParamError("key", f"at most {MAX_KEYS_PER_CALL} keys per call, got {len(keys)}")
+    return keys
+
+
+def _unknown_keys(asked: list[str], known: list[str], whose: str):
+    """None when every asked key is known, else the 404 that names the known keys."""
+    missing = [k for k in asked if k not in set(known)]
+    if not missing:
+        return None
+    shown = ", ".join(known[:SHOW_KNOWN]) + (f" and {len(known) - SHOW_KNOWN} more" if len(known) > SHOW_KNOWN else "")
+    listed = f"known keys: {shown}" if known else "no metrics reported yet"
+    return json_error(404, f"{whose} has no metric {', '.join(repr(k) for k in missing)[:300]}; {listed}",
+                      [{"field": "key", "message": listed}])
 
 
 @api_view
 def _series(request: HttpRequest, run_id: int):
-    """{"key", "points": [[step, value]...], "seq", "attempts"}; seq is the live stream position
-    this answer reflects (open the stream with after=seq)."""
+    """{"series": [{"key", "points": [[step, value]...]}...], "seq", "attempts"} for one or several
+    keys (one key also answers "key" and "points" at the top, as before). seq is the live stream
+    position this answer reflects (open the stream with after=seq). A key the run does not have
+    is a 404 naming the keys it has. `step` is the optimizer update count."""
     run = get_run_for_user(request.user, run_id)
     try:
-        key, params = _key_param(request), _window_params(request)
+        keys, params = _key_param(request, many=True), _window_params(request)
     except ParamError as exc:
         return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
+    if error := _unknown_keys(keys, selectors.run_keys(run.pk), f"run {run.pk}"):
+        return error
     seq = selectors.current_seq(run.pk)
-    points = selectors.series([run.pk], key, **params)[run.pk]
-    return JsonResponse({"key": key, "points": _points_json(points), "seq": seq,
-                         "attempts": selectors.attempt_starts([run.pk]).get(run.pk, [])})
+    series = [{"key": key, "points": _points_json(selectors.series([run.pk], key, **params)[run.pk])} for key in keys]
+    body = {"series": series, "seq": seq, "attempts": selectors.attempt_starts([run.pk]).get(run.pk, [])}
+    if len(keys) == 1:
+        body.update(series[0])
+    return JsonResponse(body)
 
 
 def _run_ids_param(request: HttpRequest) -> list[int]:
@@ -170,12 +197,15 @@ def _visible_ids(user, ids: list[int]) -> list[int]:
 
 @api_view
 def compare_series(request: HttpRequest):
-    """One key of many runs on one bucket grid: {"key", "runs": [{"run", "points", "attempts"}]}."""
+    """One key of many runs on one bucket grid: {"key", "runs": [{"run", "points", "attempts"}]}.
+    A key that none of the runs has is a 404 naming the keys they have."""
     try:
-        ids, key, params = _run_ids_param(request), _key_param(request), _window_params(request)
+        ids, [key], params = _run_ids_param(request), _key_param(request), _window_params(request)
     except ParamError as exc:
         return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
     ids = _visible_ids(request.user, ids)
+    if error := _unknown_keys([key], selectors.keys_of(ids), f"none of runs {', '.join(map(str, ids))[:100]}"):
+        return error
     per_run = selectors.series(ids, key, **params)
     attempts = selectors.attempt_starts(ids)
     return JsonResponse({"key": key, "runs": [
@@ -269,12 +299,13 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
     config diff rows. With `experiment`, the charts are embedded in its page: grouped by its first
     swept field, with a link to the full compare page."""
     ids = [r.pk for r in runs]
-    keys = sorted({k for rid in ids for k in selectors.run_keys(rid)})
+    keys = selectors.keys_of(ids)
     panels = panels_for(keys, [r.config for r in runs])
     differing = differing_fields([r.config for r in runs])
     flat = {r.pk: flatten(r.config) for r in runs}
     diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f)) for r in runs]} for f in differing]
     page = {
+        "keys": keys,  # what the runs logged: the charts ask for these only
         "runs": [{"id": r.pk, "name": r.name, "state": r.state, "seed": r.seed,
                   "objective": flat[r.pk].get("algorithm.objective", "m2po"),
                   "fraction_label": fraction_label(flat[r.pk].get("algorithm.objective", "m2po")),

@@ -33,6 +33,7 @@
   const data = {}; // key -> Map(runId -> decoded series)
   const mappers = {}; // axis id -> Map(runId -> Mapper)
   const panels = cfg.panels.map((p) => ({ ...p }));
+  const known = new Set(cfg.keys || []); // keys the runs have: the compare API answers 404 for any other
   const hidden = new Set(); // legend entries switched off ("run<id>" or "group<value>")
   const FRACTION_KEY = "actor/clip_frac";
   const axis = (id) => cfg.x_axes.find((a) => a.id === id) || cfg.x_axes[0];
@@ -98,7 +99,7 @@
 
   async function loadMapper(id) {
     const ax = axis(id);
-    if (!ax.key || mappers[id]) return;
+    if (!ax.key || mappers[id] || !known.has(ax.key)) return;
     const per = await fetchKey(ax.key, { max_points: 3000, ...(ax.field ? { field: ax.field } : {}) });
     mappers[id] = new Map([...per].map(([rid, d]) => [rid, new M.Mapper(d.x, d.y.map((v) => (v === null ? 0 : v)))]));
   }
@@ -219,7 +220,7 @@
     if (!range) { panel.zoomed = null; panel.obj.render(); return; }
     const start = Math.max(0, Math.floor(Math.min(...runs.map((r) => stepOf(r.id, range[0])))));
     const end = Math.ceil(Math.max(...runs.map((r) => stepOf(r.id, range[1]))));
-    const answers = await Promise.all(panel.keys.map((key) => fetchKey(key, { start, end }, panel.obj.el).then((m) => [key, m])));
+    const answers = await Promise.all(panel.keys.filter((k) => known.has(k)).map((key) => fetchKey(key, { start, end }, panel.obj.el).then((m) => [key, m])));
     panel.zoomed = Object.fromEntries(answers);
     panel.obj.render();
   }
@@ -331,7 +332,7 @@
   };
 
   (async () => {
-    const keys = [...new Set(panels.flatMap((p) => p.keys))];
+    const keys = [...new Set(panels.flatMap((p) => p.keys))].filter((k) => known.has(k));
     const loaded = await Promise.all(keys.map((key) => fetchKey(key).then((m) => [key, m])));
     for (const [key, m] of loaded) data[key] = m;
     if (view.x !== "step") await loadMapper(view.x);

@@ -18,6 +18,7 @@
   let attempts = [];
   let stream = null;
   const panels = cfg.panels.map((p) => ({ ...p, keys: [...p.keys] }));
+  const known = new Set(cfg.keys); // keys the run has: the series API answers 404 for any other
 
   const axis = (id) => cfg.x_axes.find((a) => a.id === id);
   // Wall time is shown in s, min or h by the run's length so far.
@@ -84,7 +85,7 @@
     if (!range) { panel.zoomed = null; panel.obj.render(); return; }
     const start = Math.max(0, Math.floor(stepOf(range[0]))), end = Math.ceil(stepOf(range[1]));
     const budget = M.budgetFor(panel.obj.el, panel.keys.length);
-    const answers = await Promise.all(panel.keys.filter((k) => series[k]).map((key) =>
+    const answers = await Promise.all(panel.keys.filter((k) => series[k] && known.has(k)).map((key) =>
       M.getJSON(seriesUrl(key, { start, end, max_points: budget })).then((a) => [key, M.decode(a.points)])));
     panel.zoomed = Object.fromEntries(answers);
     panel.obj.render();
@@ -101,23 +102,24 @@
 
   // Load every charted key; returns the stream position the answers reflect.
   async function loadAll() {
-    const keys = [...new Set(panels.flatMap((p) => p.keys))];
+    (await M.getJSON(cfg.keys_url)).keys.forEach((k) => known.add(k));
+    const keys = [...new Set(panels.flatMap((p) => p.keys))].filter((k) => known.has(k));
     const budget = M.budgetFor(panels[0].obj.el, 2);
-    const answers = await Promise.all(keys.map((key) => M.getJSON(seriesUrl(key, { max_points: budget }))));
-    let seq = Infinity;
-    answers.forEach((a) => {
-      if (a.points.length) series[a.key] = M.decode(a.points); else delete series[a.key];
-      seq = Math.min(seq, a.seq);
-      attempts = a.attempts;
-    });
+    let seq = 0;
+    if (keys.length) {  // every charted key in one call
+      const answer = await M.getJSON(seriesUrl(keys.join(","), { max_points: budget }));
+      answer.series.forEach((a) => { if (a.points.length) series[a.key] = M.decode(a.points); else delete series[a.key]; });
+      seq = answer.seq;
+      attempts = answer.attempts;
+    }
     for (const id of Object.keys(mappers)) await loadMapper(id);
     panels.forEach((p) => { p.zoomed = null; p.obj.range = null; p.obj.render(); });
-    return Number.isFinite(seq) ? seq : 0;
+    return seq;
   }
 
   async function loadMapper(id) {
     const ax = axis(id);
-    if (!ax.key) return;
+    if (!ax.key || !known.has(ax.key)) return;
     const a = await M.getJSON(seriesUrl(ax.key, { max_points: 5000, ...(ax.field ? { field: ax.field } : {}) }));
     const d = M.decode(a.points);
     mappers[id] = new M.Mapper(d.x, d.y.map((v) => (v === null ? 0 : v)));
@@ -144,6 +146,7 @@
     showCharts();
     const touched = new Map(); // panel -> [[traceIndex, {x, y}]] | null (needs a full redraw)
     for (const [key, points] of Object.entries(event.points)) {
+      known.add(key);
       for (const ax of cfg.x_axes) {
         if (!mappers[ax.id] || ax.key !== key) continue;
         // live points carry no wall time: their arrival time stands in until the next reload
@@ -178,7 +181,7 @@
   function setEvalKeys(panel, keys) {
     const sets = [...new Set(keys.filter((k) => EVAL_SET.test(k) && k !== EVAL_AVG))].sort();
     panel.keys = sets.length === 1 ? sets : [EVAL_AVG, ...sets];
-    if (panel.keys.includes(EVAL_AVG) && !series[EVAL_AVG]) {  // history of the average, now shown
+    if (panel.keys.includes(EVAL_AVG) && !series[EVAL_AVG] && known.has(EVAL_AVG)) {  // history of the average, now shown
       M.getJSON(seriesUrl(EVAL_AVG, { max_points: M.budgetFor(panel.obj.el, panel.keys.length) })).then((a) => {
         if (a.points.length) { series[EVAL_AVG] = M.decode(a.points); panel.obj.redrawSoon(); }
       });

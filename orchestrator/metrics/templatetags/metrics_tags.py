@@ -16,7 +16,9 @@ def run_metrics_config(run) -> dict:
         "run": run.pk,
         "state": run.state,
         "terminal": run.is_terminal,
-        "panels": panels_for(selectors.run_keys(run.pk), [run.config]),
+        "keys": (keys := selectors.run_keys(run.pk)),  # asking for any other key is a 404
+        "panels": panels_for(keys, [run.config]),
+        "keys_url": reverse("metrics-keys", args=[run.pk]),
         "x_axes": X_AXES,
         "series_url": reverse("metrics-ingest", args=[run.pk]),
         "stream_url": reverse("metrics-stream", args=[run.pk]),

@@ -1,0 +1,51 @@
+"""The metrics API (issue 16): several keys per call, a 404 that names the known keys for a key
+the run does not have, and one key per compare call said out loud instead of the last one used."""
+import pytest
+
+from orchestrator.metrics.services import metrics_ingest
+
+from .helpers import make_run, points
+
+pytestmark = pytest.mark.django_db
+A, B = "train/reward_mean", "actor/m2"
+
+
+def test_several_keys_in_one_call_come_back_in_the_order_asked(client, alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    metrics_ingest(run=run, attempt=1, points=points(A, range(3)) + points(B, range(2), lambda s: 7.0))
+    client.force_login(alice)
+    url = f"/api/v1/runs/{run.pk}/metrics"
+    for query in ({"key": [B, A]}, {"key": f"{B},{A}"}):
+        answer = client.get(url, query)
+        assert answer.status_code == 200
+        body = answer.json()
+        assert [s["key"] for s in body["series"]] == [B, A]
+        assert body["series"][0]["points"] == [[0, 7.0], [1, 7.0]]
+        assert "key" not in body and body["attempts"] == [[1, 0]]
+    single = client.get(url, {"key": A}).json()  # one key keeps its old shape too
+    assert single["key"] == A and single["points"] == single["series"][0]["points"]
+
+
+def test_an_unknown_key_is_a_404_naming_the_known_ones(client, alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    client.force_login(alice)
+    url = f"/api/v1/runs/{run.pk}/metrics"
+    empty = client.get(url, {"key": A})
+    assert empty.status_code == 404 and "no metrics reported yet" in empty.json()["error"]
+    metrics_ingest(run=run, attempt=1, points=points(A, range(3)) + points(B, range(2)))
+    answer = client.get(url, {"key": [A, "train/reward_maen"]})
+    assert answer.status_code == 404
+    assert answer.json()["error"] == (f"run {run.pk} has no metric 'train/reward_maen'; "
+                                      f"known keys: {B}, {A}")
+    assert answer.json()["errors"] == [{"field": "key", "message": f"known keys: {B}, {A}"}]
+    compare = client.get("/api/v1/metrics/compare", {"runs": str(run.pk), "key": "nope"})
+    assert compare.status_code == 404 and f"known keys: {B}, {A}" in compare.json()["error"]
+
+
+def test_compare_takes_one_key_and_says_so(client, alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    metrics_ingest(run=run, attempt=1, points=points(A, range(3)) + points(B, range(2)))
+    client.force_login(alice)
+    answer = client.get("/api/v1/metrics/compare", {"runs": str(run.pk), "key": [A, B]})
+    assert answer.status_code == 400
+    assert answer.json()["errors"] == [{"field": "key", "message": f"one key per call here, got 2: {A}, {B}"}]
