@@ -24,6 +24,8 @@ def job_config(run: Run) -> dict:
     config = copy.deepcopy(run.config)
     init = config.get("init") or {}
     if init.get("from_run") is not None and not init.get("from_path"):
+        if init.get("from_step") is None and run.parent_step is not None:
+            init["from_step"] = run.parent_step  # fixed at the first submission: a retry starts from the same weights
         init["from_path"] = str(parent_checkpoint(run, int(init["from_run"]), init.get("from_step")))
         config["init"] = init
     return config

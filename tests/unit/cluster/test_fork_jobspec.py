@@ -46,6 +46,10 @@ def test_a_fork_made_before_its_parent_ended_records_and_pins_the_step_at_submis
     build_job_spec(child, "t", tmp_path / "child")
     assert Run.objects.get(pk=child.pk).parent_step == 8
     assert read_pins(tmp_path / "runs" / f"run-{parent.pk}") == {8: [f"run {child.pk}"]}
+    _checkpoint(tmp_path / "runs" / f"run-{parent.pk}", 10)  # the parent went on (retried, say)
+    build_job_spec(Run.objects.get(pk=child.pk), "t", tmp_path / "child")  # the fork's retry
+    written = yaml.safe_load((tmp_path / "child" / "config.yaml").read_text())
+    assert written["init"]["from_path"].endswith("step-00000008")  # the same weights as its first attempt
 
 
 def test_an_unreachable_parent_checkpoint_fails_the_run_naming_both_folders(alice, settings, tmp_path):
