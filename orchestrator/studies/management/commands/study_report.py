@@ -71,8 +71,12 @@ class Command(BaseCommand):
         parser.add_argument("--out", type=Path, default=Path("docs/STUDY.md"))
         parser.add_argument("--no-figures", action="store_true")
         parser.add_argument("--command", action="append", default=[], help="a reproduce command to list (repeatable)")
+        parser.add_argument("--appendix", type=Path, help="a Markdown file appended as is (e.g. how the preset was calibrated)")
 
-    def handle(self, *args, experiment: int, user: str, base_url: str, out: Path, no_figures=False, command=(), **options):
+    def handle(self, *args, experiment: int, user: str, base_url: str, out: Path, no_figures=False, command=(),
+               appendix: Path | None = None, **options):
+        if appendix is not None and not appendix.is_file():
+            raise CommandError(f"--appendix: no such file: {appendix}")
         found = Experiment.objects.filter(pk=experiment).first()
         if found is None:
             raise CommandError(f"experiment: no experiment {experiment}")
@@ -104,6 +108,8 @@ class Command(BaseCommand):
         ]
         text = study_markdown(experiment=found, warmup=warmup, report=report, figures=figures, commands=commands,
                               machine=_machine(), preset_path=None)
+        if appendix is not None:
+            text = text.rstrip() + "\n\n" + appendix.read_text()
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         self.stdout.write(self.style.SUCCESS(f"wrote {out} with {len(figures)} figure(s)"))
