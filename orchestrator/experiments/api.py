@@ -144,18 +144,43 @@ def runs(request: HttpRequest):
     per_page = parse_id(raw)
     if per_page is None or not 1 <= per_page <= MAX_PER_PAGE:
         return json_error(400, "invalid request", [{"field": "per_page", "message": f"a whole number from 1 to {MAX_PER_PAGE}, got {raw[:40]!r}"}])
+    keys = _summary_keys(request)
+    if isinstance(keys, JsonResponse):
+        return keys
     page = Paginator(qs, per_page).get_page(f.page)
     return JsonResponse({
         "count": page.paginator.count, "page": page.number, "pages": page.paginator.num_pages,
-        "runs": [run.to_dict() for run in page.object_list],
+        "runs": with_summaries(list(page.object_list), keys),
     })
+
+
+def with_summaries(runs: list, keys: list[str] | None = None) -> list[dict[str, Any]]:
+    """The runs' dicts, each with "summary": {key: {last, min, max, tail_mean, count, last_step}}."""
+    from orchestrator.metrics.summaries import encode_summary, run_summaries
+
+    found = run_summaries([run.pk for run in runs], keys)
+    return [{**run.to_dict(), "summary": {k: encode_summary(v) for k, v in sorted(found.get(run.pk, {}).items())}}
+            for run in runs]
+
+
+def _summary_keys(request: HttpRequest) -> list[str] | None | JsonResponse:
+    """?summary_keys=a,b limits each run's summary to those metric keys (default: all)."""
+    from orchestrator.metrics.schemas import KEY_PATTERN
+
+    raw = ",".join(request.GET.getlist("summary_keys"))
+    if not raw:
+        return None
+    keys = [k.strip() for k in raw.split(",") if k.strip()]
+    if bad := [k for k in keys if len(k) > 200 or not KEY_PATTERN.match(k)]:
+        return json_error(400, "invalid request", [{"field": "summary_keys", "message": f"not a metric key: {bad[0][:80]!r}"}])
+    return keys
 
 
 @api_view
 @require_http_methods(["GET", "PATCH"])
 def run_detail(request: HttpRequest, run_id: int):
     if request.method == "GET":
-        return JsonResponse(get_run_for_user(request.user, run_id).to_dict())
+        return JsonResponse(with_summaries([get_run_for_user(request.user, run_id)])[0])
     run = get_run_for_user(request.user, run_id, write=True)
     body, error = validate_body(RunAnnotationIn, request)
     if error:

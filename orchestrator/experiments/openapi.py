@@ -45,7 +45,13 @@ def _response_schemas() -> dict[str, Any]:
         "finished_at": TIME, "config": OBJ, "sweep_values": OBJ, "seed": INT,
         "parent": _nullable(INT), "parent_step": _nullable(INT), "notes": STR,
         "tags": {"type": "array", "items": STR},
-    }, description="A run: state, backend details, config, tags and its own notes.")
+        "summary": {"type": "object", "additionalProperties": _ref("MetricSummary"),
+                    "description": "Per metric key (GET answers only)."},
+    }, required=["id", "name", "experiment", "project", "owner", "state", "state_reason", "priority", "gpus",
+                 "attempt", "max_attempts", "backend", "job_id", "node_list", "exit_code", "run_dir", "step",
+                 "total_steps", "last_heartbeat", "queued_at", "submitted_at", "pending_at", "started_at",
+                 "finished_at", "config", "sweep_values", "seed", "parent", "parent_step", "notes", "tags"],
+       description="A run: state, backend details, config, tags, its own notes and its metric summaries.")
     experiment_fields = {
         "id": INT, "name": STR, "project": STR, "owner": STR,
         "state": {"type": "string", "enum": Experiment.State.values}, "priority": INT,
@@ -63,7 +69,13 @@ def _response_schemas() -> dict[str, Any]:
                   "description": "[step, value]"}
     attempts = {"type": "array", "items": {"type": "array", "items": INT, "minItems": 2, "maxItems": 2},
                 "description": "[attempt, first step] of each attempt after a restart"}
+    summary = _object({
+        "last": point_value, "min": _nullable(NUM), "max": _nullable(NUM),
+        "tail_mean": {**_nullable(NUM), "description": "Mean of the finite values over the last 10% of the key's steps"},
+        "count": INT, "last_step": INT,
+    }, description="A metric key's summary over the run's live points (min/max over finite values).")
     return {
+        "MetricSummary": summary,
         "Run": run, "Experiment": experiment, "Project": project,
         "ExperimentList": _object({"experiments": {"type": "array", "items": _ref("Experiment")}}),
         "RunPage": _object({"count": INT, "page": INT, "pages": INT, "runs": {"type": "array", "items": _ref("Run")}}),
@@ -171,6 +183,7 @@ def document() -> dict[str, Any]:
             _query("sort", {"type": "string"}, "id, name, state, priority, step, started, created, user, backend; '-' for descending"),
             _query("page", {"type": "integer", "minimum": 1}),
             _query("per_page", {"type": "integer", "minimum": 1, "maximum": 500}, "a value outside 1..500 is a 400"),
+            _query("summary_keys", {"type": "string"}, "Comma-separated metric keys each run's summary is limited to"),
         ], "responses": _ok("RunPage")}},
         "/api/v1/runs/{run_id}": {
             "get": {"summary": "A run: state and backend details", "parameters": run_id, "responses": _ok("Run")},
@@ -190,9 +203,13 @@ def document() -> dict[str, Any]:
         "/api/v1/runs/{run_id}/metrics": {
             "get": {"summary": "One metric of a run, downsampled to max_points over [start, end]",
                     "parameters": [*run_id, KEY, *WINDOW], "responses": _ok("Series")},
-            "post": {"summary": "Ingest a batch of points (the run's own token only); refused whole if any row is bad",
-                     "parameters": run_id, "security": RUN_TOKEN, "requestBody": _body("MetricBatch"),
-                     "responses": _ok("Stored", "202", "Accepted")},
+            "post": {"summary": "Ingest a batch of points (the run's own token only); refused whole if any row is bad. "
+                                "The body may be gzip-compressed (Content-Encoding: gzip). 429 with Retry-After: the "
+                                "run's queue is deep, nothing was stored, send it again after that many seconds.",
+                     "parameters": [*run_id, {"name": "Content-Encoding", "in": "header", "required": False,
+                                              "schema": {"type": "string", "enum": ["gzip", "identity"]}}],
+                     "security": RUN_TOKEN, "requestBody": _body("MetricBatch"),
+                     "responses": {**_ok("Stored", "202", "Accepted"), "415": ERROR, "429": ERROR}},
         },
         "/api/v1/runs/{run_id}/metrics/keys": {"get": {"summary": "The metric keys a run has", "parameters": run_id,
                                                        "responses": _ok("MetricKeys")}},

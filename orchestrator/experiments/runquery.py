@@ -7,6 +7,10 @@ A query is clauses joined by `and`. A clause is `field op value` with op one of
 = != > >= < <= ~ (contains), or `field in (v1, v2, ...)`. Fields are the run's own columns
 (state, user, project, experiment, tag, name, backend, job, node, priority, step, seed, gpus, id)
 or any RunConfig field path. Values are numbers, true/false/null, bare words or quoted strings.
+`summary.<metric key>` compares a run's summary of that key: its tail mean (the mean of the last
+10% of its steps), or with a suffix .last, .min, .max, .count or .last_step that field:
+
+    summary.train/reward_mean > 0.5 and summary.eval/avg_acc.max >= 0.8
 """
 from __future__ import annotations
 
@@ -149,6 +153,8 @@ def _clause(tokens: list[tuple[str, str]], i: int) -> tuple[Q, int]:
     kind, field = at(i)
     if kind != "word":
         raise QueryError(f"expected a field name, got {field!r}")
+    if field.startswith(SUMMARY_PREFIX):
+        return _summary_clause(field, at(i + 1), at(i + 2)), i + 3
     lookup = lookup_for(field)
     kind, op = at(i + 1)
     if kind == "word" and op.lower() == "in":
@@ -190,6 +196,43 @@ def _clause(tokens: list[tuple[str, str]], i: int) -> tuple[Q, int]:
         clause = Q(**{f"{lookup}__{OPS[op]}": value})
     clause = _tag_subquery(field, clause)
     return (~clause if op == "!=" else clause), i + 3
+
+
+SUMMARY_PREFIX = "summary."
+# summary.<key> compares the tail mean; summary.<key>.<field> another field of the run summary.
+SUMMARY_FIELDS = {"tail_mean": "tail_mean", "last": "last_value", "min": "min_value", "max": "max_value",
+                  "count": "count", "last_step": "last_step"}
+
+
+def _summary_clause(field: str, op_token: tuple[str, str], value_token: tuple[str, str]) -> Q:
+    """Runs whose summary of a metric key passes a numeric comparison, e.g.
+    `summary.train/reward_mean > 0.5` (the tail mean) or `summary.eval/avg_acc.max >= 0.9`.
+    Runs without the key never match (except with !=)."""
+    from orchestrator.metrics.models import MetricSeries
+    from orchestrator.metrics.schemas import KEY_PATTERN
+    from orchestrator.metrics.summaries import refresh_stale_tails
+
+    key, _, name = field[len(SUMMARY_PREFIX):].rpartition(".")
+    if name not in SUMMARY_FIELDS:
+        key, name = field[len(SUMMARY_PREFIX):], "tail_mean"
+    if not KEY_PATTERN.match(key):
+        raise QueryError(f"{field}: expected summary.<metric key>[.{'|'.join(SUMMARY_FIELDS)}], "
+                         "e.g. summary.train/reward_mean > 0.5")
+    kind, op = op_token
+    if kind != "op" or op not in OPS or op == "~":
+        raise QueryError(f"{field}: expected a comparison (= != > >= < <=), got {op!r}")
+    vkind, vtext = value_token
+    value = literal(vkind, vtext) if vkind != "op" else None
+    if vkind == "str" or isinstance(value, bool) or not isinstance(value, int | float):
+        raise QueryError(f"{field} {op}: compare with a number, got {vtext!r}")
+    column = SUMMARY_FIELDS[name]
+    if name == "tail_mean":
+        refresh_stale_tails(key)
+    matching = MetricSeries.objects.filter(key=key, **{f"{column}__{OPS[op]}": value})
+    if name == "last":
+        matching = matching.filter(last_special=0)  # NaN and infinities pass no comparison
+    clause = Q(pk__in=matching.values("run_id"))
+    return ~clause if op == "!=" else clause
 
 
 def _check_type(field: str, value: Any) -> None:

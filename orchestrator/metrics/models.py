@@ -83,6 +83,11 @@ class MetricSeries(models.Model):
     # An upper bound on last_step - first_step of the key's live chunks: a batch's overlap check
     # scans the chunks ending in [first, last + max_span] only (store.remove_steps).
     max_span = models.BigIntegerField(default=0)
+    # Bumped by every change of the key's points; the tail mean (summaries.py) is cached for the
+    # revision it was computed at, so finished runs compute it once and filters can use the column.
+    revision = models.BigIntegerField(default=0)
+    tail_mean = models.FloatField(null=True)
+    tail_revision = models.BigIntegerField(null=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="metric_series_unique")]

@@ -245,17 +245,17 @@ def upsert_series(run_id: int, summaries: Iterable[tuple], *, cursor=None) -> No
     summaries = list(summaries)
     if not summaries:
         return
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(summaries))
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0)"] * len(summaries))
     sql = (
         f"INSERT INTO {t} (run_id, key, first_step, last_step, last_value, last_special, min_value, max_value, "
-        f"count, max_span) VALUES {values} ON CONFLICT (run_id, key) DO UPDATE SET "
+        f"count, max_span, revision) VALUES {values} ON CONFLICT (run_id, key) DO UPDATE SET "
         f"first_step = {_keep(f'{t}.first_step', 'excluded.first_step', f'excluded.first_step < {t}.first_step')}, "
         f"last_value = {_keep(f'{t}.last_value', 'excluded.last_value', newer)}, "
         f"last_special = {_keep(f'{t}.last_special', 'excluded.last_special', newer)}, "
         f"last_step = {_keep(f'{t}.last_step', 'excluded.last_step', newer)}, "
         f"min_value = {_keep(f'{t}.min_value', 'excluded.min_value', lower)}, "
         f"max_value = {_keep(f'{t}.max_value', 'excluded.max_value', higher)}, "
-        f"count = {t}.count + excluded.count, "
+        f"count = {t}.count + excluded.count, revision = {t}.revision + 1, "
         f"max_span = {_keep(f'{t}.max_span', 'excluded.max_span', f'excluded.max_span > {t}.max_span')}"
     )
     params = [v for row in summaries for v in (run_id, *row)]
@@ -297,7 +297,8 @@ def refresh_series_from_rollups(run_id: int, keys: list[str]) -> None:
     from their coarsest rollups (PostgreSQL; a few rows per 4,096 steps, not the points)."""
     with _raw_pg_cursor() as cur:
         cur.execute(
-            f"UPDATE {SERIES} s SET min_value = a.mn, max_value = a.mx, count = a.n, last_step = (a.last)[1]::int8, "
+            f"UPDATE {SERIES} s SET min_value = a.mn, max_value = a.mx, count = a.n, revision = s.revision + 1, "
+            "last_step = (a.last)[1]::int8, "
             "last_value = (a.last)[2], last_special = (a.last)[3]::int2 "
             "FROM (SELECT key, min(min_value) AS mn, max(max_value) AS mx, sum(n) AS n, "
             "max(ARRAY[last_step, last_value, last_special]) AS last "

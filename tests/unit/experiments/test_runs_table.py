@@ -92,8 +92,8 @@ def test_runs_table_queries_are_fixed(client, alice, tiny_config, django_assert_
 def test_api_run_list_queries_are_fixed(alice, api_client, tiny_config, django_assert_num_queries):
     experiment_create(owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 31))})
     client = api_client(alice)
-    # token lookup, its last-used time, count, the page of runs, their tags
-    with django_assert_num_queries(5):
+    # token lookup, its last-used time, count, the page of runs, their tags, their metric summaries
+    with django_assert_num_queries(6):
         assert len(client.get("/api/v1/runs").json()["runs"]) == 30
 
 

@@ -96,3 +96,16 @@ def test_only_the_asked_keys_and_runs_with_points(alice, tiny_config):
     got = run_summaries([run_a.pk, run_b.pk], [KEY, "actor/m2"])
     assert list(got) == [run_a.pk] and list(got[run_a.pk]) == [KEY]
     assert got[run_a.pk][KEY] == {"last": 0.1, "min": 0.1, "max": 0.1, "tail_mean": 0.1, "count": 1, "last_step": 1}
+
+
+def test_the_cached_tail_mean_follows_new_and_changed_points(alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)
+    metrics_ingest(run=run, attempt=1, points=points(KEY, range(0, 11), value=lambda s: 1.0))
+    assert run_summaries([run.pk])[run.pk][KEY]["tail_mean"] == 1.0  # computed and cached
+    metrics_ingest(run=run, attempt=1, points=points(KEY, range(11, 21), value=lambda s: 3.0))
+    assert run_summaries([run.pk])[run.pk][KEY]["tail_mean"] == 3.0  # tail [18, 20]: new points
+    metrics_ingest(run=run, attempt=1, points=points(KEY, [20], value=lambda s: 6.0))  # same count, new value
+    assert run_summaries([run.pk])[run.pk][KEY]["tail_mean"] == 4.0
+    metrics_ingest(run=run, attempt=1, points=points(KEY, [20], value=lambda s: 6.0))  # a retry: no change
+    assert run_summaries([run.pk])[run.pk][KEY] == {"last": 6.0, "min": 1.0, "max": 6.0, "tail_mean": 4.0,
+                                                    "count": 21, "last_step": 20}
