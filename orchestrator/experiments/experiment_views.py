@@ -17,7 +17,7 @@ from orchestrator.experiments.access import (
 from orchestrator.experiments.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
 from orchestrator.experiments.experiment_form import Draft, draft_from_post, errors_by_slot, flat_from_spec, form_context
-from orchestrator.experiments.forks import fork_spec
+from orchestrator.experiments.forks import fork_plan, fork_spec
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.presets import get_preset, list_presets
 from orchestrator.experiments.progress import staleness_updates
@@ -79,16 +79,20 @@ def _fork_spec(request, fork: str) -> dict:
     return fork_spec(run, step, project=project)
 
 
-def _checked(draft: Draft) -> tuple[list, list]:
-    """(planned runs, errors): the form's own errors plus the trainer's, on every planned run."""
+def _checked(draft: Draft, user) -> tuple[list, list]:
+    """(planned runs, errors): the form's own errors plus the trainer's, on every planned run, and
+    a fork's (init.from_run) checks against its parent, as the user types."""
     spec = draft.spec
     try:
         if draft.errors:  # the plan cannot be built; still show the trainer's verdict on the config
             validate_run_config(spec["config"])
             return [], draft.errors
         check_warmup(spec["name"], spec["config"], spec.get("warmup_run"))
-        return experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
-                               random=spec["random"], seeds=spec["seeds"]), []
+        planned = experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
+                                  random=spec["random"], seeds=spec["seeds"])
+        if not spec.get("warmup_run"):  # with a warm-up run, the runs fork from it (not created yet)
+            fork_plan(user=user, configs=[plan.config for plan in planned])
+        return planned, []
     except ConfigError as exc:
         unreadable = {f"config.{e['field']}" for e in draft.errors}
         return [], draft.errors + [draft.place(e) for e in experiment_fields(exc.errors) if e["field"] not in unreadable]
@@ -98,7 +102,7 @@ def experiment_new(request):
     if request.method != "POST":
         return _page(request, flat_from_spec(_initial_spec(request)), [])
     draft = draft_from_post(request.POST)
-    planned, errors = _checked(draft)
+    planned, errors = _checked(draft, request.user)
     if errors:  # re-rendered as typed, each error next to its field
         return _page(request, request.POST.dict(), errors)
     try:
@@ -116,7 +120,7 @@ def experiment_new(request):
 def experiment_validate(request):
     """Live validation: every field's error slot (emptied when valid) as out-of-band swaps."""
     draft = draft_from_post(request.POST)
-    planned, errors = _checked(draft)
+    planned, errors = _checked(draft, request.user)
     flat = request.POST.dict()
     slots = errors_by_slot(errors, flat)
     all_slots = ["form", "name", "project", "seeds", "priority", "tags", "config_yaml", "sweep", "random"]
@@ -131,7 +135,7 @@ def experiment_validate(request):
 @require_POST
 def experiment_preview(request):
     draft = draft_from_post(request.POST)
-    planned, errors = _checked(draft)
+    planned, errors = _checked(draft, request.user)
     paths = list(dict.fromkeys(p for plan in planned for p in plan.values))
     show_s = bool(STALENESS_PATHS & set(paths))
     return render(request, "experiments/_preview.html", {
@@ -166,7 +170,7 @@ def experiment_import(request):
         spec = parse_experiment_yaml(text, default_name=default_name)
     except ConfigError as exc:
         return _page(request, flat_from_spec(START), [{"field": "import", "message": f"{e['field']}: {e['message']}"} for e in exc.errors], status=400)
-    planned, errors = _checked(Draft(spec={"seeds": 1, **spec}))
+    planned, errors = _checked(Draft(spec={"seeds": 1, **spec}), request.user)
     return _page(request, flat_from_spec(spec), errors, status=400 if errors else 200)
 
 

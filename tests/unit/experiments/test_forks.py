@@ -210,3 +210,18 @@ def test_the_form_shows_a_refused_fork_next_to_its_field(alice, charlie, client,
     html = client.post("/experiments/new/", form).content.decode()
     assert f"run {parent.pk} does not exist or you cannot read it" in html
     assert 'id="err-init__from_run"' in html
+
+
+def test_live_validation_checks_the_fork_as_the_user_types(alice, charlie, client, tiny_config):
+    parent = _parent(alice, tiny_config, steps=(2, 4))
+    client.force_login(alice)
+    form = flat_from_spec({"name": "f", "project": "lab", "config": {**tiny_config, "init": {"from_run": parent.pk, "from_step": 6}}})
+    html = client.post("/experiments/validate", form).content.decode()
+    assert f'id="err-init__from_step" hx-swap-oob="true"><p class="error">run {parent.pk} has no checkpoint at update 6 (it has 2, 4)' in html
+    form["init.from_step"] = "4"
+    html = client.post("/experiments/validate", form).content.decode()
+    assert 'id="err-init__from_step" hx-swap-oob="true"></div>' in html and ">1 run<" in html
+    assert ckpt.read_pins(_dir(parent)) == {}  # validating pins nothing
+    client.force_login(charlie)
+    html = client.post("/experiments/validate", form).content.decode()
+    assert f"run {parent.pk} does not exist or you cannot read it" in html
