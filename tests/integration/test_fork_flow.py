@@ -63,6 +63,8 @@ def test_a_fork_waits_for_its_parent_keeps_its_checkpoint_and_starts_from_its_we
     parent_dir = run_dir_for(parent)
     assert [ckpt.checkpoint_step(c) for c in ckpt.list_checkpoints(parent_dir)] == [1, 3]  # 2 went; 1 is pinned
     assert ckpt.read_pins(parent_dir) == {1: [f"run {child.pk}"]}
+    meta = ckpt.read_meta(parent_dir / "ckpt" / "step-00000003")  # what "best by metric" is judged on
+    assert meta["step"] == 3 and 0.0 <= meta["metrics"]["train/reward_mean"] <= 1.0
     assert child.pk in runs_to_dispatch()
 
     # What the child's job reads: the orchestrator's config for it, the parent's folder resolved.
