@@ -43,4 +43,5 @@ class RunAdmin(admin.ModelAdmin):
     filter_horizontal = ("tags",)
     search_fields = ("name", "job_id")
     readonly_fields = ("token_hash", "token_salt")
+    raw_id_fields = ("parent",)  # a fork's parent: an id box, not a select over every run
     inlines = [RunEventInline]
