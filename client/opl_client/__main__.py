@@ -1,0 +1,3 @@
+from opl_client.cli import main
+
+raise SystemExit(main())

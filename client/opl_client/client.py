@@ -1,0 +1,117 @@
+"""The API calls, over urllib only. Each method is one request (runs(all=True) follows pages)."""
+from __future__ import annotations
+
+import json
+import math
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from opl_client.config import Settings, load_settings
+from opl_client.specs import experiment_spec
+
+SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+TERMINAL = ("succeeded", "failed", "cancelled", "lost")
+
+
+class OplError(Exception):
+    """An answer >= 400: `status`, the server's `message` and its per-field `errors`."""
+
+    def __init__(self, status: int, message: str, errors: list[dict] | None = None):
+        self.status, self.message, self.errors = status, message, errors or []
+        detail = "; ".join(f"{e.get('field')}: {e.get('message')}" for e in self.errors)
+        super().__init__(f"HTTP {status}: {message}" + (f" ({detail})" if detail and detail not in message else ""))
+
+
+class Client:
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0):
+        self.settings: Settings = load_settings(url, token)
+        self.timeout = timeout
+
+    # --- transport ------------------------------------------------------------------------
+    def request(self, method: str, path: str, params: dict | list | None = None, body: Any = None) -> Any:
+        url = f"{self.settings.url}{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
+        headers = {"Accept": "application/json"}
+        if self.settings.token:
+            headers["Authorization"] = f"Bearer {self.settings.token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as answer:
+                return json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            try:
+                payload = json.loads(exc.read() or b"{}")
+            except ValueError:
+                payload = {}
+            raise OplError(exc.code, payload.get("error") or exc.reason, payload.get("errors")) from None
+
+    # --- experiments ----------------------------------------------------------------------
+    def submit(self, spec: dict | str | Path, **overrides: Any) -> dict:
+        """Queue an experiment from a dict or a YAML file (an experiment file or a plain run
+        config); keyword arguments override its fields (project=..., seeds=...).
+        Returns {"id": experiment id, "runs": [run ids]}."""
+        return self.request("POST", "/api/v1/experiments", body=experiment_spec(spec, **overrides))
+
+    def preview(self, spec: dict | str | Path, **overrides: Any) -> dict:
+        """What submit would queue, without queuing: {"count", "runs": [{"name", "values", "seed"}]}."""
+        return self.request("POST", "/api/v1/experiments/preview", body=experiment_spec(spec, **overrides))
+
+    def experiment(self, experiment_id: int) -> dict:
+        return self.request("GET", f"/api/v1/experiments/{experiment_id}")
+
+    # --- runs -----------------------------------------------------------------------------
+    def runs(self, query: str = "", *, state: str = "", experiment: int | None = None, sort: str = "-id",
+             per_page: int = 100, all: bool = True) -> list[dict]:
+        """Runs matching the filter language (e.g. "staleness.k >= 4 and state = running"),
+        every page unless all=False."""
+        params = {k: v for k, v in {"q": query, "state": state, "experiment": experiment, "sort": sort,
+                                    "per_page": per_page}.items() if v not in ("", None)}
+        out, page = [], 1
+        while True:
+            answer = self.request("GET", "/api/v1/runs", {**params, "page": page})
+            out += answer["runs"]
+            if not all or page >= answer["pages"]:
+                return out
+            page += 1
+
+    def run(self, run_id: int) -> dict:
+        return self.request("GET", f"/api/v1/runs/{run_id}")
+
+    def cancel(self, run_id: int) -> dict:
+        """Cancel a run: a queued one at once, an active one through the cluster. The run's dict."""
+        return self.request("POST", f"/api/v1/runs/{run_id}/cancel")
+
+    def wait(self, run_ids: list[int], *, timeout: float = 3600, poll: float = 2.0) -> list[dict]:
+        """Block until every run is succeeded, failed, cancelled or lost; their dicts."""
+        deadline = time.monotonic() + timeout
+        while True:
+            runs = [self.run(rid) for rid in run_ids]
+            if all(r["state"] in TERMINAL for r in runs):
+                return runs
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"runs not finished after {timeout:.0f} s: "
+                                   + ", ".join(f"{r['id']} {r['state']}" for r in runs if r["state"] not in TERMINAL))
+            time.sleep(poll)
+
+    # --- metrics --------------------------------------------------------------------------
+    def metric_keys(self, run_id: int) -> list[str]:
+        return self.request("GET", f"/api/v1/runs/{run_id}/metrics/keys")["keys"]
+
+    def metrics(self, run_id: int, keys: str | list[str], *, start: int | None = None, end: int | None = None,
+                max_points: int | None = None) -> dict[str, list[tuple[int, float]]]:
+        """{key: [(step, value), ...]}; step is the optimizer update. A key the run does not
+        have raises OplError 404, whose message names the keys it has."""
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        params = [("key", k) for k in keys] + [(k, v) for k, v in (("start", start), ("end", end),
+                                                                    ("max_points", max_points)) if v is not None]
+        answer = self.request("GET", f"/api/v1/runs/{run_id}/metrics", params)
+        return {s["key"]: [(step, SPECIAL.get(v, v)) for step, v in s["points"]] for s in answer["series"]}

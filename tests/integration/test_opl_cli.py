@@ -1,0 +1,83 @@
+"""The `opl` client drives a sweep end to end against a running server (issue 16): installed from
+client/ without Django, it submits a sweep file, cancels a run, lists runs with the filter
+language, and exports a finished run's metrics as CSV; a wrong key names the known ones."""
+import csv
+import io
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from orchestrator.accounts.services import api_token_create
+from tests.integration.test_end_to_end import celery_worker  # noqa: F401 (a real worker and beat)
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+NO_DJANGO = "import sys; sys.modules['django'] = None; from opl_client.cli import main; raise SystemExit(main())"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """`pip install ./client` into a folder of its own (no dependencies fetched: PyYAML is here)."""
+    target = tmp_path_factory.mktemp("opl-site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(ROOT / "client")], check=True, capture_output=True)
+    assert (target / "bin" / "opl").exists()  # the console script
+    return target
+
+
+def opl(installed, url, token, *args):
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(installed), "OPL_URL": url, "OPL_TOKEN": token, "HOME": str(installed)}
+    return subprocess.run([sys.executable, "-c", NO_DJANGO, *map(str, args)], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_opl_drives_a_sweep_end_to_end(installed, celery_worker, live_server, alice, tiny_config, tmp_path):  # noqa: F811
+    token = api_token_create(user=alice, name="cli")
+    tiny_config["train"]["steps"] = 2
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "cli-sweep", "project": "lab", "sweep": {"staleness.k": [0, 1]},
+                                     "config": tiny_config}))
+    url = live_server.url
+
+    preview = opl(installed, url, token, "submit", sweep, "--preview")
+    assert preview.returncode == 0, preview.stderr
+    assert "2 run(s) would be queued" in preview.stdout and "s2" in preview.stdout  # k=1 x 2 updates per step
+
+    submitted = opl(installed, url, token, "submit", sweep)
+    assert submitted.returncode == 0, submitted.stderr
+    head, ids = submitted.stdout.split(": ", 1)[0], submitted.stdout.rsplit(": ", 1)[1].split()
+    experiment = int(head.split()[1])
+    kept, cancelled = int(ids[0]), int(ids[1])
+
+    stop = opl(installed, url, token, "cancel", cancelled)
+    assert stop.returncode == 0 and stop.stdout.startswith(f"run {cancelled}: "), stop.stderr
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        listed = opl(installed, url, token, "runs", "-q", f"sweep = {experiment}", "--json")
+        assert listed.returncode == 0, listed.stderr
+        states = {r["id"]: r["state"] for r in json.loads(listed.stdout)}
+        if states[kept] in ("succeeded", "failed", "lost") and states[cancelled] == "cancelled":
+            break
+        time.sleep(2)
+    assert states == {kept: "succeeded", cancelled: "cancelled"}, (celery_worker / "worker.log").read_text()[-3000:]
+
+    table = opl(installed, url, token, "runs", "-q", f"experiment = cli-sweep and sweep = {experiment} and state = succeeded")
+    assert [line.split()[0] for line in table.stdout.splitlines()] == ["id", str(kept)]
+
+    exported = opl(installed, url, token, "metrics", kept, "train/reward_mean", "--csv")
+    assert exported.returncode == 0, exported.stderr
+    rows = list(csv.reader(io.StringIO(exported.stdout)))
+    assert rows[0] == ["run", "key", "step", "value"]
+    steps = [int(r[2]) for r in rows[1:]]
+    assert steps and steps == sorted(steps) and steps[-1] == 4  # steps are updates: 2 training steps x 2
+    assert all(r[:2] == [str(kept), "train/reward_mean"] for r in rows[1:])
+
+    wrong = opl(installed, url, token, "metrics", kept, "train/reward")
+    assert wrong.returncode == 1 and "known keys:" in wrong.stderr and "train/reward_mean" in wrong.stderr
+    refused = opl(installed, url, "not-a-token", "runs")
+    assert refused.returncode == 1 and "HTTP 401" in refused.stderr
