@@ -24,6 +24,7 @@ class StudyOptions:
     how: str = DEFAULT_SUMMARY
     reference: dict | None = None  # a fixed reference cell's sweep values; None: lowest staleness
     reference_index: str = ""
+    include_unfinished: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
     errors: list[dict[str, str]] = field(default_factory=list)
 
@@ -55,6 +56,7 @@ def options_from(params, runs: list[Run], keys: list[str]) -> StudyOptions:
             opts.reference, opts.reference_index = cells[int(ref)].values, ref
         else:
             opts.errors.append({"field": "ref", "message": f"no cell number {ref[:12]!r}"})
+    opts.include_unfinished = params.get("unfinished") in ("1", "on", "true")
     opts.thresholds, errors = thresholds_from(params)
     opts.errors += errors
     return opts
@@ -81,7 +83,7 @@ def study_report(experiment: Experiment, params) -> StudyReport | None:
     if not keys:
         return None
     opts = options_from(params, runs, keys)
-    table = build_table(runs, opts.metric, opts.how, opts.reference)
+    table = build_table(runs, opts.metric, opts.how, opts.reference, include_unfinished=opts.include_unfinished)
     verdicts = study_verdicts(table, opts.thresholds)
     return StudyReport(table=table, grid=grid(table), verdicts=verdicts, options=opts, keys=keys,
                        cells=[(str(i), c.label) for i, c in enumerate(table.cells.values())])

@@ -2,9 +2,10 @@
 values, their mean with a 95% bootstrap CI, and the difference from a reference cell with its CI.
 
 The reference of a cell defaults to the same cell at the lowest swept staleness ("staleness 0 with
-the same objective"); a fixed reference cell can be chosen instead. Runs that have not logged the
-metric yet are left out of a cell and counted as missing, so a live sweep shows provisional
-numbers that say how many seeds they rest on.
+the same objective"); a fixed reference cell can be chosen instead. Only runs that succeeded count
+by default: a running run's tail is early training, and a failed run is not a seed's outcome. The
+runs left out are counted by state beside each cell (`include_unfinished` counts every run with
+data, for a provisional look at a live sweep).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import csv
 import io
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ import numpy as np
 from orchestrator.metrics.chunks import Points, live_points
 from orchestrator.studies.statistics import DEFAULT_SUMMARY, Estimate, difference_interval, seed_interval, summarize
 
+SUCCEEDED = "succeeded"
 STALENESS_PATHS = ("staleness.k", "staleness.max_staleness")
 OBJECTIVE_PATH = "algorithm.objective"
 DEFAULT_METRIC = "train/reward_mean"
@@ -41,6 +44,7 @@ class Cell:
     estimate: Estimate = Estimate(math.nan, math.nan, math.nan, 0)
     reference: str | None = None  # cell_key of the reference cell
     difference: Estimate | None = None
+    left_out: Counter = field(default_factory=Counter)  # runs not counted, by reason
 
     @property
     def key(self) -> str:
@@ -53,6 +57,10 @@ class Cell:
     @property
     def missing(self) -> int:
         return len(self.run_ids) - len(self.run_values)
+
+    @property
+    def left_out_text(self) -> str:
+        return ", ".join(f"{n} {why}" for why, n in sorted(self.left_out.items()))
 
     @property
     def estimate_text(self) -> str:
@@ -84,7 +92,7 @@ def _same_except(a: dict, b: dict, path: str) -> bool:
 
 
 def group_cells(runs) -> dict[str, Cell]:
-    """Runs (with .pk and .sweep_values) grouped by their grid point, in the order first seen."""
+    """Runs (with .pk, .sweep_values and .state) grouped by their grid point, in the order first seen."""
     cells: dict[str, Cell] = {}
     for run in runs:
         values = dict(run.sweep_values or {})
@@ -120,7 +128,7 @@ class StudyTable:
             ref = self.cells.get(cell.reference) if cell.reference else None
             out.append({
                 "cell": cell.label, **{f"sweep:{k}": v for k, v in cell.values.items()},
-                "seeds": cell.estimate.n, "missing": cell.missing,
+                "seeds": cell.estimate.n, "left_out": cell.left_out_text,
                 "mean": cell.estimate.mean, "ci_low": cell.estimate.low, "ci_high": cell.estimate.high,
                 "reference": ref.label if ref else "",
                 "difference": cell.difference.mean if cell.difference else math.nan,
@@ -132,14 +140,18 @@ class StudyTable:
 
 
 def build_table(runs, metric: str = DEFAULT_METRIC, how: str = DEFAULT_SUMMARY, reference: dict | None = None,
-                summaries: dict[int, float] | None = None) -> StudyTable:
+                include_unfinished: bool = False) -> StudyTable:
     """The statistics of `runs` (one experiment's). `reference`: the swept values of a fixed
     reference cell; None: each cell's lowest-staleness sibling."""
+    runs = list(runs)
     cells = group_cells(runs)
-    if summaries is None:
-        summaries = run_summaries([rid for c in cells.values() for rid in c.run_ids], metric, how)
+    state = {r.pk: r.state for r in runs}
+    counted = [r.pk for r in runs if include_unfinished or r.state == SUCCEEDED]
+    summaries = run_summaries(counted, metric, how)
     for cell in cells.values():
         cell.run_values = {rid: summaries[rid] for rid in cell.run_ids if rid in summaries}
+        cell.left_out = Counter("without data" if rid in counted else state[rid] for rid in cell.run_ids
+                                if rid not in cell.run_values)
         cell.estimate = seed_interval(list(cell.run_values.values()))
     fixed = cell_key(reference) if reference is not None else None
     if fixed is not None and fixed not in cells:
@@ -154,7 +166,7 @@ def build_table(runs, metric: str = DEFAULT_METRIC, how: str = DEFAULT_SUMMARY, 
 
 # --- export --------------------------------------------------------------------------------------
 
-EXPORT_COLUMNS = ("cell", "seeds", "missing", "mean", "ci_low", "ci_high", "reference", "difference",
+EXPORT_COLUMNS = ("cell", "seeds", "left_out", "mean", "ci_low", "ci_high", "reference", "difference",
                   "difference_ci_low", "difference_ci_high")
 
 
@@ -206,7 +218,7 @@ def as_markdown(table: StudyTable) -> str:
              f"difference against {table.reference_mode}.", "",
              "| cell | seeds | mean [95% CI] | difference [95% CI] |", "|---|---|---|---|"]
     for cell in table.cells.values():
-        seeds = f"{cell.estimate.n}" + (f" ({cell.missing} missing)" if cell.missing else "")
+        seeds = f"{cell.estimate.n}" + (f" ({cell.left_out_text} left out)" if cell.left_out else "")
         diff = interval_text(cell.difference, signed=True) if cell.difference else "(reference)" if _is_reference(table, cell) else "–"
         lines.append(f"| {cell.label} | {seeds} | {interval_text(cell.estimate)} | {diff} |")
     return "\n".join(lines) + "\n"

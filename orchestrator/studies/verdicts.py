@@ -77,12 +77,12 @@ def study_verdicts(table: StudyTable, th: Thresholds = Thresholds()) -> list[Ver
     if m2po is None or stale_clip is None:
         out.append(_missing("c", f"m2po and clip at staleness {high}"))
     else:
-        out.append(_mask_verdict(m2po.run_ids, stale_clip.run_ids, th))
+        out.append(_mask_verdict(list(m2po.run_values), list(stale_clip.run_values), th))
     no_clip = cell("no_clip", high)
     if no_clip is None:
         out.append(_missing("d", f"no_clip at staleness {high}"))
     else:
-        out.append(_collapse_verdict(no_clip.run_ids, table.metric, th))
+        out.append(_collapse_verdict(list(no_clip.run_values), table.metric, th))
     for verdict in out:
         verdict.numbers.update({"staleness_path": s_path, "low": low, "high": high, "clip_objective": clip})
     return out

@@ -23,6 +23,7 @@ def sweep(alice, tiny_config, settings, tmp_path):
         rows = [{"step": s, "key": "rollout/reward_mean", "value": final * s / 198, "time": 1.0e9 + s} for s in STEPS]
         rows += [{"step": s, "key": "actor/clip_frac", "value": 0.01, "time": 1.0e9 + s} for s in STEPS]
         metrics_ingest(run=run, attempt=1, points=rows)
+    experiment.runs.update(state="succeeded")
     return experiment
 
 

@@ -62,6 +62,7 @@ def study(alice, tiny_config, settings, tmp_path):
         peak = 0.8 if (k, objective) == (8, "no_clip") else None  # prospered, then fell
         _ingest(run, "train/reward_mean", _curve(final, peak))
         _ingest(run, "actor/clip_frac", [FRACTIONS.get((k, objective), 0.01)] * len(STEPS))
+    experiment.runs.update(state="succeeded")  # only finished runs count by default
     return experiment
 
 
@@ -115,7 +116,17 @@ def test_a_sweep_without_staleness_and_objective_gets_no_verdicts(alice, tiny_co
     experiment = experiment_create(owner=alice, name="lr", config=tiny_config, sweep={"algorithm.lr": [1e-3, 1e-4]})
     for run in experiment.runs.all():
         _ingest(run, "train/reward_mean", _curve(0.5))
+    experiment.runs.update(state="succeeded")
     assert study_verdicts(build_table(list(experiment.runs.all()))) is None
+
+
+def test_unfinished_runs_are_left_out_unless_asked_for(study):
+    run = study.runs.get(sweep_values={"staleness.k": 8, "algorithm.objective": "grpo"}, seed=1)
+    study.runs.filter(pk=run.pk).update(state="running")
+    key = json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)
+    cell = build_table(list(study.runs.all())).cells[key]
+    assert cell.estimate.n == 1 and cell.left_out_text == "1 running"
+    assert build_table(list(study.runs.all()), include_unfinished=True).cells[key].estimate.n == 2
 
 
 def test_a_non_finite_value_counts_the_seed_out_and_decides_claim_d(study):
@@ -162,7 +173,7 @@ def test_the_statistics_are_login_and_access_checked(study, charlie):
 def test_markdown_of_a_live_sweep_counts_runs_without_data(study, alice, tiny_config):
     extra = experiment_create(owner=alice, name="extra", config=tiny_config, seeds=2)
     table = build_table(list(extra.runs.all()))
-    assert "| (no sweep) | 0 (2 missing) | – |" in as_markdown(table)
+    assert "| (no sweep) | 0 (2 queued left out) | – |" in as_markdown(table)
     assert study_report(extra, {}) is None
 
 
