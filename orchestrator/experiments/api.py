@@ -20,6 +20,7 @@ from orchestrator.experiments.access import (
     visible_tags,
 )
 from orchestrator.experiments.bounds import parse_id
+from orchestrator.experiments.forks import fork_plan
 from orchestrator.experiments.models import Experiment, Membership, Project
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields
 from orchestrator.experiments.schemas import ExperimentIn, PriorityIn, ProjectIn, ProjectPatchIn, RunAnnotationIn
@@ -93,6 +94,8 @@ def experiments_preview(request: HttpRequest):
     try:
         warmup = check_warmup(spec.name, spec.config, spec.warmup_run)
         planned = experiment_plan(name=spec.name, config=spec.config, sweep=spec.sweep, random=spec.random, seeds=spec.seeds)
+        if not warmup:  # a fork's checks against its parent (with a warm-up run, the runs fork from that)
+            fork_plan(user=request.user, configs=[p.config for p in planned])
     except ConfigError as exc:
         return json_error(400, "invalid experiment", experiment_fields(exc.errors))
     return JsonResponse({"count": len(planned), "warmup_runs": warmup,

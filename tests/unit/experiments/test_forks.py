@@ -172,9 +172,10 @@ def test_the_api_takes_the_init_section_and_names_the_field_it_refuses(alice, ch
     run = api_client(alice).get(f"/api/v1/runs/{response.json()['runs'][0]}").json()
     assert (run["parent"], run["parent_step"], run["config"]["init"]["optimizer"]) == (parent.pk, 2, True)
     body["project"] = None
-    response = api_client(charlie).post("/api/v1/experiments", data=json.dumps(body), content_type="application/json")
-    assert response.status_code == 400
-    assert response.json()["errors"] == [{"field": "config.init.from_run", "message": f"run {parent.pk} does not exist or you cannot read it"}]
+    refused = [{"field": "config.init.from_run", "message": f"run {parent.pk} does not exist or you cannot read it"}]
+    for url in ("/api/v1/experiments", "/api/v1/experiments/preview"):
+        response = api_client(charlie).post(url, data=json.dumps(body), content_type="application/json")
+        assert (response.status_code, response.json()["errors"]) == (400, refused), url
 
 
 def test_an_experiment_file_and_the_form_fork_every_cell(alice, client, tiny_config):
