@@ -99,7 +99,16 @@ def _response_schemas() -> dict[str, Any]:
                              required=[]),
         "Ok": _object({"ok": {"type": "boolean"}}),
         "MetricKeys": _object({"keys": {"type": "array", "items": STR}}),
-        "Series": _object({"key": STR, "points": {"type": "array", "items": wire_point}, "seq": INT, "attempts": attempts}),
+        "Series": _object({
+            "series": {"type": "array", "description": "One entry per key asked, in the order asked",
+                       "items": _object({"key": STR, "points": {"type": "array", "items": wire_point}})},
+            "key": {**STR, "description": "Only when one key was asked: that key (as before several keys)"},
+            "points": {"type": "array", "items": wire_point, "description": "Only when one key was asked: its points"},
+            "seq": {**INT, "description": "The live stream position this answer reflects: open the stream with after=seq"},
+            "attempts": attempts,
+        }, required=["series", "seq", "attempts"],
+           description="Points are [step, value]; step is the optimizer update count (a training step is "
+                       "updates_per_step x epochs updates)."),
         "CompareSeries": _object({"key": STR, "runs": {"type": "array", "items": _object(
             {"run": INT, "points": {"type": "array", "items": wire_point}, "attempts": attempts})}}),
     }
@@ -152,6 +161,10 @@ WINDOW = [
     _query("field", {"type": "string", "enum": ["value", "time"]}),
 ]
 KEY = _query("key", {"type": "string", "minLength": 1}, "metric key, e.g. train/reward_mean", required=True)
+KEYS = {"name": "key", "in": "query", "required": True, "style": "form", "explode": True,
+        "schema": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 50},
+        "description": "metric keys: key=a&key=b, or comma-separated key=a,b (at most 50). A key the run does not "
+                       "have answers 404 naming the keys it has."}
 RUN_TOKEN = [{"runToken": []}]
 SSE_EVENT = {  # one event of the stream; `data` is JSON: {seq, type, attempt, points: {key: [[step, value]...]}}
     "type": "object", "required": ["event", "id", "data"],
@@ -201,8 +214,9 @@ def document() -> dict[str, Any]:
         "/api/v1/tags": {"get": {"summary": "Tag names on the runs you can see", "responses": _ok("TagList")}},
         "/api/v1/schema/runconfig": {"get": {"summary": "RunConfig's JSON schema (drives the form)", "responses": _ok("JsonSchema")}},
         "/api/v1/runs/{run_id}/metrics": {
-            "get": {"summary": "One metric of a run, downsampled to max_points over [start, end]",
-                    "parameters": [*run_id, KEY, *WINDOW], "responses": _ok("Series")},
+            "get": {"summary": "One or several metrics of a run, each downsampled to max_points over [start, end] "
+                               "(steps are optimizer updates); 404 names the run's keys when one is unknown",
+                    "parameters": [*run_id, KEYS, *WINDOW], "responses": _ok("Series")},
             "post": {"summary": "Ingest a batch of points (the run's own token only); refused whole if any row is bad. "
                                 "The body may be gzip-compressed (Content-Encoding: gzip). 429 with Retry-After: the "
                                 "run's queue is deep, nothing was stored, send it again after that many seconds.",
@@ -222,7 +236,8 @@ def document() -> dict[str, Any]:
             "summary": "The trainer's heartbeat: step and total steps (the run's own token only)", "parameters": run_id,
             "security": RUN_TOKEN, "requestBody": _body("Heartbeat"), "responses": _ok("Ok")}},
         "/api/v1/metrics/compare": {"get": {
-            "summary": "One metric of many runs on one bucket grid",
+            "summary": "One metric of many runs on one bucket grid (one key per call: a second is a 400; a key "
+                       "none of the runs has is a 404 naming their keys)",
             "parameters": [_query("runs", {"type": "string"}, "comma-separated run ids (at most 200)", required=True), KEY, *WINDOW],
             "responses": _ok("CompareSeries")}},
     }

@@ -49,3 +49,15 @@ def test_compare_takes_one_key_and_says_so(client, alice, tiny_config):
     answer = client.get("/api/v1/metrics/compare", {"runs": str(run.pk), "key": [A, B]})
     assert answer.status_code == 400
     assert answer.json()["errors"] == [{"field": "key", "message": f"one key per call here, got 2: {A}, {B}"}]
+
+
+def test_the_openapi_document_describes_several_keys_and_the_404(client):
+    doc = client.get("/api/v1/openapi.json").json()
+    get = doc["paths"]["/api/v1/runs/{run_id}/metrics"]["get"]
+    [key] = [p for p in get["parameters"] if p["name"] == "key"]
+    assert key["schema"]["type"] == "array" and key["explode"] is True and "404" in key["description"]
+    assert "404" in get["responses"]
+    series = doc["components"]["schemas"]["Series"]
+    assert series["required"] == ["series", "seq", "attempts"] and "optimizer update" in series["description"]
+    compare = doc["paths"]["/api/v1/metrics/compare"]["get"]
+    assert "one key per call" in compare["summary"]
