@@ -27,6 +27,7 @@ from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
 
 MAX_COMPARE_RUNS = 200
+MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own requests need the rest
 
 
 def _authenticated_run(request: HttpRequest, run_id: int, *, parse_body: bool = True):
@@ -315,7 +316,10 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
         "x_axes": X_AXES,
         "summary": selectors.summaries(ids, panel_keys(panels)),
         "series_url": reverse("metrics-compare-api"),
-        "stream_urls": {r.pk: reverse("metrics-stream", args=[r.pk]) for r in runs if not r.is_terminal},
+        # live runs: their streams, resumed from where the page's data starts (points the data
+        # already has are skipped by step, so a point landing in between is not lost)
+        "live": [{"run": r.pk, "stream_url": reverse("metrics-stream", args=[r.pk]), "after": selectors.current_seq(r.pk)}
+                 for r in runs if not r.is_terminal][:MAX_LIVE_STREAMS],
     }
     page["forks"], page["fork_clip"] = fork_steps(runs)  # the "forks from the parent's step" option
     if experiment is not None:

@@ -331,6 +331,47 @@
     try { await navigator.clipboard.writeText(href); } catch (err) { /* the box shows the link */ }
   };
 
+  // --- live: the runs' own event streams (as on the run page) extend the compared traces ------
+  const streams = new Map(); // run id -> LiveStream
+  function onRunPoints(runId, event) {
+    const dirty = new Set();
+    for (const [key, points] of Object.entries(event.points)) {
+      if (!known.has(key)) { known.add(key); continue; } // a new key: charted on the next load
+      const per = data[key] || (data[key] = new Map());
+      const s = per.get(runId) || { x: [], y: [], marks: [] };
+      per.set(runId, s);
+      if (!M.appendPoints(s, points).x.length) continue;
+      panels.forEach((p) => { if (p.keys.includes(key) && !p.zoomed) dirty.add(p); });
+    }
+    dirty.forEach((p) => p.obj.redrawSoon());
+    root.dataset.lastEvent = String(event.seq);
+  }
+  function setLive() {
+    const el = root.querySelector("[data-show=live]");
+    if (!el) return;
+    const open = [...streams.values()].filter((s) => s.open).length;
+    el.textContent = open ? `● live (${open} run${open > 1 ? "s" : ""})` : "○ reconnecting";
+    el.classList.toggle("on", open > 0);
+  }
+  async function reloadRun(runId) {  // a restart replaced the run's points: fetch its history again
+    for (const key of Object.keys(data)) {
+      const fresh = await fetchKey(key);
+      if (fresh.has(runId)) data[key].set(runId, fresh.get(runId));
+    }
+    renderAll();
+  }
+  function openStreams() {
+    for (const live of cfg.live || []) {
+      const stream = new M.LiveStream(live.stream_url, {
+        after: live.after, keys: [],
+        onPoints: (event) => onRunPoints(live.run, event),
+        onReset: () => reloadRun(live.run),
+        onStatus: (on) => { stream.open = on; setLive(); },
+      });
+      streams.set(live.run, stream);
+    }
+  }
+
   (async () => {
     const keys = [...new Set(panels.flatMap((p) => p.keys))].filter((k) => known.has(k));
     const loaded = await Promise.all(keys.map((key) => fetchKey(key).then((m) => [key, m])));
@@ -338,6 +379,7 @@
     if (view.x !== "step") await loadMapper(view.x);
     renderAll();
     renderHeatmap();
+    openStreams();
     root.dataset.ready = "1";
   })().catch((err) => console.warn("compare load failed", err));
 })();

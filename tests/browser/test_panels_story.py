@@ -3,6 +3,7 @@ benchmark, the token fraction named by objective, a description per panel, and a
 that stays one readable row of buttons with 8 runs."""
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,33 @@ def test_the_experiment_page_draws_its_runs_grouped_by_the_swept_field(page_as, 
     page.click("#compare-all")
     page.wait_for_selector("#compare[data-ready='1']")
     assert "/compare/?experiment=" in page.url
+
+
+def test_the_compare_page_extends_live_runs_from_their_streams(page_as, alice, tiny_config, server, client):
+    from tests.unit.metrics.helpers import push
+
+    run_a, token_a = make_run(alice, tiny_config, name="a")
+    run_b, _ = make_run(alice, tiny_config, name="b")
+    for run in (run_a, run_b):
+        metrics_ingest(run=run, attempt=1, points=points("train/reward_mean", range(10)))
+    page = page_as(alice)
+    page.goto(f"{server}/compare/?runs={run_a.pk},{run_b.pk}")
+    page.wait_for_selector("#compare[data-ready='1']")
+    page.wait_for_function("() => document.querySelector('[data-show=live]').textContent.includes('live (2 runs)')")
+
+    def trainer():
+        for start in range(10, 30, 5):
+            time.sleep(0.3)
+            assert push(client, run_a.pk, token_a, {"points": points("train/reward_mean", range(start, start + 5))}).status_code == 202
+
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    page.wait_for_function("""(runId) => {
+        const el = document.querySelector('.panel-chart[data-panel="reward"]');
+        const line = el.data.find((t) => t.meta && t.meta.role === "line" && t.meta.run === runId);
+        return line && line.x.length === 30;
+    }""", arg=run_a.pk, timeout=20_000)
+    thread.join()
+    lines = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
+        .filter((t) => t.meta && t.meta.role === "line").map((t) => [t.meta.run, t.x])""")
+    assert dict((r, x) for r, x in lines) == {run_a.pk: list(range(30)), run_b.pk: list(range(10))}
