@@ -6,8 +6,9 @@ model, and the checkpoint exists or will exist (a step the parent's schedule wri
 passed yet). A parent that has ended and was named without a step is pinned to its newest
 checkpoint, so the run, its retries and its lineage all mean the same weights. After the runs
 exist, `pin_sources` pins each step in the parent's pins.json, which the trainer's clean-up
-respects (a fork of a parent still running is pinned at submission, by
-cluster/jobspec.py, once its step is known). A fork whose checkpoint is not written yet waits in the queue (`held_by_parent`).
+respects (a fork of the final checkpoint of a parent still running is pinned at submission, by
+cluster/jobspec.py, once that step is known). A fork whose checkpoint is not written yet waits in
+the queue (`waiting_for_parent`, `held_by_parent`).
 
 Every refusal is a ConfigError naming the field (config.init.from_run, config.init.from_step, ...).
 """
