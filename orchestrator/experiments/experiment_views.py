@@ -1,5 +1,7 @@
 """Browser pages for experiments (sweeps): the generated form with live validation, preview,
 presets, clone, YAML import/export; the experiments list and a sweep's page with its actions."""
+from urllib.parse import quote
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count
@@ -23,7 +25,8 @@ from orchestrator.experiments.presets import get_preset, list_presets
 from orchestrator.experiments.progress import staleness_updates
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields, validate_run_config
 from orchestrator.experiments.schema_form import fields_by_path, minimal_config
-from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
+from orchestrator.experiments.run_columns import STAT_LABELS
+from orchestrator.experiments.selectors import RunFilter, runs_page
 from orchestrator.experiments.services import (
     experiment_cancel,
     experiment_pause,
@@ -202,12 +205,13 @@ def experiment_detail(request, experiment_id: int):
     f = RunFilter.from_params(params)
     context = {
         "experiment": _with_counts([experiment])[0], "page": runs_page(request.user, f), "f": f,
-        "key_metrics": KEY_METRICS, "compare_url": compare_url(),
+        "key_metrics": f.cols, "stat_label": STAT_LABELS[f.stat], "compare_url": compare_url(),
         "can_write": can_write(request.user, experiment.owner_id, experiment.project_id),
         "sweep_yaml": dump_experiment_yaml({"name": experiment.name, "project": experiment.project.name,
                                             "sweep": experiment.sweep, "random": experiment.random,
                                             "seeds": experiment.seeds, "config": minimal_config(experiment.base_config)}),
-        "query_string": f"experiment={experiment.pk}",
+        "query_string": "&".join([f"experiment={experiment.pk}", *(f"{k}={quote(v, safe='/,')}" for k, v in
+                                                                  (("cols", ",".join(f.cols)), ("stat", f.stat)))]),
     }
     if request.headers.get("HX-Request") and request.headers.get("HX-Target") == "runs-table":
         return render(request, "experiments/_runs_table.html", context)

@@ -193,7 +193,10 @@ def document() -> dict[str, Any]:
                    "at most 20 clauses and 100 values in one `in`"),
             *(_query(n, {"type": "string"}) for n in ("state", "user", "project", "tag")),
             _query("experiment", {"type": "integer", "minimum": 1}),
-            _query("sort", {"type": "string"}, "id, name, state, priority, step, started, created, user, backend; '-' for descending"),
+            _query("sort", {"type": "string"}, "id, name, state, priority, step, started, created, user, backend, or metric:<key> (by its summary "
+                   "named in `stat`, runs without the key last); '-' for descending"),
+            _query("stat", {"type": "string", "enum": ["last", "tail_mean", "min", "max"]},
+                   "the summary a metric:<key> sort uses (default last)"),
             _query("page", {"type": "integer", "minimum": 1}),
             _query("per_page", {"type": "integer", "minimum": 1, "maximum": 500}, "a value outside 1..500 is a 400"),
             _query("summary_keys", {"type": "string"}, "Comma-separated metric keys each run's summary is limited to"),

@@ -10,11 +10,11 @@ from orchestrator.experiments.access import visible_runs
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
+from orchestrator.experiments.run_columns import DEFAULT_COLUMNS, column_values, metric_sort_key, order_by_metric, parse_columns
 from orchestrator.experiments.runquery import QueryError, parse_query
-from orchestrator.metrics.selectors import latest_values
 
 # The metrics shown as columns of the runs table.
-KEY_METRICS = ("train/reward_mean", "eval/avg_acc", "actor/clip_frac")
+KEY_METRICS = DEFAULT_COLUMNS
 PAGE_SIZE = 50
 MAX_PARAM = 2000  # characters of one filter parameter
 SORTS = {
@@ -34,6 +34,9 @@ class RunFilter:
     sort: str = "-id"
     page: int = 1
     errors: list[dict[str, str]] = field(default_factory=list)  # [{field, message}]
+    cols: list[str] = field(default_factory=lambda: list(KEY_METRICS))  # metric columns (run_columns.py)
+    stat: str = "last"
+    column_errors: list[dict[str, str]] = field(default_factory=list)  # shown; the defaults stand in
 
     @classmethod
     def from_params(cls, params) -> "RunFilter":
@@ -53,7 +56,9 @@ class RunFilter:
             if len(value) > MAX_PARAM or "\x00" in value:
                 errors.append({"field": name, "message": f"at most {MAX_PARAM} characters, no NUL"})
                 text[name] = ""
+        cols, stat, column_errors = parse_columns(params)
         return cls(
+            cols=cols, stat=stat, column_errors=column_errors,
             q=text["q"].strip(), state=text["state"], user=text["user"], project=text["project"], tag=text["tag"],
             experiment=number("experiment", None), sort=text["sort"] or "-id", page=number("page", 1) or 1,
             errors=errors,
@@ -81,6 +86,8 @@ def filtered_runs(user: User, f: RunFilter) -> QuerySet[Run]:
             f.errors.append({"field": "q", "message": str(exc)})
             return runs.none()
         runs = runs.filter(query)
+    if metric := metric_sort_key(f.sort):
+        return order_by_metric(runs, metric, f.stat, descending=f.sort.startswith("-"))
     key = f.sort.lstrip("-")
     if key not in SORTS:
         f.sort, key = "-id", "id"
@@ -92,9 +99,9 @@ def runs_page(user: User, f: RunFilter) -> Page:
     """One page of the runs table, with tags prefetched and `latest` (key -> value) on each run."""
     runs = filtered_runs(user, f).prefetch_related("tags")
     page = Paginator(runs, PAGE_SIZE).get_page(f.page)
-    latest = latest_values([run.pk for run in page.object_list], KEY_METRICS)
+    latest = column_values([run.pk for run in page.object_list], f.cols, f.stat)
     reasons = waiting_reasons(list(page.object_list))
     for run in page.object_list:
-        run.latest = [latest.get(run.pk, {}).get(key) for key in KEY_METRICS]
+        run.latest = latest[run.pk]
         run.waiting = reasons.get(run.pk, "")
     return page

@@ -3,9 +3,11 @@
 Views stay thin: access helper, form or parse, one service, render. An htmx request gets the
 fragment it changed (STYLE.md §5): the table for a filter, the row or the facts card for an action.
 """
+from urllib.parse import urlsplit
+
 import yaml
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -19,7 +21,9 @@ from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schema_form import minimal_config
-from orchestrator.experiments.selectors import KEY_METRICS, RunFilter, runs_page
+from orchestrator.experiments.run_columns import STAT_LABELS, column_values
+from orchestrator.experiments.selectors import RunFilter, runs_page
+from trainer.metric_keys import METRIC_KEYS
 from orchestrator.experiments.services import (
     run_move_to_top,
     run_retry,
@@ -40,13 +44,15 @@ def compare_url() -> str:
 def run_list(request):
     f = RunFilter.from_params(request.GET)
     context = {
-        "page": runs_page(request.user, f), "f": f, "key_metrics": KEY_METRICS, "states": Run.State.values,
-        "compare_url": compare_url(), "query_string": _without_page(request.GET),
+        "page": runs_page(request.user, f), "f": f, "key_metrics": f.cols, "states": Run.State.values,
+        "compare_url": compare_url(), "query_string": _without_page(request.GET), "stat_label": STAT_LABELS[f.stat],
     }
     if request.headers.get("HX-Request"):
         return render(request, "experiments/_runs_table.html", context)
     context["projects"] = visible_projects(request.user).order_by("name").values_list("name", flat=True)
     context["tags"] = visible_tags(request.user)
+    context["metric_keys"] = sorted(METRIC_KEYS)
+    context["stats"] = list(STAT_LABELS.items())
     return render(request, "experiments/run_list.html", context)
 
 
@@ -95,7 +101,8 @@ def _after_action(request, run: Run, done: bool, failed: str):
                    "action_error": "" if done else failed}
         if request.headers.get("HX-Target") == "run-facts":  # the run page: also update its state badge
             return render(request, "experiments/_run_facts.html", {**context, "oob_state": True})
-        run.latest = [None] * len(KEY_METRICS)
+        shown = RunFilter.from_params(QueryDict(urlsplit(request.headers.get("HX-Current-URL", "")).query))
+        run.latest = column_values([run.pk], shown.cols, shown.stat)[run.pk]  # the table's own columns
         run.waiting = waiting_reasons([run]).get(run.pk, "")
         return render(request, "experiments/_run_row.html", context)
     return redirect(_safe_next(request) or reverse("exp-run-detail", args=[run.pk]))
