@@ -255,6 +255,21 @@ def add_pins(run_dir: Path, pins: list[tuple[int, str]]) -> None:
             os.replace(tmp, path)
 
 
+def remove_pins(run_dir: Path, pins: list[tuple[int, str]]) -> None:
+    """Take back pins (a fork whose creation was refused after it pinned); under the same lock."""
+    path = Path(run_dir) / PINS
+    if not path.exists():
+        return
+    gone = {(int(step), holder) for step, holder in pins}
+    with open(Path(run_dir) / ".pins.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = json.loads(path.read_text())
+        data["pins"] = [p for p in data["pins"] if (p["step"], p["holder"]) not in gone]
+        tmp = Path(run_dir) / f".{PINS}.tmp{os.getpid()}"
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+
 def folder_bytes(folder: Path) -> int:
     """Bytes of the files in a checkpoint folder."""
     return sum(f.stat().st_size for f in Path(folder).iterdir() if f.is_file())

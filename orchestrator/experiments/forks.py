@@ -142,22 +142,38 @@ def fork_plan(*, user: User, configs: list[dict[str, Any]]) -> list[Fork]:
 
 
 def pin_sources(runs: list[Run], forks: list[Fork]) -> None:
-    """Pin each fork's checkpoint for its run (one write per parent), then make sure the ones that
-    existed still do (the parent's clean-up may have run between the check and the pin)."""
+    """Pin each fork's checkpoint for its run (one write per parent), then make sure the parent's
+    clean-up did not delete it between the check and the pin: a step seen on disk must still be
+    there, and a step still to come must not be older than a checkpoint already written
+    (checkpoints come in order, and once pinned the step is never deleted)."""
     by_parent: dict[int, list[tuple[Run, Fork]]] = {}
     for run, fork in zip(runs, forks, strict=True):
         if fork.source is not None and fork.parent_step is not None:
             by_parent.setdefault(fork.parent_id, []).append((run, fork))
     for parent_id, pairs in by_parent.items():
         parent_dir = run_dir_for(pairs[0][1].source.parent)
+        pins = [(fork.parent_step, f"run {run.pk}") for run, fork in pairs]
         try:
-            ckpt.add_pins(parent_dir, [(fork.parent_step, f"run {run.pk}") for run, fork in pairs])
+            ckpt.add_pins(parent_dir, pins)
         except (OSError, ValueError) as exc:
             raise _error(FROM_RUN, f"cannot pin run {parent_id}'s checkpoint in {parent_dir}: {exc}") from None
-        for step in {fork.parent_step for _, fork in pairs if fork.source.on_disk}:
-            if not (parent_dir / ckpt.CKPT_DIR / f"step-{step:08d}").is_dir():
-                raise _error(FROM_STEP, f"run {parent_id}'s checkpoint at update {step} was cleaned up "
-                                        "while this run was created; choose another step")
+        if (problem := _lost_step(parent_id, parent_dir, pairs)) is not None:
+            ckpt.remove_pins(parent_dir, pins)  # the creation is refused: these runs will not exist
+            raise problem
+
+
+def _lost_step(parent_id: int, parent_dir: Path, pairs: list[tuple[Run, Fork]]) -> ConfigError | None:
+    now = [ckpt.checkpoint_step(c) for c in ckpt.list_checkpoints(parent_dir)]
+    for step in sorted({fork.parent_step for _, fork in pairs}):
+        if step in now:
+            continue
+        if now and now[-1] > step:
+            return _error(FROM_STEP, f"run {parent_id} went past update {step} and cleaned up its checkpoint "
+                                     f"there while this run was created ({_steps_text(now)}); choose another step")
+        if any(fork.source.on_disk for _, fork in pairs if fork.parent_step == step):
+            return _error(FROM_STEP, f"run {parent_id}'s checkpoint at update {step} was cleaned up "
+                                     "while this run was created; choose another step")
+    return None
 
 
 def fork_spec(run: Run, step: int | None, *, project: str | None) -> dict[str, Any]:

@@ -226,3 +226,17 @@ def test_live_validation_checks_the_fork_as_the_user_types(alice, charlie, clien
     client.force_login(charlie)
     html = client.post("/experiments/validate", form).content.decode()
     assert f"run {parent.pk} does not exist or you cannot read it" in html
+
+
+def test_a_step_the_running_parent_passed_and_cleaned_up_before_the_pin_is_refused(alice, tiny_config):
+    # The dashboard's view of the parent lags (its progress arrives every few seconds): it says
+    # update 2, but the trainer has already written 6 and, keeping 1, deleted 4.
+    parent = _parent(alice, tiny_config, state=Run.State.RUNNING, steps=(6,))
+    Run.objects.filter(pk=parent.pk).update(step=2)
+    with pytest.raises(ConfigError) as exc:
+        _fork(alice, tiny_config, {"from_run": parent.pk, "from_step": 4})
+    field, message = _error(exc)
+    assert field == "config.init.from_step" and "went past update 4" in message and "it has 6" in message
+    assert not Run.objects.filter(parent=parent).exists()  # nothing created
+    assert ckpt.read_pins(_dir(parent)) == {}  # and its pin taken back
+    assert _fork(alice, tiny_config, {"from_run": parent.pk, "from_step": 8}).runs.get().parent_step == 8

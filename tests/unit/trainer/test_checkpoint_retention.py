@@ -104,3 +104,9 @@ def test_an_unknown_metric_is_refused_naming_the_field():
         parse_config({"checkpoint": {"keep_best_metric": "eval/avg_ac"}})
     field, reason = exc.value.problems[0]
     assert field == "checkpoint.keep_best_metric" and "eval/avg_acc" in reason
+
+
+def test_pins_can_be_taken_back(tmp_path):
+    ckpt.add_pins(tmp_path, [(2, "run 1"), (2, "run 2"), (4, "run 1")])
+    ckpt.remove_pins(tmp_path, [(2, "run 1"), (4, "run 1")])
+    assert ckpt.read_pins(tmp_path) == {2: ["run 2"]}
