@@ -27,17 +27,14 @@ def runs_dir(settings, tmp_path):
 def _parent(owner, tiny_config, *, state=Run.State.SUCCEEDED, steps=(2, 4, 6, 8)):
     """A parent run (train.steps 4 x 2 updates, checkpoint every 2) with checkpoints on disk."""
     run = experiment_create(owner=owner, name="warmup", project="lab", config=tiny_config).runs.get()
-    run_dir = run.__class__.objects.get(pk=run.pk)
     for step in steps:
-        folder = ckpt.staging_dir(_dir(run), step).parent / f"step-{step:08d}"
+        folder = _dir(run) / ckpt.CKPT_DIR / f"step-{step:08d}"
         folder.mkdir(parents=True)
         (folder / "state.pt").write_bytes(b"x" * 10)
-    if state != Run.State.QUEUED:
-        run_transition(run=run_dir, to=Run.State.SUBMITTED)
-        if state != Run.State.SUBMITTED:
-            run_transition(run=run_dir, to=Run.State.RUNNING)
-        if state != Run.State.RUNNING:
-            run_transition(run=run_dir, to=state)
+    path = {Run.State.QUEUED: [], Run.State.RUNNING: [Run.State.SUBMITTED, Run.State.RUNNING]}.get(
+        state, [Run.State.SUBMITTED, Run.State.RUNNING, state])
+    for to in path:
+        run_transition(run=run, to=to)
     return Run.objects.get(pk=run.pk)
 
 
