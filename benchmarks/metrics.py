@@ -15,10 +15,25 @@ Uses its own database (opl_bench_metrics, dropped at the end unless --keep) and 
 
 Targets: ingestion >= 100k points/s; chart query over 1M points <= 150 ms; live p95 <= 500 ms.
 Big series are generated with numpy and stored as chunks of 1,000 steps.
+
+Issue 18's measures (uvicorn, 2 workers; the MLflow column is its tracking server, 2 workers, on
+the same PostgreSQL, driven over REST with the same requests, when MLflow is installed in a separate
+environment: see benchmarks/mlflow_baseline.py; otherwise the column says it was skipped):
+
+| measure | what |
+|---|---|
+| writers | one run, 1/8/32 writer threads: own keys in step order; one shared key with interleaved steps; 50 keys x 20 steps a request with each writer its own step range. Points/s, and each W-writer rate / 1-writer rate |
+| small | 1-, 50-, 1,000-point requests: server time (in-process, the whole view) and database round trips (libpq protocol trace), and points/s over HTTP |
+| behind | a 1,000-point batch behind a key's head, retried, and appended, into series of 10k/100k/1M points: time against the 10k-point series |
+| trainer | a training loop's step time (real spool and pusher) with the dashboard up, slow, hung, down and answering 429, against no dashboard |
+| chart-http | the chart query over HTTP for a 1M-point key against MLflow's chart query on the same series |
+
+    .venv/bin/python benchmarks/metrics.py --only writers small behind trainer chart-http [--quick] [--no-mlflow]
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import multiprocessing as mp
 import os
 import random
@@ -364,17 +379,418 @@ def http_ingest_rate(writers: int, points_per_writer: int) -> float:
         server.wait(10)
 
 
+# --- issue 18: many writers to one run, small batches, batches behind the head, the trainer ---
+
+def tokened_run(name: str):
+    from orchestrator.experiments.tokens import derive_token, token_hash
+
+    [run] = make_runs(1, name)
+    run.token_salt = "bench"
+    token = derive_token(run.pk, 1, "bench")
+    run.token_hash = token_hash(token)
+    run.save()
+    return run, token
+
+
+def scenario_rows(scenario: str, writers: int, total: int) -> list[list[list[dict]]]:
+    """Per writer, its requests' points (1,000 each) for one run:
+    own: each writer its own key, steps in order (ranks, the generator beside the trainer);
+    interleaved: one shared key, writer w sends steps w, w+W, w+2W...;
+    50x20: 50 shared keys, 20 steps a request, each writer its own contiguous range of steps
+    (all but one writer behind the keys' head, the case that was quadratic)."""
+    t0 = 1.7e9
+    out = []
+    for w in range(writers):
+        if scenario == "own":
+            steps = list(range(total // writers))
+            reqs = [[{"step": s, "key": f"bench/w{w:02d}", "value": (s % 97) * 0.01, "time": t0 + s} for s in steps[i:i + 1000]]
+                    for i in range(0, len(steps), 1000)]
+        elif scenario == "interleaved":
+            steps = list(range(w, total, writers))
+            reqs = [[{"step": s, "key": "bench/shared", "value": (s % 97) * 0.01, "time": t0 + s} for s in steps[i:i + 1000]]
+                    for i in range(0, len(steps), 1000)]
+        else:
+            per = total // len(KEYS) // writers
+            lo = w * per
+            reqs = [[{"step": s, "key": k, "value": (s % 97) * 0.01, "time": t0 + s} for s in range(a, min(a + 20, lo + per))
+                     for k in KEYS] for a in range(lo, lo + per, 20)]
+        out.append(reqs)
+    return out
+
+
+def post_all(url: str, bodies: list[list[bytes]], headers: dict) -> tuple[float, int]:
+    """Each writer (a thread with its own connection) posts its bodies in order; 429s are
+    retried after their Retry-After, as the trainer's pusher does. (seconds, 429s)."""
+    import httpx
+
+    barrier, busy = threading.Barrier(len(bodies) + 1), [0]
+
+    def writer(mine):
+        with httpx.Client(timeout=120, headers=headers) as http:
+            barrier.wait()
+            for body in mine:
+                while True:
+                    response = http.post(url, content=body)
+                    if response.status_code != 429:
+                        response.raise_for_status()
+                        break
+                    busy[0] += 1
+                    time.sleep(float(response.headers.get("Retry-After", "1")))
+
+    threads = [threading.Thread(target=writer, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start, busy[0]
+
+
+def ours_rate(base: str, scenario: str, writers: int, total: int) -> tuple[float, int]:
+    import json
+
+    run, token = tokened_run(f"{scenario}{writers}")
+    bodies = [[json.dumps({"attempt": 1, "points": r}).encode() for r in reqs] for reqs in scenario_rows(scenario, writers, total)]
+    n = sum(len(r) for reqs in scenario_rows(scenario, writers, total) for r in reqs)
+    seconds, busy = post_all(f"{base}/api/v1/runs/{run.pk}/metrics", bodies,
+                             {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    return n / seconds, busy
+
+
+def mlflow_rate(mlflow, scenario: str, writers: int, total: int) -> float:
+    run_id = mlflow.new_run()
+    rows = scenario_rows(scenario, writers, total)
+    bodies = [[mlflow.batch_body(run_id, r) for r in reqs] for reqs in rows]
+    seconds, _ = post_all(mlflow.log_url(), bodies, {"Content-Type": "application/json"})
+    return sum(len(r) for reqs in rows for r in reqs) / seconds
+
+
+def writers_rows(base: str, mlflow, total: int, mlflow_total: int) -> list[tuple]:
+    rows, rates = [], {}
+    for scenario, counts in (("own", (1, 8, 32)), ("interleaved", (1, 8, 32)), ("50x20", (1, 8))):
+        label = {"own": "own keys, 1,000-point requests", "interleaved": "one shared key, interleaved steps, 1,000-point requests",
+                 "50x20": "50 keys x 20 steps a request, own step ranges"}[scenario]
+        for w in counts:
+            rate, busy = ours_rate(base, scenario, w, total)
+            rates[(scenario, w)] = rate
+            theirs = mlflow_rate(mlflow, scenario, w, mlflow_total) if mlflow else None
+            rows.append((f"one run, {w} writer(s), {label}", f"{rate:,.0f} pts/s ({total // 1000}k pts, {busy} x 429)",
+                         f"{theirs:,.0f} pts/s ({mlflow_total // 1000}k pts)" if theirs else MLFLOW_NOTE[0],
+                         f"{rate / theirs:,.1f}x" if theirs else "—",
+                         ">= 10x MLflow" + ("; >= 100k pts/s" if (scenario, w) == ("own", 8) else "")))
+            print(rows[-1], flush=True)
+        for w in counts[1:]:
+            ratio = rates[(scenario, w)] / rates[(scenario, 1)]
+            rows.append((f"  {w} writers / 1 writer, {scenario}", f"{ratio:.2f}", "—", "—", ">= 1 (8 writers)"))
+            print(rows[-1], flush=True)
+    return rows
+
+
+def round_trips(fn) -> tuple[object, int]:
+    """fn()'s result and its database round trips on this thread's connection, counted from
+    libpq's protocol trace: each time the client turns from sending to reading."""
+    import tempfile
+
+    from django.db import connection
+    from psycopg.pq import Trace
+
+    connection.ensure_connection()
+    pg = connection.connection.pgconn
+    fd, path = tempfile.mkstemp()
+    pg.trace(fd)
+    pg.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+    try:
+        result = fn()
+    finally:
+        pg.untrace()
+        os.close(fd)
+    trips, prev = 0, None
+    for line in Path(path).read_text().splitlines():
+        side = line[:1]
+        trips += side == "B" and prev == "F"
+        prev = side or prev
+    os.unlink(path)
+    return result, trips
+
+
+def small_batch_rows(base: str, mlflow, requests: int) -> list[tuple]:
+    """1-, 50- and 1,000-point requests: server time and round trips (in-process, the view and
+    everything under it), and the rate over HTTP with one writer against MLflow's."""
+    import json
+
+    from django.test import Client
+
+    rows = []
+    for size in (1, 50, 1000):
+        keys = KEYS[:min(50, size)]
+        steps_per = max(1, size // len(keys))
+        run, token = tokened_run(f"small{size}")
+        client = Client(HTTP_HOST="127.0.0.1")
+
+        def body(i, run=run, keys=keys, steps_per=steps_per):
+            return json.dumps({"attempt": 1, "points": [
+                {"step": i * steps_per + s, "key": k, "value": 0.5, "time": 1.7e9 + i} for s in range(steps_per) for k in keys]})
+
+        def post(i, token=token, run=run):
+            return client.post(f"/api/v1/runs/{run.pk}/metrics", data=body(i), content_type="application/json",
+                               HTTP_AUTHORIZATION=f"Bearer {token}")
+
+        post(0)
+        times = []
+        for i in range(1, requests + 1):
+            start = time.perf_counter()
+            assert post(i).status_code == 202
+            times.append(time.perf_counter() - start)
+        response, trips = round_trips(lambda i=requests + 1: post(i))
+        assert response.status_code == 202
+        run2, token2 = tokened_run(f"smallhttp{size}")
+        bodies = [[json.dumps({"attempt": 1, "points": json.loads(body(i))["points"]}).encode() for i in range(requests)]]
+        seconds, _ = post_all(f"{base}/api/v1/runs/{run2.pk}/metrics", bodies,
+                              {"Authorization": f"Bearer {token2}", "Content-Type": "application/json"})
+        ours = requests * size / seconds
+        theirs = None
+        if mlflow:
+            mrun = mlflow.new_run()
+            mbodies = [[mlflow.batch_body(mrun, json.loads(body(i))["points"]) for i in range(requests)]]
+            theirs = requests * size / post_all(mlflow.log_url(), mbodies, {"Content-Type": "application/json"})[0]
+        rows.append((f"{size:,}-point requests, 1 writer: server time median, round trips; rate over HTTP",
+                     f"{statistics.median(times) * 1000:.1f} ms, {trips} round trips; {ours:,.0f} pts/s",
+                     f"{theirs:,.0f} pts/s" if theirs else MLFLOW_NOTE[0], f"{ours / theirs:,.1f}x" if theirs else "—",
+                     "<= 3 round trips (appending); >= 10x MLflow"))
+        print(rows[-1], flush=True)
+    return rows
+
+
+def behind_rows(lengths: tuple[int, ...], repeats: int) -> list[tuple]:
+    """Cost of a 1,000-point batch behind a key's head (new steps between stored ones), of a
+    retried one (the same points again) and of an appending one, against the series' length."""
+    import numpy as np
+    from django.db import transaction
+
+    from orchestrator.metrics import store
+    from orchestrator.metrics.chunks import Points
+    from orchestrator.metrics.services import metrics_ingest
+
+    rows, base = [], {}
+    for n in lengths:
+        [run] = make_runs(1, f"behind{n}")
+        steps_all = np.arange(0, 2 * n, 2, dtype=np.int64)  # even steps: odd ones are free behind the head
+        with transaction.atomic():
+            for seq, lo in enumerate(range(0, n, 1000), 1):
+                st = steps_all[lo:lo + 1000]
+                store.insert_chunks(run.pk, 1, seq, {KEY: Points(st, np.sin(st / 500.0), np.zeros(len(st), np.int8),
+                                                                  1.7e9 + st.astype(np.float64))})
+            store.rebuild_series(run.pk)
+            store.rebuild_rollups(run.pk)
+        with store.connection.cursor() as cur:
+            cur.execute(f"UPDATE {store.STREAM} SET last_seq = %s WHERE run_id = %s", [n // 1000 + 1, run.pk])
+
+        def batch(steps):
+            return [{"step": int(s), "key": KEY, "value": 0.25, "time": 1.7e9 + int(s)} for s in steps]
+
+        middle = n  # odd steps from the middle of the series on
+        timings = {}
+        for kind in ("behind", "retry", "append"):
+            samples = []
+            for r in range(repeats):
+                if kind == "behind":
+                    rows_ = batch(range(middle + 1 + 2000 * r, middle + 2000 * (r + 1), 2))
+                elif kind == "retry":
+                    rows_ = batch(range(middle + 1 + 2000 * r, middle + 2000 * (r + 1), 2))
+                else:
+                    rows_ = batch(range(2 * n + 1000 * r, 2 * n + 1000 * (r + 1)))
+                start = time.perf_counter()
+                metrics_ingest(run=run, attempt=1, points=rows_)
+                samples.append(time.perf_counter() - start)
+            timings[kind] = statistics.median(samples)
+        base = base or timings
+        rows.append((f"1,000-point batch into a {n:,}-point series: behind the head / retried / appended",
+                     " / ".join(f"{timings[k] * 1000:.1f} ms" for k in ("behind", "retry", "append")),
+                     f"vs {lengths[0]:,}-point series: " + " / ".join(f"{timings[k] / base[k]:.2f}x" for k in ("behind", "retry", "append")),
+                     "—", "O(batch): ~1x at any length"))
+        print(rows[-1], flush=True)
+    return rows
+
+
+FAKE_DASHBOARD = """
+import sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+mode = sys.argv[2]
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if mode == "hung":
+            time.sleep(3600)
+        if mode == "slow":
+            time.sleep(2)
+        self.send_response(429 if mode == "busy" else 202)
+        self.send_header("Retry-After", "1")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+    def log_message(self, *a):
+        pass
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def trainer_step_rows(base: str, steps: int, rounds: int = 3) -> list[tuple]:
+    """A training loop's step time with the real spool and pusher (push every 0.2 s, 50 keys a
+    step) against dashboards that are up, slow (2 s an answer), hung, down and busy (429), and
+    without one. A step is ~20 ms of numpy work, as an optimizer update would be on CPU."""
+    import tempfile
+
+    import numpy as np
+
+    from trainer.config import ReportingConfig
+    from trainer.reporting import MetricSpool, Pusher
+
+    run, token = tokened_run("trainer-steps")
+    a = np.random.default_rng(0).random((200, 200))
+
+    def loop(url: str | None) -> list[float]:
+        with tempfile.TemporaryDirectory() as d:
+            cfg = ReportingConfig(dashboard_url=url, run_id=str(run.pk), token=token, attempt=1,
+                                  push_interval_s=0.2, flush_timeout_s=1, heartbeat_s=5)
+            spool, pusher = MetricSpool(Path(d)), Pusher(Path(d), cfg, total_steps=steps)
+            pusher.start()
+            times = []
+            for step in range(steps):
+                start = time.perf_counter()
+                m = a
+                for _ in range(8):
+                    m = np.tanh(m @ a / 200.0)
+                spool.log(step, {k: float(m[0, i]) for i, k in enumerate(KEYS)})
+                pusher.step = step
+                times.append(time.perf_counter() - start)
+            pusher.close()
+            spool.close()
+            return times
+
+    servers, urls = [], {"no dashboard": None, "dashboard up (ours, uvicorn)": base}
+    for mode, name in (("slow", "dashboard slow (2 s an answer)"), ("hung", "dashboard hung (never answers)"),
+                       ("busy", "dashboard busy (always 429)")):
+        port = free_port()
+        servers.append(subprocess.Popen([sys.executable, "-c", FAKE_DASHBOARD, str(port), mode]))
+        urls[name] = f"http://127.0.0.1:{port}"
+    urls["dashboard down (connection refused)"] = f"http://127.0.0.1:{free_port()}"
+    time.sleep(1.0)
+    logging.getLogger("trainer.reporting").setLevel(logging.CRITICAL)  # the expected warnings
+    results: dict[str, list[float]] = {name: [] for name in urls}
+    try:
+        for _ in range(rounds):  # modes interleaved, so a change in the machine's load hits them all
+            for name, url in urls.items():
+                results[name] += loop(url)
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(10)
+    base_med = statistics.median(results["no dashboard"])
+    rows = []
+    for name, times in results.items():
+        med = statistics.median(times)
+        rows.append((f"trainer step time, {name}, median / p95", f"{med * 1000:.1f} / {pct(times, .95) * 1000:.1f} ms",
+                     f"{base_med * 1000:.1f} ms (no dashboard)", f"{med / base_med:.2f}x", "~1x whatever the dashboard does"))
+        print(rows[-1], flush=True)
+    return rows
+
+
+def chart_http_rows(base: str, mlflow, n: int) -> list[tuple]:
+    """The chart query over HTTP for an n-point key at a 1,500-point budget, against MLflow's UI
+    chart query (get-history-bulk-interval) and its full history, on a series of the same length."""
+    import httpx
+    import numpy as np
+    from django.test import Client
+
+    [run] = make_runs(1, "charthttp")
+    generate([run.pk], n)
+    client = Client()
+    client.force_login(run.owner)
+    cookies = {"sessionid": client.cookies["sessionid"].value}
+    with httpx.Client(base_url=base, cookies=cookies, timeout=120) as http:
+        def ours():
+            response = http.get(f"/api/v1/runs/{run.pk}/metrics", params={"key": KEY, "max_points": 1500})
+            response.raise_for_status()
+            return len(response.json()["points"])
+
+        drawn = ours()
+        ours_s = timed(ours, repeats=7)
+    rows = []
+    if mlflow:
+        mrun = mlflow.new_run()
+        steps = np.arange(n, dtype=np.int64)
+        mlflow.load_points(mrun, KEY, steps, np.sin(steps / 5000.0))
+        sampled = timed(lambda: mlflow.chart(mrun, KEY, 1500), repeats=3)
+        full = timed(lambda: mlflow.full_history(mrun, KEY), repeats=1)
+        rows.append((f"chart query over HTTP, {n // 1_000_000}M-point key, 1,500 budget ({drawn} pts)", f"{ours_s * 1000:.0f} ms",
+                     f"{sampled * 1000:,.0f} ms (UI's sampled query) / {full * 1000:,.0f} ms (get-history)",
+                     f"{sampled / ours_s:,.0f}x / {full / ours_s:,.0f}x", ">= 20x MLflow"))
+    else:
+        rows.append((f"chart query over HTTP, {n // 1_000_000}M-point key, 1,500 budget ({drawn} pts)", f"{ours_s * 1000:.0f} ms",
+                     MLFLOW_NOTE[0], "—", ">= 20x MLflow"))
+    print(rows[-1], flush=True)
+    return rows
+
+
+MLFLOW_NOTE = ["(MLflow not measured)"]
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def issue18_rows(args) -> list[tuple]:
+    """The many-writers, small-batch, behind-the-head, trainer and HTTP chart measures, each with an
+    MLflow column when MLflow is installed (benchmarks/mlflow_baseline.py)."""
+    from benchmarks.mlflow_baseline import MLflow, executable
+
+    wanted = [m for m in ("writers", "small", "behind", "trainer", "chart-http") if m in args.only]
+    if not wanted:
+        return []
+    rows: list[tuple] = []
+    mlflow = None
+    exe = None if args.no_mlflow else executable()
+    if args.no_mlflow:
+        MLFLOW_NOTE[0] = "(MLflow left out: --no-mlflow)"
+    elif exe is None:
+        MLFLOW_NOTE[0] = "(MLflow not installed: set OPL_BENCH_MLFLOW to its mlflow executable)"
+        print("MLflow column skipped: no mlflow executable (OPL_BENCH_MLFLOW or /work/mlflow-venv)", flush=True)
+    elif set(wanted) & {"writers", "small", "chart-http"}:
+        t0 = time.perf_counter()
+        mlflow = MLflow(exe, admin, free_port())
+        print(f"mlflow server up in {time.perf_counter() - t0:.0f} s ({exe})", flush=True)
+    total = args.points or (32_000 if args.quick else 96_000)
+    server, base = start_uvicorn(workers=2)
+    try:
+        if "writers" in wanted:
+            rows.extend(writers_rows(base, mlflow, total, total // 4))
+        if "small" in wanted:
+            rows.extend(small_batch_rows(base, mlflow, 40 if args.quick else 100))
+        if "behind" in wanted:
+            rows.extend(behind_rows((10_000, 100_000, 1_000_000) if not args.quick else (10_000, 100_000), repeats=9))
+        if "trainer" in wanted:
+            rows.extend(trainer_step_rows(base, 100 if args.quick else 200))
+        if "chart-http" in wanted:
+            rows.extend(chart_http_rows(base, mlflow, 1_000_000))
+    finally:
+        server.terminate()
+        server.wait(10)
+        if mlflow is not None:
+            mlflow.close()
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (1M/2M points, 10 compare runs)")
     parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DB} database")
-    parser.add_argument("--only", nargs="+", choices=["ingest", "chart", "compare", "live"],
-                        default=["ingest", "chart", "compare", "live"], help="measures to run")
+    measures = ["ingest", "chart", "compare", "live", "writers", "small", "behind", "trainer", "chart-http"]
+    parser.add_argument("--only", nargs="+", choices=measures, default=measures, help="measures to run")
+    parser.add_argument("--no-mlflow", action="store_true", help="leave out the MLflow column")
+    parser.add_argument("--points", type=int, default=0,
+                        help="points per writers row (default 96k, --quick 32k); MLflow rows get a quarter")
     args = parser.parse_args()
     big = 2_000_000 if args.quick else 10_000_000
     compare_runs = 10 if args.quick else 50
@@ -419,6 +835,7 @@ def main() -> None:
 
         if "compare" in args.only:
             rows.extend(compare_rows(compare_runs))
+        rows.extend(issue18_rows(args))
         if "live" in args.only:
             sse, polled = live_latency(200)
             rows.append(("live latency POST -> SSE event, p50 / p95",
