@@ -1,5 +1,6 @@
 """Browser pages for experiments (sweeps): the generated form with live validation, preview,
 presets, clone, YAML import/export; the experiments list and a sweep's page with its actions."""
+import re
 from urllib.parse import quote
 
 from django.contrib import messages
@@ -38,6 +39,7 @@ from orchestrator.experiments.views import compare_url
 from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
 
 PREVIEW_ROWS = 200
+PROJECT_COMMENT = re.compile(r"^# project: ([A-Za-z0-9][A-Za-z0-9_.-]*)$", re.MULTILINE)
 STALENESS_PATHS = {"staleness.k", "staleness.mode", "staleness.max_staleness", "algorithm.updates_per_step", "algorithm.epochs"}
 START = {"name": "my-experiment", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu"}}}
 
@@ -173,6 +175,8 @@ def experiment_import(request):
         spec = parse_experiment_yaml(text, default_name=default_name)
     except ConfigError as exc:
         return _page(request, flat_from_spec(START), [{"field": "import", "message": f"{e['field']}: {e['message']}"} for e in exc.errors], status=400)
+    if "project" not in spec and (named := PROJECT_COMMENT.search(text)):  # a run config exported from its page
+        spec["project"] = named.group(1)
     planned, errors = _checked(Draft(spec={"seeds": 1, **spec}), request.user)
     return _page(request, flat_from_spec(spec), errors, status=400 if errors else 200)
 

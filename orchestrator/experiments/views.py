@@ -20,7 +20,6 @@ from orchestrator.experiments.lineage import run_lineage
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
 from orchestrator.experiments.runconfig import ConfigError
-from orchestrator.experiments.schema_form import minimal_config
 from orchestrator.experiments.run_columns import STAT_LABELS, column_values
 from orchestrator.experiments.selectors import RunFilter, runs_page
 from trainer.metric_keys import METRIC_KEYS
@@ -85,9 +84,13 @@ def fork_context(user, run: Run) -> dict:
 
 
 def run_config_yaml(request, run_id: int):
-    """The run's config as the YAML file `python -m trainer run --config` takes."""
+    """The run's whole config as the YAML file `python -m trainer run --config` takes: every field
+    as it ran (not a diff from today's defaults, which may change), headed by comments naming the
+    run, its experiment and its project; importing the file into the form keeps that project."""
     run = get_run_for_user(request.user, run_id)
-    response = HttpResponse(yaml.safe_dump(minimal_config(run.config), sort_keys=False), content_type="application/yaml")
+    header = (f"# OffPolicy Lab run {run.pk} {run.name!r} of experiment {run.experiment.name!r} (#{run.experiment_id})\n"
+              f"# project: {run.experiment.project.name}\n")
+    response = HttpResponse(header + yaml.safe_dump(run.config, sort_keys=False), content_type="application/yaml")
     response["Content-Disposition"] = f'attachment; filename="{safe_filename(run.name, f"run-{run.pk}")}.yaml"'
     return response
 

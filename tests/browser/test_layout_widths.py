@@ -1,0 +1,103 @@
+"""Layout at 1,440 and 1,024 px (issue 16, item 7): no page scrolls sideways, the runs table's
+actions stay inside its card, the preview shows under the sweep, the preset dropdown follows the
+form. Screenshots go to OPL_SCREENS_DIR (e.g. /work/notes/screens) for a person to compare."""
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestrator.experiments.services import experiment_create, run_transition
+from orchestrator.experiments.models import Run
+from orchestrator.metrics.services import metrics_ingest
+from tests.browser.test_charts import page_as, server  # noqa: F401 (the uvicorn fixtures)
+from tests.unit.metrics.helpers import points
+
+pytestmark = pytest.mark.browser
+WIDTHS = (1440, 1024)
+
+
+def shot(page, name):
+    if folder := os.environ.get("OPL_SCREENS_DIR"):
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
+def no_sideways_scroll(page, name):
+    width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    wide = page.evaluate("""() => [...document.querySelectorAll('body *')].filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
+        .slice(0, 3).map((el) => el.tagName + '.' + el.className + '#' + el.id)""")
+    assert width[0] <= width[1], f"{name}: page is {width[0]} px wide in a {width[1]} px window: {wide}"
+
+
+@pytest.fixture
+def lab(alice, tiny_config, settings):
+    settings.MAX_ACTIVE_RUNS = 2
+    experiment = experiment_create(owner=alice, name="a-rather-long-experiment-name", config=tiny_config,
+                                   sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 1, 2, 4, 8]}, seeds=1,
+                                   tags=["staleness", "paper"])
+    runs = list(experiment.runs.order_by("id"))
+    for run in runs[:2]:
+        run_transition(run=run, to=Run.State.SUBMITTED)
+        Run.objects.filter(pk=run.pk).update(job_id="1234567", node_list="gpu-node-017", backend="slurm")
+    for i, run in enumerate(runs):
+        metrics_ingest(run=run, attempt=1, points=points("train/reward_mean", range(30), lambda s, i=i: s * i / 100)
+                       + points("eval/avg_acc", [0, 29], lambda s: 0.4) + points("actor/m2", range(30), lambda s: 0.05))
+    return experiment, runs
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_pages_fit_the_window(page_as, server, alice, lab, width):
+    experiment, runs = lab
+    page = page_as(alice)
+    page.set_viewport_size({"width": width, "height": 900})
+    many_cols = "train/reward_mean,eval/avg_acc,actor/clip_frac,actor/m2,rollout/staleness_mean,perf/tokens_per_s"
+    for name, url, ready in [
+        ("runs", "/", "#runs"),
+        ("runs-6-columns", f"/?cols={many_cols}&stat=tail_mean", "#runs"),
+        ("run", f"/runs/{runs[0].pk}/", ".panel-chart[data-panel=reward] .main-svg"),
+        ("queued-run", f"/runs/{runs[-1].pk}/", "#queue-note"),
+        ("experiment", f"/experiments/{experiment.pk}/", "#compare[data-ready='1']"),
+        ("compare", f"/compare/?experiment={experiment.pk}", "#compare[data-ready='1']"),
+        ("new-experiment", "/experiments/new/", "#experiment-form"),
+        ("experiments", "/experiments/", "table.runs"),
+    ]:
+        page.goto(server + url)
+        page.wait_for_selector(ready)
+        no_sideways_scroll(page, name)
+        if name.startswith("runs"):  # the actions column is inside the table's card
+            card = page.locator(".table-scroll").bounding_box()
+            actions = page.locator("#runs tbody tr:first-child td.row-actions").bounding_box()
+            inside_scroll = page.evaluate("() => { const s = document.querySelector('.table-scroll'); return s.scrollWidth - s.clientWidth; }")
+            assert actions["x"] + actions["width"] <= card["x"] + card["width"] + 1 or inside_scroll > 0
+            job = page.locator("#runs tbody td.job code").first.bounding_box()
+            assert job is None or job["height"] < 24  # the job id stays on one line
+        shot(page, f"{name}-{width}")
+
+
+def test_the_preview_shows_under_the_sweep_and_the_preset_follows_the_form(page_as, server, alice):
+    page = page_as(alice)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(server + "/experiments/new/")
+    assert page.eval_on_selector("#preset", "el => el.selectedOptions[0].textContent.trim()") == "— choose a preset —"
+    first = page.eval_on_selector("#preset option:not([disabled])", "el => el.value")
+    page.goto(f"{server}/experiments/new/?preset={first}")
+    chosen = page.eval_on_selector("#preset", "el => el.selectedOptions[0].textContent.trim()")
+    page.fill("[name='algorithm.lr']", "0.0005")
+    assert page.eval_on_selector("#preset", "el => el.selectedOptions[0].textContent.trim()") == f"{chosen} (edited)"
+    page.select_option("[name='sweep-0-field']", "staleness.k")
+    page.fill("[name='sweep-0-values']", "0, 4")
+    page.click("text=Preview runs")
+    page.wait_for_selector("#preview-count")
+    preview = page.locator("#preview").bounding_box()
+    first_section = page.locator(".config-section").first.bounding_box()
+    assert preview["y"] < first_section["y"]  # under the sweep, above the config sections
+    assert -5 <= page.evaluate("() => document.getElementById('preview').getBoundingClientRect().top") < 900  # scrolled to it
+    assert "s = k × updates/step" in page.inner_text("#preview")
+    shot(page, "preview-1440")
+
+
+def test_the_admin_is_branded_and_pages_have_an_icon(client, admin_user):
+    client.force_login(admin_user)
+    html = client.get("/admin/").content.decode()
+    assert "OffPolicy Lab administration" in html and "Django administration" not in html
+    assert 'rel="icon"' in client.get("/").content.decode()
+    assert client.get("/static/favicon.svg").status_code == 200
