@@ -48,7 +48,8 @@ def stale_clip_below_on_policy(on_policy: Estimate, stale_clip: Estimate, th: Th
     if few := _too_few(on_policy, stale_clip):
         return Verdict("a", INCONCLUSIVE, few, numbers)
     if gap < need:
-        return Verdict("a", NOT_REPRODUCED, f"stale clip ends {gap:.3g} below on-policy, less than the {need:.3g} required", numbers)
+        apart = " (the 95% CIs are apart)" if on_policy.has_interval and stale_clip.has_interval and not stale_clip.overlaps(on_policy) else ""
+        return Verdict("a", NOT_REPRODUCED, f"stale clip ends {gap:.3g} below on-policy{apart}, less than the {need:.3g} required", numbers)
     if stale_clip.high >= on_policy.low:
         return Verdict("a", INCONCLUSIVE, f"the gap is {gap:.3g} but the 95% CIs overlap", numbers)
     return Verdict("a", REPRODUCED, f"stale clip ends {gap:.3g} below on-policy and the 95% CIs are apart", numbers)

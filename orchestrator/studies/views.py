@@ -5,8 +5,8 @@ from django.views.decorators.http import require_GET
 
 from orchestrator.experiments.access import get_experiment_for_user
 from orchestrator.experiments.bounds import safe_filename
-from orchestrator.studies.report import study_report
-from orchestrator.studies.table import as_csv, as_json, as_markdown
+from orchestrator.studies.report import experiment_runs, study_report
+from orchestrator.studies.table import as_csv, as_json, as_markdown, build_table
 
 EXPORTS = {"csv": ("text/csv", as_csv), "json": ("application/json", None), "md": ("text/markdown", as_markdown)}
 
@@ -25,10 +25,10 @@ def experiment_statistics_export(request: HttpRequest, experiment_id: int, fmt: 
         raise Http404(f"statistics.{fmt[:10]}: export as csv, json or md")
     experiment = get_experiment_for_user(request.user, experiment_id)
     report = study_report(experiment, request.GET)
-    if report is None:
-        raise Http404(f"experiment {experiment_id} has no metrics yet")
+    # no metrics yet: the same table, every cell empty, rather than an error
+    table, verdicts = (report.table, report.verdicts) if report else (build_table(experiment_runs(experiment)), None)
     content_type, render_table = EXPORTS[fmt]
-    body = as_json(report.table, report.verdicts) if fmt == "json" else render_table(report.table)
+    body = as_json(table, verdicts) if fmt == "json" else render_table(table)
     response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{safe_filename(experiment.name)}-statistics.{fmt}"'
     return response

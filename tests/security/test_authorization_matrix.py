@@ -16,6 +16,7 @@ from django.urls.resolvers import URLResolver
 
 from orchestrator.accounts.services import api_token_create
 from orchestrator.experiments.services import experiment_create
+from orchestrator.metrics.services import metrics_ingest
 from tests.unit.metrics.helpers import points, start_attempt
 
 CALLERS = ("owner", "member", "other", "staff", "anonymous", "run_token")
@@ -62,6 +63,8 @@ MATRIX: dict[str, list[Case]] = {
     "exp-experiment-export": [Case("post", "/experiments/export", PAGE_READ, FORM)],
     "exp-experiment-import": [Case("post", "/experiments/import", PAGE_READ, {"yaml": "model: {name: tiny}"})],
     "exp-experiment-detail": [Case("get", "/experiments/{exp}/", RUN_READ_PAGE)],
+    "study-statistics": [Case("get", "/experiments/{exp}/statistics", RUN_READ_PAGE)],
+    "study-statistics-export": [Case("get", "/experiments/{exp}/statistics.csv", RUN_READ_PAGE)],
     "exp-experiment-pause": [Case("post", "/experiments/{exp}/pause", RUN_WRITE_PAGE)],
     "exp-experiment-resume": [Case("post", "/experiments/{exp}/resume", RUN_WRITE_PAGE)],
     "exp-experiment-cancel": [Case("post", "/experiments/{exp}/cancel", RUN_WRITE_PAGE)],
@@ -141,6 +144,7 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
         experiment = experiment_create(owner=users["owner"], name="exp", project="lab", config=tiny_config_module)
         experiment.project.members.add(users["member"])
         run, token = start_attempt(experiment.runs.get(), 1)  # running, with its ingestion token
+        metrics_ingest(run=run, attempt=1, points=points("train/loss", [0]))  # a key the metrics reads name
         api_token_create(user=users["owner"], name="matrix")
         token_id = ApiToken.objects.get(user=users["owner"]).pk
     yield {"users": users, "run": run.pk, "exp": experiment.pk, "run_token": token, "token_id": token_id}

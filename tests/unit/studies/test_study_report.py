@@ -109,6 +109,7 @@ def test_stricter_thresholds_turn_a_verdict_and_bad_ones_are_named(study):
     assert [e["field"] for e in errors] == ["mask_ratio", "collapse_margin"]
     verdicts = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())), th)}
     assert verdicts["a"].status == "not reproduced"  # a 0.29 gap is less than 0.5
+    assert "(the 95% CIs are apart), less than the 0.5 required" in verdicts["a"].reason
 
 
 def test_a_sweep_without_staleness_and_objective_gets_no_verdicts(alice, tiny_config, settings, tmp_path):
@@ -175,6 +176,10 @@ def test_markdown_of_a_live_sweep_counts_runs_without_data(study, alice, tiny_co
     table = build_table(list(extra.runs.all()))
     assert "| (no sweep) | 0 (2 queued left out) | – |" in as_markdown(table)
     assert study_report(extra, {}) is None
+    client = Client()
+    client.force_login(alice)
+    empty = client.get(f"/experiments/{extra.pk}/statistics.csv")
+    assert empty.status_code == 200 and "(no sweep),0,2 queued" in empty.content.decode()
 
 
 def test_queue_study_queues_the_preset_and_names_a_missing_one(alice, capsys):
