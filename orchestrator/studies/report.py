@@ -33,22 +33,21 @@ def metric_keys(run_ids: list[int]) -> list[str]:
     return sorted(set(MetricSeries.objects.filter(run_id__in=run_ids).values_list("key", flat=True)))
 
 
+def _choice(params, name: str, allowed, default: str, errors: list, message: str) -> str:
+    """params[name] when it is one of `allowed`; else the default, and an error naming the field."""
+    value = (params.get(name) or "").strip()
+    if not value or value in allowed:
+        return value or default
+    errors.append({"field": name, "message": message.format(value[:80])})
+    return default
+
+
 def options_from(params, runs: list[Run], keys: list[str]) -> StudyOptions:
     """Read metric, summary, ref (a cell's index) and the thresholds; a bad value is named and the
     default used, so the page still renders."""
     opts = StudyOptions(metric=next((k for k in PREFERRED_METRICS if k in keys), keys[0] if keys else DEFAULT_METRIC))
-    metric = (params.get("metric") or "").strip()
-    if metric:
-        if metric in keys:
-            opts.metric = metric
-        else:
-            opts.errors.append({"field": "metric", "message": f"no run of this experiment logged {metric[:80]!r}"})
-    how = (params.get("summary") or "").strip()
-    if how:
-        if how in SUMMARIES:
-            opts.how = how
-        else:
-            opts.errors.append({"field": "summary", "message": f"one of {', '.join(SUMMARIES)}"})
+    opts.metric = _choice(params, "metric", keys, opts.metric, opts.errors, "no run of this experiment logged {!r}")
+    opts.how = _choice(params, "summary", SUMMARIES, opts.how, opts.errors, "{!r} is not one of " + ", ".join(SUMMARIES))
     ref = (params.get("ref") or "").strip()
     if ref:
         cells = list(group_cells(runs).values())
