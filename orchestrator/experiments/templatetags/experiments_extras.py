@@ -53,3 +53,12 @@ def queue_status(run):
     if run.state != "queued":
         return ""
     return waiting_reasons([run]).get(run.pk, "")
+
+
+@register.filter
+def breakable(key):
+    """A metric key that may wrap after each '/' (and only there) in a narrow table header."""
+    from django.utils.html import escape
+    from django.utils.safestring import mark_safe
+
+    return mark_safe(escape(key).replace("/", "/<wbr>"))
