@@ -314,7 +314,7 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
         "fields": differing,
         "panels": panels,
         "x_axes": X_AXES,
-        "summary": selectors.summaries(ids, panel_keys(panels)),
+        "summary": _with_tail_means(selectors.summaries(ids, panel_keys(panels)), ids, panel_keys(panels)),
         "series_url": reverse("metrics-compare-api"),
         # live runs: their streams, resumed from where the page's data starts (points the data
         # already has are skipped by step, so a point landing in between is not lost)
@@ -327,6 +327,18 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
         page.update(embedded=True, default_group=swept[0] if swept else "",
                     compare_url=f"{reverse('metrics-compare')}?experiment={experiment.pk}")
     return page, diff_rows
+
+
+def _with_tail_means(summary: dict, ids: list[int], keys: list[str]) -> dict:
+    """Each summary row gains the run summaries' tail mean (mean of the last 10% of updates), the
+    heatmap's and the summary table's default: the last value alone is one noisy point."""
+    from orchestrator.metrics.summaries import run_summaries
+
+    tails = run_summaries(ids, keys)
+    for rid, per_key in summary.items():
+        for key, row in per_key.items():
+            row["tail_mean"] = tails.get(rid, {}).get(key, {}).get("tail_mean")
+    return summary
 
 
 def _show(value) -> str:

@@ -236,8 +236,8 @@
     if (!body || !key) return;
     const rows = view.group
       ? [...groupsOf()].map(([value, members]) => [`${view.group}=${value} (n=${members.length})`,
-        ...["best", "last", "min", "max", "last_step"].map((s) => mean(members.map((r) => stat(r.id, key, s))))])
-      : runs.map((r) => [r.name, ...["best", "last", "min", "max", "last_step"].map((s) => stat(r.id, key, s))]);
+        ...["tail_mean", "best", "last", "min", "max", "last_step"].map((s) => mean(members.map((r) => stat(r.id, key, s))))])
+      : runs.map((r) => [r.name, ...["tail_mean", "best", "last", "min", "max", "last_step"].map((s) => stat(r.id, key, s))]);
     body.innerHTML = "";
     for (const row of rows) {
       const tr = document.createElement("tr");
@@ -250,7 +250,7 @@
     const el = document.getElementById("heatmap");
     if (!el) return;
     const hx = view.hx || cfg.fields[0], hy = view.hy || cfg.fields[1];
-    const key = view.hm || (panels[0] && panels[0].keys[0]), which = view.hs || "last";
+    const key = view.hm || (panels[0] && panels[0].keys[0]), which = view.hs || "tail_mean";
     const label = (v) => esc(typeof v === "string" ? v : JSON.stringify(v ?? null));
     const xs = [...new Set(runs.map((r) => label(r.config[hx])))].sort();
     const ys = [...new Set(runs.map((r) => label(r.config[hy])))].sort();

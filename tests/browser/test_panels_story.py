@@ -77,6 +77,7 @@ def test_compare_legend_with_eight_runs_is_one_set_of_toggles_and_plots_keep_the
     page.goto(f"{server}/compare/?experiment={experiment.pk}")
     page.wait_for_selector("#compare[data-ready='1']")
     assert page.locator("[data-legend] .legend-item").count() == 8
+    assert page.eval_on_selector("[data-control=hs]", "el => el.value") == "tail_mean"  # the heatmap's default
     assert page.evaluate("() => document.querySelector('.panel-chart[data-panel=reward]').layout.showlegend") is False
     height = page.evaluate("() => document.querySelector('.panel-chart[data-panel=reward] .main-svg').getBoundingClientRect().height")
     assert height >= 280

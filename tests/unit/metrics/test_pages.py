@@ -37,7 +37,7 @@ def test_compare_page_shows_only_differing_fields_and_summaries(client, alice, t
     assert "algorithm.objective" in page["fields"] and "model.name" not in page["fields"]
     assert [r["id"] for r in page["runs"]] == [r.pk for r in runs]
     assert page["summary"][str(runs[1].pk)]["train/reward_mean"] == {
-        "last": 5.0, "last_step": 4, "min": 1.0, "max": 5.0, "best": 5.0, "direction": "max"}
+        "last": 5.0, "last_step": 4, "min": 1.0, "max": 5.0, "best": 5.0, "direction": "max", "tail_mean": 5.0}
     assert b'id="config-diff"' in response.content
 
     by_ids = client.get(reverse("metrics-compare"), {"runs": f"{runs[2].pk},{runs[0].pk}"})
