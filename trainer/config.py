@@ -339,6 +339,9 @@ class ReportingConfig(_Section):
     heartbeat_s: float = Field(30.0, gt=0, description="Seconds between heartbeats.")
     push_interval_s: float = Field(2.0, gt=0, description="Seconds between metric pushes.")
     flush_timeout_s: float = Field(10.0, ge=0, description="Final push at exit waits at most this long.")
+    system_s: float = Field(
+        5.0, ge=0, description="Seconds between samples of CPU, RAM and GPU use (system/... metrics); 0 = none."
+    )
     dashboard_url: SkipJsonSchema[str | None] = Field(
         default_factory=lambda: _env("OPL_DASHBOARD_URL"),
         exclude=True,

@@ -50,6 +50,7 @@ from trainer.models import load_policy
 from trainer.objectives import policy_loss
 from trainer.precision import Precision
 from trainer.reporting import MetricSpool, Pusher, truncate_spool, write_offset
+from trainer.system_metrics import SystemSampler
 from trainer.rewards import MathVerifier, RewardBatch
 from trainer.rollout import Batch, HFEngine, make_batch, micro_batched_logprobs, recompute_behaviour_logp, token_logprobs
 from trainer.tasks import TEXT_ALPHABET, build_eval_sets, build_task
@@ -77,6 +78,7 @@ class Trainer:
         self.stop_signal: int | None = None
         self.spool: MetricSpool | None = None
         self.pusher: Pusher | None = None
+        self.system: SystemSampler | None = None
         self.async_gen = None
         self._verifiers: list[MathVerifier] = []
 
@@ -191,6 +193,8 @@ class Trainer:
             self.pusher = Pusher(self.run_dir, self.cfg.reporting, self.sizes.total_updates)
             self.pusher.step = ckpt.checkpoint_step(latest) if resume else 0
             self.pusher.start()
+            self.system = SystemSampler(self.cfg.reporting.system_s, self.spool.log, lambda: getattr(self, "version", 0))
+            self.system.start()
         barrier(self.dist)
         return latest if resume else None
 
@@ -661,6 +665,9 @@ class Trainer:
             v.close()
         if getattr(self, "task", None) is not None:
             self.task.close()
+        if self.system is not None:
+            self.system.close()
+            self.system = None
         if self.pusher is not None:
             self.pusher.close()
             self.pusher = None

@@ -63,17 +63,26 @@ METRIC_KEYS: dict[str, str] = {
     "perf/tokens_per_s": "trained response tokens per wall second of the step",
     "perf/samples_per_s": "trained samples per wall second of the step",
     "eval/avg_acc": "mean of eval/<set>/acc over the eval sets",
+    # trainer/system_metrics.py: sampled every reporting.system_s, the mean since the last point
+    "system/cpu_pct": "CPU use of the trainer's process tree (trainer, generator, reward workers), 100 = one core",
+    "system/ram_gb": "resident memory of the trainer's process tree (GiB)",
+    "system/host_cpu_pct": "CPU use of the whole machine, 100 = every core busy",
+    "system/host_ram_pct": "memory in use on the whole machine (%)",
 }
 
 PATTERNS = {
     re.compile(r"^eval/[A-Za-z0-9_\-]+/acc$"): "mean@k accuracy on one eval set",
     re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures$"): "eval answers whose reward errored or timed out",
+    re.compile(r"^system/gpu[0-9]+/util_pct$"): "NVML: GPU i's utilisation (% of time a kernel ran)",
+    re.compile(r"^system/gpu[0-9]+/mem_gb$"): "NVML: GPU i's memory in use (GiB, all processes)",
+    re.compile(r"^system/gpu[0-9]+/mem_pct$"): "NVML: the same as % of the GPU's memory",
+    re.compile(r"^system/gpu[0-9]+/power_w$"): "NVML: GPU i's power draw (W)",
 }
 
 MAX, MIN = "max", "min"
 # Higher is better: rewards, accuracies, solved fractions, throughput. Lower is better: losses,
 # divergences and trust-region violations, staleness, failures and seconds. Everything else
-# (counters, the learning rate, ratios that should sit near 1, entropy) has no direction.
+# (counters, the learning rate, ratios that should sit near 1, entropy, system/...) has no direction.
 DIRECTIONS: dict[str, str] = {
     "train/reward_mean": MAX, "train/solved_frac": MAX, "rollout/reward_mean": MAX, "eval/avg_acc": MAX,
     "perf/tokens_per_s": MAX, "perf/samples_per_s": MAX, "actor/tr_frac": MAX,

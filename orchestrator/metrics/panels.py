@@ -52,6 +52,24 @@ PANELS: list[dict[str, Any]] = [
      "description": "Mean response length in tokens of the trained batch."},
     {"id": "throughput", "title": "Throughput (tokens/s)", "keys": ["perf/tokens_per_s"],
      "description": "Trained response tokens per wall second of a step."},
+    # the System group (trainer/system_metrics.py); the GPU panels only where a GPU reported
+    {"id": "system_cpu", "group": "System", "title": "System · CPU (%)", "keys": ["system/cpu_pct", "system/host_cpu_pct"],
+     "description": "The trainer's process tree (100 = one core) and the whole machine (100 = all cores)."},
+    {"id": "system_ram", "group": "System", "title": "System · RAM", "keys": ["system/ram_gb", "system/host_ram_pct"],
+     "description": "Resident memory of the trainer's processes (GiB) and the machine's memory in use (%)."},
+    {"id": "system_time", "group": "System", "title": "System · time per step (s)",
+     "keys": ["perf/gen_s", "perf/train_s", "perf/wait_s"],
+     "description": "Where a step's time goes: generating, training, and (async) waiting for a batch. "
+                    "Waiting that grows means the GPUs idle on the generator."},
+    {"id": "system_gpu_util", "group": "System", "title": "System · GPU utilisation (%)", "keys": [],
+     "pattern": r"^system/gpu[0-9]+/util_pct$", "optional": True,
+     "description": "Per GPU, NVML's share of time a kernel ran. Low while training means the GPUs wait."},
+    {"id": "system_gpu_mem", "group": "System", "title": "System · GPU memory (GiB)", "keys": [],
+     "pattern": r"^system/gpu[0-9]+/mem_gb$", "optional": True,
+     "description": "Per GPU, memory in use by every process on it."},
+    {"id": "system_gpu_power", "group": "System", "title": "System · GPU power (W)", "keys": [],
+     "pattern": r"^system/gpu[0-9]+/power_w$", "optional": True,
+     "description": "Per GPU power draw."},
 ]
 
 
@@ -100,6 +118,12 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
                     "lines": [], "labels": {}}
         if panel["id"] == "eval":
             resolved["keys"] = eval_keys(keys)
+        elif panel.get("pattern"):
+            resolved["keys"] += sorted(k for k in keys if re.match(panel["pattern"], k))
+        if panel.get("optional") and not resolved["keys"]:
+            continue
+        if panel.get("group"):
+            resolved["group"] = panel["group"]
         if panel.get("threshold"):
             resolved["lines"] = thresholds(configs)
         if panel["id"] == "clip_frac" and objectives:
