@@ -104,3 +104,18 @@ def test_the_admin_is_branded_and_pages_have_an_icon(client, admin_user):
     assert "OffPolicy Lab administration" in html and "Django administration" not in html
     assert 'rel="icon"' in client.get("/").content.decode()
     assert client.get("/static/favicon.svg").status_code == 200
+
+
+def test_the_stdout_tail_opens_at_its_last_lines(page_as, server, alice, tiny_config, tmp_path):
+    from orchestrator.experiments.models import Run as RunModel
+
+    run = experiment_create(owner=alice, name="logs", config=tiny_config).runs.get()
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "attempt-1.out").write_text("".join(f"[trainer] update {i}\n" for i in range(40)))
+    RunModel.objects.filter(pk=run.pk).update(backend="local", run_dir=str(tmp_path), attempt=1, state="running")
+    page = page_as(alice)
+    page.goto(f"{server}/runs/{run.pk}/")
+    page.wait_for_selector("#log-stdout")
+    page.wait_for_function("""() => { const e = document.getElementById('log-stdout');
+        return e.scrollHeight > e.clientHeight && e.scrollTop + e.clientHeight >= e.scrollHeight - 2; }""")
+    assert "update 39" in page.inner_text("#log-stdout")
