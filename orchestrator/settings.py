@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "orchestrator.cluster",
     "orchestrator.metrics",
     "orchestrator.studies",
+    "orchestrator.alerts",
 ]
 
 MIDDLEWARE = [
@@ -113,10 +114,12 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")  # alerts
 CELERY_BEAT_SCHEDULE = {
     "sync-runs": {"task": "orchestrator.cluster.tasks.sync_runs", "schedule": 3.0},
     "dispatch-queued": {"task": "orchestrator.cluster.tasks.dispatch_queued", "schedule": 3.0},
     "compact-metrics": {"task": "orchestrator.metrics.tasks.compact_metrics", "schedule": 300.0},
+    "check-alerts": {"task": "orchestrator.alerts.tasks.check_alerts", "schedule": 30.0},
 }
 
 # --- Runs and clusters ------------------------------------------------------------------------

@@ -13,5 +13,6 @@ urlpatterns = [
     path("", include("orchestrator.metrics.urls")),
     path("", include("orchestrator.cluster.urls")),
     path("", include("orchestrator.studies.urls")),
+    path("", include("orchestrator.alerts.urls")),
     re_path(r"^api/(?P<path>.*)$", api_not_found, name="api-not-found"),  # last: JSON 404s under /api/
 ]

@@ -10,6 +10,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from orchestrator.alerts.services import alerts_after_ingest
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
 from orchestrator.metrics import batches, live, pipeline, store
@@ -38,6 +39,7 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
         if appended is not None:
             _announce(run.pk, appended.seq, attempt, None, cols)
             _note_progress(run, step=None)
+            alerts_after_ingest(run=run, cols=cols)
             return len(cols.keys)
     try:
         seq, restart_from = _ingest_general(run.pk, attempt, batch, incoming)
@@ -47,6 +49,7 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
         raise
     _announce(run.pk, seq, attempt, restart_from, cols)
     _note_progress(run, step=max(cols.steps))
+    alerts_after_ingest(run=run, cols=cols)
     return len(cols.keys)
 
 

@@ -1,0 +1,132 @@
+"""The alert rules: kinds, their defaults, and the pure checks (no database, no clock of their own).
+
+Metric rules look at the points of one ingested batch, and only at their own keys:
+- `nonfinite`: a NaN or infinite actor/pg_loss or actor/grad_norm;
+- `reward_drop`: train/reward_mean, smoothed (EMA), fell by `threshold` from its best smoothed value;
+- `entropy_floor`: actor/entropy under `threshold`;
+- `clip_ceiling`: actor/clip_frac (masked or clipped tokens) over `threshold`.
+Time rules run on beat, over active runs:
+- `no_heartbeat`: a running run has not sent a heartbeat for `window_s` seconds;
+- `no_progress`: a running run's update count has not moved for `window_s` seconds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+NONFINITE, REWARD_DROP, ENTROPY_FLOOR, CLIP_CEILING = "nonfinite", "reward_drop", "entropy_floor", "clip_ceiling"
+NO_HEARTBEAT, NO_PROGRESS = "no_heartbeat", "no_progress"
+KINDS = (NONFINITE, REWARD_DROP, ENTROPY_FLOOR, CLIP_CEILING, NO_HEARTBEAT, NO_PROGRESS)
+TIME_KINDS = (NO_HEARTBEAT, NO_PROGRESS)
+
+KEYS: dict[str, tuple[str, ...]] = {
+    NONFINITE: ("actor/pg_loss", "actor/grad_norm"),
+    REWARD_DROP: ("train/reward_mean",),
+    ENTROPY_FLOOR: ("actor/entropy",),
+    CLIP_CEILING: ("actor/clip_frac",),
+}
+WATCHED_KEYS = frozenset(k for keys in KEYS.values() for k in keys)
+REWARD_SMOOTHING = 0.8  # EMA weight of the previous value; about the last 5 points
+REWARD_MIN_POINTS = 5  # no drop is judged before this many reward points
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule as it applies to a run: the defaults, else the project's, else the run's own."""
+
+    kind: str
+    enabled: bool = True
+    threshold: float = 0.0  # reward_drop: drop; entropy_floor: floor; clip_ceiling: ceiling
+    window_s: int = 0  # time rules: seconds without a heartbeat / without progress
+    action: str = "notify"  # "notify" or "cancel"
+    source: str = "default"  # "default", "project" or "run"
+
+    def describe(self) -> str:
+        return {
+            NONFINITE: "loss or gradient norm is NaN or infinite",
+            REWARD_DROP: f"smoothed reward falls {self.threshold:g} below its best",
+            ENTROPY_FLOOR: f"entropy below {self.threshold:g}",
+            CLIP_CEILING: f"masked/clipped token fraction above {self.threshold:g}",
+            NO_HEARTBEAT: f"no heartbeat for {self.window_s} s while running",
+            NO_PROGRESS: f"no new update for {self.window_s} s while running",
+        }[self.kind]
+
+
+DEFAULTS: dict[str, Rule] = {
+    NONFINITE: Rule(NONFINITE),
+    REWARD_DROP: Rule(REWARD_DROP, threshold=0.3),
+    ENTROPY_FLOOR: Rule(ENTROPY_FLOOR, threshold=0.01),
+    CLIP_CEILING: Rule(CLIP_CEILING, threshold=0.2),
+    NO_HEARTBEAT: Rule(NO_HEARTBEAT, window_s=300),
+    NO_PROGRESS: Rule(NO_PROGRESS, window_s=1800),
+}
+
+
+@dataclass(frozen=True)
+class Firing:
+    kind: str
+    step: int
+    value: float
+    message: str
+
+
+@dataclass
+class RewardTrack:
+    """The smoothed reward and its best so far (kept per run between batches)."""
+
+    ema: float | None = None
+    best: float | None = None
+    points: int = 0
+
+
+def check_nonfinite(points: dict[str, list[tuple[int, float]]]) -> Firing | None:
+    for key in KEYS[NONFINITE]:
+        for step, value in points.get(key, ()):
+            if not math.isfinite(value):
+                return Firing(NONFINITE, step, value, f"{key} is {value} at update {step}")
+    return None
+
+
+def check_below(kind: str, key: str, floor: float, points) -> Firing | None:
+    for step, value in points.get(key, ()):
+        if math.isfinite(value) and value < floor:
+            return Firing(kind, step, value, f"{key} = {value:.4g} at update {step}, under the floor {floor:g}")
+    return None
+
+
+def check_above(kind: str, key: str, ceiling: float, points) -> Firing | None:
+    for step, value in points.get(key, ()):
+        if math.isfinite(value) and value > ceiling:
+            return Firing(kind, step, value, f"{key} = {value:.4g} at update {step}, over the ceiling {ceiling:g}")
+    return None
+
+
+def check_reward_drop(track: RewardTrack, drop: float, points) -> Firing | None:
+    """Fold the batch's rewards (in step order) into `track`; fire when the EMA is `drop` under its best."""
+    fired = None
+    for step, value in points.get(KEYS[REWARD_DROP][0], ()):
+        if not math.isfinite(value):
+            continue
+        track.ema = value if track.ema is None else REWARD_SMOOTHING * track.ema + (1 - REWARD_SMOOTHING) * value
+        track.points += 1
+        track.best = track.ema if track.best is None else max(track.best, track.ema)
+        if fired is None and track.points >= REWARD_MIN_POINTS and track.best - track.ema >= drop:
+            fired = Firing(REWARD_DROP, step, track.ema,
+                           f"smoothed reward {track.ema:.3f} at update {step} is {track.best - track.ema:.3f} "
+                           f"below its best {track.best:.3f}")
+    return fired
+
+
+def check_batch(rules: dict[str, Rule], points, track: RewardTrack) -> list[Firing]:
+    """Every enabled metric rule against one batch's points {key: [(step, value), ...]} (sorted)."""
+    out = []
+    on = {k: r for k, r in rules.items() if r.enabled}
+    if NONFINITE in on and (f := check_nonfinite(points)):
+        out.append(f)
+    if REWARD_DROP in on and (f := check_reward_drop(track, on[REWARD_DROP].threshold, points)):
+        out.append(f)
+    if ENTROPY_FLOOR in on and (f := check_below(ENTROPY_FLOOR, KEYS[ENTROPY_FLOOR][0], on[ENTROPY_FLOOR].threshold, points)):
+        out.append(f)
+    if CLIP_CEILING in on and (f := check_above(CLIP_CEILING, KEYS[CLIP_CEILING][0], on[CLIP_CEILING].threshold, points)):
+        out.append(f)
+    return out

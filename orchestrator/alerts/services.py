@@ -1,0 +1,184 @@
+"""Alert services: the effective rules of a run, setting a rule, checking an ingested batch and
+the time rules, firing (once per run and kind: record, act, notify on commit) and notifying."""
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from orchestrator.alerts import rules
+from orchestrator.alerts.models import Alert, AlertRule, ProjectNotifications, RunWatch
+from orchestrator.experiments.models import Run
+
+log = logging.getLogger(__name__)
+WEBHOOK_TIMEOUT_S = 5.0
+
+
+class RuleError(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.errors = [{"field": field, "message": message}]
+
+
+def effective_rules(run: Run) -> dict[str, rules.Rule]:
+    """The defaults, overridden by the run's project's rules, overridden by the run's own (1 query)."""
+    out = dict(rules.DEFAULTS)
+    rows = AlertRule.objects.filter(Q(run=run) | Q(project__experiments__runs=run))
+    for row in sorted(rows, key=lambda r: r.run_id is not None):  # project first, then the run's
+        out[row.kind] = replace(out[row.kind], enabled=row.enabled, threshold=row.threshold, window_s=row.window_s,
+                                action=row.action, source="run" if row.run_id else "project")
+    return out
+
+
+def alert_rule_set(*, kind: str, run: Run | None = None, project=None, enabled: bool = True,
+                   threshold: float | None = None, window_s: int | None = None, action: str = "notify") -> AlertRule:
+    """Create or replace one rule for a run or a project; RuleError names the bad field."""
+    if (run is None) == (project is None):
+        raise RuleError("scope", "give a run or a project, not both")
+    if kind not in rules.KINDS:
+        raise RuleError("kind", f"must be one of {', '.join(rules.KINDS)}, got {kind!r}")
+    if action not in AlertRule.Action.values:
+        raise RuleError("action", f"must be one of {', '.join(AlertRule.Action.values)}, got {action!r}")
+    default = rules.DEFAULTS[kind]
+    threshold = default.threshold if threshold is None else threshold
+    window_s = default.window_s if window_s is None else window_s
+    if kind in rules.TIME_KINDS and not 10 <= window_s <= 7 * 86400:
+        raise RuleError("window_s", f"{kind}: seconds from 10 to 604800, got {window_s}")
+    if kind == rules.CLIP_CEILING and not 0 < threshold < 1:
+        raise RuleError("threshold", f"{kind}: a fraction between 0 and 1 (exclusive), got {threshold}")
+    if kind in (rules.REWARD_DROP, rules.ENTROPY_FLOOR) and not threshold > 0:
+        raise RuleError("threshold", f"{kind}: must be above 0, got {threshold}")
+    rule, _ = AlertRule.objects.update_or_create(
+        run=run, project=None if run else project, kind=kind,
+        defaults={"enabled": enabled, "threshold": threshold, "window_s": window_s, "action": action})
+    return rule
+
+
+def alerts_after_ingest(*, run: Run, cols) -> None:
+    """Called once a batch is stored (outside its transaction): check the metric rules against the
+    batch's watched keys only. Never raises into ingestion."""
+    if rules.WATCHED_KEYS.isdisjoint(cols.keys):
+        return  # the common case costs one set test
+    try:
+        _check_batch(run, cols)
+    except Exception:
+        log.exception("alert check of run %s failed; ingestion is unaffected", run.pk)
+
+
+def _check_batch(run: Run, cols) -> None:
+    from orchestrator.metrics.services import as_float
+
+    points: dict[str, list[tuple[int, float]]] = {}
+    for key, step, value, special in zip(cols.keys, cols.steps, cols.values, cols.specials):
+        if key in rules.WATCHED_KEYS:
+            points.setdefault(key, []).append((step, as_float(value, special)))
+    for series in points.values():
+        series.sort()
+    run_rules = effective_rules(run)
+    track = rules.RewardTrack()
+    watch = None
+    if rules.KEYS[rules.REWARD_DROP][0] in points:
+        watch, _ = RunWatch.objects.get_or_create(run=run)
+        track = rules.RewardTrack(watch.reward_ema, watch.reward_best, watch.reward_points)
+    fired = rules.check_batch(run_rules, points, track)
+    if watch is not None:
+        RunWatch.objects.filter(pk=run.pk).update(reward_ema=track.ema, reward_best=track.best, reward_points=track.points)
+    for firing in fired:
+        alert_fire(run=run, rule=run_rules[firing.kind], firing=firing)
+
+
+def alerts_check_time(*, now=None) -> int:
+    """Beat: the heartbeat and progress rules over running runs. Returns how many fired."""
+    now = now or timezone.now()
+    fired = 0
+    for run in Run.objects.filter(state=Run.State.RUNNING).select_related("experiment"):
+        run_rules = effective_rules(run)
+        watch, _ = RunWatch.objects.get_or_create(run=run, defaults={"last_step": run.step, "step_seen_at": now})
+        if watch.last_step != run.step or watch.step_seen_at is None:
+            RunWatch.objects.filter(pk=run.pk).update(last_step=run.step, step_seen_at=now)
+            watch.last_step, watch.step_seen_at = run.step, now
+        beat = run.last_heartbeat or run.started_at
+        rule = run_rules[rules.NO_HEARTBEAT]
+        if rule.enabled and beat and now - beat > timedelta(seconds=rule.window_s):
+            fired += alert_fire(run=run, rule=rule, firing=rules.Firing(
+                rules.NO_HEARTBEAT, run.step, (now - beat).total_seconds(),
+                f"no heartbeat for {(now - beat).total_seconds():.0f} s (limit {rule.window_s} s)"))
+        rule = run_rules[rules.NO_PROGRESS]
+        idle = now - watch.step_seen_at
+        if rule.enabled and idle > timedelta(seconds=rule.window_s):
+            fired += alert_fire(run=run, rule=rule, firing=rules.Firing(
+                rules.NO_PROGRESS, run.step, idle.total_seconds(),
+                f"still at update {run.step} after {idle.total_seconds():.0f} s (limit {rule.window_s} s)"))
+    return fired
+
+
+def alert_fire(*, run: Run, rule: rules.Rule, firing: rules.Firing) -> bool:
+    """Record the alert once per run and kind; act on it (cancel) and notify after commit.
+    False when this kind had already fired for the run."""
+    try:
+        with transaction.atomic():
+            alert = Alert.objects.create(run=run, kind=firing.kind, message=firing.message, step=firing.step,
+                                         value=firing.value, action=rule.action)
+    except IntegrityError:
+        return False
+    if rule.action == AlertRule.Action.CANCEL:
+        alert.action_result = _cancel(run, alert)
+        Alert.objects.filter(pk=alert.pk).update(action_result=alert.action_result)
+    from orchestrator.alerts.tasks import notify_alert
+
+    alert_id = alert.pk
+    transaction.on_commit(lambda: notify_alert.delay(alert_id))
+    return True
+
+
+def _cancel(run: Run, alert: Alert) -> str:
+    from orchestrator.experiments.services import run_stop
+
+    run.refresh_from_db()
+    if run.is_terminal:
+        return f"run already {run.state}"
+    if not run_stop(run=run):
+        return f"could not cancel a {run.state} run"
+    return "cancel requested: the trainer checkpoints and exits"
+
+
+def alert_notify(*, alert_id: int) -> None:
+    """Send the alert by email and to the project's webhook, each once; failures are counted on
+    the alert, and a failed webhook raises so the task retries it."""
+    import httpx
+
+    alert = Alert.objects.select_related("run__owner", "run__experiment__project").get(pk=alert_id)
+    run = alert.run
+    project = run.experiment.project
+    prefs = ProjectNotifications.objects.filter(project=project).first()
+    text = (f"[OffPolicy Lab] run {run.pk} ({run.name}, project {project.name}): {alert.kind.replace('_', ' ')}: "
+            f"{alert.message}" + (f"; {alert.action_result}" if alert.action_result else ""))
+    if alert.email_sent_at is None:
+        to = [run.owner.email] if run.owner.email and (prefs is None or prefs.email_owner) else []
+        to += [e.strip() for e in (prefs.emails if prefs else "").split(",") if e.strip()]
+        if to:
+            try:
+                send_mail(f"Alert: run {run.pk} {alert.kind}", text, settings.DEFAULT_FROM_EMAIL, to)
+                Alert.objects.filter(pk=alert.pk).update(email_sent_at=timezone.now())
+            except Exception as exc:
+                _note_failure(alert, "email_failures", f"email: {exc}")
+    if prefs and prefs.webhook_url and alert.webhook_sent_at is None:
+        try:
+            httpx.post(prefs.webhook_url, json={"text": text}, timeout=WEBHOOK_TIMEOUT_S).raise_for_status()
+        except httpx.HTTPError as exc:
+            _note_failure(alert, "webhook_failures", f"webhook: {exc}")
+            raise
+        Alert.objects.filter(pk=alert.pk).update(webhook_sent_at=timezone.now())
+
+
+def _note_failure(alert: Alert, counter: str, error: str) -> None:
+    from django.db.models import F
+
+    Alert.objects.filter(pk=alert.pk).update(**{counter: F(counter) + 1, "last_error": error[:1000]})
+    log.warning("alert %s notification failed: %s", alert.pk, error)
