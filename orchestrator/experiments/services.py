@@ -13,7 +13,7 @@ from orchestrator.experiments.limits import limit, profile_gpus, run_gpus
 from orchestrator.experiments.models import Experiment, Membership, Project, Run, RunEvent, Tag
 from orchestrator.experiments.schemas import NAME_RE, TAG_RE
 from orchestrator.experiments.runconfig import ConfigError, set_dotted, validate_run_config
-from orchestrator.experiments.sweeps import parse_sweep, sweep_count, sweep_points
+from orchestrator.experiments.sweeps import parse_sweep, staleness_in_updates, sweep_count, sweep_points
 from orchestrator.experiments.sweeps import run_name as sweep_run_name
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ def experiment_plan(
             check_values(value, part)
         except BoundsError as exc:
             raise ConfigError(exc.as_errors()) from None
-    spec = parse_sweep(sweep, random, seeds)
+    spec = parse_sweep(staleness_in_updates(sweep, config), random, seeds)  # staleness.s: in updates
     count = sweep_count(spec)
     maximum = limit("OPL_MAX_SWEEP_RUNS")
     if maximum and count > maximum:

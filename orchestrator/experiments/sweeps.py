@@ -8,6 +8,10 @@ Together they make a grid (the cartesian product). A random search adds N sample
 every listed field from its distribution (uniform, loguniform, randint, choice), with a fixed seed
 so the same spec always expands to the same runs. Each point is then repeated for seeds 1..k.
 
+Staleness may be swept in optimizer updates, the paper's s, instead of batches:
+{"staleness.s": [0, 8, 32]} becomes {"staleness.k": [0, 4, 16]} at 2 updates per step
+(s = k x updates_per_step x epochs; see `staleness_in_updates`).
+
 Counting happens before expanding, so a sweep over the limit is refused without building it.
 """
 from __future__ import annotations
@@ -233,3 +237,38 @@ def run_name(values: dict[str, Any], config: dict[str, Any], seed: int | None, f
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+\-]")
+
+
+# --- staleness in updates ---------------------------------------------------------------------
+
+STALENESS_UPDATES = "staleness.s"
+
+
+def staleness_in_updates(sweep: dict[str, Any] | None, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The sweep with `staleness.s` (staleness in optimizer updates) turned into `staleness.k`
+    (batches): k = s / (updates_per_step x epochs) of the base config. Each s must be a whole
+    multiple of that; errors name `sweep.staleness.s`."""
+    if not sweep or STALENESS_UPDATES not in sweep:
+        return sweep
+    field = f"sweep.{STALENESS_UPDATES}"
+    if "staleness.k" in sweep:
+        raise ConfigError([{"field": field, "message": "sweep staleness.s (updates) or staleness.k (batches), not both"}])
+    if {"algorithm.updates_per_step", "algorithm.epochs"} & set(sweep):
+        raise ConfigError([{"field": field, "message": "s in updates needs one updates_per_step x epochs: "
+                                                       "with those swept, sweep staleness.k instead"}])
+    if ((config or {}).get("staleness") or {}).get("mode", "stale_k") != "stale_k":
+        raise ConfigError([{"field": field, "message": "only stale_k mode has s = k x updates per step; "
+                                                       "async runs sweep staleness.max_staleness (already in updates)"}])
+    algorithm = (config or {}).get("algorithm") or {}
+    from trainer.config import AlgorithmConfig
+
+    per_step = int(algorithm.get("updates_per_step", AlgorithmConfig.model_fields["updates_per_step"].default)) * int(
+        algorithm.get("epochs", AlgorithmConfig.model_fields["epochs"].default))
+    values = grid_values(STALENESS_UPDATES, parse_sweep({STALENESS_UPDATES: sweep[STALENESS_UPDATES]}, None, 1).grid[STALENESS_UPDATES])
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v % per_step]
+    if bad:
+        raise ConfigError([{"field": field, "message": f"{bad[0]!r} is not a whole multiple of {per_step} "
+                                                       f"(updates_per_step x epochs): s = k x {per_step}"}])
+    return {("staleness.k" if path == STALENESS_UPDATES else path): ([int(v) // per_step for v in values]
+                                                                       if path == STALENESS_UPDATES else spec)
+            for path, spec in sweep.items()}

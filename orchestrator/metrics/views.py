@@ -323,7 +323,7 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
     }
     page["forks"], page["fork_clip"] = fork_steps(runs)  # the "forks from the parent's step" option
     if experiment is not None:
-        swept = [f for f in (experiment.sweep or {}) if f in differing]
+        swept = [f for f in ("staleness.k" if f == "staleness.s" else f for f in experiment.sweep or {}) if f in differing]
         page.update(embedded=True, default_group=swept[0] if swept else "",
                     compare_url=f"{reverse('metrics-compare')}?experiment={experiment.pk}")
     return page, diff_rows
