@@ -40,7 +40,10 @@ def _response_schemas() -> dict[str, Any]:
         "id": INT, "name": STR, "experiment": INT, "project": STR, "owner": _nullable(STR),
         "state": {"type": "string", "enum": Run.State.values}, "state_reason": STR, "priority": INT, "gpus": INT,
         "attempt": INT, "max_attempts": INT, "backend": STR, "job_id": STR, "node_list": STR,
-        "exit_code": _nullable(INT), "run_dir": STR, "step": INT, "total_steps": _nullable(INT),
+        "exit_code": _nullable(INT), "run_dir": STR,
+        "step": {**INT, "description": "Optimizer updates done (the trainer's heartbeat); a training step is "
+                                       "updates_per_step x epochs updates"},
+        "total_steps": {**_nullable(INT), "description": "The run's total optimizer updates: train.steps x updates_per_step x epochs"},
         "last_heartbeat": TIME, "queued_at": TIME, "submitted_at": TIME, "pending_at": TIME, "started_at": TIME,
         "finished_at": TIME, "config": OBJ, "sweep_values": OBJ, "seed": INT,
         "parent": _nullable(INT), "parent_step": _nullable(INT), "notes": STR,
