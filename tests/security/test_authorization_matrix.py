@@ -91,6 +91,9 @@ MATRIX: dict[str, list[Case]] = {
     "api-run-retry": [Case("post", "/api/v1/runs/{run}/retry", (409, 403, 404, 409, 401, 401))],  # it is running
     "api-run-move-to-top": [Case("post", "/api/v1/runs/{run}/move-to-top", (409, 403, 404, 409, 401, 401))],
     "api-run-priority": [Case("post", "/api/v1/runs/{run}/priority", (409, 403, 404, 409, 401, 401), {"priority": 1}, True)],
+    "api-run-alerts": [Case("get", "/api/v1/runs/{run}/alerts", API_RUN_READ),
+                       Case("post", "/api/v1/runs/{run}/alerts", (200, 403, 404, 200, 401, 401),
+                            {"kind": "entropy_floor", "threshold": 0.1}, True)],
     "api-projects": [Case("get", "/api/v1/projects", API_READ),
                      Case("post", "/api/v1/projects", (201, 201, 201, 201, 401, 401), {"name": "fresh"}, True)],
     "api-project-detail": [Case("get", "/api/v1/projects/lab", API_RUN_READ),
