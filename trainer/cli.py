@@ -8,6 +8,9 @@ Signals: SIGINT is a cancel. SIGUSR1 and SIGTERM are the cluster's graceful stop
 before a time limit or on preemption), unless the orchestrator has written CANCEL_MARKER into the
 run directory first: Slurm's scancel also sends SIGTERM, and the marker is how a person's cancel
 tells itself apart there. The local backend sends SIGINT for a cancel and SIGUSR1 at a time limit.
+A cancel finding NO_CHECKPOINT_MARKER in the run directory exits 130 without the checkpoint (an
+alert's cancel of a run whose weights may be broken, e.g. by a NaN); the trainer removes a stale
+one at start.
 Also: `python -m trainer check --config FILE` (validate, print derived sizes) and
 `python -m trainer schema` (the RunConfig JSON schema).
 """
@@ -26,6 +29,7 @@ from trainer.config import ConfigError, RunConfig, load_config
 
 EX_CONFIG = 2
 CANCEL_MARKER = "cancel-requested"  # written into the run directory by the orchestrator's cancel
+NO_CHECKPOINT_MARKER = "cancel-no-checkpoint"  # written by an alert's cancel (orchestrator/alerts)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def request_stop(signum, _frame):
         trainer.stop_cancelled = signum == signal.SIGINT or (run_dir / CANCEL_MARKER).exists()
+        trainer.skip_checkpoint = trainer.stop_cancelled and (run_dir / NO_CHECKPOINT_MARKER).exists()
         trainer.stop_signal = signum
 
     signal.signal(signal.SIGUSR1, request_stop)

@@ -31,6 +31,7 @@ import torch
 
 from trainer import checkpoint as ckpt
 from trainer.advantages import broadcast_to_tokens, grpo_advantages
+from trainer.cli import NO_CHECKPOINT_MARKER
 from trainer.config import ConfigError, RunConfig, check_world_size, derive_sizes
 from trainer.distributed import (
     barrier,
@@ -187,6 +188,7 @@ class Trainer:
                 truncate_spool(self.run_dir, -1, attempt)
                 write_offset(self.run_dir, 0, attempt)
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / NO_CHECKPOINT_MARKER).unlink(missing_ok=True)  # an earlier attempt's cancel
             (self.run_dir / "config.resolved.yaml").write_text(self.cfg.to_yaml())  # never the input file
             (self.run_dir / "derived.json").write_text(json.dumps(self.sizes.__dict__, indent=1))
             self.spool = MetricSpool(self.run_dir)
@@ -561,6 +563,9 @@ class Trainer:
     def _stop(self) -> int:
         # cli.py sets stop_cancelled: a person's cancel (exit 130) versus the cluster's stop (75)
         why = f"signal {self.stop_signal}" if self.stop_signal is not None else "another rank was signalled"
+        if getattr(self, "stop_cancelled", False) and getattr(self, "skip_checkpoint", False):
+            print(f"[trainer] {why}: cancelled without a checkpoint (an alert asked) at update {self.version}", flush=True)
+            return EX_CANCELLED
         if getattr(self, "stop_cancelled", False):
             print(f"[trainer] {why}: cancelled; checkpointing at update {self.version} and exiting", flush=True)
             self.save_checkpoint()
@@ -573,13 +578,17 @@ class Trainer:
         """Whether any rank has been asked to stop, decided by all ranks together.
 
         Signals reach ranks at different moments (or only one rank), so each rank all-reduces its
-        flag (the max of none 0 / requeue 1 / cancel 2) once per iteration: every rank then enters
-        the collective checkpoint at the same iteration, and none is left generating alone.
+        flag (the max of none 0 / requeue 1 / cancel 2 / cancel without checkpoint 3) once per
+        iteration: every rank then enters the collective checkpoint (or skips it) at the same
+        iteration, and none is left generating alone.
         """
-        mine = 0 if self.stop_signal is None else (2 if getattr(self, "stop_cancelled", False) else 1)
+        mine = 0
+        if self.stop_signal is not None:
+            mine = 1 if not getattr(self, "stop_cancelled", False) else (3 if getattr(self, "skip_checkpoint", False) else 2)
         agreed = max_across(mine, self.dist)
         if agreed:
-            self.stop_cancelled = agreed == 2
+            self.stop_cancelled = agreed >= 2
+            self.skip_checkpoint = agreed == 3
         return agreed > 0
 
     def _run_stale_k(self) -> int:

@@ -14,7 +14,8 @@ class AlertRule(models.Model):
 
     class Action(models.TextChoices):
         NOTIFY = "notify"
-        CANCEL = "cancel"  # the trainer checkpoints at its update and exits; Retry resumes from it
+        STOP = "stop"  # cancel after a checkpoint at the current update: Retry resumes from it
+        CANCEL = "cancel"  # cancel without a checkpoint: the weights may be broken (a NaN)
 
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="alert_rules")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="alert_rules")

@@ -38,7 +38,7 @@ class Rule:
     enabled: bool = True
     threshold: float = 0.0  # reward_drop: drop; entropy_floor: floor; clip_ceiling: ceiling
     window_s: int = 0  # time rules: seconds without a heartbeat / without progress
-    action: str = "notify"  # "notify" or "cancel"
+    action: str = "notify"  # "notify", "stop" (cancel after a checkpoint) or "cancel" (without one)
     source: str = "default"  # "default", "project" or "run"
 
     def describe(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -15,6 +16,8 @@ from django.utils import timezone
 from orchestrator.alerts import rules
 from orchestrator.alerts.models import Alert, AlertRule, ProjectNotifications, RunWatch
 from orchestrator.experiments.models import Run
+from trainer.cli import NO_CHECKPOINT_MARKER
+from trainer.reporting import atomic_write_text
 
 log = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT_S = 5.0
@@ -127,8 +130,8 @@ def alert_fire(*, run: Run, rule: rules.Rule, firing: rules.Firing) -> bool:
                                          value=firing.value, action=rule.action)
     except IntegrityError:
         return False
-    if rule.action == AlertRule.Action.CANCEL:
-        alert.action_result = _cancel(run, alert)
+    if rule.action in (AlertRule.Action.STOP, AlertRule.Action.CANCEL):
+        alert.action_result = _cancel(run, checkpoint=rule.action == AlertRule.Action.STOP)
         Alert.objects.filter(pk=alert.pk).update(action_result=alert.action_result)
     from orchestrator.alerts.tasks import notify_alert
 
@@ -137,15 +140,24 @@ def alert_fire(*, run: Run, rule: rules.Rule, firing: rules.Firing) -> bool:
     return True
 
 
-def _cancel(run: Run, alert: Alert) -> str:
+def _cancel(run: Run, *, checkpoint: bool) -> str:
+    """The user's cancel (experiments.services.run_stop); without a checkpoint, the marker the
+    trainer reads first (trainer/cli.py NO_CHECKPOINT_MARKER)."""
     from orchestrator.experiments.services import run_stop
 
     run.refresh_from_db()
     if run.is_terminal:
         return f"run already {run.state}"
+    if not checkpoint and run.run_dir:
+        try:
+            atomic_write_text(Path(run.run_dir) / NO_CHECKPOINT_MARKER, f"attempt {run.attempt}\n")
+        except OSError as exc:
+            log.warning("run %s: could not write %s (%s); it will checkpoint", run.pk, NO_CHECKPOINT_MARKER, exc)
     if not run_stop(run=run):
         return f"could not cancel a {run.state} run"
-    return "cancel requested: the trainer checkpoints and exits"
+    if checkpoint:
+        return "stop requested: the trainer checkpoints and exits; Retry resumes from that checkpoint"
+    return "cancel requested: the trainer exits without a checkpoint"
 
 
 def alert_notify(*, alert_id: int) -> None:

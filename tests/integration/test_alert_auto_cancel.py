@@ -1,10 +1,12 @@
 """Auto-cancel with real parts: a tiny CPU run on the local backend pushes its metrics over HTTP
 into the live server; a run rule (entropy under a floor it can never reach) fires on the first
-stored batch with actor/entropy, and its cancel stops the trainer, which checkpoints and exits.
+stored batch with actor/entropy. Its action `stop` cancels the run after a checkpoint at its last
+update; `cancel` stops it without one (the trainer reads the alert's marker).
 
 The cancel task that the alert enqueues is not consumed here (no Celery worker runs); the beat
 sync's re-send of a requested cancel (sync_active_runs -> resend_cancels) delivers it, as it
-does in production when the worker is down."""
+does in production when the worker is down. The run's system/... metrics are checked to have
+arrived through the same ingestion path."""
 import time
 
 import pytest
@@ -15,12 +17,14 @@ from orchestrator.cluster.jobspec import run_dir_for
 from orchestrator.cluster.services import run_submit, sync_active_runs
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create
+from orchestrator.metrics import selectors
 from trainer import checkpoint as ckpt
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def test_an_alert_with_auto_cancel_stops_a_real_run(settings, tmp_path, live_server, alice, tiny_config):
+@pytest.mark.parametrize("action", ["stop", "cancel"])
+def test_an_alert_with_auto_cancel_stops_a_real_run(settings, tmp_path, live_server, alice, tiny_config, action):
     settings.RUNS_DIR = tmp_path / "runs"
     settings.LOCAL_JOBS_DIR = tmp_path / "jobs"
     settings.PUBLIC_URL = live_server.url
@@ -30,7 +34,7 @@ def test_an_alert_with_auto_cancel_stops_a_real_run(settings, tmp_path, live_ser
         "reporting": {"push_interval_s": 0.5},
     })
     run = experiment_create(owner=alice, name="doomed", config=tiny_config).runs.get()
-    alert_rule_set(run=run, kind="entropy_floor", threshold=100.0, action="cancel")  # 100 nats: always under
+    alert_rule_set(run=run, kind="entropy_floor", threshold=100.0, action=action)  # 100 nats: always under
     run_submit(run_id=run.pk, backend_name="local")
 
     deadline = time.monotonic() + 240
@@ -41,6 +45,12 @@ def test_an_alert_with_auto_cancel_stops_a_real_run(settings, tmp_path, live_ser
     logs = "\n".join(p.read_text()[-2000:] for p in (run_dir_for(run) / "logs").glob("*"))
     assert run.state == "cancelled", f"{run.state}: {run.state_reason}\n{logs}"
     alert = Alert.objects.get(run=run)
-    assert alert.kind == "entropy_floor" and alert.action_result.startswith("cancel requested")
+    assert alert.kind == "entropy_floor" and alert.action_result.startswith(f"{action} requested")
     assert run.exit_code == 130 and run.step < 400 * 2  # stopped early, as a person's cancel
-    assert ckpt.list_checkpoints(run_dir_for(run)), "the trainer checkpoints on the way out"
+    kept = ckpt.list_checkpoints(run_dir_for(run))
+    if action == "stop":
+        assert [ckpt.checkpoint_step(c) for c in kept] == [run.step], "stop: a checkpoint at the last update"
+    else:
+        assert kept == [], "cancel: no checkpoint of weights an alert judged broken"
+    # the same run's system metrics came through the ordinary ingestion path (the System panels)
+    assert {"system/cpu_pct", "system/ram_gb", "system/host_cpu_pct"} <= set(selectors.run_keys(run.pk))

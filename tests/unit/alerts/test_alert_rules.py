@@ -10,6 +10,7 @@ from orchestrator.alerts.models import Alert, RunWatch
 from orchestrator.alerts.services import alert_rule_set, alerts_check_time
 from orchestrator.metrics.services import metrics_ingest
 from tests.unit.metrics.helpers import T0, make_run
+from trainer.cli import NO_CHECKPOINT_MARKER
 
 pytestmark = pytest.mark.django_db
 
@@ -94,13 +95,26 @@ def test_no_progress_while_running_fires_on_beat(run):
     assert Alert.objects.get(run=run).message == "still at update 2 after 700 s (limit 600 s)"
 
 
-def test_a_cancel_rule_asks_for_the_runs_cancel(run):
+def test_a_cancel_rule_cancels_the_run_and_tells_the_trainer_to_skip_its_checkpoint(run, tmp_path):
+    run.run_dir = str(tmp_path)
+    run.save(update_fields=["run_dir"])
     alert_rule_set(run=run, kind="nonfinite", action="cancel")
     ingest(run, "actor/pg_loss", ["NaN"])
     run.refresh_from_db()
     alert = Alert.objects.get(run=run)
     assert run.cancel_requested and run.state_reason.startswith("cancelling")
-    assert alert.action == "cancel" and alert.action_result.startswith("cancel requested")
+    assert alert.action == "cancel" and alert.action_result == "cancel requested: the trainer exits without a checkpoint"
+    assert (tmp_path / NO_CHECKPOINT_MARKER).read_text() == "attempt 1\n"
+
+
+def test_a_stop_rule_cancels_the_run_after_a_checkpoint(run, tmp_path):
+    run.run_dir = str(tmp_path)
+    run.save(update_fields=["run_dir"])
+    alert_rule_set(run=run, kind="clip_ceiling", threshold=0.1, action="stop")
+    ingest(run, "actor/clip_frac", [0.5])
+    run.refresh_from_db()
+    assert run.cancel_requested and Alert.objects.get(run=run).action_result.startswith("stop requested")
+    assert not (tmp_path / NO_CHECKPOINT_MARKER).exists()
 
 
 def test_rules_of_the_runs_project_apply_under_the_runs_own(run):
