@@ -134,9 +134,11 @@
     panels.forEach((p) => { p.obj.render(); Plotly.Plots.resize(p.obj.el); });
   }
 
-  async function refreshQueue() {
+  let queueRefreshed = Date.now();
+  async function refreshQueue() {  // the place in line, from the page itself, every 15 s at most
     const el = root.querySelector("[data-show=queue]");
-    if (!el) return;
+    if (!el || Date.now() - queueRefreshed < 15000) return;
+    queueRefreshed = Date.now();
     const html = await (await fetch(location.href, { credentials: "same-origin" })).text();
     const fresh = new DOMParser().parseFromString(html, "text/html").querySelector("#run-metrics [data-show=queue]");
     if (fresh) el.textContent = fresh.textContent;
