@@ -5,8 +5,9 @@
 
 A query is clauses joined by `and`. A clause is `field op value` with op one of
 = != > >= < <= ~ (contains), or `field in (v1, v2, ...)`. Fields are the run's own columns
-(state, user, project, experiment, tag, name, backend, job, node, priority, step, seed, gpus, id)
-or any RunConfig field path. Values are numbers, true/false/null, bare words or quoted strings.
+(state, user, project, experiment, tag, name, backend, job, node, priority, step, seed, gpus, id,
+alert: the kind of an alert that fired, e.g. `alert = nonfinite`, `alert ~ ""` for any) or any
+RunConfig field path. Values are numbers, true/false/null, bare words or quoted strings.
 `summary.<metric key>` compares a run's summary of that key: its tail mean (the mean of the last
 10% of its steps), or with a suffix .last, .min, .max, .count or .last_step that field:
 
@@ -43,6 +44,7 @@ COLUMNS = {
     "gpus": "gpus",
     "id": "id",
     "attempt": "attempt",
+    "alert": "kind",  # a fired alert's kind (orchestrator/alerts), see _tag_subquery
 }
 
 INTEGER_COLUMNS = {"priority", "step", "seed", "gpus", "id", "attempt", "sweep"}
@@ -241,7 +243,11 @@ def _check_type(field: str, value: Any) -> None:
 
 
 def _tag_subquery(field: str, clause: Q) -> Q:
-    """Tags are many-to-many: match through a subquery so a run never appears twice."""
+    """Tags (and fired alerts) are many per run: match through a subquery so a run never appears twice."""
+    if field == "alert":
+        from orchestrator.alerts.models import Alert
+
+        return Q(pk__in=Alert.objects.filter(clause).values("run_id"))
     if field != "tag":
         return clause
     from orchestrator.experiments.models import Run

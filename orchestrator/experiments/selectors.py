@@ -97,7 +97,7 @@ def filtered_runs(user: User, f: RunFilter) -> QuerySet[Run]:
 
 def runs_page(user: User, f: RunFilter) -> Page:
     """One page of the runs table, with tags prefetched and `latest` (key -> value) on each run."""
-    runs = filtered_runs(user, f).prefetch_related("tags")
+    runs = filtered_runs(user, f).prefetch_related("tags").annotate(alert_count=_alert_count())
     page = Paginator(runs, PAGE_SIZE).get_page(f.page)
     latest = column_values([run.pk for run in page.object_list], f.cols, f.stat)
     reasons = waiting_reasons(list(page.object_list))
@@ -105,3 +105,13 @@ def runs_page(user: User, f: RunFilter) -> Page:
         run.latest = latest[run.pk]
         run.waiting = reasons.get(run.pk, "")
     return page
+
+
+def _alert_count():
+    """How many alerts fired for each run, as a subquery of the page's own query (no extra query)."""
+    from django.db.models import Count, IntegerField, OuterRef, Subquery
+
+    from orchestrator.alerts.models import Alert
+
+    fired = Alert.objects.filter(run=OuterRef("pk")).order_by().values("run").annotate(n=Count("pk")).values("n")
+    return Subquery(fired, output_field=IntegerField())
