@@ -319,7 +319,7 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
         # live runs: their streams, resumed from where the page's data starts (points the data
         # already has are skipped by step, so a point landing in between is not lost)
         "live": [{"run": r.pk, "stream_url": reverse("metrics-stream", args=[r.pk]), "after": selectors.current_seq(r.pk)}
-                 for r in runs if not r.is_terminal][:MAX_LIVE_STREAMS],
+                 for r in [r for r in runs if r.is_active][:MAX_LIVE_STREAMS]],
     }
     page["forks"], page["fork_clip"] = fork_steps(runs)  # the "forks from the parent's step" option
     if experiment is not None:
