@@ -149,6 +149,7 @@ class Pusher:
         self._last_heartbeat = 0.0
         self._last_push = time.monotonic()  # the first push goes out one interval after the start
         self._offset: int | None = None  # the acknowledged spool offset, read once
+        self._retry: tuple | None = None  # (offset, consumed, points, body, headers) of a refused push
         if self.enabled:
             import httpx  # only where a dashboard is configured
 
@@ -238,14 +239,19 @@ class Pusher:
     def push_once(self, timeout: float | None = None) -> bool:
         """Push one batch; True when the spool is fully acknowledged."""
         offset = self._acknowledged()
-        lines, consumed = self._read_pending(offset)
-        if not lines:
-            return True
-        body, headers = self._body(lines)
+        if self._retry is not None and self._retry[0] == offset:  # the batch a 429/503 sent back: as built
+            _, consumed, count, body, headers = self._retry
+        else:
+            lines, consumed = self._read_pending(offset)
+            if not lines:
+                return True
+            count, (body, headers) = len(lines), self._body(lines)
+        self._retry = None
         try:
             resp = self._client.post(self._metrics_url, content=body, headers=headers,
                                      **({} if timeout is None else {"timeout": timeout}))
         except Exception as exc:
+            self._retry = (offset, consumed, count, body, headers)
             self._fail(f"push failed: {exc}")
             return False
         if resp.status_code < 300:
@@ -253,9 +259,10 @@ class Pusher:
             self._acknowledge(offset + consumed)
             return False
         if 400 <= resp.status_code < 500 and resp.status_code not in (408, 429):
-            log.error("dashboard refused %d points (HTTP %d: %s); skipping them", len(lines), resp.status_code, resp.text[:500])
+            log.error("dashboard refused %d points (HTTP %d: %s); skipping them", count, resp.status_code, resp.text[:500])
             self._acknowledge(offset + consumed)
             return False
+        self._retry = (offset, consumed, count, body, headers)
         self._fail(f"push got HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
         return False
 

@@ -77,6 +77,10 @@ def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming
                             "ROLLBACK TO SAVEPOINT opl_ingest; RELEASE SAVEPOINT opl_ingest")
                            if connection.in_atomic_block else ("BEGIN", "COMMIT", "ROLLBACK"))
     first_steps = {key: int(p.steps[0]) for key, p in incoming.items()}
+    # Everything that depends on the batch alone is computed before the run's lock is taken.
+    chunk_columns, summaries = _chunk_columns(incoming), batch_ops.key_summaries(batch)
+    rollups = batch_ops.rollup_rows(batch, store.LEVELS).columns()
+    top = int(batch.steps.max())
     appended = None
     try:
         with conn.pipeline() as pipe:
@@ -94,10 +98,9 @@ def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming
                 for statement in undo.split("; "):
                     cur.execute(statement)
             else:
-                cur.execute(_CHUNKS, [run_id, attempt, seq, *_chunk_columns(incoming)])
-                store.upsert_series(run_id, batch_ops.key_summaries(batch), cursor=cur)
-                cur.execute(store._MERGE_ROLLUPS, [run_id, *batch_ops.rollup_rows(batch, store.LEVELS).columns()])
-                top = int(batch.steps.max())
+                cur.execute(_CHUNKS, [run_id, attempt, seq, *chunk_columns])
+                store.upsert_series(run_id, summaries, cursor=cur)
+                cur.execute(store._MERGE_ROLLUPS, [run_id, *rollups])
                 cur.execute(_PROGRESS, [top, run_id, top])
                 cur.execute(commit)
                 appended = Appended(seq=seq, points=len(batch.steps))
