@@ -195,7 +195,9 @@ class Trainer:
             self.pusher = Pusher(self.run_dir, self.cfg.reporting, self.sizes.total_updates)
             self.pusher.step = ckpt.checkpoint_step(latest) if resume else 0
             self.pusher.start()
-            self.system = SystemSampler(self.cfg.reporting.system_s, self.spool.log, lambda: getattr(self, "version", 0))
+            # At the pusher's step (the checkpoint's on a resume): a first point at 0 would start the
+            # new attempt at step 0, and ingestion supersedes an older attempt's points from there.
+            self.system = SystemSampler(self.cfg.reporting.system_s, self.spool.log, lambda: self.pusher.step)
             self.system.start()
         barrier(self.dist)
         return latest if resume else None

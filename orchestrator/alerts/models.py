@@ -1,6 +1,8 @@
 """Alert rules (per project or per run, over the defaults in rules.py), fired alerts with the
 state of their notifications, a project's notification settings, and what a run's rules need to
 remember between batches and beat ticks."""
+import math
+
 from django.db import models
 
 from orchestrator.alerts import rules
@@ -63,7 +65,7 @@ class Alert(models.Model):
 
     def to_dict(self) -> dict:
         iso = lambda t: t.isoformat() if t else None  # noqa: E731
-        value = self.value if self.value is None or abs(self.value) != float("inf") and self.value == self.value else str(self.value)
+        value = self.value if self.value is None or math.isfinite(self.value) else str(self.value)  # "nan" in JSON
         return {
             "kind": self.kind, "message": self.message, "step": self.step, "value": value,
             "action": self.action, "action_result": self.action_result, "fired_at": iso(self.fired_at),

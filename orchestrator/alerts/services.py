@@ -63,6 +63,36 @@ def alert_rule_set(*, kind: str, run: Run | None = None, project=None, enabled: 
     return rule
 
 
+def project_notifications_set(*, project, webhook_url: str | None = None, emails: list[str] | None = None,
+                              email_owner: bool | None = None) -> ProjectNotifications:
+    """Set where a project's alerts go (fields left None stay); RuleError names the bad field."""
+    from django.core.exceptions import ValidationError
+    from django.core.validators import URLValidator, validate_email
+
+    prefs, _ = ProjectNotifications.objects.get_or_create(project=project)
+    if webhook_url is not None:
+        if webhook_url and (len(webhook_url) > 500 or not webhook_url.startswith(("http://", "https://"))):
+            raise RuleError("webhook_url", "an http:// or https:// URL of at most 500 characters, or empty for none")
+        try:
+            webhook_url and URLValidator(schemes=["http", "https"])(webhook_url)
+        except ValidationError:
+            raise RuleError("webhook_url", f"not a valid URL: {webhook_url[:100]!r}") from None
+        prefs.webhook_url = webhook_url
+    if emails is not None:
+        if len(emails) > 20:
+            raise RuleError("emails", f"at most 20 addresses, got {len(emails)}")
+        for address in emails:
+            try:
+                validate_email(address)
+            except ValidationError:
+                raise RuleError("emails", f"not an email address: {address[:100]!r}") from None
+        prefs.emails = ",".join(emails)
+    if email_owner is not None:
+        prefs.email_owner = email_owner
+    prefs.save()
+    return prefs
+
+
 def alerts_after_ingest(*, run: Run, cols) -> None:
     """Called once a batch is stored (outside its transaction): check the metric rules against the
     batch's watched keys only. Never raises into ingestion."""
@@ -136,7 +166,7 @@ def alert_fire(*, run: Run, rule: rules.Rule, firing: rules.Firing) -> bool:
     from orchestrator.alerts.tasks import notify_alert
 
     alert_id = alert.pk
-    transaction.on_commit(lambda: notify_alert.delay(alert_id))
+    transaction.on_commit(lambda: notify_alert.delay(alert_id), robust=True)  # a broker error stays out of ingestion
     return True
 
 

@@ -1,12 +1,13 @@
-"""A run's alerts and rules in the API: GET lists them, POST sets one of the run's own rules."""
+"""Alerts in the API: a run's alerts and rules (POST sets one of the run's own rules), and a
+project's rules and notification settings (POST by its owners)."""
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.alerts.selectors import run_alerts_data
-from orchestrator.alerts.services import RuleError, alert_rule_set
+from orchestrator.alerts.selectors import project_alerts_data, run_alerts_data
+from orchestrator.alerts.services import RuleError, alert_rule_set, project_notifications_set
 from orchestrator.api import api_view, json_error, validate_body
-from orchestrator.experiments.access import get_run_for_user
+from orchestrator.experiments.access import get_project_for_user, get_run_for_user
 
 
 class RuleIn(BaseModel):
@@ -17,6 +18,21 @@ class RuleIn(BaseModel):
     threshold: float | None = None
     window_s: int | None = None
     action: str = "notify"
+
+
+class NotificationsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    webhook_url: str | None = None
+    emails: list[str] | None = None
+    email_owner: bool | None = None
+
+
+class ProjectAlertsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    rule: RuleIn | None = None
+    notifications: NotificationsIn | None = None
 
 
 @api_view
@@ -33,3 +49,22 @@ def run_alerts(request: HttpRequest, run_id: int):
     except RuleError as exc:
         return json_error(400, "invalid rule", exc.errors)
     return JsonResponse(run_alerts_data(run))
+
+
+@api_view
+@require_http_methods(["GET", "POST"])
+def project_alerts(request: HttpRequest, name: str):
+    if request.method == "GET":
+        return JsonResponse(project_alerts_data(get_project_for_user(request.user, name)))
+    project = get_project_for_user(request.user, name, manage=True)
+    body, error = validate_body(ProjectAlertsIn, request)
+    if error:
+        return error
+    for part, service in (("rule", alert_rule_set), ("notifications", project_notifications_set)):
+        if (values := getattr(body, part)) is None:
+            continue
+        try:
+            service(project=project, **values.model_dump())
+        except RuleError as exc:
+            return json_error(400, "invalid request", [{**e, "field": f"{part}.{e['field']}"} for e in exc.errors])
+    return JsonResponse(project_alerts_data(project))

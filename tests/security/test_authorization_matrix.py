@@ -99,6 +99,9 @@ MATRIX: dict[str, list[Case]] = {
     "api-project-detail": [Case("get", "/api/v1/projects/lab", API_RUN_READ),
                            Case("patch", "/api/v1/projects/lab", (200, 403, 404, 200, 401, 401),
                                 {"add_members": ["other"]}, True)],
+    "api-project-alerts": [Case("get", "/api/v1/projects/lab/alerts", API_RUN_READ),
+                           Case("post", "/api/v1/projects/lab/alerts", (200, 403, 404, 200, 401, 401),
+                                {"rule": {"kind": "entropy_floor", "threshold": 0.1}}, True)],
     "api-tags": [Case("get", "/api/v1/tags", API_READ)],
     # ingestion takes the run's token only; reading a series takes a user
     "metrics-ingest": [Case("post", "/api/v1/runs/{run}/metrics", (401, 401, 401, 401, 401, 202),

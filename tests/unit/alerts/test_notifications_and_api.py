@@ -95,3 +95,33 @@ def test_setting_a_rule_through_the_api_names_the_bad_field(fired, api_client, a
     assert response.status_code == 200
     rule = next(r for r in response.json()["rules"] if r["kind"] == "entropy_floor")
     assert (rule["threshold"], rule["action"], rule["source"]) == (0.2, "cancel", "run")
+
+
+def test_a_projects_owner_sets_its_rules_and_where_alerts_go_with_errors_naming_the_field(alice, bob, api_client, fired):
+    from orchestrator.experiments.services import project_add_member
+
+    project = fired.run.experiment.project
+    url = f"/api/v1/projects/{project.name}/alerts"
+    client = api_client(alice)
+
+    def post(body, who=client):
+        return who.post(url, data=json.dumps(body), content_type="application/json")
+
+    for body, field in [({"rule": {"kind": "clip_ceiling", "threshold": 0}}, "rule.threshold"),
+                        ({"notifications": {"webhook_url": "ftp://x"}}, "notifications.webhook_url"),
+                        ({"notifications": {"emails": ["not-an-address"]}}, "notifications.emails")]:
+        response = post(body)
+        assert response.status_code == 400 and [e["field"] for e in response.json()["errors"]] == [field], response.json()
+    response = post({"rule": {"kind": "reward_drop", "threshold": 0.1, "action": "stop"},
+                     "notifications": {"webhook_url": "https://hooks.example.org/T1", "emails": ["lab@example.org"]}})
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["notifications"] == {"webhook_url": "https://hooks.example.org/T1", "emails": ["lab@example.org"],
+                                     "email_owner": True}
+    assert next(r for r in body["rules"] if r["kind"] == "reward_drop")["source"] == "project"
+    # the project's rule reaches its runs
+    run_rules = client.get(f"/api/v1/runs/{fired.run_id}/alerts").json()["rules"]
+    assert next(r for r in run_rules if r["kind"] == "reward_drop")["action"] == "stop"
+    project_add_member(project=project, user=bob)
+    assert api_client(bob).get(url).status_code == 200
+    assert post({"rule": {"kind": "nonfinite"}}, api_client(bob)).status_code == 403  # owners only

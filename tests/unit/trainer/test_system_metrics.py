@@ -107,3 +107,27 @@ def test_a_sampler_writes_the_mean_since_its_last_point_once_the_step_moves_on()
     sampler.tick()
     assert [s for s, _ in written] == [0, 3]
     assert written[1][1]["system/gpu0/power_w"] == (650 + 100) / 2
+
+
+def test_a_resumed_run_samples_from_its_checkpoint_step_not_from_zero(tmp_path):
+    """Ingestion supersedes an older attempt's points from the first step a new attempt posts: a
+    system point at step 0 on resume would wipe the run's history."""
+    data = {
+        "model": {"name": "tiny", "tiny_hidden_size": 32},
+        "task": {"name": "arithmetic"},
+        "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 3},
+        "algorithm": {"updates_per_step": 1},
+        "staleness": {"mode": "stale_k", "k": 0},
+        "train": {"steps": 2, "seed": 1, "torch_threads": 1},
+        "eval": {"every": 0},
+        "checkpoint": {"every": 1},
+        "reporting": {"system_s": 0.05},
+    }
+    run_dir = tmp_path / "run"
+    assert Trainer(parse_config(data), run_dir).run() == 0
+    first = len((run_dir / "metrics.jsonl").read_text().splitlines())
+    data["train"]["steps"] = 4
+    assert Trainer(parse_config(data), run_dir, resume=True).run() == 0
+    after = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()[first:]]
+    assert any(p["key"] == "system/cpu_pct" for p in after)
+    assert min(p["step"] for p in after) == 2, sorted({(p["key"], p["step"]) for p in after if p["step"] < 2})
