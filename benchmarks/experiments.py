@@ -40,7 +40,7 @@ from django.utils import timezone  # noqa: E402
 
 from orchestrator.experiments.access import visible_runs  # noqa: E402
 from orchestrator.experiments.limits import run_gpus  # noqa: E402
-from orchestrator.experiments.models import Experiment, Run  # noqa: E402
+from orchestrator.experiments.models import Experiment, Project, Run  # noqa: E402
 from orchestrator.experiments.queue import runs_to_dispatch  # noqa: E402
 from orchestrator.experiments.runconfig import set_dotted, validate_run_config  # noqa: E402
 from orchestrator.experiments.services import experiment_create, project_for  # noqa: E402
@@ -91,6 +91,8 @@ def naive_sweep(owner: User) -> None:
 def fill_10k(alice: User, bob: User) -> None:
     """10,000 queued runs in two projects from two users: 5 sweeps of 2,000 each."""
     for i, owner in enumerate([alice, bob, alice, bob, alice]):
+        if (lab := Project.objects.filter(name="lab").first()) is not None:
+            lab.members.add(owner)  # projects are private: bob joins alice's "lab" before adding to it
         experiment_create(owner=owner, name=f"big{i}", project="lab", config=CONFIG, seeds=10,
                           sweep={"staleness.k": [0, 16, 64, 256, 512], "algorithm.objective": ["grpo", "no_clip", "m2po", "gspo"],
                                  "algorithm.tau_m2": [0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2]})

@@ -40,6 +40,16 @@ def page_as(browser, server, client):
         context.close()
 
 
+def push_off_loop(client, run_id, token, body):
+    """push() from a thread of its own: Playwright keeps an event loop in the test's thread, and the
+    ingestion view (async-aware since its queue) refuses to run its sync parts under a running loop."""
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(push(client, run_id, token, body)))
+    thread.start()
+    thread.join()
+    return answers[0]
+
+
 def line_points(page, panel):
     """Points in the panel's line traces (what the user sees), read from Plotly's data."""
     return page.evaluate("""(panel) => {
@@ -50,7 +60,7 @@ def line_points(page, panel):
 
 def test_a_live_runs_chart_grows_while_the_trainer_posts(page_as, server, client, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
-    push(client, run.pk, token, {"points": points(KEY, range(10))})
+    assert push_off_loop(client, run.pk, token, {"points": points(KEY, range(10))}).status_code == 202
     page = page_as(alice)
     page.goto(f"{server}/runs/{run.pk}/")
     page.wait_for_function("() => document.querySelector('[data-show=live]').textContent.includes('live')")
@@ -132,12 +142,12 @@ def test_a_restart_while_watching_redraws_one_clean_line_with_an_attempt_marker(
     from tests.unit.metrics.helpers import start_attempt
 
     run, token = make_run(alice, tiny_config)
-    push(client, run.pk, token, {"points": points(KEY, range(20))})
+    assert push_off_loop(client, run.pk, token, {"points": points(KEY, range(20))}).status_code == 202
     page = page_as(alice)
     page.goto(f"{server}/runs/{run.pk}/")
     page.wait_for_function("() => document.querySelector('[data-show=live]').textContent.includes('live')")
     run, token2 = start_attempt(run, 2)  # requeued; resumes from its checkpoint at step 10
-    push(client, run.pk, token2, {"attempt": 2, "points": points(KEY, range(10, 15), value=lambda s: 5.0)})
+    assert push_off_loop(client, run.pk, token2, {"attempt": 2, "points": points(KEY, range(10, 15), value=lambda s: 5.0)}).status_code == 202
     page.wait_for_function("""() => {
         const el = document.querySelector('.panel-chart[data-panel="reward"]');
         return (el.layout.annotations || []).some((a) => a.text === "attempt 2");
