@@ -149,6 +149,7 @@ def test_the_page_section_and_the_exports(alice, study):
     html = client.get(f"/experiments/{study.pk}/statistics").content.decode()
     assert 'id="study-heatmap"' in html and 'data-claim="a" data-status="reproduced"' in html
     assert "0.530 [0.500, 0.560]" in html
+    assert "on-policy 0.820 [0.800, 0.840] · stale clip 0.530 [0.500, 0.560]" in html  # (a)'s measured numbers
     detail = client.get(f"/experiments/{study.pk}/").content.decode()
     assert f"/experiments/{study.pk}/statistics" in detail
     rows = list(csv.DictReader(io.StringIO(client.get(f"/experiments/{study.pk}/statistics.csv").content.decode())))
