@@ -197,7 +197,8 @@ class Trainer:
             self.pusher.start()
             # At the pusher's step (the checkpoint's on a resume): a first point at 0 would start the
             # new attempt at step 0, and ingestion supersedes an older attempt's points from there.
-            self.system = SystemSampler(self.cfg.reporting.system_s, self.spool.log, lambda: self.pusher.step)
+            self.system = SystemSampler(self.cfg.reporting.system_s, self.spool.log, lambda: self.pusher.step,
+                                        after_step=self.pusher.step if resume else None)
             self.system.start()
         barrier(self.dist)
         return latest if resume else None

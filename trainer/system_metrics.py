@@ -3,7 +3,8 @@ utilisation, memory and power through NVML, sampled every `reporting.system_s` s
 
 A background thread samples; whenever the run's update count has moved on since its last write,
 it appends the mean of the samples taken since then to the spool at the current update (one
-point per key and step, so ingestion's (key, step) identity holds), plus one point at the start.
+point per key and step, so ingestion's (key, step) identity holds), plus one point at the start
+of a fresh run (a resume's first is after its checkpoint step).
 The points travel with every other metric (spool, pusher, ingestion). The time split between
 generation, training and waiting is perf/gen_s, perf/train_s and perf/wait_s, logged per step by
 the loop.
@@ -120,13 +121,15 @@ class SystemSampler:
     from `current_step()` has moved on. Inert when interval_s is 0."""
 
     def __init__(self, interval_s: float, write: Callable[[int, dict[str, float]], None],
-                 current_step: Callable[[], int], gpu: GpuMeter | None = None):
+                 current_step: Callable[[], int], gpu: GpuMeter | None = None, after_step: int | None = None):
+        """`after_step`: a resume's checkpoint step; the spool may already hold points there, so
+        the first point goes out at a later step (the spool never holds a (key, step) twice)."""
         self.interval_s = interval_s
         self.write = write
         self.current_step = current_step
         self.gpu = gpu
         self._samples: list[dict[str, float]] = []
-        self._last_step: int | None = None
+        self._last_step: int | None = after_step
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.tree: ProcessTree | None = None

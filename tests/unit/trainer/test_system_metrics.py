@@ -111,7 +111,8 @@ def test_a_sampler_writes_the_mean_since_its_last_point_once_the_step_moves_on()
 
 def test_a_resumed_run_samples_from_its_checkpoint_step_not_from_zero(tmp_path):
     """Ingestion supersedes an older attempt's points from the first step a new attempt posts: a
-    system point at step 0 on resume would wipe the run's history."""
+    system point at step 0 on resume would wipe the run's history; one at the checkpoint step
+    would repeat a (key, step) the kept spool already holds."""
     data = {
         "model": {"name": "tiny", "tiny_hidden_size": 32},
         "task": {"name": "arithmetic"},
@@ -130,4 +131,6 @@ def test_a_resumed_run_samples_from_its_checkpoint_step_not_from_zero(tmp_path):
     assert Trainer(parse_config(data), run_dir, resume=True).run() == 0
     after = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()[first:]]
     assert any(p["key"] == "system/cpu_pct" for p in after)
-    assert min(p["step"] for p in after) == 2, sorted({(p["key"], p["step"]) for p in after if p["step"] < 2})
+    assert min(p["step"] for p in after) > 2, sorted({(p["key"], p["step"]) for p in after if p["step"] <= 2})
+    everything = [(p["key"], p["step"]) for p in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())]
+    assert len(everything) == len(set(everything)), "the spool holds each (key, step) once"
