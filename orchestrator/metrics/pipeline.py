@@ -1,12 +1,12 @@
-"""The common batch in two or three database round trips (PostgreSQL): one whose points are all
-new to their keys, whether it appends or lands behind a key's head (another writer's steps).
+"""The common batch in two database round trips (PostgreSQL): one whose points are all new to
+their keys, whether it appends or lands behind a key's head (another writer's steps).
 
 psycopg's pipeline mode sends statements without waiting for each answer:
 
 1. BEGIN, the lock timeout, the run's next batch number (which locks the run's stream row until
-   commit), the attempt's start and the batch keys' stored last steps and widest chunks;
-2. only when a key is behind its head: the steps of the live chunks near the batch's steps;
-3. if no batch step is stored yet (and no restart is due): the chunks, summaries and rollups
+   commit), the attempt's start, and the steps of the live chunks near the batch's steps (none
+   for a key that appends);
+2. if no batch step is stored yet (and no restart is due): the chunks, summaries and rollups
    (their merges do not depend on arrival order), the run's progress step and COMMIT.
 
 Otherwise the transaction is rolled back (so the batch number is not used) and the caller takes
@@ -57,19 +57,19 @@ _ATTEMPT = (f"INSERT INTO {store.ATTEMPT} (run_id, attempt, start_step, seq) VAL
             f"(SELECT last_seq FROM {store.STREAM} WHERE run_id = %s)) "
             f"ON CONFLICT (run_id, attempt) DO UPDATE SET start_step = excluded.start_step, seq = excluded.seq "
             f"WHERE {store.ATTEMPT}.start_step > excluded.start_step RETURNING start_step")
-_HEADS = f"SELECT key, last_step, max_span FROM {store.SERIES} WHERE run_id = %s AND key = ANY(%s)"
-# The steps of live chunks that may hold a step of [lo, hi] (they end in [lo, hi + max_span]).
-_NEAR = (f"SELECT c.key, c.steps FROM {store.CHUNK} c JOIN unnest(%b::text[], %b::int8[], %b::int8[], %b::int8[]) "
-         "AS b(key, lo, hi, reach) ON c.key = b.key AND c.last_step >= b.lo AND c.last_step <= b.reach "
-         "AND c.first_step <= b.hi WHERE c.run_id = %s AND NOT c.superseded")
+# The steps of the live chunks that may hold a step of a batch key's [lo, hi]: they end in
+# [lo, hi + the key's widest chunk]. Sent with the lock: for a key that appends it finds nothing.
+_NEAR = (f"SELECT c.key, c.steps FROM unnest(%b::text[], %b::int8[], %b::int8[]) AS b(key, lo, hi) "
+         f"JOIN {store.SERIES} s ON s.run_id = %s AND s.key = b.key "
+         f"JOIN {store.CHUNK} c ON c.run_id = %s AND NOT c.superseded AND c.key = b.key "
+         "AND c.last_step >= b.lo AND c.last_step <= b.hi + s.max_span AND c.first_step <= b.hi")
 _PROGRESS = "UPDATE experiments_run SET step = %s WHERE id = %s AND step < %s"
 
 
 def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming: dict) -> Appended | None:
     """Store a batch whose points are all new to their keys (appended, or behind a key's head
-    where no point is stored) in two round trips, three when some key is behind its head; None
-    (nothing written) when it re-posts a stored step or a restart is due. Raises Busy when the
-    run's lock is not granted in time."""
+    where no point is stored) in two round trips; None (nothing written) when it re-posts a
+    stored step or a restart is due. Raises Busy when the run's lock is not granted in time."""
     connection.ensure_connection()
     conn: psycopg.Connection = connection.connection
     # BEGIN/COMMIT as statements, not psycopg's transaction(), which waits for each answer
@@ -84,17 +84,17 @@ def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming
     appended = None
     try:
         with conn.pipeline() as pipe:
-            cur, seq_cur, attempt_cur, heads_cur = (conn.cursor() for _ in range(4))
+            cur, seq_cur, attempt_cur, near_cur = (conn.cursor() for _ in range(4))
             cur.execute(begin)
             cur.execute(lock_timeout_sql())
             seq_cur.execute(_NEXT_SEQ, [run_id])
             attempt_cur.execute(_ATTEMPT, [run_id, attempt, int(batch.steps.min()), run_id])
-            heads_cur.execute(_HEADS, [run_id, list(first_steps)])
+            near_cur.execute(_NEAR, [list(incoming), list(first_steps.values()),
+                                     [int(p.steps[-1]) for p in incoming.values()], run_id, run_id])
             pipe.sync()
             seq = seq_cur.fetchone()[0]
             restarted = attempt_cur.fetchone() is not None and attempt > 1
-            behind = {key: span for key, last, span in heads_cur.fetchall() if first_steps[key] <= last}
-            if restarted or (behind and _meets_stored_steps(conn, run_id, incoming, behind)):
+            if restarted or _meets_stored_steps(near_cur.fetchall(), incoming):
                 for statement in undo.split("; "):
                     cur.execute(statement)
             else:
@@ -113,16 +113,10 @@ def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming
     return appended
 
 
-def _meets_stored_steps(conn, run_id: int, incoming: dict, behind: dict[str, int]) -> bool:
-    """Whether a key behind its head has a stored live step the batch posts again: reads only the
-    steps of the chunks near the batch (one round trip, inside the pipeline's transaction)."""
-    keys = list(behind)
-    lows = [int(incoming[k].steps[0]) for k in keys]
-    highs = [int(incoming[k].steps[-1]) for k in keys]
-    near = conn.cursor()
-    near.execute(_NEAR, [keys, lows, highs, [h + behind[k] for k, h in zip(keys, highs, strict=True)], run_id])
+def _meets_stored_steps(near: list[tuple[str, bytes]], incoming: dict) -> bool:
+    """Whether a batch posts again a step that a live chunk near it holds."""
     return any(np.isin(np.frombuffer(steps, STEP), incoming[key].steps, assume_unique=True).any()
-               for key, steps in near.fetchall())
+               for key, steps in near)
 
 
 def _chunk_columns(incoming: dict) -> list[list]:
