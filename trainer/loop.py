@@ -195,10 +195,11 @@ class Trainer:
             self.pusher = Pusher(self.run_dir, self.cfg.reporting, self.sizes.total_updates)
             self.pusher.step = ckpt.checkpoint_step(latest) if resume else 0
             self.pusher.start()
-            # At the pusher's step (the checkpoint's on a resume): a first point at 0 would start the
-            # new attempt at step 0, and ingestion supersedes an older attempt's points from there.
+            # At the steps the trainer logs (the pusher's), from after the start: a point at 0 on a
+            # resume would start the new attempt at 0 (ingestion supersedes an older attempt's
+            # points from there), and one at the start step could repeat a point the spool kept.
             self.system = SystemSampler(self.cfg.reporting.system_s, self.spool.log, lambda: self.pusher.step,
-                                        after_step=self.pusher.step if resume else None)
+                                        after_step=self.pusher.step)
             self.system.start()
         barrier(self.dist)
         return latest if resume else None

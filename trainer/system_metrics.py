@@ -3,8 +3,9 @@ utilisation, memory and power through NVML, sampled every `reporting.system_s` s
 
 A background thread samples; whenever the run's update count has moved on since its last write,
 it appends the mean of the samples taken since then to the spool at the current update (one
-point per key and step, so ingestion's (key, step) identity holds), plus one point at the start
-of a fresh run (a resume's first is after its checkpoint step).
+point per key and step, so ingestion's (key, step) identity holds). The first point goes out at
+the first step the trainer logs after its start (a fresh run's first update, a resume's first
+step after its checkpoint), with the mean since the start, model loading included.
 The points travel with every other metric (spool, pusher, ingestion). The time split between
 generation, training and waiting is perf/gen_s, perf/train_s and perf/wait_s, logged per step by
 the loop.
@@ -122,8 +123,8 @@ class SystemSampler:
 
     def __init__(self, interval_s: float, write: Callable[[int, dict[str, float]], None],
                  current_step: Callable[[], int], gpu: GpuMeter | None = None, after_step: int | None = None):
-        """`after_step`: a resume's checkpoint step; the spool may already hold points there, so
-        the first point goes out at a later step (the spool never holds a (key, step) twice)."""
+        """`after_step`: the step the run starts from; the first point goes out at a later one
+        (None: at once). The spool never holds a (key, step) twice."""
         self.interval_s = interval_s
         self.write = write
         self.current_step = current_step
@@ -143,7 +144,7 @@ class SystemSampler:
             log.warning("no CPU/RAM metrics: %s", exc)
         if self.gpu is None:
             self.gpu = GpuMeter()
-        self.tick()  # one point at the start, before the model loads
+        self.tick()  # the first sample, before the model loads
         self._thread = threading.Thread(target=self._run, name="system-metrics", daemon=True)
         self._thread.start()
 
@@ -165,7 +166,12 @@ class SystemSampler:
             self._samples, self._last_step = [], step
 
     def close(self) -> None:
+        """Stop the thread, then write what was sampled since the last point (if the step moved)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
             self._thread = None
+            try:
+                self.tick()
+            except Exception:
+                log.exception("last system metrics sample failed")
