@@ -44,8 +44,8 @@ def test_an_alert_with_auto_cancel_stops_a_real_run(settings, tmp_path, live_ser
         run.refresh_from_db()
     logs = "\n".join(p.read_text()[-2000:] for p in (run_dir_for(run) / "logs").glob("*"))
     assert run.state == "cancelled", f"{run.state}: {run.state_reason}\n{logs}"
-    alert = Alert.objects.get(run=run)
-    assert alert.kind == "entropy_floor" and alert.action_result.startswith(f"{action} requested")
+    alert = Alert.objects.get(run=run, kind="entropy_floor")  # a default rule (notify) may fire too
+    assert alert.action_result.startswith(f"{action} requested")
     assert run.exit_code == 130 and run.step < 400 * 2  # stopped early, as a person's cancel
     kept = ckpt.list_checkpoints(run_dir_for(run))
     if action == "stop":
