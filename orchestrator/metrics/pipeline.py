@@ -104,13 +104,25 @@ def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming
                 cur.execute(_PROGRESS, [top, run_id, top])
                 cur.execute(commit)
                 appended = Appended(seq=seq, points=len(batch.steps))
-    except psycopg.Error as exc:
-        for statement in undo.split("; "):
-            conn.execute(statement)
+    except Exception as exc:
+        _undo(undo)
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise Busy(str(exc)) from exc
         raise
     return appended
+
+
+def _undo(undo: str) -> None:
+    """Roll the pipeline's transaction (or savepoint) back; a connection that cannot (PostgreSQL
+    went away) is closed, so Django opens a new one instead of reusing a broken one."""
+    try:
+        for statement in undo.split("; "):
+            connection.connection.execute(statement)
+    except psycopg.Error:
+        if connection.in_atomic_block:
+            connection.needs_rollback = True
+        else:
+            connection.close()
 
 
 def _meets_stored_steps(near: list[tuple[str, bytes]], incoming: dict) -> bool:
