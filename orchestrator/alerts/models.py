@@ -95,5 +95,6 @@ class RunWatch(models.Model):
     reward_ema = models.FloatField(null=True, blank=True)
     reward_best = models.FloatField(null=True, blank=True)
     reward_points = models.PositiveIntegerField(default=0)
+    reward_step = models.IntegerField(default=-1)  # the last reward step folded in
     last_step = models.IntegerField(default=-1)
     step_seen_at = models.DateTimeField(null=True, blank=True)

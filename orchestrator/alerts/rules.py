@@ -77,6 +77,7 @@ class RewardTrack:
     ema: float | None = None
     best: float | None = None
     points: int = 0
+    last_step: int = -1  # points at or before it were folded in already (a re-posted batch)
 
 
 def check_nonfinite(points: dict[str, list[tuple[int, float]]]) -> Firing | None:
@@ -105,8 +106,9 @@ def check_reward_drop(track: RewardTrack, drop: float, points) -> Firing | None:
     """Fold the batch's rewards (in step order) into `track`; fire when the EMA is `drop` under its best."""
     fired = None
     for step, value in points.get(KEYS[REWARD_DROP][0], ()):
-        if not math.isfinite(value):
+        if not math.isfinite(value) or step <= track.last_step:
             continue
+        track.last_step = step
         track.ema = value if track.ema is None else REWARD_SMOOTHING * track.ema + (1 - REWARD_SMOOTHING) * value
         track.points += 1
         track.best = track.ema if track.best is None else max(track.best, track.ema)

@@ -114,14 +114,16 @@ def _check_batch(run: Run, cols) -> None:
     for series in points.values():
         series.sort()
     run_rules = effective_rules(run)
-    track = rules.RewardTrack()
-    watch = None
-    if rules.KEYS[rules.REWARD_DROP][0] in points:
-        watch, _ = RunWatch.objects.get_or_create(run=run)
-        track = rules.RewardTrack(watch.reward_ema, watch.reward_best, watch.reward_points)
-    fired = rules.check_batch(run_rules, points, track)
-    if watch is not None:
-        RunWatch.objects.filter(pk=run.pk).update(reward_ema=track.ema, reward_best=track.best, reward_points=track.points)
+    if rules.KEYS[rules.REWARD_DROP][0] not in points:
+        fired = rules.check_batch(run_rules, points, rules.RewardTrack())
+    else:
+        RunWatch.objects.get_or_create(run=run)
+        with transaction.atomic():  # the run's watch row only (never the batch lock): batches in parallel
+            watch = RunWatch.objects.select_for_update().get(pk=run.pk)
+            track = rules.RewardTrack(watch.reward_ema, watch.reward_best, watch.reward_points, watch.reward_step)
+            fired = rules.check_batch(run_rules, points, track)
+            RunWatch.objects.filter(pk=run.pk).update(reward_ema=track.ema, reward_best=track.best,
+                                                      reward_points=track.points, reward_step=track.last_step)
     for firing in fired:
         alert_fire(run=run, rule=run_rules[firing.kind], firing=firing)
 

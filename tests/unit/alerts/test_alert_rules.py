@@ -50,6 +50,13 @@ def test_the_smoothed_reward_falling_from_its_best_fires(run):
     assert watch.reward_best - watch.reward_ema >= 0.3 and watch.reward_points == 15
 
 
+def test_a_re_posted_reward_batch_is_folded_in_once(run):
+    ingest(run, "train/reward_mean", [0.8] * 6)
+    ingest(run, "train/reward_mean", [0.8] * 6)  # the pusher's retry of a batch whose answer was lost
+    watch = RunWatch.objects.get(run=run)
+    assert (watch.reward_points, watch.reward_step) == (6, 6)
+
+
 def test_entropy_under_its_floor_fires(run):
     ingest(run, "actor/entropy", [1.2, 0.4, 0.05])
     assert kinds(run) == []
