@@ -53,6 +53,10 @@ def alert_rule_set(*, kind: str, run: Run | None = None, project=None, enabled: 
     window_s = default.window_s if window_s is None else window_s
     if kind in rules.TIME_KINDS and not 10 <= window_s <= 7 * 86400:
         raise RuleError("window_s", f"{kind}: seconds from 10 to 604800, got {window_s}")
+    if not 0 <= window_s <= 7 * 86400:
+        raise RuleError("window_s", f"seconds from 0 to 604800, got {window_s}")
+    if not abs(threshold) < 1e12:
+        raise RuleError("threshold", f"must be a finite number under 1e12 in size, got {threshold}")
     if kind == rules.CLIP_CEILING and not 0 < threshold < 1:
         raise RuleError("threshold", f"{kind}: a fraction between 0 and 1 (exclusive), got {threshold}")
     if kind in (rules.REWARD_DROP, rules.ENTROPY_FLOOR) and not threshold > 0:
@@ -86,6 +90,8 @@ def project_notifications_set(*, project, webhook_url: str | None = None, emails
                 validate_email(address)
             except ValidationError:
                 raise RuleError("emails", f"not an email address: {address[:100]!r}") from None
+        if len(",".join(emails)) > 1000:
+            raise RuleError("emails", "at most 1000 characters in all")
         prefs.emails = ",".join(emails)
     if email_owner is not None:
         prefs.email_owner = email_owner

@@ -87,7 +87,9 @@ def test_setting_a_rule_through_the_api_names_the_bad_field(fired, api_client, a
 
     for body, field in [({"kind": "loss_spike"}, "kind"), ({"kind": "clip_ceiling", "threshold": 1.5}, "threshold"),
                         ({"kind": "no_heartbeat", "window_s": 1}, "window_s"), ({"kind": "nonfinite", "action": "explode"}, "action"),
-                        ({"kind": "nonfinite", "colour": "red"}, "colour")]:
+                        ({"kind": "nonfinite", "colour": "red"}, "colour"),
+                        ({"kind": "nonfinite", "window_s": 2**40}, "window_s"), ({"kind": "nonfinite", "window_s": -1}, "window_s"),
+                        ({"kind": "reward_drop", "threshold": 1e300}, "threshold")]:
         response = post(body)
         assert response.status_code == 400, body
         assert [e["field"] for e in response.json()["errors"]] == [field], response.json()
@@ -109,7 +111,8 @@ def test_a_projects_owner_sets_its_rules_and_where_alerts_go_with_errors_naming_
 
     for body, field in [({"rule": {"kind": "clip_ceiling", "threshold": 0}}, "rule.threshold"),
                         ({"notifications": {"webhook_url": "ftp://x"}}, "notifications.webhook_url"),
-                        ({"notifications": {"emails": ["not-an-address"]}}, "notifications.emails")]:
+                        ({"notifications": {"emails": ["not-an-address"]}}, "notifications.emails"),
+                        ({"notifications": {"emails": [f"{'a' * 60}{i}@example.org" for i in range(19)]}}, "notifications.emails")]:
         response = post(body)
         assert response.status_code == 400 and [e["field"] for e in response.json()["errors"]] == [field], response.json()
     response = post({"rule": {"kind": "reward_drop", "threshold": 0.1, "action": "stop"},
