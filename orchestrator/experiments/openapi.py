@@ -123,6 +123,9 @@ def _schemas() -> dict[str, Any]:
         "ProjectIn": schemas.ProjectIn, "ProjectPatchIn": schemas.ProjectPatchIn, "LinearRange": LinearRange,
         "LogRange": LogRange, "RandomSearch": RandomSearch, "Distribution": Distribution, "RunConfig": RunConfig,
     }
+    from orchestrator.alerts.views import ProjectAlertsIn, RuleIn
+
+    models.update({"AlertRuleIn": RuleIn, "ProjectAlertsIn": ProjectAlertsIn})
     out: dict[str, Any] = {}
     for name, model in models.items():
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
@@ -136,6 +139,11 @@ def _schemas() -> dict[str, Any]:
             "field": {"type": "string", "description": "dotted path of the bad value, e.g. config.algorithm.lr"},
             "message": {"type": "string"}}}}}}
     out.update(_response_schemas())
+    rules = {"type": "array", "items": {"type": "object"}}
+    out["RunAlerts"] = {"type": "object", "required": ["run", "alerts", "rules"], "properties": {
+        "run": {"type": "integer"}, "alerts": {"type": "array", "items": {"type": "object"}}, "rules": rules}}
+    out["ProjectAlerts"] = {"type": "object", "required": ["project", "rules", "notifications"], "properties": {
+        "project": {"type": "string"}, "rules": rules, "notifications": {"type": "object"}}}
     return out
 
 
@@ -259,6 +267,14 @@ def document() -> dict[str, Any]:
         paths[f"/api/v1/runs/{{run_id}}/{action}"] = {"post": {"summary": summary, "parameters": run_id, "responses": _ok("Run")}}
     paths["/api/v1/runs/{run_id}/priority"] = {"post": {"summary": "Change a queued run's priority", "parameters": run_id,
                                                         "requestBody": _body("PriorityIn"), "responses": _ok("Run")}}
+    paths["/api/v1/runs/{run_id}/alerts"] = {
+        "get": {"summary": "The run's fired alerts and its effective rules", "parameters": run_id, "responses": _ok("RunAlerts")},
+        "post": {"summary": "Set one of the run's own alert rules", "parameters": run_id,
+                 "requestBody": _body("AlertRuleIn"), "responses": _ok("RunAlerts")}}
+    paths["/api/v1/projects/{name}/alerts"] = {
+        "get": {"summary": "The project's alert rules and where its alerts go", "parameters": name, "responses": _ok("ProjectAlerts")},
+        "post": {"summary": "Set a project alert rule and/or its notifications (owners)", "parameters": name,
+                 "requestBody": _body("ProjectAlertsIn"), "responses": _ok("ProjectAlerts")}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "OffPolicy Lab API", "version": "1"},

@@ -158,7 +158,8 @@ def test_openapi_document_covers_the_api(client):
     for path in ("/api/v1/experiments", "/api/v1/experiments/preview", "/api/v1/experiments/{experiment_id}/pause",
                  "/api/v1/experiments/{experiment_id}/cancel", "/api/v1/runs", "/api/v1/runs/{run_id}",
                  "/api/v1/runs/{run_id}/cancel", "/api/v1/runs/{run_id}/retry", "/api/v1/runs/{run_id}/priority",
-                 "/api/v1/runs/{run_id}/move-to-top", "/api/v1/projects", "/api/v1/tags"):
+                 "/api/v1/runs/{run_id}/move-to-top", "/api/v1/projects", "/api/v1/tags",
+                 "/api/v1/runs/{run_id}/alerts", "/api/v1/projects/{name}/alerts"):
         assert path in doc["paths"], path
     schemas = doc["components"]["schemas"]
     assert set(schemas["ExperimentIn"]["properties"]) >= {"name", "project", "config", "sweep", "seeds"}
