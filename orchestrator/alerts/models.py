@@ -40,9 +40,10 @@ class AlertRule(models.Model):
 
 
 class Alert(models.Model):
-    """A rule that fired for a run: once per run and kind."""
+    """A rule that fired for a run: once per attempt and kind (a retried run is watched anew)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="alerts")
+    attempt = models.PositiveIntegerField(default=0)
     kind = models.CharField(max_length=20, choices=KIND_CHOICES)
     message = models.TextField()
     step = models.IntegerField(null=True, blank=True)
@@ -57,7 +58,7 @@ class Alert(models.Model):
     last_error = models.TextField(blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "kind"], name="alert_once_per_run_kind")]
+        constraints = [models.UniqueConstraint(fields=["run", "attempt", "kind"], name="alert_once_per_attempt_kind")]
         ordering = ["-fired_at"]
 
     def __str__(self) -> str:
@@ -67,7 +68,7 @@ class Alert(models.Model):
         iso = lambda t: t.isoformat() if t else None  # noqa: E731
         value = self.value if self.value is None or math.isfinite(self.value) else str(self.value)  # "nan" in JSON
         return {
-            "kind": self.kind, "message": self.message, "step": self.step, "value": value,
+            "kind": self.kind, "attempt": self.attempt, "message": self.message, "step": self.step, "value": value,
             "action": self.action, "action_result": self.action_result, "fired_at": iso(self.fired_at),
             "email_sent_at": iso(self.email_sent_at), "email_failures": self.email_failures,
             "webhook_sent_at": iso(self.webhook_sent_at), "webhook_failures": self.webhook_failures,

@@ -1,5 +1,5 @@
 """Alert services: the effective rules of a run, setting a rule, checking an ingested batch and
-the time rules, firing (once per run and kind: record, act, notify on commit) and notifying."""
+the time rules, firing (once per attempt and kind: record, act, notify on commit) and notifying."""
 from __future__ import annotations
 
 import logging
@@ -160,12 +160,12 @@ def alerts_check_time(*, now=None) -> int:
 
 
 def alert_fire(*, run: Run, rule: rules.Rule, firing: rules.Firing) -> bool:
-    """Record the alert once per run and kind; act on it (cancel) and notify after commit.
-    False when this kind had already fired for the run."""
+    """Record the alert once per attempt and kind; act on it (stop, cancel) and notify after
+    commit. False when this kind had already fired in this attempt."""
     try:
         with transaction.atomic():
-            alert = Alert.objects.create(run=run, kind=firing.kind, message=firing.message, step=firing.step,
-                                         value=firing.value, action=rule.action)
+            alert = Alert.objects.create(run=run, attempt=run.attempt, kind=firing.kind, message=firing.message,
+                                         step=firing.step, value=firing.value, action=rule.action)
     except IntegrityError:
         return False
     if rule.action in (AlertRule.Action.STOP, AlertRule.Action.CANCEL):

@@ -1,5 +1,5 @@
 """Each alert rule fires from crafted metric batches through the real ingestion service
-(metrics_ingest) or from the beat task's check, once per run and kind; the run's own rules
+(metrics_ingest) or from the beat task's check, once per attempt and kind; the run's own rules
 override the defaults; a cancel rule asks the cluster to stop the run."""
 from datetime import timedelta
 
@@ -9,7 +9,7 @@ from django.utils import timezone
 from orchestrator.alerts.models import Alert, RunWatch
 from orchestrator.alerts.services import alert_rule_set, alerts_check_time
 from orchestrator.metrics.services import metrics_ingest
-from tests.unit.metrics.helpers import T0, make_run
+from tests.unit.metrics.helpers import T0, make_run, start_attempt
 from trainer.cli import NO_CHECKPOINT_MARKER
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,15 @@ def test_a_nan_gradient_or_an_infinite_loss_fires_once(run):
     alert = Alert.objects.get(run=run)
     assert (alert.kind, alert.step) == ("nonfinite", 4) and "actor/grad_norm is nan" in alert.message
     ingest(run, "actor/pg_loss", ["Infinity"], first_step=5)
-    assert kinds(run) == ["nonfinite"]  # once per run and kind
+    assert kinds(run) == ["nonfinite"]  # once per attempt and kind
+
+
+def test_a_retried_run_is_watched_anew(run):
+    ingest(run, "actor/pg_loss", ["NaN"])
+    run, _ = start_attempt(run, 2)  # e.g. Retry after a 'stop' alert
+    ingest(run, "actor/pg_loss", ["NaN"], first_step=2)
+    assert list(Alert.objects.filter(run=run).order_by("attempt").values_list("attempt", "kind")) == [
+        (1, "nonfinite"), (2, "nonfinite")]
 
 
 def test_the_smoothed_reward_falling_from_its_best_fires(run):
