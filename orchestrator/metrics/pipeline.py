@@ -10,8 +10,9 @@ psycopg's pipeline mode sends statements without waiting for each answer:
    (their merges do not depend on arrival order), the run's progress step and COMMIT.
 
 Otherwise the transaction is rolled back (so the batch number is not used) and the caller takes
-the general path (services.metrics_ingest), which handles re-posted steps and restarts. Outside a caller's transaction the pipeline carries its own BEGIN/COMMIT; inside one
-(tests, a caller's atomic block) it runs in a savepoint. Guarantees are those of the general
+the general path (services.metrics_ingest), which handles re-posted steps and restarts. Outside a
+caller's transaction the pipeline carries its own BEGIN/COMMIT; inside one (tests, a caller's
+atomic block) it runs in a savepoint. Guarantees are those of the general
 path: the stream row lock orders batches and numbers them without gaps, in commit order.
 """
 from __future__ import annotations
@@ -100,7 +101,7 @@ def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming
             else:
                 cur.execute(_CHUNKS, [run_id, attempt, seq, *chunk_columns])
                 store.upsert_series(run_id, summaries, cursor=cur)
-                cur.execute(store._MERGE_ROLLUPS, [run_id, *rollups])
+                cur.execute(store.MERGE_ROLLUPS, [run_id, *rollups])
                 cur.execute(_PROGRESS, [top, run_id, top])
                 cur.execute(commit)
                 appended = Appended(seq=seq, points=len(batch.steps))
@@ -132,6 +133,6 @@ def _meets_stored_steps(near: list[tuple[str, bytes]], incoming: dict) -> bool:
 
 
 def _chunk_columns(incoming: dict) -> list[list]:
-    fields = [store._chunk_fields(points) for points in incoming.values()]
+    fields = [store.chunk_fields(points) for points in incoming.values()]
     names = ("first_step", "last_step", "n", "steps", "values", "specials", "times", "sum_value", "n_finite")
     return [list(incoming)] + [[f[name] for f in fields] for name in names]

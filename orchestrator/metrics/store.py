@@ -158,17 +158,17 @@ def insert_chunks(run_id: int, attempt: int, seq: int, series: dict[str, Points]
         copy.set_types(["int8", "text", "int4", "int8", "bool", "int8", "int8", "int4", "bytea", "bytea", "bytea", "bytea",
                         "float8", "int4"])
         for key, points in series.items():
-            copy.write_row((run_id, key, attempt, seq, False, *_chunk_fields(points).values()))
+            copy.write_row((run_id, key, attempt, seq, False, *chunk_fields(points).values()))
 
 
 def _new_chunk(run_id: int, key: str, attempt: int, seq: int, points: Points, *, superseded: bool = False):
     from orchestrator.metrics.models import MetricChunk
 
     return MetricChunk(run_id=run_id, key=key, attempt=attempt, seq=seq, superseded=superseded,
-                       **_chunk_fields(points))
+                       **chunk_fields(points))
 
 
-def _chunk_fields(points: Points) -> dict:
+def chunk_fields(points: Points) -> dict:
     """The stored fields of a chunk holding `points`, in the order COPY writes them."""
     finite = points.specials == 0
     return {"first_step": int(points.steps[0]), "last_step": int(points.steps[-1]), "n": len(points), **pack(points),
@@ -181,7 +181,7 @@ def _points_of(chunk) -> Points:
 
 def _rewrite(chunk, points: Points) -> None:
     """Store a chunk with fewer points (never none: callers delete emptied chunks)."""
-    fields = _chunk_fields(points)
+    fields = chunk_fields(points)
     for field, value in fields.items():
         setattr(chunk, field, value)
     chunk.save(update_fields=list(fields))
@@ -321,7 +321,7 @@ def _merged(column: str, take_new_if: str) -> str:
 # lower min (ties: the earlier step) and higher max win, the later last point and the later
 # non-finite point win. The batch's points must be new to their keys (re-posted steps that
 # change a value go through rebuild_rollups instead).
-_MERGE_ROLLUPS = (
+MERGE_ROLLUPS = (
     f"INSERT INTO {ROLLUP} AS r ({_ROLLUP_COLUMNS}) SELECT %s, u.* FROM unnest("
     "%b::text[], %b::int4[], %b::int8[], %b::int4[], %b::float8[], %b::int8[], %b::float8[], %b::int8[], "
     "%b::int8[], %b::float8[], %b::int2[], %b::float8[], %b::int8[], %b::int2[]) AS u "
@@ -345,7 +345,7 @@ def merge_rollups(run_id: int, rows) -> None:
     """Fold a batch's own bucket aggregates (batches.rollup_rows) of points new to their keys into
     the stored rollups: one array upsert, no re-reading of stored points."""
     with _raw_pg_cursor() as cur:
-        cur.execute(_MERGE_ROLLUPS, [run_id, *rows.columns()])
+        cur.execute(MERGE_ROLLUPS, [run_id, *rows.columns()])
 
 
 # Rebuilds read at most this many steps of a run at a time (a multiple of every level).

@@ -20,7 +20,6 @@ and max are over finite values (None when there are none).
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import numpy as np
