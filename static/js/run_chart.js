@@ -92,7 +92,14 @@
   }
 
   const container = root.querySelector("[data-panels]");
+  let group = null;
   for (const panel of panels) {
+    if (panel.group && panel.group !== group) {  // a heading across the grid, e.g. "System"
+      const heading = container.appendChild(document.createElement("h3"));
+      heading.className = "panel-group";
+      heading.textContent = panel.group;
+    }
+    group = panel.group || null;
     panel.obj = new M.Panel(container, {
       id: panel.id, title: panel.title, description: panel.description, build: () => build(panel),
       onZoom: (_obj, range) => zoom(panel, range), exportRows: () => exportRows(panel), xTitle: xLabel,

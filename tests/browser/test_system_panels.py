@@ -23,4 +23,5 @@ def test_a_cpu_runs_system_panels_show_cpu_and_ram(page_as, alice, tiny_config, 
     wait_drawn(page, "system_ram")
     assert page.inner_text(".metric-panel[data-panel=system_ram] .panel-title") == "System · RAM"
     assert page.locator(".panel-chart[data-panel=system_gpu_util]").count() == 0
+    assert page.locator("[data-panels] h3.panel-group").all_inner_texts() == ["System"]  # one heading over the group
     assert "actor/grad_norm is nan at update 10" in page.inner_text("#run-alerts")
