@@ -1,8 +1,21 @@
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
 from orchestrator.accounts.services import api_token_create
+
+
+BROWSER_TESTS = Path(__file__).parent / "browser"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Browser tests run last. Playwright's sync API keeps an event loop running in the main thread
+    from the first browser test to the end of the session, and any later test that calls an async
+    view through Django's test client (async_to_sync) would fail on it."""
+    items.sort(key=lambda item: Path(str(item.fspath)).parent == BROWSER_TESTS)
 
 
 @pytest.fixture
