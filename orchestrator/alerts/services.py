@@ -123,9 +123,8 @@ def _check_batch(run: Run, cols) -> None:
     if rules.KEYS[rules.REWARD_DROP][0] not in points:
         fired = rules.check_batch(run_rules, points, rules.RewardTrack())
     else:
-        RunWatch.objects.get_or_create(run=run)
         with transaction.atomic():  # the run's watch row only (never the batch lock): batches in parallel
-            watch = RunWatch.objects.select_for_update().get(pk=run.pk)
+            watch, _ = RunWatch.objects.select_for_update().get_or_create(run=run)
             track = rules.RewardTrack(watch.reward_ema, watch.reward_best, watch.reward_points, watch.reward_step)
             fired = rules.check_batch(run_rules, points, track)
             RunWatch.objects.filter(pk=run.pk).update(reward_ema=track.ema, reward_best=track.best,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.experiments.bounds import INT32, MAX_NOTES
-from orchestrator.experiments.runconfig import ConfigError, validate_run_config
+from orchestrator.experiments.runconfig import ConfigError, merge_config, validate_run_config
 from orchestrator.experiments.schema_form import config_from_post, config_sections, fields_by_path, parse_values
 from orchestrator.experiments.schemas import NAME_RE
 
@@ -84,7 +84,7 @@ def draft_from_post(data) -> Draft:
     if (pasted := data.get("config_yaml") or "").strip():
         pasted_config = _pasted_config(pasted, errors)
         pasted_paths = set(_leaf_paths(pasted_config))
-        config = _merge(config, pasted_config)
+        config = merge_config(config, pasted_config)
     project = (data.get("project") or "").strip()
     if project and (not NAME_RE.match(project) or len(project) > 100):
         errors.append({"field": "project", "message": "letters, digits, '.', '_' and '-' only (at most 100), or empty for your own project"})
@@ -170,13 +170,6 @@ def _leaf_paths(config: dict[str, Any], prefix: str = ""):
             yield from _leaf_paths(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}"
-
-
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = _merge(out.get(key, {}), value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def _numbers(text: str, count: int, what: str) -> list[float]:

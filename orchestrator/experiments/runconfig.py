@@ -76,6 +76,18 @@ def experiment_fields(errors: list[dict[str, str]]) -> list[dict[str, str]]:
     return [e if e["field"].startswith(EXPERIMENT_FIELDS) else {**e, "field": f"config.{e['field']}"} for e in errors]
 
 
+def merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """A copy of base with override applied section by section: nested mappings merge, the rest
+    replaces (a pasted YAML over the form's fields, a warm-up run's overrides over its sweep)."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_config(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
 def set_dotted(config: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """A copy of config with `a.b.c` set to value (creating sections as needed)."""
     out = copy.deepcopy(config)

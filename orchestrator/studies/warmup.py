@@ -18,22 +18,11 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from orchestrator.experiments.models import Experiment, Run
-from orchestrator.experiments.runconfig import ConfigError
+from orchestrator.experiments.runconfig import ConfigError, merge_config
 from orchestrator.experiments.services import experiment_create, experiment_plan
 
 FIELD = "warmup_run"
 SUFFIX = "-warmup"
-
-
-def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """base with overrides applied section by section (nested mappings merge, the rest replace)."""
-    out = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merged(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def warmup_config(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +32,7 @@ def warmup_config(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     if not isinstance(overrides, dict):
         raise ConfigError([{"field": FIELD, "message": "must be a mapping of config sections (e.g. {train: {steps: 200}})"}])
     base = {k: v for k, v in config.items() if k != "init"}
-    return merged(base, overrides)
+    return merge_config(base, overrides)
 
 
 def forked_config(config: dict[str, Any], warmup_run_id: int) -> dict[str, Any]:
