@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "orchestrator.metrics",
     "orchestrator.studies",
     "orchestrator.alerts",
+    "orchestrator.samples",
 ]
 
 MIDDLEWARE = [
@@ -145,6 +146,9 @@ OPL_USER_MAX_GPUS = env_int("OPL_USER_MAX_GPUS", 0)
 OPL_PROJECT_MAX_ACTIVE_RUNS = env_int("OPL_PROJECT_MAX_ACTIVE_RUNS", 0)
 OPL_PROJECT_MAX_GPUS = env_int("OPL_PROJECT_MAX_GPUS", 0)
 OPL_MAX_GPUS = env_int("OPL_MAX_GPUS", 0)
+# rollout samples kept per run (issue 17); over the bound older steps are thinned
+OPL_SAMPLES_MAX_PER_RUN = env_int("OPL_SAMPLES_MAX_PER_RUN", 2000)
+OPL_SAMPLES_MAX_EVAL_PER_RUN = env_int("OPL_SAMPLES_MAX_EVAL_PER_RUN", 1000)
 OPL_METRIC_DIRECTIONS = env_str("OPL_METRIC_DIRECTIONS", "")  # "custom/score=max,custom/*_loss=min": "best" of keys the trainer table lacks
 OPL_PRESETS_DIR = Path(env_str("OPL_PRESETS_DIR", str(BASE_DIR / "examples" / "presets")))
 LOST_GRACE_SECONDS = env_int("OPL_LOST_GRACE_SECONDS", 120)

@@ -14,5 +14,6 @@ urlpatterns = [
     path("", include("orchestrator.cluster.urls")),
     path("", include("orchestrator.studies.urls")),
     path("", include("orchestrator.alerts.urls")),
+    path("", include("orchestrator.samples.urls")),
     re_path(r"^api/(?P<path>.*)$", api_not_found, name="api-not-found"),  # last: JSON 404s under /api/
 ]

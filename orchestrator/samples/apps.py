@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SamplesConfig(AppConfig):
+    name = "orchestrator.samples"
+    label = "samples"

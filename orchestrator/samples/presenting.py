@@ -1,0 +1,104 @@
+"""What the samples views show: the query a page asks (kind, step, verdict, sort, scale) checked
+into a SampleQuery, and the template contexts built from selectors. Plain functions, so the tests
+call them and the views stay thin."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchestrator.experiments.models import Run
+from orchestrator.metrics.views import ParamError
+from orchestrator.samples import selectors
+from orchestrator.samples.models import RolloutSample
+from orchestrator.samples.tokens import DEFAULT_SCALE, SCALES, legend_stops, token_spans
+
+
+@dataclass
+class SampleQuery:
+    kind: str = "train"
+    step: int | None = None
+    verdict: str = "all"
+    sort: str = "index"
+    scale: float = DEFAULT_SCALE
+    steps: list[dict] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_params(cls, params, run_id: int) -> "SampleQuery":
+        """Checked parameters; the step defaults to the newest recorded one of the kind (and the
+        kind to eval when the run has only eval samples). Raises ParamError naming the field."""
+        counts = selectors.kind_counts(run_id)
+        kind = params.get("kind") or ("eval" if counts["train"] == 0 and counts["eval"] else "train")
+        if kind not in RolloutSample.Kind.values:
+            raise ParamError("kind", "must be train or eval")
+        verdict = params.get("verdict") or "all"
+        if verdict not in selectors.VERDICTS:
+            raise ParamError("verdict", f"must be one of {', '.join(selectors.VERDICTS)}")
+        sort = params.get("sort") or "index"
+        if sort not in selectors.SORTS:
+            raise ParamError("sort", f"must be one of {', '.join(selectors.SORTS)}")
+        try:
+            scale = float(params.get("scale") or DEFAULT_SCALE)
+        except ValueError:
+            raise ParamError("scale", f"must be one of {', '.join(map(str, SCALES))}") from None
+        if scale not in SCALES:
+            raise ParamError("scale", f"must be one of {', '.join(map(str, SCALES))}")
+        steps = selectors.recorded_steps(run_id, kind)
+        raw = params.get("step") or ""
+        if raw:
+            if not raw.isdigit() or len(raw) > 12:
+                raise ParamError("step", f"must be a whole number, got {raw[:20]!r}")
+            step = int(raw)
+            if step not in {s["step"] for s in steps}:
+                raise ParamError("step", f"no {kind} samples recorded at step {step}")
+        else:
+            step = steps[0]["step"] if steps else None
+        return cls(kind=kind, step=step, verdict=verdict, sort=sort, scale=scale, steps=steps, counts=counts)
+
+
+def sample_view(sample: RolloutSample, scale: float) -> dict:
+    """What a sample card shows."""
+    return {"s": sample, "tokens_html": token_spans(sample.tokens, sample.log_ratios(), sample.masked, sample.clipped, scale)
+            if sample.tokens else "", "verdict": verdict_of(sample)}
+
+
+def verdict_of(sample: RolloutSample) -> str:
+    if sample.correct is not None:
+        return "right" if sample.correct else "wrong"
+    return "right" if sample.reward >= 1 else "wrong"
+
+
+def run_samples_context(run: Run, query: SampleQuery) -> dict:
+    samples = selectors.step_samples(run.pk, query.kind, query.step, verdict=query.verdict, sort=query.sort) \
+        if query.step is not None else []
+    samples_cfg = (run.config or {}).get("samples") or {}
+    return {
+        "run": run, "q": query, "sorts": [(k, label) for k, (label, _) in selectors.SORTS.items()],
+        "verdicts": selectors.VERDICTS, "scales": SCALES, "legend": legend_stops(query.scale),
+        "summary": selectors.step_summary(run.pk, query.kind, query.step) if query.step is not None else None,
+        "samples": [sample_view(s, query.scale) for s in samples],
+        "total": sum(query.counts.values()),
+        "per_step": samples_cfg.get("per_step"), "every": samples_cfg.get("every"),
+    }
+
+
+def compare_context(run_ids: list[int], params) -> dict:
+    runs = {r.pk: r for r in Run.objects.filter(pk__in=run_ids)}
+    prompts = selectors.shared_prompts(run_ids)
+    chosen = params.get("prompt") or (prompts[0]["prompt_hash"] if prompts else "")
+    by_run = selectors.prompt_samples(run_ids, chosen) if chosen else {}
+    columns = [{"run": runs[rid], "samples": [sample_view(s, DEFAULT_SCALE) for s in by_run.get(rid, [])]}
+               for rid in run_ids if rid in runs]
+    first = next((s for col in columns for s in col["samples"]), None)
+    return {"prompts": prompts, "chosen": chosen, "columns": columns, "runs_param": ",".join(map(str, run_ids)),
+            "prompt_text": first["s"].prompt if first else "", "reference": first["s"].reference if first else None,
+            "legend": legend_stops(DEFAULT_SCALE), "scale": DEFAULT_SCALE}
+
+
+def sample_dict(s: RolloutSample) -> dict:
+    """The JSON API's sample: the spool's fields (log ratios unpacked) and the stored counts."""
+    return {"kind": s.kind, "step": s.step, "index": s.index, "attempt": s.attempt, "eval_set": s.eval_set or None,
+            "prompt": s.prompt, "prompt_hash": s.prompt_hash, "response": s.response, "reference": s.reference,
+            "reward": s.reward, "correct": s.correct, "policy_version": s.policy_version, "staleness": s.staleness,
+            "objective": s.objective or None, "tokens": s.tokens, "log_ratio": s.log_ratios(), "clipped": s.clipped,
+            "masked": s.masked, "truncated": s.truncated, "time": s.time, "n_masked": s.n_masked,
+            "n_clipped": s.n_clipped, "max_abs_log_ratio": s.max_abs_log_ratio}

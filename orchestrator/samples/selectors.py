@@ -1,0 +1,84 @@
+"""Reading rollout samples for the run page, the compare page and the JSON API."""
+from __future__ import annotations
+
+from django.db.models import Avg, Count, F, Max, Min, Q, Sum
+from django.db.models.functions import Substr
+
+from orchestrator.samples.models import RolloutSample
+
+VERDICTS = ("all", "right", "wrong")
+SORTS = {  # name: (label, ordering)
+    "index": ("recorded order", ("index",)),
+    "ratio": ("max |log ratio|", (F("max_abs_log_ratio").desc(nulls_last=True), "index")),
+    "masked": ("most masked", ("-n_masked", "-n_clipped", "index")),
+    "clipped": ("most clipped", ("-n_clipped", "-n_masked", "index")),
+    "reward": ("lowest reward", ("reward", "index")),
+}
+# right: the verdict says so (a train sample without one: reward >= 1, as the trainer judges it)
+RIGHT = Q(correct=True) | Q(correct__isnull=True, reward__gte=1)
+WRONG = Q(correct=False) | Q(correct__isnull=True, reward__lt=1)
+LIST_FIELDS = ("id", "run_id", "attempt", "kind", "step", "index", "eval_set", "prompt", "prompt_hash", "response",
+               "reference", "reward", "correct", "policy_version", "staleness", "objective", "tokens", "log_ratio",
+               "clipped", "masked", "truncated", "time", "n_tokens", "n_clipped", "n_masked", "max_abs_log_ratio")
+
+
+def kind_counts(run_id: int) -> dict[str, int]:
+    """{"train": n, "eval": n} of the samples the run has."""
+    counts = dict(RolloutSample.objects.filter(run_id=run_id).values("kind").annotate(n=Count("id"))
+                  .values_list("kind", "n"))
+    return {kind: counts.get(kind, 0) for kind in RolloutSample.Kind.values}
+
+
+def recorded_steps(run_id: int, kind: str) -> list[dict]:
+    """[{step, n}] of the run's recorded steps of `kind`, newest first."""
+    return list(RolloutSample.objects.filter(run_id=run_id, kind=kind).values("step").annotate(n=Count("id"))
+                .order_by("-step"))
+
+
+def step_samples(run_id: int, kind: str, step: int, *, verdict: str = "all", sort: str = "index") -> list[RolloutSample]:
+    samples = RolloutSample.objects.filter(run_id=run_id, kind=kind, step=step)
+    if verdict == "right":
+        samples = samples.filter(RIGHT)
+    elif verdict == "wrong":
+        samples = samples.filter(WRONG)
+    return list(samples.order_by(*SORTS.get(sort, SORTS["index"])[1]))
+
+
+def step_summary(run_id: int, kind: str, step: int) -> dict:
+    """The chosen step at a glance: rewards, verdicts, masked and clipped tokens, staleness."""
+    return RolloutSample.objects.filter(run_id=run_id, kind=kind, step=step).aggregate(
+        n=Count("id"), reward_mean=Avg("reward"), reward_min=Min("reward"), reward_max=Max("reward"),
+        right=Count("id", filter=RIGHT), wrong=Count("id", filter=WRONG),
+        tokens=Sum("n_tokens"), masked=Sum("n_masked"), clipped=Sum("n_clipped"),
+        staleness_min=Min("staleness"), staleness_max=Max("staleness"),
+        version_min=Min("policy_version"), version_max=Max("policy_version"),
+        truncated=Count("id", filter=Q(truncated=True)))
+
+
+PROMPT_PREVIEW = 140
+MAX_SHARED_PROMPTS = 300
+
+
+def shared_prompts(run_ids: list[int]) -> list[dict]:
+    """Prompts recorded in at least two of the runs: [{prompt_hash, kind, eval_set, preview, runs}],
+    eval prompts first (they match across runs by design), most runs first."""
+    return list(RolloutSample.objects.filter(run_id__in=run_ids).values("prompt_hash")
+                .annotate(runs=Count("run", distinct=True), kind=Min("kind"), eval_set=Max("eval_set"),
+                          preview=Min(Substr("prompt", 1, PROMPT_PREVIEW)))
+                .filter(runs__gte=2).order_by("kind", "-runs", "eval_set", "preview")[:MAX_SHARED_PROMPTS])
+
+
+def prompt_samples(run_ids: list[int], digest: str, *, per_run: int = 16) -> dict[int, list[RolloutSample]]:
+    """{run id: its samples of the prompt at the newest step that recorded it} (eval answers before
+    train ones at the same step)."""
+    newest = dict(RolloutSample.objects.filter(run_id__in=run_ids, prompt_hash=digest).values("run_id")
+                  .annotate(step=Max("step")).values_list("run_id", "step"))
+    if not newest:
+        return {}
+    rows = RolloutSample.objects.filter(prompt_hash=digest).filter(
+        Q(*[Q(run_id=rid, step=step) for rid, step in newest.items()], _connector=Q.OR)).order_by("run_id", "kind", "index")
+    out: dict[int, list[RolloutSample]] = {rid: [] for rid in run_ids if rid in newest}
+    for row in rows:
+        if len(out[row.run_id]) < per_run:
+            out[row.run_id].append(row)
+    return out

@@ -1,0 +1,62 @@
+"""A sample's response as coloured token spans: the one place that turns tokens into HTML.
+
+Each token is a <span class="tok [tok-masked|tok-clipped|tok-null]" data-i data-log-ratio data-flag
+title> whose background is its log ratio log(pi_theta / pi_behaviour) on a diverging scale (blue:
+the current policy likes the token less than the one that generated it; red: more), saturating at
+± `scale`. Masked and clipped tokens (the objective's own flags) are also marked by class, so they
+read without colour. Every token's text is escaped (a token may be "<script>").
+"""
+from __future__ import annotations
+
+import math
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+SCALES = (0.05, 0.2, 0.5, 1.0, 2.0)  # the choices offered; log ratio where the colour saturates
+DEFAULT_SCALE = 0.5
+NEGATIVE = (37, 99, 235)   # blue
+POSITIVE = (220, 38, 38)   # red
+
+
+def colour(log_ratio: float | None, scale: float) -> str:
+    """CSS background of a log ratio: transparent at 0, full colour at |lr| >= scale."""
+    if log_ratio is None or not math.isfinite(log_ratio) or log_ratio == 0:
+        return "transparent"
+    strength = min(1.0, abs(log_ratio) / scale)
+    r, g, b = POSITIVE if log_ratio > 0 else NEGATIVE
+    return f"rgba({r},{g},{b},{0.08 + 0.77 * strength:.2f})"
+
+
+def _shown(token: str) -> str:
+    if token == "":
+        return "∅"
+    return token.replace("\n", "↵\n").replace("\t", "⇥\t")
+
+
+def flag_of(i: int, masked: set[int], clipped: set[int]) -> str:
+    return "masked" if i in masked else "clipped" if i in clipped else ""
+
+
+def token_spans(tokens: list[str], log_ratios: list[float | None], masked: list[int], clipped: list[int],
+                scale: float = DEFAULT_SCALE) -> SafeString:
+    masked_set, clipped_set = set(masked), set(clipped)
+    parts = []
+    for i, token in enumerate(tokens):
+        lr = log_ratios[i] if i < len(log_ratios) else None
+        flag = flag_of(i, masked_set, clipped_set)
+        classes = "tok" + (f" tok-{flag}" if flag else "") + (" tok-null" if lr is None else "")
+        if i in masked_set and i in clipped_set:
+            classes += " tok-clipped"
+        shown_lr = "null" if lr is None else f"{lr:.6g}"
+        ratio = "" if lr is None else f" (ratio ×{math.exp(max(-50.0, min(50.0, lr))):.3g})"
+        title = f"#{i} {token!r} · log ratio {'n/a' if lr is None else f'{lr:+.4f}'}{ratio}" + (f" · {flag}" if flag else "")
+        parts.append(f'<span class="{classes}" data-i="{i}" data-log-ratio="{shown_lr}" data-flag="{flag}" '
+                     f'style="background:{colour(lr, scale)}" title="{escape(title)}">{escape(_shown(token))}</span>')
+    return mark_safe("".join(parts))
+
+
+def legend_stops(scale: float) -> list[dict]:
+    """The legend's swatches, -scale .. +scale."""
+    return [{"value": v, "label": f"{v:+g}" if v else "0", "colour": colour(v, scale)}
+            for v in (-scale, -scale / 2, -scale / 10, 0.0, scale / 10, scale / 2, scale)]

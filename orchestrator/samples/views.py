@@ -1,0 +1,95 @@
+"""Sample endpoints and fragments: ingestion (the run's token, like metrics), the JSON read API,
+the run page's samples view and the compare page's "same prompt across runs" section (htmx
+fragments). Views stay thin: access, parameters, one service or selector, render."""
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_not_required
+from django.http import Http404, HttpRequest, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods
+
+from orchestrator.api import api_view, json_error
+from orchestrator.experiments.access import get_run_for_user
+from orchestrator.metrics import ingest_queue
+from orchestrator.metrics.ingest_queue import busy_response, request_body
+from orchestrator.metrics.pipeline import Busy
+from orchestrator.metrics.views import ParamError, _authenticated_run, _run_ids_param, _visible_ids
+from orchestrator.samples import selectors
+from orchestrator.samples.presenting import SampleQuery, compare_context, run_samples_context, sample_dict
+from orchestrator.samples.schemas import BatchError, parse_batch
+from orchestrator.samples.services import samples_ingest
+
+
+@csrf_exempt
+@login_not_required
+@require_http_methods(["GET", "POST"])
+async def run_samples_api(request: HttpRequest, run_id: int):
+    """POST: a batch from the run's trainer (its token), admitted through the same per-run queue
+    as metric batches (429 + Retry-After when deep). GET: the samples of one recorded step."""
+    if request.method == "POST":
+        with ingest_queue.slot(run_id) as admitted:
+            if not admitted:
+                return busy_response(f"run {run_id} has {ingest_queue.limit()} batches queued in this server")
+            return await sync_to_async(_ingest)(request, run_id)
+    return await sync_to_async(_read)(request, run_id)
+
+
+def _ingest(request: HttpRequest, run_id: int):
+    raw, error = request_body(request)
+    if error:
+        return error
+    run, _, error = _authenticated_run(request, run_id, parse_body=False)
+    if error:
+        return error
+    try:
+        batch = parse_batch(raw)
+    except BatchError as exc:
+        return json_error(400, "invalid batch: nothing was stored", exc.errors)
+    attempt = run.attempt if batch.attempt is None else batch.attempt
+    if attempt != run.attempt:
+        return json_error(400, "invalid batch: nothing was stored",
+                          [{"field": "attempt", "message": f"must be the run's current attempt {run.attempt}"}])
+    try:
+        result = samples_ingest(run=run, attempt=attempt, samples=batch.samples)
+    except Busy:
+        return busy_response(f"run {run_id}'s samples lock was not granted in time")
+    return JsonResponse(result.to_dict())
+
+
+@api_view
+def _read(request: HttpRequest, run_id: int):
+    """{"run", "kind", "steps": [{step, n}], "step", "samples": [...]}: the newest recorded step
+    unless `step` is given; `verdict` and `sort` as on the run page."""
+    run = get_run_for_user(request.user, run_id)
+    try:
+        query = SampleQuery.from_params(request.GET, run.pk)
+    except ParamError as exc:
+        return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
+    samples = selectors.step_samples(run.pk, query.kind, query.step, verdict=query.verdict, sort=query.sort) \
+        if query.step is not None else []
+    return JsonResponse({"run": run.pk, "kind": query.kind, "steps": query.steps, "step": query.step,
+                         "samples": [sample_dict(s) for s in samples]})
+
+
+@require_GET
+def run_samples_fragment(request: HttpRequest, run_id: int):
+    """The run page's samples card (loaded by htmx, and re-rendered whole on every choice)."""
+    run = get_run_for_user(request.user, run_id)
+    try:
+        query = SampleQuery.from_params(request.GET, run.pk)
+    except ParamError as exc:
+        return render(request, "samples/_run_samples.html", {"run": run, "error": f"{exc.field}: {exc.message}"},
+                      status=400)
+    return render(request, "samples/_run_samples.html", run_samples_context(run, query))
+
+
+@require_GET
+def compare_samples_fragment(request: HttpRequest):
+    """The compare page's "same prompt across runs" card: ?runs=1,2,3[&prompt=<hash>]."""
+    try:
+        ids = _visible_ids(request.user, _run_ids_param(request))
+    except ParamError as exc:
+        raise Http404(exc.message) from None
+    return render(request, "samples/_compare_samples.html", compare_context(ids, request.GET))
