@@ -94,10 +94,12 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
                 continue
             t0 = time.perf_counter()
             problems = task.sample(rng, roll.prompts_per_step)
-            gen = engine.generate([task.prompt_text(p) for p in problems], roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
+            prompts = [task.prompt_text(p) for p in problems]
+            gen = engine.generate(prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
             expanded = [p for p in problems for _ in range(roll.group_size)]
             rewards = task.train_rewards(expanded, gen.texts, gen.finished)
-            batch = make_batch(gen, rewards, version, roll.group_size, 0.0)
+            rows = [(t, p.answer) for t, p in zip(prompts, problems) for _ in range(roll.group_size)]
+            batch = make_batch(gen, rewards, version, roll.group_size, 0.0, problems=rows)
             if roll.behav_logp == "recompute":
                 recompute_behaviour_logp(batch, policy.model, roll.temperature, cfg.train.micro_batch_size, dev, precision)
             batch.gen_seconds = time.perf_counter() - t0

@@ -14,6 +14,7 @@ The documented YAML shape (every section optional):
     train: {steps: 20, seed: 1}
     eval: {every: 10}
     checkpoint: {every: 5, keep: 2}
+    samples: {every: 50, per_step: 8}
 
 Units: `train.steps` counts training steps; each trains on one whole batch with
 `algorithm.updates_per_step * algorithm.epochs` optimizer updates. Metrics are plotted against the
@@ -327,6 +328,36 @@ class ResourcesConfig(_Section):
         return self.nodes * self.processes_per_node(uses_gpus)
 
 
+class SamplesConfig(_Section):
+    """Rollout samples kept for the run page: prompt, response, reward and per-token importance ratios."""
+
+    model_config = ConfigDict(extra="forbid", title="Samples")
+
+    every: int = Field(
+        50,
+        ge=1,
+        description="Record samples at the end of each training step that crosses a multiple of this many "
+        "optimizer updates (and at the first training step, so a short run has some).",
+    )
+    per_step: int = Field(
+        8,
+        ge=0,
+        le=64,
+        description="Rollouts recorded per recording step (the first rows of the step's last minibatch; "
+        "at most that minibatch's size); 0 records none.",
+    )
+    max_tokens: int = Field(
+        512,
+        ge=1,
+        le=4096,
+        description="Response tokens kept per sample, each with its log importance ratio and whether the "
+        "objective clipped or masked it; the rest are cut (the sample says truncated).",
+    )
+    eval_per_set: int = Field(
+        4, ge=0, le=64, description="Eval answers recorded per eval set at each evaluation, with their verdicts; 0 records none."
+    )
+
+
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(name, default)
 
@@ -383,6 +414,7 @@ class RunConfig(BaseModel):
     resources: ResourcesConfig = Field(
         default_factory=ResourcesConfig, description=ResourcesConfig.__doc__
     )
+    samples: SamplesConfig = Field(default_factory=SamplesConfig, description=SamplesConfig.__doc__)
     reporting: ReportingConfig = Field(
         default_factory=ReportingConfig, description=ReportingConfig.__doc__
     )

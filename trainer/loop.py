@@ -48,11 +48,12 @@ from trainer.distributed import (
 from trainer.metric_keys import is_known
 from trainer.m2po_scope import minibatch_m2po_keep
 from trainer.models import load_policy
-from trainer.objectives import policy_loss
+from trainer.objectives import policy_loss_marked
 from trainer.precision import Precision
 from trainer.reporting import MetricSpool, Pusher, truncate_spool, write_offset
 from trainer.system_metrics import SystemSampler
 from trainer.rewards import MathVerifier, RewardBatch
+from trainer.samples import SampleRecorder
 from trainer.rollout import Batch, HFEngine, make_batch, micro_batched_logprobs, recompute_behaviour_logp, token_logprobs
 from trainer.tasks import TEXT_ALPHABET, build_eval_sets, build_task
 
@@ -80,6 +81,8 @@ class Trainer:
         self.spool: MetricSpool | None = None
         self.pusher: Pusher | None = None
         self.system: SystemSampler | None = None
+        self.samples: SampleRecorder | None = None  # rank 0 only
+        self._logged_sample_failures = 0
         self.async_gen = None
         self._verifiers: list[MathVerifier] = []
 
@@ -114,6 +117,8 @@ class Trainer:
         resume_from = self._prepare_run_dir()
 
         self.policy = load_policy(cfg.model, self.alphabet, seed, self.device)
+        if self.dist.is_main:
+            self.samples = SampleRecorder(cfg.samples, self.run_dir, self.policy.tokenizer, self.policy.eos_token_ids, cfg.algorithm.objective)
         self.model = wrap_fsdp(self.policy.model, self.dist, self.precision.fsdp_policy())
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=alg.lr, weight_decay=alg.weight_decay)
@@ -306,11 +311,13 @@ class Trainer:
             self.engine.load_weights(model_state_for_engine(self.model, self.dist))
             self.engine_version = self.version
             self.weight_sync_s = time.perf_counter() - t_sync  # gather + hand-over + in-place load
-        gen = self.engine.generate([self.task.prompt_text(p) for p in problems], roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
+        prompts = [self.task.prompt_text(p) for p in problems]
+        gen = self.engine.generate(prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
         expanded = [p for p in problems for _ in range(roll.group_size)]
         rewards = self.task.train_rewards(expanded, gen.texts, gen.finished)
         self._check_rewards(rewards, f"generation step {self.gen_step}")
-        batch = make_batch(gen, rewards, self.version, roll.group_size, 0.0)
+        rows = [(t, p.answer) for t, p in zip(prompts, problems) for _ in range(roll.group_size)]
+        batch = make_batch(gen, rewards, self.version, roll.group_size, 0.0, problems=rows)
         if roll.behav_logp == "recompute":
             recompute_behaviour_logp(batch, self.model, roll.temperature, self.cfg.train.micro_batch_size, self.device, self.precision)
         batch.gen_seconds = time.perf_counter() - t0
@@ -387,7 +394,9 @@ class Trainer:
             params = self._loss_params(rows, mb, prox)
             if keep is not None:
                 params["m2po_keep"] = keep[rows].to(self.device)
-            loss, part = policy_loss(alg.objective, logp, mb.behav_logp[rows].to(self.device), adv_tok, rmask, **params)
+            loss, part, marks = policy_loss_marked(alg.objective, logp, mb.behav_logp[rows].to(self.device), adv_tok, rmask, **params)
+            if self.samples is not None and self.samples.armed:
+                self.samples.take(rows, marks)  # the rollout samples show this very loss's marks
             share = float(rmask.sum()) if token_weighted else float(rmask.shape[0])
             self.precision.backward(loss * (share * scale))
             entropy_sum += (ent * rmask).sum().item()
@@ -426,8 +435,9 @@ class Trainer:
             prox = micro_batched_logprobs(self.model, batch, self.cfg.rollout.temperature, self.cfg.train.micro_batch_size, self.device, self.precision)
         per_update: dict[str, list[float]] = defaultdict(list)
         staleness = []
+        record = self.samples is not None and self.samples.train_due(self.version, self.U, self.train_step)
         t0 = time.perf_counter()
-        for _ in range(alg.epochs):
+        for epoch in range(alg.epochs):
             order = list(range(n_groups))
             self.shuffle_rng.shuffle(order)
             for u in range(alg.updates_per_step):
@@ -435,10 +445,14 @@ class Trainer:
                 rows = torch.tensor([g * G + j for g in groups for j in range(G)])
                 mb = batch.select(rows)
                 staleness.append(self.version - mb.versions)
+                if record and epoch == alg.epochs - 1 and u == alg.updates_per_step - 1:
+                    self.samples.arm(mb, self.version)  # the step's last update: its version is the metric step
                 stats = self.update(mb, adv[rows], None if prox is None else prox[rows])
                 for k, v in stats.items():
                     per_update[k].append(v)
                 self.version += 1
+                if self.samples is not None and self.samples.armed:
+                    self.samples.write_train(self.version)
                 if on_update is not None:
                     on_update(self.version)
         train_s = time.perf_counter() - t0
@@ -481,12 +495,15 @@ class Trainer:
             problems = self._my_eval_share(es.problems)
             right, failed, total = 0.0, 0.0, 0.0
             if problems:
+                prompts = [es.prompt_text(p) for p in problems]
                 gen = self.eval_engine.generate(
-                    [es.prompt_text(p) for p in problems], ev.samples_per_problem, ev.max_new_tokens or self.cfg.rollout.max_new_tokens, ev.temperature, ev.top_p, record_logp=False
+                    prompts, ev.samples_per_problem, ev.max_new_tokens or self.cfg.rollout.max_new_tokens, ev.temperature, ev.top_p, record_logp=False
                 )
                 expanded = [p for p in problems for _ in range(ev.samples_per_problem)]
                 result = es.score(expanded, gen.texts, gen.finished)
                 right, failed, total = float(sum(result.scores)), float(result.failed), float(len(result.scores))
+                if self.samples is not None:
+                    self.samples.write_eval(self.version, es.name, problems, prompts, gen.texts, result, ev.samples_per_problem)
                 if result.failed:
                     log.warning("eval %s: %d of %d rewards failed; first: %s", es.name, result.failed, len(result.scores), result.first_failure)
             right, failed, total = (sum_across(v, self.dist) for v in (right, failed, total))
@@ -531,6 +548,9 @@ class Trainer:
                 "train/train_step": float(self.train_step),
             }
         )
+        if self.pusher is not None and self.pusher.sample_push_failures != self._logged_sample_failures:
+            self._logged_sample_failures = self.pusher.sample_push_failures  # a point only when it changes
+            metrics["samples/push_failures"] = float(self._logged_sample_failures)
         metrics = mean_across(metrics, self.dist)
         self.log(metrics)
         if self.dist.is_main:

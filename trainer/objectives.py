@@ -3,6 +3,7 @@
 Interface (stable; the training loop builds on these names):
 
     policy_loss(name, logp, behav_logp, advantages, mask, **params) -> (loss, stats)
+    policy_loss_marked(...same...) -> (loss, stats, LossMarks): also the tokens masked or clipped
     m2po_mask(log_ratio, advantages, mask, tau) -> keep
     OBJECTIVES, AGG_MODES, STATS_KEYS, LossParams
 
@@ -147,10 +148,36 @@ class _Batch:
     m2_trust: Tensor  # (B, T) (log r)^2 on trust-region tokens, 0 elsewhere
 
 
+@dataclass(frozen=True)
+class LossMarks:
+    """Which tokens the objective took out of the gradient, as the loss computed it (no gradient).
+
+    kind      MARK_KINDS[name]: "masked" (m2po: Algorithm 1's mask M = 0), "clipped" (PPO-style:
+              the clip term won the min), or None (no_clip: nothing is ever marked)
+    tokens    (B, T) bool, True at the marked valid tokens: the very tensors behind actor/clip_frac
+    log_ratio (B, T) log pi_theta - log pi_behav as the loss saw it, 0 on padding
+    """
+
+    kind: str | None
+    tokens: Tensor
+    log_ratio: Tensor
+
+
+MARK_KINDS = {"m2po": "masked", "m2po_cap": "clipped", "grpo": "clipped", "no_clip": None, "gspo": "clipped", "decoupled_ppo": "clipped"}
+
+
 def policy_loss(
     name: str, logp: Tensor, behav_logp: Tensor, advantages: Tensor, mask: Tensor, **params
 ) -> tuple[Tensor, dict[str, float]]:
     """The loss (-J) of objective `name` and its stats; see the module docstring."""
+    loss, stats, _ = policy_loss_marked(name, logp, behav_logp, advantages, mask, **params)
+    return loss, stats
+
+
+def policy_loss_marked(
+    name: str, logp: Tensor, behav_logp: Tensor, advantages: Tensor, mask: Tensor, **params
+) -> tuple[Tensor, dict[str, float], LossMarks]:
+    """`policy_loss`, and the tokens it masked or clipped (`LossMarks`), for the rollout samples."""
     p = _validate(name, logp, behav_logp, advantages, mask, params)
     mask = mask.bool()
     pad = ~mask  # (B, T)
@@ -173,7 +200,8 @@ def policy_loss(
             f"logp: the {name} loss is NaN because an importance ratio overflows "
             f"{logp.dtype} (largest log r = {float(log_r.detach().max()):.4g})"
         )
-    return loss, _stats(loss, batch, clipped_low, clipped_high, extra)
+    marks = LossMarks(MARK_KINDS[name], (clipped_low | clipped_high).detach(), log_r.detach())
+    return loss, _stats(loss, batch, clipped_low, clipped_high, extra), marks
 
 
 def m2po_mask(log_ratio: Tensor, advantages: Tensor, mask: Tensor, tau: float) -> Tensor:
@@ -270,7 +298,7 @@ _SURROGATES = {
     "gspo": _gspo,
     "decoupled_ppo": _decoupled_ppo,
 }
-assert tuple(_SURROGATES) == OBJECTIVES
+assert tuple(_SURROGATES) == OBJECTIVES == tuple(MARK_KINDS)
 
 
 def _ppo_clip(ratio: Tensor, adv: Tensor, low_bound: float, high_bound: float):

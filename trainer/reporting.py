@@ -15,6 +15,12 @@ or 503 waits the dashboard's Retry-After. A 4xx other than 408/429 means the bat
 bad, so it is logged and skipped. The same thread posts a heartbeat `{"attempt", "step",
 "total_steps"}` every `heartbeat_s`. Nothing here ever blocks training or raises into it: the
 training thread only appends to the spool file; `close` waits at most `flush_timeout_s`.
+
+Rollout samples (trainer/samples.py) travel the same way: DIR/samples.jsonl, acknowledged offset in
+DIR/samples.pushed.json, posted by the same thread to `{url}/api/v1/runs/{id}/samples` with body
+`{"attempt": A, "samples": [...]}` in batches of at most MAX_SAMPLES_PER_POST lines (and about
+MAX_SAMPLE_BYTES_PER_POST bytes), with their own backoff; failed sample pushes are counted
+(`Pusher.sample_push_failures`, logged by the trainer as samples/push_failures).
 """
 
 from __future__ import annotations
@@ -33,7 +39,12 @@ log = logging.getLogger("trainer.reporting")
 
 SPOOL_NAME = "metrics.jsonl"
 OFFSET_NAME = "metrics.pushed.json"
+SAMPLES_SPOOL_NAME = "samples.jsonl"
+SAMPLES_OFFSET_NAME = "samples.pushed.json"
 MAX_POINTS_PER_POST = 5000
+MAX_SAMPLES_PER_POST = 64
+# A sample line is up to ~100 KB (4,096 tokens with their log-ratios): a post stays a few MB.
+MAX_SAMPLE_BYTES_PER_POST = 4 << 20
 # Push before the interval once this many spool bytes wait (a spool line is ~80-100 bytes).
 PUSH_EARLY_BYTES = MAX_POINTS_PER_POST * 80
 TICK_S = 0.2  # how often the thread looks at the spool's size
@@ -91,13 +102,22 @@ class MetricSpool:
 
 
 def truncate_spool(run_dir: Path, keep_through_step: int, attempt: int) -> None:
-    """Drop points after `keep_through_step` (they will be produced again after a resume).
+    """Drop points (and rollout samples) after `keep_through_step`: they will be produced again after
+    a resume.
 
     Points at the checkpoint's own step are pushed again under the new attempt, because the
-    dashboard supersedes an older attempt's points from the resume step on.
+    dashboard supersedes an older attempt's points from the resume step on. Samples follow the same
+    rule (a repost of a sample is idempotent on the dashboard).
     """
-    path = Path(run_dir) / SPOOL_NAME
+    _truncate(run_dir, SPOOL_NAME, OFFSET_NAME, keep_through_step, attempt)
+    _truncate(run_dir, SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME, keep_through_step, attempt)
+
+
+def _truncate(run_dir: Path, spool_name: str, offset_name: str, keep_through_step: int, attempt: int) -> None:
+    path = Path(run_dir) / spool_name
     if not path.exists():
+        if (Path(run_dir) / offset_name).exists():  # an offset into a spool that is gone: start over
+            write_offset(run_dir, 0, attempt, offset_name)
         return
     kept: list[str] = []
     first_at_resume_step: int | None = None
@@ -114,27 +134,42 @@ def truncate_spool(run_dir: Path, keep_through_step: int, attempt: int) -> None:
             kept.append(line)
             size += len(line.encode("utf-8"))
     atomic_write_text(path, "".join(kept))
-    offset, old_attempt = read_offset(run_dir)
+    offset, old_attempt = read_offset(run_dir, offset_name)
     offset = min(offset, size)
     if old_attempt != attempt and first_at_resume_step is not None:
         offset = min(offset, first_at_resume_step)
-    write_offset(run_dir, offset, attempt)
+    write_offset(run_dir, offset, attempt, offset_name)
 
 
-def read_offset(run_dir: Path) -> tuple[int, int | None]:
+def read_offset(run_dir: Path, name: str = OFFSET_NAME) -> tuple[int, int | None]:
     try:
-        data = json.loads((Path(run_dir) / OFFSET_NAME).read_text())
+        data = json.loads((Path(run_dir) / name).read_text())
         return int(data["offset"]), data.get("attempt")
     except (FileNotFoundError, ValueError, KeyError):
         return 0, None
 
 
-def write_offset(run_dir: Path, offset: int, attempt: int) -> None:
-    atomic_write_text(Path(run_dir) / OFFSET_NAME, json.dumps({"offset": offset, "attempt": attempt}))
+def write_offset(run_dir: Path, offset: int, attempt: int, name: str = OFFSET_NAME) -> None:
+    atomic_write_text(Path(run_dir) / name, json.dumps({"offset": offset, "attempt": attempt}))
+
+
+class _Stream:
+    """One spool the pusher drains: the file, the acknowledged offset, the endpoint, retry state."""
+
+    def __init__(self, noun: str, run_dir: Path, spool_name: str, offset_name: str, url: str, key: str,
+                 max_lines: int, max_bytes: int | None, early_bytes: int):
+        self.noun, self.run_dir, self.spool_name, self.offset_name = noun, run_dir, spool_name, offset_name
+        self.url, self.key, self.max_lines, self.max_bytes, self.early_bytes = url, key, max_lines, max_bytes, early_bytes
+        self.backoff = 0.0
+        self.next_try = 0.0
+        self.last_push = time.monotonic()  # the first push goes out one interval after the start
+        self.offset: int | None = None  # the acknowledged spool offset, read once
+        self.retry: tuple | None = None  # (offset, consumed, count, body, headers) of a refused push
+        self.failures = 0  # pushes that failed or were refused
 
 
 class Pusher:
-    """Background thread: pushes the spool and sends heartbeats. Inert without a dashboard URL."""
+    """Background thread: pushes the spools and sends heartbeats. Inert without a dashboard URL."""
 
     def __init__(self, run_dir: Path, reporting, total_steps: int):
         self.run_dir = Path(run_dir)
@@ -144,20 +179,35 @@ class Pusher:
         self.enabled = bool(reporting.dashboard_url and reporting.run_id)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._backoff = 0.0
-        self._next_try = 0.0
         self._last_heartbeat = 0.0
-        self._last_push = time.monotonic()  # the first push goes out one interval after the start
-        self._offset: int | None = None  # the acknowledged spool offset, read once
-        self._retry: tuple | None = None  # (offset, consumed, points, body, headers) of a refused push
+        base = (reporting.dashboard_url or "").rstrip("/")
+        runs = f"{base}/api/v1/runs/{reporting.run_id}"
+        self._metrics = _Stream("metrics", self.run_dir, SPOOL_NAME, OFFSET_NAME, f"{runs}/metrics", "points",
+                                MAX_POINTS_PER_POST, None, PUSH_EARLY_BYTES)
+        self._samples = _Stream("samples", self.run_dir, SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME, f"{runs}/samples", "samples",
+                                MAX_SAMPLES_PER_POST, MAX_SAMPLE_BYTES_PER_POST, MAX_SAMPLE_BYTES_PER_POST)
+        self._streams = (self._metrics, self._samples)
         if self.enabled:
             import httpx  # only where a dashboard is configured
 
-            base = reporting.dashboard_url.rstrip("/")
-            self._metrics_url = f"{base}/api/v1/runs/{reporting.run_id}/metrics"
-            self._heartbeat_url = f"{base}/api/v1/runs/{reporting.run_id}/heartbeat"
+            self._heartbeat_url = f"{runs}/heartbeat"
             headers = {"Authorization": f"Bearer {reporting.token or ''}"}
             self._client = httpx.Client(headers=headers, timeout=10.0)
+
+    # the metrics stream's retry state, as the tests and benchmarks look at it
+    @property
+    def _backoff(self) -> float:
+        return self._metrics.backoff
+
+    @property
+    def _next_try(self) -> float:
+        return self._metrics.next_try
+
+    @property
+    def sample_push_failures(self) -> int:
+        """Sample pushes that failed or were refused so far (each is retried from the spool, except a
+        batch the dashboard refuses as bad input, which is logged and skipped)."""
+        return self._samples.failures
 
     def start(self) -> None:
         if self.enabled:
@@ -168,38 +218,42 @@ class Pusher:
         while not self._stop.wait(min(TICK_S, self.cfg.push_interval_s)):
             try:
                 self.heartbeat_if_due()
-                if self._due():
-                    self._last_push = time.monotonic()
-                    for _ in range(20):  # a backlog (after downtime) drains in full batches, not one a tick
-                        if time.monotonic() < self._next_try or self.push_once():
-                            break
+                for stream in self._streams:
+                    if self._due(stream):
+                        stream.last_push = time.monotonic()
+                        for _ in range(20):  # a backlog (after downtime) drains in full batches, not one a tick
+                            if time.monotonic() < stream.next_try or self._push(stream):
+                                break
             except Exception:  # never let reporting kill the run
                 log.exception("metrics pusher step failed")
 
-    def _due(self) -> bool:
-        """A push is due when points wait and the interval has passed, or many points wait."""
-        if time.monotonic() < self._next_try:
+    def _due(self, stream: _Stream) -> bool:
+        """A push is due when lines wait and the interval has passed, or many lines wait."""
+        if time.monotonic() < stream.next_try:
             return False
-        waiting = self.pending_bytes()
+        waiting = self._pending(stream)
         if waiting <= 0:
             return False
-        return waiting >= PUSH_EARLY_BYTES or time.monotonic() - self._last_push >= self.cfg.push_interval_s
+        return waiting >= stream.early_bytes or time.monotonic() - stream.last_push >= self.cfg.push_interval_s
 
     def pending_bytes(self) -> int:
+        return self._pending(self._metrics)
+
+    def _pending(self, stream: _Stream) -> int:
         try:
-            size = (self.run_dir / SPOOL_NAME).stat().st_size
+            size = (self.run_dir / stream.spool_name).stat().st_size
         except FileNotFoundError:
             return 0
-        return size - self._acknowledged()
+        return size - self._acknowledged(stream)
 
-    def _acknowledged(self) -> int:
-        if self._offset is None:
-            self._offset = read_offset(self.run_dir)[0]
-        return self._offset
+    def _acknowledged(self, stream: _Stream) -> int:
+        if stream.offset is None:
+            stream.offset = read_offset(self.run_dir, stream.offset_name)[0]
+        return stream.offset
 
-    def _acknowledge(self, offset: int) -> None:
-        write_offset(self.run_dir, offset, self.cfg.attempt)
-        self._offset = offset
+    def _acknowledge(self, stream: _Stream, offset: int) -> None:
+        write_offset(self.run_dir, offset, self.cfg.attempt, stream.offset_name)
+        stream.offset = offset
 
     def heartbeat_if_due(self, force: bool = False, timeout: float | None = None) -> None:
         now = time.monotonic()
@@ -212,24 +266,30 @@ class Pusher:
         except Exception as exc:
             log.warning("heartbeat failed: %s", exc)
 
-    def _read_pending(self, offset: int) -> tuple[list[bytes], int]:
-        """Up to MAX_POINTS_PER_POST whole spool lines after `offset`, unparsed."""
-        path = self.run_dir / SPOOL_NAME
+    def _read_pending(self, stream: _Stream, offset: int) -> tuple[list[bytes], int]:
+        """Whole spool lines after `offset`, unparsed: up to the stream's line count and (past the
+        first line) its byte budget."""
         lines, consumed = [], 0
-        with open(path, "rb") as fh:
+        try:
+            fh = open(self.run_dir / stream.spool_name, "rb")
+        except FileNotFoundError:
+            return lines, consumed
+        with fh:
             fh.seek(offset)
             for raw in fh:
                 if not raw.endswith(b"\n"):
                     break  # the writer is mid-line
+                if lines and stream.max_bytes is not None and consumed + len(raw) > stream.max_bytes:
+                    break
                 lines.append(raw[:-1])
                 consumed += len(raw)
-                if len(lines) >= MAX_POINTS_PER_POST:
+                if len(lines) >= stream.max_lines:
                     break
         return lines, consumed
 
-    def _body(self, lines: list[bytes]) -> tuple[bytes, dict[str, str]]:
+    def _body(self, stream: _Stream, lines: list[bytes]) -> tuple[bytes, dict[str, str]]:
         """The batch as JSON built from the spool's own lines, gzip-compressed when worth it."""
-        body = b'{"attempt":%d,"points":[' % int(self.cfg.attempt) + b",".join(lines) + b"]}"
+        body = b'{"attempt":%d,"%s":[' % (int(self.cfg.attempt), stream.key.encode()) + b",".join(lines) + b"]}"
         headers = {"Content-Type": "application/json"}
         if len(body) > COMPRESS_ABOVE_BYTES:
             body = gzip.compress(body, compresslevel=1)
@@ -237,45 +297,54 @@ class Pusher:
         return body, headers
 
     def push_once(self, timeout: float | None = None) -> bool:
-        """Push one batch; True when the spool is fully acknowledged."""
-        offset = self._acknowledged()
-        if self._retry is not None and self._retry[0] == offset:  # the batch a 429/503 sent back: as built
-            _, consumed, count, body, headers = self._retry
+        """Push one batch of metric points; True when the metrics spool is fully acknowledged."""
+        return self._push(self._metrics, timeout)
+
+    def push_samples_once(self, timeout: float | None = None) -> bool:
+        """Push one batch of rollout samples; True when the samples spool is fully acknowledged."""
+        return self._push(self._samples, timeout)
+
+    def _push(self, stream: _Stream, timeout: float | None = None) -> bool:
+        offset = self._acknowledged(stream)
+        if stream.retry is not None and stream.retry[0] == offset:  # the batch a 429/503 sent back: as built
+            _, consumed, count, body, headers = stream.retry
         else:
-            lines, consumed = self._read_pending(offset)
+            lines, consumed = self._read_pending(stream, offset)
             if not lines:
                 return True
-            count, (body, headers) = len(lines), self._body(lines)
-        self._retry = None
+            count, (body, headers) = len(lines), self._body(stream, lines)
+        stream.retry = None
         try:
-            resp = self._client.post(self._metrics_url, content=body, headers=headers,
+            resp = self._client.post(stream.url, content=body, headers=headers,
                                      **({} if timeout is None else {"timeout": timeout}))
         except Exception as exc:
-            self._retry = (offset, consumed, count, body, headers)
-            self._fail(f"push failed: {exc}")
+            stream.retry = (offset, consumed, count, body, headers)
+            self._fail(stream, f"{stream.noun} push failed: {exc}")
             return False
         if resp.status_code < 300:
-            self._backoff = 0.0
-            self._acknowledge(offset + consumed)
+            stream.backoff = 0.0
+            self._acknowledge(stream, offset + consumed)
             return False
         if 400 <= resp.status_code < 500 and resp.status_code not in (408, 429):
-            log.error("dashboard refused %d points (HTTP %d: %s); skipping them", count, resp.status_code, resp.text[:500])
-            self._acknowledge(offset + consumed)
+            stream.failures += 1
+            log.error("dashboard refused %d %s (HTTP %d: %s); skipping them", count, stream.key, resp.status_code, resp.text[:500])
+            self._acknowledge(stream, offset + consumed)
             return False
-        self._retry = (offset, consumed, count, body, headers)
-        self._fail(f"push got HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
+        stream.retry = (offset, consumed, count, body, headers)
+        self._fail(stream, f"{stream.noun} push got HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
         return False
 
-    def _fail(self, why: str, wait_s: float | None = None) -> None:
-        self._backoff = min(MAX_BACKOFF_S, max(1.0, self._backoff * 2))
-        delay = wait_s if wait_s is not None else self._backoff
+    def _fail(self, stream: _Stream, why: str, wait_s: float | None = None) -> None:
+        stream.failures += 1
+        stream.backoff = min(MAX_BACKOFF_S, max(1.0, stream.backoff * 2))
+        delay = wait_s if wait_s is not None else stream.backoff
         delay *= 1 + random.uniform(0, 0.2)  # ranks that failed together retry apart
-        self._next_try = time.monotonic() + delay
+        stream.next_try = time.monotonic() + delay
         log.warning("%s; retrying in %.1f s", why, delay)
 
     def close(self) -> None:
         """Stop the thread, then push what is left; returns within about flush_timeout_s even when
-        the dashboard hangs (what is left stays in the spool for a restarted trainer)."""
+        the dashboard hangs (what is left stays in the spools for a restarted trainer)."""
         if not self.enabled:
             return
         deadline = time.monotonic() + self.cfg.flush_timeout_s
@@ -285,18 +354,27 @@ class Pusher:
             if self._thread.is_alive():  # stuck in a request to a hanging dashboard
                 log.warning("metrics push still waiting on the dashboard at exit; the spool keeps the rest")
                 return
-        self._backoff = 0.0
-        self._next_try = 0.0
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                if self.push_once(timeout=left):
+        for stream in self._streams:
+            stream.backoff = 0.0
+            stream.next_try = 0.0
+        pending = list(self._streams)
+        while pending and deadline - time.monotonic() > 0:
+            for stream in list(pending):
+                left = deadline - time.monotonic()
+                if left <= 0:
                     break
-            except Exception:
-                log.exception("final push failed")
-                break
-            wait = self._next_try - time.monotonic()
-            if wait > 0:
-                time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+                if time.monotonic() < stream.next_try:
+                    continue
+                try:
+                    if self._push(stream, timeout=left):
+                        pending.remove(stream)
+                except Exception:
+                    log.exception("final %s push failed", stream.noun)
+                    pending.remove(stream)
+            if pending:
+                wait = min(s.next_try for s in pending) - time.monotonic()
+                if wait > 0:
+                    time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
         self.heartbeat_if_due(force=True, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
         self._client.close()
 

@@ -49,6 +49,8 @@ class Batch:
     rollout_logp: torch.Tensor | None = None  # (B, R) the engine's own, kept when behav_logp is recomputed
     reward_errors: int = 0  # rewards that could not be computed (counted, scored 0)
     reward_timeouts: int = 0
+    prompts: list[str] | None = None  # (B,) the prompt text of each row (rollout samples)
+    references: list[str] | None = None  # (B,) the reference answer of each row
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -58,6 +60,8 @@ class Batch:
         for name, value in kw.items():
             if isinstance(value, torch.Tensor):
                 kw[name] = value[rows]
+            elif isinstance(value, list):
+                kw[name] = [value[int(i)] for i in rows]
         return Batch(**kw)
 
     def to_state(self) -> dict:
@@ -368,9 +372,11 @@ def _concat(parts: list[Generation], pad_id: int) -> Generation:
     )
 
 
-def make_batch(gen: Generation, rewards, version: int, group_size: int, gen_seconds: float) -> Batch:
-    """rewards: a trainer.rewards.RewardBatch (its failure counts travel with the batch)."""
+def make_batch(gen: Generation, rewards, version: int, group_size: int, gen_seconds: float, problems=None) -> Batch:
+    """rewards: a trainer.rewards.RewardBatch (its failure counts travel with the batch).
+    problems: (prompt text, reference answer) per row, kept for the rollout samples."""
     n = gen.input_ids.shape[0]
+    prompts, references = ([list(x) for x in zip(*problems)] if problems else (None, None))
     return Batch(  # compact dtypes: a stale-k queue holds k whole batches, in memory and in checkpoints
         input_ids=gen.input_ids.to(torch.int32),
         attention_mask=gen.attention_mask.to(torch.int8),
@@ -383,4 +389,6 @@ def make_batch(gen: Generation, rewards, version: int, group_size: int, gen_seco
         gen_seconds=gen_seconds,
         reward_errors=rewards.errors,
         reward_timeouts=rewards.timeouts,
+        prompts=prompts,
+        references=references,
     )

@@ -99,7 +99,7 @@ def test_dashboard_secrets_come_from_the_environment_and_are_never_saved(monkeyp
 def test_schema_has_titled_sections_and_choice_lists():
     schema = RunConfig.model_json_schema()
     defs = schema["$defs"]
-    for section in ("model", "task", "rollout", "algorithm", "staleness", "train", "eval", "checkpoint"):
+    for section in ("model", "task", "rollout", "algorithm", "staleness", "train", "eval", "checkpoint", "samples"):
         ref = schema["properties"][section]["$ref"].rsplit("/", 1)[-1]
         assert defs[ref]["title"] and defs[ref]["description"]
     assert defs["AlgorithmConfig"]["title"] == "Algorithm"
