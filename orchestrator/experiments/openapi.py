@@ -96,6 +96,16 @@ def _response_schemas() -> dict[str, Any]:
                                                                        "maxItems": 200_000}},
                                required=["points"], description="Sent by a run's trainer with the run's token."),
         "Stored": _object({"stored": INT}),
+        "SamplesStored": _object({
+            "stored": {**INT, "description": "samples written (new, or replacing an older attempt's)"},
+            "duplicates": {**INT, "description": "samples this attempt had already stored: nothing changed"},
+            "dropped": {**INT, "description": "samples the per-run bound thinned in this call"}}),
+        "RunSamples": _object({
+            "run": INT, "kind": {"type": "string", "enum": ["train", "eval"]},
+            "steps": {"type": "array", "items": _object({"step": INT, "n": INT}), "description": "recorded steps, newest first"},
+            "step": {**_nullable(INT), "description": "the step shown (the newest unless asked)"},
+            "samples": {"type": "array", "items": {"type": "object", "description": "the spool's fields (SAMPLES-SPEC), "
+                                                   "log ratios unpacked, with prompt_hash, attempt, n_masked, n_clipped"}}}),
         "Heartbeat": _object({"attempt": _nullable(INT),
                               "step": _nullable({"type": "integer", "minimum": 0, "maximum": STEP_MAX}),
                               "total_steps": _nullable({"type": "integer", "minimum": 0, "maximum": STEP_MAX})},
@@ -124,8 +134,9 @@ def _schemas() -> dict[str, Any]:
         "LogRange": LogRange, "RandomSearch": RandomSearch, "Distribution": Distribution, "RunConfig": RunConfig,
     }
     from orchestrator.alerts.views import ProjectAlertsIn, RuleIn
+    from orchestrator.samples.schemas import SampleBatchIn
 
-    models.update({"AlertRuleIn": RuleIn, "ProjectAlertsIn": ProjectAlertsIn})
+    models.update({"AlertRuleIn": RuleIn, "ProjectAlertsIn": ProjectAlertsIn, "SampleBatch": SampleBatchIn})
     out: dict[str, Any] = {}
     for name, model in models.items():
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
@@ -238,6 +249,23 @@ def document() -> dict[str, Any]:
                                               "schema": {"type": "string", "enum": ["gzip", "identity"]}}],
                      "security": RUN_TOKEN, "requestBody": _body("MetricBatch"),
                      "responses": {**_ok("Stored", "202", "Accepted"), "415": ERROR, "429": ERROR}},
+        },
+        "/api/v1/runs/{run_id}/samples": {
+            "get": {"summary": "A run's rollout samples at one recorded step (the newest unless `step`): tokens, "
+                               "log ratios, the objective's masked and clipped token indices, reward and verdict",
+                    "parameters": [*run_id, _query("kind", {"type": "string", "enum": ["train", "eval"]}),
+                                   _query("step", {"type": "integer", "minimum": 0, "maximum": STEP_MAX}, "a recorded step (else 400)"),
+                                   _query("verdict", {"type": "string", "enum": ["all", "right", "wrong"]}),
+                                   _query("sort", {"type": "string", "enum": ["index", "ratio", "masked", "clipped", "reward"]})],
+                    "responses": _ok("RunSamples")},
+            "post": {"summary": "Ingest rollout samples (the run's own token only), idempotent on (kind, step, index); a "
+                                "later attempt replaces. Refused whole if any sample is bad; text over 8,000 characters "
+                                "and tokens over 4,096 are cut. Over the per-run bound older steps are thinned (dropped). "
+                                "gzip and 429 + Retry-After as for metrics.",
+                     "parameters": [*run_id, {"name": "Content-Encoding", "in": "header", "required": False,
+                                              "schema": {"type": "string", "enum": ["gzip", "identity"]}}],
+                     "security": RUN_TOKEN, "requestBody": _body("SampleBatch"),
+                     "responses": {**_ok("SamplesStored"), "415": ERROR, "429": ERROR}},
         },
         "/api/v1/runs/{run_id}/metrics/keys": {"get": {"summary": "The metric keys a run has", "parameters": run_id,
                                                        "responses": _ok("MetricKeys")}},

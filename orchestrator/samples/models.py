@@ -44,7 +44,7 @@ class RolloutSample(models.Model):
     prompt_hash = models.CharField(max_length=32, help_text="sha256 of the prompt: the same prompt across runs")
     response = models.TextField()
     reference = models.TextField(null=True, blank=True)
-    reward = models.FloatField()
+    reward = models.FloatField(null=True, help_text="null: the trainer had no finite reward")
     correct = models.BooleanField(null=True)
     policy_version = models.BigIntegerField(null=True)
     staleness = models.BigIntegerField(null=True)

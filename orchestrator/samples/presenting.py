@@ -64,7 +64,7 @@ def sample_view(sample: RolloutSample, scale: float) -> dict:
 def verdict_of(sample: RolloutSample) -> str:
     if sample.correct is not None:
         return "right" if sample.correct else "wrong"
-    return "right" if sample.reward >= 1 else "wrong"
+    return "right" if sample.reward is not None and sample.reward >= 1 else "wrong"
 
 
 def run_samples_context(run: Run, query: SampleQuery) -> dict:

@@ -37,7 +37,7 @@ class SampleIn(BaseModel):
     prompt: str
     response: str
     reference: str | None = None
-    reward: float = Field(allow_inf_nan=False)
+    reward: float | None = Field(allow_inf_nan=False)  # the trainer writes a non-finite reward as null
     correct: bool | None = None
     policy_version: int | None = Field(default=None, ge=-MAX_STEP, le=MAX_STEP)
     staleness: int | None = Field(default=None, ge=-MAX_STEP, le=MAX_STEP)

@@ -19,13 +19,21 @@ NEGATIVE = (37, 99, 235)   # blue
 POSITIVE = (220, 38, 38)   # red
 
 
+def strength(log_ratio: float | None, scale: float) -> float:
+    if log_ratio is None or not math.isfinite(log_ratio):
+        return 0.0
+    return min(1.0, abs(log_ratio) / scale)
+
+
 def colour(log_ratio: float | None, scale: float) -> str:
     """CSS background of a log ratio: transparent at 0, full colour at |lr| >= scale."""
     if log_ratio is None or not math.isfinite(log_ratio) or log_ratio == 0:
         return "transparent"
-    strength = min(1.0, abs(log_ratio) / scale)
     r, g, b = POSITIVE if log_ratio > 0 else NEGATIVE
-    return f"rgba({r},{g},{b},{0.08 + 0.77 * strength:.2f})"
+    return f"rgba({r},{g},{b},{0.08 + 0.77 * strength(log_ratio, scale):.2f})"
+
+
+STRONG = 0.6  # from this strength on, the token's text is white
 
 
 def _shown(token: str) -> str:
@@ -45,7 +53,8 @@ def token_spans(tokens: list[str], log_ratios: list[float | None], masked: list[
     for i, token in enumerate(tokens):
         lr = log_ratios[i] if i < len(log_ratios) else None
         flag = flag_of(i, masked_set, clipped_set)
-        classes = "tok" + (f" tok-{flag}" if flag else "") + (" tok-null" if lr is None else "")
+        classes = "tok" + (f" tok-{flag}" if flag else "") + (" tok-null" if lr is None else "") \
+            + (" strong" if strength(lr, scale) >= STRONG else "")
         if i in masked_set and i in clipped_set:
             classes += " tok-clipped"
         shown_lr = "null" if lr is None else f"{lr:.6g}"
@@ -58,5 +67,5 @@ def token_spans(tokens: list[str], log_ratios: list[float | None], masked: list[
 
 def legend_stops(scale: float) -> list[dict]:
     """The legend's swatches, -scale .. +scale."""
-    return [{"value": v, "label": f"{v:+g}" if v else "0", "colour": colour(v, scale)}
+    return [{"value": v, "label": f"{v:+g}" if v else "0", "colour": colour(v, scale), "strong": strength(v, scale) >= STRONG}
             for v in (-scale, -scale / 2, -scale / 10, 0.0, scale / 10, scale / 2, scale)]

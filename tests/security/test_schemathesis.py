@@ -69,5 +69,5 @@ def test_api_conforms_to_its_document(case, world, keep_test_connection):
     for param, value in list((case.path_parameters or {}).items()):
         if param in world and (isinstance(value, int) or param == "name"):
             case.path_parameters[param] = world[param]
-    token = world["run_token"] if case.path.endswith(("/metrics", "/heartbeat")) and case.method == "POST" else world["user_token"]
+    token = world["run_token"] if case.path.endswith(("/metrics", "/heartbeat", "/samples")) and case.method == "POST" else world["user_token"]
     case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)

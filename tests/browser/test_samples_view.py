@@ -1,0 +1,132 @@
+"""The run page's samples view in Chromium (issue 17): tokens coloured by log ratio, the masked and
+clipped tokens marked, step chooser and verdict filter (htmx), every text escaped.
+
+The done-when check is the last test: a real tiny CPU m2po run (small tau, so some tokens are
+masked) pushes its samples over HTTP into the uvicorn server, and the page's marks are compared,
+token by token, with that run's own RUN_DIR/samples.jsonl (written from the loss's tensors).
+
+A screenshot of the view is written to $OPL_SAMPLES_SCREENSHOT when that is set."""
+import json
+import os
+import time
+
+import httpx
+import pytest
+
+from tests.browser.test_charts import page_as, server  # noqa: F401 (the uvicorn fixtures)
+from tests.unit.metrics.helpers import make_run
+from tests.unit.samples.helpers import sample
+
+pytestmark = pytest.mark.browser
+
+TOKENS_JS = """() => Array.from(document.querySelectorAll('#run-samples [data-sample]')).map((card) => ({
+    step: Number(card.dataset.step), index: Number(card.dataset.index),
+    tokens: Array.from(card.querySelectorAll('.tok[data-i]')).map((t) => ({
+        i: Number(t.dataset.i), flag: t.dataset.flag, lr: t.dataset.logRatio, text: t.textContent,
+        masked: t.classList.contains('tok-masked'), clipped: t.classList.contains('tok-clipped'),
+        bg: getComputedStyle(t).backgroundColor, title: t.title}))}))"""
+
+
+def post_samples(server, run_id, token, samples):
+    answer = httpx.post(f"{server}/api/v1/runs/{run_id}/samples", json={"attempt": 1, "samples": samples},
+                        headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def cards(page):
+    return page.evaluate(TOKENS_JS)
+
+
+def choose(page, control, value):
+    """Pick an option of the samples toolbar and wait for htmx to swap the card in."""
+    page.evaluate("() => { document.querySelector('#run-samples').dataset.old = '1'; }")
+    page.select_option(f"#run-samples [data-control={control}]", value)
+    page.wait_for_function("() => { const c = document.querySelector('#run-samples'); return c && !c.dataset.old; }")
+
+
+def screenshot(page, name):
+    if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
+        os.makedirs(folder, exist_ok=True)
+        page.locator("#run-samples").screenshot(path=os.path.join(folder, name))
+
+
+def test_masked_and_clipped_tokens_are_marked_and_coloured(page_as, server, alice, tiny_config):
+    run, token = make_run(alice, tiny_config)
+    tokens = [" The", " sum", " <b>is</b>", " 12", ".", "\n", ""]
+    posted = [sample(2, 0, reward=0.0),
+              sample(6, 0, tokens=tokens, log_ratio=[0.0, -0.6, 0.6, 0.05, None, -0.02, 0.3], masked=[1, 2], clipped=[6],
+                     prompt="Tom has <i>5</i> apples and buys 7. How many?", reward=1.0),
+              sample(6, 1, reward=0.0, masked=[4])]
+    assert post_samples(server, run.pk, token, posted) == {"stored": 3, "duplicates": 0, "dropped": 0}
+    page = page_as(alice)
+    page.goto(f"{server}/runs/{run.pk}/")
+    page.wait_for_selector("#run-samples [data-sample]")
+    shown = cards(page)
+    assert [(c["step"], c["index"]) for c in shown] == [(6, 0), (6, 1)]  # the newest step first
+    first = shown[0]["tokens"]
+    assert [t["i"] for t in first if t["masked"]] == [1, 2] and [t["i"] for t in first if t["clipped"]] == [6]
+    assert [t["flag"] for t in first] == ["", "masked", "masked", "", "", "", "clipped"]
+    assert first[2]["text"] == " <b>is</b>"  # shown as text, not markup
+    assert page.locator("#run-samples b:text-is('is')").count() == 0
+    assert first[1]["bg"] == "rgba(37, 99, 235, 0.85)" and first[2]["bg"] == "rgba(220, 38, 38, 0.85)"  # saturated at ±0.5
+    assert first[0]["bg"] == "rgba(0, 0, 0, 0)" and first[4]["lr"] == "null"
+    assert "log ratio -0.6000" in first[1]["title"] and first[1]["title"].endswith("masked")
+    assert page.locator("#run-samples .tok-legend .tok-swatch").count() == 7
+    summary = page.inner_text("#run-samples [data-summary]")
+    assert "2 samples" in summary and "1 right / 1 wrong" in summary and "3 masked, 1 clipped" in summary
+    screenshot(page, "samples-view.png")
+
+    choose(page, "verdict", "wrong")
+    assert [(c["step"], c["index"]) for c in cards(page)] == [(6, 1)]
+    choose(page, "step", "2")
+    assert [(c["step"], c["index"]) for c in cards(page)] == [(2, 0)]
+    assert page.eval_on_selector("#run-samples [data-control=verdict]", "el => el.value") == "wrong"  # the filter stays
+
+
+def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, tmp_path, alice, tiny_config):
+    from orchestrator.cluster.jobspec import run_dir_for
+    from orchestrator.cluster.services import run_submit, sync_active_runs
+    from orchestrator.experiments.services import experiment_create
+
+    settings.RUNS_DIR, settings.LOCAL_JOBS_DIR, settings.PUBLIC_URL = tmp_path / "runs", tmp_path / "jobs", server
+    tiny_config.update({
+        "algorithm": {"objective": "m2po", "updates_per_step": 2, "tau_m2": 1e-6},  # a tiny budget: some tokens masked
+        "staleness": {"mode": "stale_k", "k": 1},
+        "train": {"steps": 3, "seed": 1, "device": "cpu", "torch_threads": 1},
+        "rollout": {"group_size": 4, "prompts_per_step": 2, "max_new_tokens": 8},
+        "checkpoint": {"every": 0},
+        "samples": {"every": 1, "per_step": 8},
+        "reporting": {"push_interval_s": 0.5},
+    })
+    run = experiment_create(owner=alice, name="samples-real", config=tiny_config).runs.get()
+    run_submit(run_id=run.pk, backend_name="local")
+    deadline = time.monotonic() + 300
+    while not run.is_terminal and time.monotonic() < deadline:
+        time.sleep(1)
+        sync_active_runs("local")
+        run.refresh_from_db()
+    run_dir = run_dir_for(run)
+    logs = "\n".join(p.read_text()[-2000:] for p in (run_dir / "logs").glob("*"))
+    assert run.state == "succeeded", f"{run.state}: {run.state_reason}\n{logs}"
+    spool = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    train = [s for s in spool if s["kind"] == "train"]
+    assert train and sum(len(s["masked"]) for s in train) > 0, "tau_m2 1e-6 should mask some tokens"
+
+    page = page_as(alice)
+    page.goto(f"{server}/runs/{run.pk}/")
+    page.wait_for_selector("#run-samples [data-sample]")
+    checked = 0
+    for step in sorted({s["step"] for s in train}):
+        choose(page, "step", str(step))
+        shown = {c["index"]: c["tokens"] for c in cards(page)}
+        for s in (s for s in train if s["step"] == step):
+            tokens = shown[s["index"]]
+            assert [t["text"] for t in tokens] == [t.replace("\n", "↵\n").replace("\t", "⇥\t") or "∅" for t in s["tokens"]]
+            assert [t["i"] for t in tokens if t["masked"]] == s["masked"], (step, s["index"])
+            assert [t["i"] for t in tokens if t["clipped"]] == s["clipped"], (step, s["index"])
+            for t, lr in zip(tokens, s["log_ratio"]):
+                assert t["lr"] == "null" if lr is None else float(t["lr"]) == pytest.approx(lr, rel=1e-5, abs=1e-7)
+            checked += 1
+    assert checked == len(train)
+    screenshot(page, "samples-real-run.png")
