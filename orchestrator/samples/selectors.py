@@ -30,9 +30,10 @@ def kind_counts(run_id: int) -> dict[str, int]:
 
 
 def recorded_steps(run_id: int, kind: str) -> list[dict]:
-    """[{step, n}] of the run's recorded steps of `kind`, newest first."""
-    return list(RolloutSample.objects.filter(run_id=run_id, kind=kind).values("step").annotate(n=Count("id"))
-                .order_by("-step"))
+    """[{step, n, masked, clipped}] of the run's recorded steps of `kind`, newest first (the
+    counts of marked tokens let the step chooser point at the steps where the objective acted)."""
+    return list(RolloutSample.objects.filter(run_id=run_id, kind=kind).values("step")
+                .annotate(n=Count("id"), masked=Sum("n_masked"), clipped=Sum("n_clipped")).order_by("-step"))
 
 
 def step_samples(run_id: int, kind: str, step: int, *, verdict: str = "all", sort: str = "index") -> list[RolloutSample]:

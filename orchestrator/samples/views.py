@@ -69,7 +69,7 @@ def _read(request: HttpRequest, run_id: int):
         return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
     samples = selectors.step_samples(run.pk, query.kind, query.step, verdict=query.verdict, sort=query.sort) \
         if query.step is not None else []
-    return JsonResponse({"run": run.pk, "kind": query.kind, "steps": query.steps, "step": query.step,
+    return JsonResponse({"run": run.pk, "kind": query.kind, "steps": [{"step": st["step"], "n": st["n"]} for st in query.steps], "step": query.step,
                          "samples": [sample_dict(s) for s in samples]})
 
 

@@ -91,10 +91,12 @@ def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, 
 
     settings.RUNS_DIR, settings.LOCAL_JOBS_DIR, settings.PUBLIC_URL = tmp_path / "runs", tmp_path / "jobs", server
     tiny_config.update({
-        "algorithm": {"objective": "m2po", "updates_per_step": 2, "tau_m2": 1e-6},  # a tiny budget: some tokens masked
+        # a tiny M2 budget, so that M2PO masks tokens; a high lr and short answers, so that the random
+        # tiny model earns some partial reward (an advantage) and moves away from its behaviour policy
+        "algorithm": {"objective": "m2po", "updates_per_step": 2, "tau_m2": 1e-6, "lr": 1e-2},
         "staleness": {"mode": "stale_k", "k": 1},
-        "train": {"steps": 3, "seed": 1, "device": "cpu", "torch_threads": 1},
-        "rollout": {"group_size": 4, "prompts_per_step": 2, "max_new_tokens": 8},
+        "train": {"steps": 4, "seed": 1, "device": "cpu", "torch_threads": 1},
+        "rollout": {"group_size": 8, "prompts_per_step": 8, "max_new_tokens": 3},
         "checkpoint": {"every": 0},
         "samples": {"every": 1, "per_step": 8},
         "reporting": {"push_interval_s": 0.5},
@@ -129,4 +131,6 @@ def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, 
                 assert t["lr"] == "null" if lr is None else float(t["lr"]) == pytest.approx(lr, rel=1e-5, abs=1e-7)
             checked += 1
     assert checked == len(train)
+    most = max({s["step"] for s in train}, key=lambda st: sum(len(s["masked"]) for s in train if s["step"] == st))
+    choose(page, "step", str(most))
     screenshot(page, "samples-real-run.png")

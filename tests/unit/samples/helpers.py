@@ -14,7 +14,7 @@ def sample(step: int, index: int, *, kind: str = "train", prompt: str | None = N
         "kind": kind, "step": step, "index": index, "eval_set": "gsm8k" if kind == "eval" else None,
         "prompt": prompt if prompt is not None else f"What is {index} + {step}?",
         "response": "".join(tokens) or "The answer is 4.", "reference": "4", "reward": reward,
-        "correct": correct if correct is not None else reward >= 1, "policy_version": max(0, step - 2),
+        "correct": correct if correct is not None else (reward is not None and reward >= 1), "policy_version": max(0, step - 2),
         "staleness": 2, "objective": "m2po", "tokens": tokens, "log_ratio": list(log_ratio),
         "clipped": list(clipped), "masked": list(masked), "truncated": False, "time": T0 + step, **extra,
     }

@@ -124,3 +124,11 @@ def test_the_same_prompt_has_the_same_hash_in_two_runs(client, alice, tiny_confi
     post(client, run_a.pk, token_a, batch([sample(1, 0, prompt="Compute 2+2.", kind="eval")]))
     post(client, run_b.pk, token_b, batch([sample(9, 3, prompt="Compute 2+2.", kind="eval")]))
     assert len(set(RolloutSample.objects.values_list("prompt_hash", flat=True))) == 1
+
+
+def test_a_non_finite_reward_arrives_as_null_and_is_kept(client, alice, tiny_config):
+    run, token = make_run(alice, tiny_config)
+    assert post(client, run.pk, token, batch([sample(1, 0, reward=None, correct=False)])).json()["stored"] == 1
+    assert RolloutSample.objects.get(run=run).reward is None
+    client.force_login(alice)
+    assert "reward <b>n/a</b>" in client.get(f"/runs/{run.pk}/samples/").content.decode()

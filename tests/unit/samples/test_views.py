@@ -46,8 +46,8 @@ def test_the_newest_step_is_shown_with_its_tokens_marked(client, alice, tiny_con
                  sample(10, 1, log_ratio=[0.0, None, 2.0, -2.0, 0.1])])
     client.force_login(alice)
     html = client.get(f"/runs/{run.pk}/samples/").content.decode()
-    assert re.search(r'<option value="10" selected>10 · 2 samples', html)
-    assert '<option value="2">2 · 1 sample' in html
+    assert re.search(r'<option value="10" selected>10 · 2 samples · 2 masked · 1 clipped', html)
+    assert '<option value="2">2 · 1 sample · 0 masked' in html
     first = html[html.index('data-index="0"'):html.index('data-index="1"')]
     assert marks(first, "masked") == [1, 3] and marks(first, "clipped") == [2]
     assert 'data-i="1" data-log-ratio="-0.02" data-flag="masked"' in first
