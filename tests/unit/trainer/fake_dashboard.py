@@ -9,13 +9,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Dashboard:
-    """statuses: the answers to the first requests (then 200); headers: extra answer headers;
-    hold: while this event is unset, requests are read and then left waiting (a hung dashboard)."""
+    """statuses: the answers to the first requests (then 200); path_statuses: the same for the
+    requests to paths ending in a given suffix ("/samples": [503, 503]); headers: extra answer
+    headers; hold: while this event is unset, requests are read and then left waiting (a hung dashboard)."""
 
     def __init__(self, statuses: list[int] | None = None, headers: dict[str, str] | None = None,
-                 hold: threading.Event | None = None):
+                 hold: threading.Event | None = None, path_statuses: dict[str, list[int]] | None = None):
         self.requests: list[dict] = []
         self.statuses = list(statuses or [])
+        self.path_statuses = {k: list(v) for k, v in (path_statuses or {}).items()}
         self.headers = dict(headers or {})
         self.hold = hold
         self.arrived = threading.Semaphore(0)  # released once per request read
@@ -32,7 +34,8 @@ class Dashboard:
                 if outer.hold is not None:
                     outer.hold.wait()
                 with outer.lock:
-                    status = outer.statuses.pop(0) if outer.statuses else 200
+                    own = next((v for k, v in outer.path_statuses.items() if self.path.endswith(k) and v), None)
+                    status = own.pop(0) if own else outer.statuses.pop(0) if outer.statuses else 200
                     outer.requests.append(
                         {"path": self.path, "auth": self.headers.get("Authorization"), "body": body, "status": status,
                          "encoding": self.headers.get("Content-Encoding")}
