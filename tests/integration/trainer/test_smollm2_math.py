@@ -55,3 +55,27 @@ def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path)
     evals = [m["eval/gsm8k/acc"] for m in steps.values() if "eval/gsm8k/acc" in m]
     assert len(evals) == 2 and max(evals) > 0, evals
     print("rewards", [m["train/reward_mean"] for m in trained], "eval acc", evals)
+
+    # Rollout samples of a real BPE model: the first training step's minibatch (4 rows), tokens
+    # decoded one by one with their spaces, and the eval answers with math-verify's verdicts.
+    samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    train = [s for s in samples if s["kind"] == "train"]
+    assert [s["index"] for s in train] == [0, 1, 2, 3] and {s["step"] for s in train} == {1}
+    questions = {q: a for q, a in TRAIN}
+    for s in train:
+        question = s["prompt"].rsplit("Question: ", 1)[1].split("\n", 1)[0]
+        assert questions[question] == s["reference"] and s["objective"] == "m2po"
+        assert len(s["tokens"]) == len(s["log_ratio"]) <= 8
+        assert s["response"].strip() in "".join(s["tokens"])  # the pieces, spaces included, make the text
+        assert s["correct"] == (s["reward"] >= 1.0) and s["clipped"] == []
+    assert any(" " in t for s in train for t in s["tokens"]), "decode([id]) keeps a word's leading space"
+    answers = [s for s in samples if s["kind"] == "eval"]
+    assert sorted({s["step"] for s in answers}) == [0, 2] and {s["eval_set"] for s in answers} == {"gsm8k"}
+    assert [s["index"] for s in answers if s["step"] == 0] == [0, 1, 2]
+    assert {s["reference"] for s in answers} == {a for _, a in EVAL}
+    assert all(s["correct"] == (s["reward"] == 1.0) for s in answers)
+    # math-verify's verdict agrees with the boxed answer the model wrote
+    for s in answers:
+        boxed = s["response"].split("\\boxed{", 1)[1].split("}", 1)[0] if "\\boxed{" in s["response"] else None
+        if boxed is not None and boxed.strip() == s["reference"]:
+            assert s["correct"], s
