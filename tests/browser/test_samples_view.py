@@ -84,6 +84,39 @@ def test_masked_and_clipped_tokens_are_marked_and_coloured(page_as, server, alic
     assert page.eval_on_selector("#run-samples [data-control=verdict]", "el => el.value") == "wrong"  # the filter stays
 
 
+def test_compare_shows_each_runs_answers_to_the_same_prompt(page_as, server, alice, tiny_config):
+    from orchestrator.experiments.services import experiment_create
+    from orchestrator.experiments.tokens import derive_token, token_hash
+
+    experiment = experiment_create(owner=alice, name="pair", config=tiny_config, sweep={"algorithm.objective": ["m2po", "grpo"]})
+    runs = list(experiment.runs.order_by("id"))
+    for n, run in enumerate(runs):
+        run.attempt, run.token_salt, run.state = 1, "s", "running"
+        run.token_hash = token_hash(derive_token(run.pk, 1, "s"))
+        run.save()
+        post_samples(server, run.pk, derive_token(run.pk, 1, "s"), [
+            sample(10 * (n + 1), 0, kind="eval", prompt="What is 17 * 3?", reward=float(n == 0), response=["51", "54"][n]),
+            sample(10 * (n + 1), 1, kind="eval", prompt="Solve x + 2 = 5.", reward=1.0, response="3"),
+            sample(10 * (n + 1), 0, prompt="2+2=", masked=[n], reward=0.0)])
+    page = page_as(alice)
+    page.goto(f"{server}/compare/?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_selector("#compare-samples .samples-column")
+    options = page.eval_on_selector_all("#compare-samples [data-control=prompt] option", "els => els.map((e) => e.textContent)")
+    assert len(options) == 3 and options[0].startswith("[eval gsm8k · 2 runs]") and options[2].startswith("[train · 2 runs]")
+    columns = page.locator("#compare-samples .samples-column")
+    assert columns.count() == 2
+    first_prompt = page.inner_text("#compare-samples .sample-prompt pre")
+    page.evaluate("() => { document.querySelector('#compare-samples').dataset.old = '1'; }")
+    page.select_option("#compare-samples [data-control=prompt]", index=2)
+    page.wait_for_function("() => { const c = document.querySelector('#compare-samples'); return c && !c.dataset.old; }")
+    assert page.inner_text("#compare-samples .sample-prompt pre") == "2+2=" != first_prompt
+    marked = page.eval_on_selector_all("#compare-samples .samples-column", """cols => cols.map((c) =>
+        Array.from(c.querySelectorAll('.tok-masked')).map((t) => Number(t.dataset.i)))""")
+    assert marked == [[0], [1]]
+    if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
+        page.locator("#compare-samples").screenshot(path=os.path.join(folder, "compare-samples.png"))
+
+
 def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, tmp_path, alice, tiny_config):
     from orchestrator.cluster.jobspec import run_dir_for
     from orchestrator.cluster.services import run_submit, sync_active_runs
