@@ -112,6 +112,11 @@ MATRIX: dict[str, list[Case]] = {
     "metrics-heartbeat": [Case("post", "/api/v1/runs/{run}/heartbeat", (401, 401, 401, 401, 401, 200), {"step": 1}, True)],
     "metrics-compare-api": [Case("get", "/api/v1/metrics/compare?runs={run}&key=train/loss", API_RUN_READ)],
     "metrics-compare": [Case("get", "/compare/?runs={run}", RUN_READ_PAGE)],
+    # rollout samples: ingestion like metrics (the run's token only), reads and fragments like the run page
+    "samples-api": [Case("post", "/api/v1/runs/{run}/samples", (401, 401, 401, 401, 401, 200), {"attempt": 1, "samples": []}, True),
+                    Case("get", "/api/v1/runs/{run}/samples", API_RUN_READ)],
+    "samples-run": [Case("get", "/runs/{run}/samples/", RUN_READ_PAGE)],
+    "samples-compare": [Case("get", "/compare/samples/?runs={run}", RUN_READ_PAGE)],
     "cluster-run-job": [Case("get", "/runs/{run}/job", RUN_READ_PAGE)],
     "cluster-health": [Case("get", "/cluster/health", PAGE_READ)],
     "api-not-found": [Case("get", "/api/v1/no-such-thing", (404, 404, 404, 404, 404, 404))],
