@@ -40,11 +40,18 @@ ORDER = [S.SUBMITTED, S.PENDING, S.RUNNING]
 
 
 def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
-    """Submit a queued run as a new attempt; idempotent if retried after a crash.
+    """Submit a queued run as a new attempt: at most one job per attempt, however many tasks
+    call this for the run at once.
 
-    Claiming (queued -> submitted) bumps the attempt and stores a fresh token salt. A retry of
-    the same task finds the run `submitted` without a job id and carries on with the same
-    attempt and salt: the job name is looked up on the cluster before anything is submitted.
+    Claiming (queued -> submitted) bumps the attempt, stores a fresh token salt and makes the
+    caller the attempt's one submitter: the claim's `submitted_at` is a lease. Others that find
+    the run submitted without a job id leave it alone while the claim is fresh (see
+    `submit_stale_after`): the dispatcher enqueues a queued run again every few seconds while
+    its submit task waits to retry, and two of those tasks, or a task and the sync, would
+    otherwise both look the job name up, find nothing, and both submit. A stale claim (its
+    submitter died) is taken over by exactly one of them (a conditional UPDATE of
+    submitted_at), which carries on with the same attempt and salt: the job name is looked up
+    on the cluster before anything is submitted.
     """
     run = Run.objects.select_related("experiment").get(pk=run_id)
     backend_name = backend_name or run.backend or settings.CLUSTER_BACKEND
@@ -55,8 +62,8 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
         )
         if not claimed:
             return None
-    elif not (run.state == S.SUBMITTED and not run.job_id):
-        return None  # someone else submitted it already
+    elif not (run.state == S.SUBMITTED and not run.job_id and _take_over_stale_claim(run)):
+        return None  # submitted already, or another task is submitting it right now
     clear_cancel_marker(run)  # a marker left by an earlier attempt's cancel must not stop this one
     token = derive_token(run.pk, run.attempt, run.token_salt)
     Run.objects.filter(pk=run.pk).update(token_hash=token_hash(token))
@@ -64,11 +71,21 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
     backend = get_backend(run.backend)
     try:
         spec = build_job_spec(run, token, run_dir_for(run))  # may refuse: a fork whose parent is gone
+        if not _renew_claim(run):
+            return None  # the claim went stale while we got here and someone took it over
         job_id = backend.submit(spec)  # idempotent: finds the job a crashed attempt created
     except BackendError as exc:
         recovery.record_error(run.backend, exc)
         if exc.permanent:
             run_transition(run=run, to=S.FAILED, reason=f"submission refused: {exc}")
+        elif exc.uncertain:
+            # The submit was sent but not answered: the job may exist. Keep the claim (same
+            # attempt and salt, so the same job name and comment); the sync looks the job up by
+            # name and records it, or submits again once the claim is stale.
+            Run.objects.filter(pk=run.pk, state=S.SUBMITTED, attempt=run.attempt, job_id="").update(
+                state_reason=f"submitted, not confirmed ({exc}); looking the job up by name")
+            log.warning("run %s: submit of attempt %s unconfirmed: %s", run.pk, run.attempt, exc)
+            return None
         else:  # cluster unreachable: back to the queue, nothing lost
             Run.objects.filter(pk=run.pk, state=S.SUBMITTED).update(state=S.QUEUED, state_reason=str(exc),
                                                                      attempt=run.attempt - 1)
@@ -77,6 +94,32 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
     if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
         _send_cancel(run, backend)  # cancelled while we were submitting: the cancel task found no job id
     return run
+
+
+def submit_stale_after(backend_name: str) -> timedelta:
+    """How old a claim without a job id must be before anyone else may submit its attempt:
+    SUBMIT_STALE_SECONDS, but never less than the backend's longest submit call, so a slow
+    submit that is still on its way is never taken for a dead one."""
+    floor = getattr(get_backend(backend_name), "submit_timeout_s", 0.0)
+    return timedelta(seconds=max(settings.SUBMIT_STALE_SECONDS, floor + 5 if floor else 0))
+
+
+def _take_over_stale_claim(run: Run) -> bool:
+    if run.submitted_at and timezone.now() - run.submitted_at < submit_stale_after(run.backend):
+        return False
+    return _renew_claim(run)
+
+
+def _renew_claim(run: Run) -> bool:
+    """Hold the claim for another stale period from now; False if someone took it over (or it
+    moved on) since we read it. Conditional on the submitted_at we read: of two callers that
+    read the same claim, one wins."""
+    now = timezone.now()
+    renewed = Run.objects.filter(pk=run.pk, state=S.SUBMITTED, attempt=run.attempt, job_id="",
+                                 submitted_at=run.submitted_at).update(submitted_at=now)
+    if renewed:
+        run.submitted_at = now
+    return renewed == 1
 
 
 def record_job(run: Run, job_id: str) -> None:
@@ -94,10 +137,10 @@ def record_job(run: Run, job_id: str) -> None:
 
 def reconcile_submissions(now=None) -> int:
     """Runs claimed for submission that have no job id: their submit task died or failed after
-    the job started (worker killed, a database error). Look the job up by name on the backend
-    and record its id; when the backend has none and the claim is older than
-    SUBMIT_STALE_SECONDS, submit again (same attempt, same name: the backend's submit is
-    idempotent). Returns how many runs were repaired."""
+    the job started (worker killed, a database error, a submit sent but not answered). Look
+    the job up by name on the backend and record its id; when the backend has none and the
+    claim is stale (submit_stale_after), submit again (same attempt, same name; run_submit
+    lets one caller take the claim over). Returns how many runs were repaired."""
     now = now or timezone.now()
     settle = now - timedelta(seconds=5)  # leave a live submit task its few seconds
     repaired = 0
@@ -114,7 +157,7 @@ def reconcile_submissions(now=None) -> int:
             if run.cancel_requested:
                 _send_cancel(run, backend)
             repaired += 1
-        elif now - run.submitted_at < timedelta(seconds=settings.SUBMIT_STALE_SECONDS):
+        elif now - run.submitted_at < submit_stale_after(run.backend):
             continue
         elif run.cancel_requested:
             repaired += run_transition(run=run, to=S.CANCELLED, reason="cancelled before its job started")

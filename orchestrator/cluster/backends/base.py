@@ -73,19 +73,27 @@ class JobStatus:
 class BackendError(Exception):
     """A backend call failed. `permanent=False` means retrying later may succeed
     (cluster unreachable, auth expired); `permanent=True` means the request itself is bad
-    (e.g. asks for more GPUs than exist) and the run should fail with this message."""
+    (e.g. asks for more GPUs than exist) and the run should fail with this message.
+    `uncertain=True`: a request that changes something was sent but no answer came (timed
+    out, connection dropped), so it may have been carried out: a submit may have created the job."""
 
-    def __init__(self, message: str, *, permanent: bool = False):
+    def __init__(self, message: str, *, permanent: bool = False, uncertain: bool = False):
         super().__init__(message)
         self.permanent = permanent
+        self.uncertain = uncertain
 
 
 class ClusterBackend(Protocol):
     name: str
 
+    # The longest one submit call can take before it gives up (0: the backend itself lets only one
+    # submit of a name through at a time). A claim younger than this is never taken over.
+    submit_timeout_s: float
+
     def submit(self, spec: JobSpec) -> str:
         """Start the job and return its id. Idempotent: if a job named spec.name already
-        exists, return its id instead of creating a second one."""
+        exists, return its id instead of creating a second one. Not atomic on every backend:
+        the caller lets one submit of an attempt run at a time (services.run_submit)."""
 
     def find(self, name: str) -> str | None:
         """The id of our job with this name, or None."""

@@ -30,6 +30,7 @@ CANCEL_MARKER = "cancel-requested"
 
 class LocalBackend:
     name = "local"
+    submit_timeout_s = 0.0  # submit holds the job's lock file: one start per name, however many submits
 
     def __init__(self, jobs_dir: Path | None = None):
         self.jobs_dir = Path(jobs_dir or settings.LOCAL_JOBS_DIR)

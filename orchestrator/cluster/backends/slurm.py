@@ -2,7 +2,9 @@
 
 Idempotent submission: each attempt's job is named opl-<run>-a<attempt> (and its comment
 carries both ids), and `submit` looks the name up first, so a submit task retried after
-a crash finds the job it already created.
+a crash finds the job it already created. The look-up and the POST are two requests, so two
+submits of one attempt at once would both create a job: services.run_submit lets one through
+at a time, and holds a claim for at least `submit_timeout_s`.
 """
 from __future__ import annotations
 
@@ -73,6 +75,15 @@ class SlurmBackend:
         return self._client
 
     # ------------------------------------------------------------------ protocol
+    @property
+    def submit_timeout_s(self) -> float:
+        """The longest `submit` takes before it raises: the API version discovery (a process's
+        first call), the look-up by name and the POST, each up to the client's call timeout."""
+        try:
+            return 3 * self.client.call_timeout_s()
+        except BackendError:  # not configured: nothing can be submitted anyway
+            return 0.0
+
     def submit(self, spec: JobSpec) -> str:
         try:
             request = jobscript.build_request(spec, self._profiles(spec.profile))

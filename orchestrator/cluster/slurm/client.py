@@ -47,6 +47,7 @@ class SlurmClient:
                              f"{', '.join(SUPPORTED_VERSIONS)} (or 'auto')")
         self.connect_retries = connect_retries
         self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
         self._wire: WireFormat | None = None
         self.slurm_release = ""
@@ -59,6 +60,11 @@ class SlurmClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def call_timeout_s(self) -> float:
+        """The longest one call takes before it raises, when slurmrestd accepts connections: the
+        connect back-off, then the request's timeout."""
+        return self.backoff_s * (2 ** self.connect_retries - 1) + self.timeout_s
 
     # ------------------------------------------------------------------ plumbing
     def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
@@ -75,9 +81,11 @@ class SlurmClient:
                 delay *= 2
             except httpx.TimeoutException as exc:
                 # Sent, but no answer in time: it may have acted, so let the caller decide.
-                raise SlurmUnreachable(self.base_url, f"no answer within the timeout ({type(exc).__name__})") from None
-            except httpx.TransportError as exc:
-                raise SlurmUnreachable(self.base_url, str(exc) or type(exc).__name__) from None
+                raise SlurmUnreachable(self.base_url, f"no answer within the timeout ({type(exc).__name__})",
+                                       uncertain=method != "GET") from None
+            except httpx.TransportError as exc:  # e.g. the connection dropped before the answer
+                raise SlurmUnreachable(self.base_url, str(exc) or type(exc).__name__,
+                                       uncertain=method != "GET") from None
         raise AssertionError("unreachable")
 
     def _auth_error(self, detail: str, status: int) -> SlurmAuthError:

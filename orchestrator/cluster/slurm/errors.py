@@ -57,11 +57,13 @@ class SlurmAuthError(SlurmError):
 
 
 class SlurmUnreachable(SlurmError):
-    """No HTTP answer at all (refused, timed out, DNS...)."""
+    """No HTTP answer at all (refused, timed out, DNS...). `uncertain`: the request was sent
+    (a POST or DELETE that timed out or lost its connection), so slurmrestd may have acted on it."""
 
-    def __init__(self, url: str, detail: str):
+    def __init__(self, url: str, detail: str, *, uncertain: bool = False):
         super().__init__(f"slurmrestd unreachable at {url}: {detail}")
         self.url = url
+        self.uncertain = uncertain
 
 
 class SlurmJobNotFound(SlurmError):
