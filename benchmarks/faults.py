@@ -4,6 +4,8 @@ jobs, stuck runs and metric points lost.
     .venv/bin/python benchmarks/faults.py [--rows submit-kill-local,...] [--trials 20]
                                           [--outage-s 60] [--dashboard-down-s 120] [--json FILE]
 
+OPL_FAULTS_KEEP=1 keeps each row's stack folder (logs, database) and Slurm run folders, and says where.
+
 Each row runs in a child process (`--child ROW`) against a stack of its own (tests/faults/stack.py):
 uvicorn, a Celery worker (prefork) and beat, a redis-server of its own, the embedded SQLite file
 (or a throwaway PostgreSQL for the postgres row), real trainers on the local backend, or the live
@@ -16,7 +18,9 @@ Rows:
         submit_run (uniform delay after enqueue); the sync repairs. Duplicates: more than one job
         started for a run; stuck: a run that never gets a job and a final state.
   restd-outage      a slurmrestd of our own (same slurmctld) stopped for --outage-s while runs
-        are queued and running; every run must be submitted, synced and end succeeded.
+        are queued and running; every run must be submitted, synced and end succeeded, with
+        one job each. (The dispatcher enqueues a queued run again every few seconds while its
+        submit task waits to retry, so after the outage several submits of one run run at once.)
   trainer-kill      the trainer SIGKILLed mid-run: the run fails with a reason; a retry resumes
         from the last checkpoint and succeeds.
   worker-restart    the local backend's worker and beat SIGKILLed while jobs run, started again
@@ -446,7 +450,28 @@ def row_restd_outage(stack: EmbeddedStack, restd: "OwnSlurmrestd", outage_s: flo
     lost = sum(points_lost(run)[0] for run in runs)
     points = sum(points_lost(run)[1] for run in runs)
     return result("restd-outage", len(runs), len(runs) - ok + dup, duplicates=dup, stuck=stuck, lost=lost, points=points,
-                  detail=f"slurmrestd down {outage_s:.0f} s with 2 runs running and 2 queued; {ok} succeeded")
+                  detail=f"slurmrestd down {outage_s:.0f} s with 2 runs running and 2 queued; {ok} succeeded"
+                  + "".join(f"; {line}" for line in what_went_wrong(runs)))
+
+
+def what_went_wrong(runs) -> list[str]:
+    """A line for each run that did not succeed or got more than one Slurm job: its state and
+    reason, attempt, its jobs (id, name, state) and the end of its stderr, so a failure in CI
+    says what happened without the stack's folder (which is removed)."""
+    from orchestrator.cluster.backends.slurm import client_from_settings
+
+    jobs = client_from_settings().jobs()
+    lines = []
+    for run in runs:
+        fresh(run)
+        mine = [f"{j.job_id} {j.name} {j.state}" for j in jobs if j.name.startswith(f"opl-{run.pk}-a")]
+        if run.state == "succeeded" and len(mine) <= 1:
+            continue
+        err = Path(run.run_dir or "/nonexistent") / "logs" / f"attempt-{run.attempt}.err"
+        tail = " / ".join(err.read_text(errors="replace").strip().splitlines()[-3:]) if err.exists() else "no stderr"
+        lines.append(f"run {run.pk} {run.state} ({run.state_reason!r}), attempt {run.attempt}, job {run.job_id}; "
+                     f"Slurm jobs: {', '.join(mine) or 'none'}; stderr: {tail[-400:]}")
+    return lines
 
 
 # ------------------------------------------------------------------ external pieces of our own
@@ -559,6 +584,8 @@ def offset_run_ids(stack: EmbeddedStack) -> None:
 
 def child(row: str, args) -> dict:
     root = Path(tempfile.mkdtemp(prefix=f"opl-faults-{row}-"))
+    # a short stale period for quick repairs of killed submits (on Slurm the product keeps it at
+    # least as long as a submit call can take: services.submit_stale_after)
     extra = {"OPL_CANCEL_GRACE_SECONDS": "20", "OPL_SUBMIT_STALE_SECONDS": "4", "OPL_LOST_GRACE_SECONDS": "600"}
     pg = restd = None
     database_url = None
@@ -610,9 +637,12 @@ def child(row: str, args) -> dict:
             restd.stop()
         if pg:
             pg.close()
-        shutil.rmtree(root, ignore_errors=True)
-        if "OPL_RUNS_DIR" in extra:  # the Slurm rows' run folders on the shared filesystem
-            shutil.rmtree(extra["OPL_RUNS_DIR"], ignore_errors=True)
+        if os.environ.get("OPL_FAULTS_KEEP"):  # for a post-mortem: the stack's logs, database and run folders
+            print(f"kept {root} {extra.get('OPL_RUNS_DIR', '')}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+            if "OPL_RUNS_DIR" in extra:  # the Slurm rows' run folders on the shared filesystem
+                shutil.rmtree(extra["OPL_RUNS_DIR"], ignore_errors=True)
 
 
 def cancel_slurm_leftovers() -> None:
@@ -636,6 +666,9 @@ def run_child(row: str, args) -> dict:
             "--dashboard-down-s", str(args.dashboard_down_s), "--pause-s", str(args.pause_s)]
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    for line in done.stderr.splitlines():
+        if line.startswith("kept "):  # OPL_FAULTS_KEEP: where the row's folders are
+            print(line, file=sys.stderr)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr or done.stdout)[-1500:]
