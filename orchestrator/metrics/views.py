@@ -12,12 +12,13 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from orchestrator.api import api_view, bearer_token, json_error, parse_json_body
+from orchestrator.api import api_view, bearer_token, json_error
 from orchestrator.experiments.access import get_run_for_user, visible_runs
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
-from orchestrator.experiments.tokens import run_token_expired, run_token_matches
 from orchestrator.metrics import live, selectors
+from orchestrator.metrics.access import MAX_COMPARE_RUNS  # noqa: F401 (metrics_tags imports it from here)
+from orchestrator.metrics.access import ParamError, authenticated_run, run_ids_param, visible_ids
 from orchestrator.metrics.compare import differing_fields, flatten, fork_steps
 from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
@@ -26,27 +27,7 @@ from orchestrator.metrics.ingest_queue import busy_response, request_body
 from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
 
-MAX_COMPARE_RUNS = 200
 MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own requests need the rest
-
-
-def _authenticated_run(request: HttpRequest, run_id: int, *, parse_body: bool = True):
-    """(run, JSON body, None) when the request carries this run's own token and a JSON body
-    (body None when not asked to parse it), else (None, None, error)."""
-    run = Run.objects.filter(pk=run_id).first()
-    token = bearer_token(request)
-    if token is None:
-        return None, None, json_error(401, "missing run token: send Authorization: Bearer <token>")
-    if run is None:
-        return None, None, json_error(404, f"run {run_id} does not exist")
-    if not run_token_matches(run, token):
-        return None, None, json_error(403, "this token cannot write to this run")
-    if run_token_expired(run):
-        return None, None, json_error(403, f"run {run_id} ended at {run.finished_at.isoformat()}: its token has expired")
-    if not parse_body:
-        return run, None, None
-    body, error = parse_json_body(request)
-    return (None, None, error) if error else (run, body, None)
 
 
 @csrf_exempt
@@ -68,7 +49,7 @@ def _ingest(request: HttpRequest, run_id: int):
     if error:
         return error
     decoded = decode_batch(raw) if request.content_type == "application/json" else None
-    run, body, error = _authenticated_run(request, run_id, parse_body=decoded is None)
+    run, body, error = authenticated_run(request, run_id, parse_body=decoded is None)
     if error:
         return error
     if decoded is not None:
@@ -88,12 +69,6 @@ def _ingest(request: HttpRequest, run_id: int):
     except Busy:
         return busy_response(f"run {run_id}'s batch lock was not granted in time")
     return JsonResponse({"stored": stored}, status=202)
-
-
-class ParamError(ValueError):
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field, self.message = field, message
 
 
 def _int_param(request: HttpRequest, name: str, default=None, *, low: int = 0, high: int | None = None):
@@ -177,34 +152,15 @@ def _series(request: HttpRequest, run_id: int):
     return JsonResponse(body)
 
 
-def _run_ids_param(request: HttpRequest) -> list[int]:
-    raw = ",".join(request.GET.getlist("runs"))  # runs=1,2,3 or runs=1&runs=2 (a form's checkboxes)
-    ids = [parse_id(part.strip()) for part in raw.split(",") if part.strip()]
-    if None in ids:
-        raise ParamError("runs", f"must be comma-separated run ids, got {raw[:80]!r}")
-    if not ids:
-        raise ParamError("runs", "required, e.g. runs=1,2,3")
-    if len(ids) > MAX_COMPARE_RUNS:
-        raise ParamError("runs", f"at most {MAX_COMPARE_RUNS} runs")
-    return list(dict.fromkeys(ids))
-
-
-def _visible_ids(user, ids: list[int]) -> list[int]:
-    found = set(visible_runs(user).filter(pk__in=ids).values_list("pk", flat=True))
-    if missing := [i for i in ids if i not in found]:
-        raise Http404(f"runs {', '.join(map(str, missing))} do not exist")
-    return ids
-
-
 @api_view
 def compare_series(request: HttpRequest):
     """One key of many runs on one bucket grid: {"key", "runs": [{"run", "points", "attempts"}]}.
     A key that none of the runs has is a 404 naming the keys they have."""
     try:
-        ids, [key], params = _run_ids_param(request), _key_param(request), _window_params(request)
+        ids, [key], params = run_ids_param(request), _key_param(request), _window_params(request)
     except ParamError as exc:
         return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
-    ids = _visible_ids(request.user, ids)
+    ids = visible_ids(request.user, ids)
     if error := _unknown_keys([key], selectors.keys_of(ids), f"none of runs {', '.join(map(str, ids))[:100]}"):
         return error
     per_run = selectors.series(ids, key, **params)
@@ -272,10 +228,10 @@ def _compare_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:
             raise Http404(f"experiment {exp_id} does not exist")
         return runs, experiment
     try:
-        ids = _run_ids_param(request)
+        ids = run_ids_param(request)
     except ParamError as exc:
         raise Http404(exc.message) from None
-    ids = _visible_ids(request.user, ids)
+    ids = visible_ids(request.user, ids)
     by_id = {r.pk: r for r in visible_runs(request.user).filter(pk__in=ids)}
     return [by_id[i] for i in ids], None
 
@@ -351,7 +307,7 @@ def _show(value) -> str:
 @login_not_required
 @require_http_methods(["POST"])
 def run_heartbeat_view(request: HttpRequest, run_id: int):
-    run, body, error = _authenticated_run(request, run_id)
+    run, body, error = authenticated_run(request, run_id)
     if error:
         return error
     body = body if isinstance(body, dict) else {}

@@ -4,9 +4,10 @@ call them and the views stay thin."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 from orchestrator.experiments.models import Run
-from orchestrator.metrics.views import ParamError
+from orchestrator.metrics.access import ParamError
 from orchestrator.samples import selectors
 from orchestrator.samples.models import RolloutSample
 from orchestrator.samples.tokens import DEFAULT_SCALE, SCALES, legend_stops, token_spans
@@ -30,18 +31,7 @@ class SampleQuery:
         kind = params.get("kind") or ("eval" if counts["train"] == 0 and counts["eval"] else "train")
         if kind not in RolloutSample.Kind.values:
             raise ParamError("kind", "must be train or eval")
-        verdict = params.get("verdict") or "all"
-        if verdict not in selectors.VERDICTS:
-            raise ParamError("verdict", f"must be one of {', '.join(selectors.VERDICTS)}")
-        sort = params.get("sort") or "index"
-        if sort not in selectors.SORTS:
-            raise ParamError("sort", f"must be one of {', '.join(selectors.SORTS)}")
-        try:
-            scale = float(params.get("scale") or DEFAULT_SCALE)
-        except ValueError:
-            raise ParamError("scale", f"must be one of {', '.join(map(str, SCALES))}") from None
-        if scale not in SCALES:
-            raise ParamError("scale", f"must be one of {', '.join(map(str, SCALES))}")
+        verdict, sort, scale = view_choices(params)
         steps = selectors.recorded_steps(run_id, kind)
         raw = params.get("step") or ""
         if raw:
@@ -53,6 +43,46 @@ class SampleQuery:
         else:
             step = steps[0]["step"] if steps else None
         return cls(kind=kind, step=step, verdict=verdict, sort=sort, scale=scale, steps=steps, counts=counts)
+
+
+def view_choices(params) -> tuple[str, str, float]:
+    """(verdict, sort, colour scale) a reader chose, checked; ParamError names a bad one."""
+    verdict = params.get("verdict") or "all"
+    if verdict not in selectors.VERDICTS:
+        raise ParamError("verdict", f"must be one of {', '.join(selectors.VERDICTS)}")
+    sort = params.get("sort") or "index"
+    if sort not in selectors.SORTS:
+        raise ParamError("sort", f"must be one of {', '.join(selectors.SORTS)}")
+    try:
+        scale = float(params.get("scale") or DEFAULT_SCALE)
+    except ValueError:
+        raise ParamError("scale", f"must be one of {', '.join(map(str, SCALES))}") from None
+    if scale not in SCALES:
+        raise ParamError("scale", f"must be one of {', '.join(map(str, SCALES))}")
+    return verdict, sort, scale
+
+
+POLL_SECONDS = 10
+
+
+def newer_context(run: Run, params) -> dict:
+    """The live card's hint: how many steps were recorded after the newest one the card showed
+    (`after`, absent when it had none) of `kind` (absent: any kind), and, while the run may still
+    record, the URL to ask again. The hint's button reloads the card at the newest step with the
+    reader's other choices; nothing reloads by itself."""
+    kind = params.get("kind") or None
+    if kind is not None and kind not in RolloutSample.Kind.values:
+        raise ParamError("kind", "must be train or eval")
+    raw = params.get("after") or ""
+    if raw and (not raw.isdigit() or len(raw) > 12):
+        raise ParamError("after", f"must be a whole number, got {raw[:20]!r}")
+    after = int(raw) if raw else None
+    verdict, sort, scale = view_choices(params)
+    choices = {"kind": kind or "", "verdict": verdict, "sort": sort, "scale": scale}
+    return {"run": run, "newer": selectors.steps_after(run.pk, kind, after), "had_any": after is not None,
+            "watch": not run.is_terminal, "poll_seconds": POLL_SECONDS,
+            "poll_query": urlencode({**choices, "after": "" if after is None else after}),
+            "show_query": urlencode({k: v for k, v in choices.items() if v != ""})}
 
 
 def sample_view(sample: RolloutSample, scale: float) -> dict:
@@ -78,6 +108,11 @@ def run_samples_context(run: Run, query: SampleQuery) -> dict:
         "samples": [sample_view(s, query.scale) for s in samples],
         "total": sum(query.counts.values()),
         "per_step": samples_cfg.get("per_step"), "every": samples_cfg.get("every"),
+        # a live run: the card asks every POLL_SECONDS whether newer steps were recorded
+        "watch": not run.is_terminal, "poll_seconds": POLL_SECONDS,
+        "poll_query": urlencode({"kind": query.kind if query.counts.get(query.kind) else "", "verdict": query.verdict,
+                                 "sort": query.sort, "scale": query.scale,
+                                 "after": query.steps[0]["step"] if query.steps else ""}),
     }
 
 

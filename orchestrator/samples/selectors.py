@@ -36,6 +36,17 @@ def recorded_steps(run_id: int, kind: str) -> list[dict]:
                 .annotate(n=Count("id"), masked=Sum("n_masked"), clipped=Sum("n_clipped")).order_by("-step"))
 
 
+def steps_after(run_id: int, kind: str | None, after: int | None) -> int:
+    """How many steps of `kind` (any kind when None) were recorded after step `after` (all when
+    None): the live card's "newer steps" hint, one indexed count."""
+    samples = RolloutSample.objects.filter(run_id=run_id)
+    if kind:
+        samples = samples.filter(kind=kind)
+    if after is not None:
+        samples = samples.filter(step__gt=after)
+    return samples.values("step").distinct().count()
+
+
 def step_samples(run_id: int, kind: str, step: int, *, verdict: str = "all", sort: str = "index") -> list[RolloutSample]:
     samples = RolloutSample.objects.filter(run_id=run_id, kind=kind, step=step)
     if verdict == "right":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
@@ -15,9 +15,9 @@ from orchestrator.experiments.access import get_run_for_user
 from orchestrator.metrics import ingest_queue
 from orchestrator.metrics.ingest_queue import busy_response, request_body
 from orchestrator.metrics.pipeline import Busy
-from orchestrator.metrics.views import ParamError, _authenticated_run, _run_ids_param, _visible_ids
+from orchestrator.metrics.access import ParamError, authenticated_run, run_ids_param, visible_ids
 from orchestrator.samples import selectors
-from orchestrator.samples.presenting import SampleQuery, compare_context, run_samples_context, sample_dict
+from orchestrator.samples.presenting import SampleQuery, compare_context, newer_context, run_samples_context, sample_dict
 from orchestrator.samples.schemas import BatchError, parse_batch
 from orchestrator.samples.services import samples_ingest
 
@@ -40,7 +40,7 @@ def _ingest(request: HttpRequest, run_id: int):
     raw, error = request_body(request)
     if error:
         return error
-    run, _, error = _authenticated_run(request, run_id, parse_body=False)
+    run, _, error = authenticated_run(request, run_id, parse_body=False)
     if error:
         return error
     try:
@@ -60,7 +60,7 @@ def _ingest(request: HttpRequest, run_id: int):
 
 @api_view
 def _read(request: HttpRequest, run_id: int):
-    """{"run", "kind", "steps": [{step, n}], "step", "samples": [...]}: the newest recorded step
+    """{"run", "kind", "steps": [{step, n, masked, clipped}], "step", "samples": [...]}: the newest recorded step
     unless `step` is given; `verdict` and `sort` as on the run page."""
     run = get_run_for_user(request.user, run_id)
     try:
@@ -69,7 +69,9 @@ def _read(request: HttpRequest, run_id: int):
         return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
     samples = selectors.step_samples(run.pk, query.kind, query.step, verdict=query.verdict, sort=query.sort) \
         if query.step is not None else []
-    return JsonResponse({"run": run.pk, "kind": query.kind, "steps": [{"step": st["step"], "n": st["n"]} for st in query.steps], "step": query.step,
+    steps = [{"step": st["step"], "n": st["n"], "masked": st["masked"] or 0, "clipped": st["clipped"] or 0}
+             for st in query.steps]
+    return JsonResponse({"run": run.pk, "kind": query.kind, "steps": steps, "step": query.step,
                          "samples": [sample_dict(s) for s in samples]})
 
 
@@ -86,10 +88,23 @@ def run_samples_fragment(request: HttpRequest, run_id: int):
 
 
 @require_GET
+def run_samples_newer(request: HttpRequest, run_id: int):
+    """The live card's poll (every few seconds while the run is not over): a hint that newer
+    steps were recorded, with a button that reloads the card; it never reloads it by itself.
+    Its answer stops the polling once the run is over."""
+    run = get_run_for_user(request.user, run_id)
+    try:
+        context = newer_context(run, request.GET)
+    except ParamError as exc:
+        return HttpResponse(f"{exc.field}: {exc.message}", status=400, content_type="text/plain")
+    return render(request, "samples/_newer.html", context)
+
+
+@require_GET
 def compare_samples_fragment(request: HttpRequest):
     """The compare page's "same prompt across runs" card: ?runs=1,2,3[&prompt=<hash>]."""
     try:
-        ids = _visible_ids(request.user, _run_ids_param(request))
+        ids = visible_ids(request.user, run_ids_param(request))
     except ParamError as exc:
         raise Http404(exc.message) from None
     return render(request, "samples/_compare_samples.html", compare_context(ids, request.GET))

@@ -110,7 +110,7 @@ def test_the_json_api_answers_the_spool_fields(client, alice, charlie, tiny_conf
     ingest(run, [sample(3, 0, masked=[4], log_ratio=[0.5, None, 0, 0, -1.25])])
     client.force_login(alice)
     body = client.get(f"/api/v1/runs/{run.pk}/samples").json()
-    assert body["steps"] == [{"step": 3, "n": 1}] and body["step"] == 3
+    assert body["steps"] == [{"step": 3, "n": 1, "masked": 1, "clipped": 0}] and body["step"] == 3
     got = body["samples"][0]
     assert (got["masked"], got["log_ratio"], got["tokens"][0]) == ([4], [0.5, None, 0.0, 0.0, -1.25], " The")
     client.force_login(charlie)

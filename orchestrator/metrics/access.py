@@ -1,0 +1,61 @@
+"""Access and run-id parameters shared by the metric and sample endpoints: a trainer's run token
+(ingestion), the `runs=1,2,3` parameter of the compare views and which of those runs a user may
+see. ParamError carries the field a 400 names."""
+from django.http import Http404, HttpRequest
+
+from orchestrator.api import bearer_token, json_error, parse_json_body
+from orchestrator.experiments.access import visible_runs
+from orchestrator.experiments.bounds import parse_id
+from orchestrator.experiments.models import Run
+from orchestrator.experiments.tokens import run_token_expired, run_token_matches
+
+MAX_COMPARE_RUNS = 200
+
+
+class ParamError(ValueError):
+    """A bad query parameter: `field` and `message` become the 400's errors entry."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+def authenticated_run(request: HttpRequest, run_id: int, *, parse_body: bool = True):
+    """(run, JSON body, None) when the request carries this run's own token and a JSON body
+    (body None when not asked to parse it), else (None, None, error)."""
+    run = Run.objects.filter(pk=run_id).first()
+    token = bearer_token(request)
+    if token is None:
+        return None, None, json_error(401, "missing run token: send Authorization: Bearer <token>")
+    if run is None:
+        return None, None, json_error(404, f"run {run_id} does not exist")
+    if not run_token_matches(run, token):
+        return None, None, json_error(403, "this token cannot write to this run")
+    if run_token_expired(run):
+        return None, None, json_error(403, f"run {run_id} ended at {run.finished_at.isoformat()}: its token has expired")
+    if not parse_body:
+        return run, None, None
+    body, error = parse_json_body(request)
+    return (None, None, error) if error else (run, body, None)
+
+
+def run_ids_param(request: HttpRequest) -> list[int]:
+    """The `runs` parameter (runs=1,2,3 or runs=1&runs=2, a form's checkboxes): distinct ids in
+    the order given. Raises ParamError."""
+    raw = ",".join(request.GET.getlist("runs"))
+    ids = [parse_id(part.strip()) for part in raw.split(",") if part.strip()]
+    if None in ids:
+        raise ParamError("runs", f"must be comma-separated run ids, got {raw[:80]!r}")
+    if not ids:
+        raise ParamError("runs", "required, e.g. runs=1,2,3")
+    if len(ids) > MAX_COMPARE_RUNS:
+        raise ParamError("runs", f"at most {MAX_COMPARE_RUNS} runs")
+    return list(dict.fromkeys(ids))
+
+
+def visible_ids(user, ids: list[int]) -> list[int]:
+    """`ids` unchanged when the user may see every one of those runs, else Http404 naming the others."""
+    found = set(visible_runs(user).filter(pk__in=ids).values_list("pk", flat=True))
+    if missing := [i for i in ids if i not in found]:
+        raise Http404(f"runs {', '.join(map(str, missing))} do not exist")
+    return ids
