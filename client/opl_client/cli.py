@@ -3,6 +3,7 @@
     opl submit sweep.yaml [--project P] [--preview] [--wait]
     opl runs [-q "staleness.k >= 4 and state = running"] [--experiment N] [--json]
     opl metrics RUN KEY [KEY ...] [--csv] [--max-points N]
+    opl samples RUN [--step N] [--kind train|eval] [--marks] [--json]
     opl cancel RUN [RUN ...]
 
 The dashboard's URL and a personal API token come from OPL_URL and OPL_TOKEN, or from
@@ -14,8 +15,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 
+from opl_client import samples_text
 from opl_client.client import Client, OplError
 
 
@@ -69,6 +72,34 @@ def cmd_metrics(lab: Client, args, out) -> int:
     return 0
 
 
+def _colour(choice: str, out) -> bool:
+    if choice != "auto":
+        return choice == "always"
+    return bool(getattr(out, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def cmd_samples(lab: Client, args, out) -> int:
+    answer = lab.samples(args.run, args.step, kind=args.kind, verdict=args.verdict, sort=args.sort)
+    if args.index:
+        answer["samples"] = [s for s in answer["samples"] if s["index"] in args.index]
+    if args.json:
+        json.dump(answer if not args.steps else answer["steps"], out, indent=1)
+        out.write("\n")
+        return 0
+    if args.steps:
+        rows = [["step", "samples"] + (["masked", "clipped"] if answer["kind"] == "train" else [])]
+        rows += [[s["step"], s["n"]] + ([s.get("masked") or 0, s.get("clipped") or 0] if answer["kind"] == "train" else [])
+                 for s in answer["steps"]]
+        if len(rows) == 1:
+            out.write(f"run {args.run} has no {answer['kind']} samples recorded yet\n")
+            return 0
+        _table(rows, out)
+        return 0
+    out.write(samples_text.render_step(answer, marks=args.marks, colour=_colour(args.color, out), full=args.full,
+                                       indices=args.index))
+    return 0
+
+
 def cmd_cancel(lab: Client, args, out) -> int:
     for run_id in args.runs:
         run = lab.cancel(run_id)
@@ -104,6 +135,22 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--end", type=int)
     m.add_argument("--max-points", type=int, dest="max_points")
     m.set_defaults(func=cmd_metrics)
+    sm = sub.add_parser("samples", help="one recorded step's rollout samples: prompt, response, reward, verdict, "
+                                        "staleness, masked and clipped tokens (the newest step unless --step)")
+    sm.add_argument("run", type=int)
+    sm.add_argument("--step", type=int, help="a recorded step (default: the newest); --steps lists them")
+    sm.add_argument("--kind", choices=["train", "eval"], help="default: train (eval when the run has only eval samples)")
+    sm.add_argument("--verdict", choices=["all", "right", "wrong"], default="all")
+    sm.add_argument("--sort", choices=["index", "ratio", "masked", "clipped", "reward"], default="index",
+                    help="ratio: largest |log ratio| first; reward: lowest first")
+    sm.add_argument("--index", type=int, action="append", metavar="I", help="only sample I (repeatable)")
+    sm.add_argument("--marks", action="store_true", help="mark tokens in the text: [[masked]] __clipped__ (no colour needed)")
+    sm.add_argument("--color", "--colour", choices=["auto", "always", "never"], default="auto",
+                    help="ANSI colour for verdicts and marked tokens (auto: on a terminal, unless NO_COLOR)")
+    sm.add_argument("--full", action="store_true", help="whole prompts (a long one shows its start and end)")
+    sm.add_argument("--steps", action="store_true", help="list the recorded steps with their masked/clipped counts")
+    sm.add_argument("--json", action="store_true", help="the API's answer: every field, log ratios per token")
+    sm.set_defaults(func=cmd_samples)
     c = sub.add_parser("cancel", help="cancel runs")
     c.add_argument("runs", type=int, nargs="+", metavar="RUN")
     c.set_defaults(func=cmd_cancel)

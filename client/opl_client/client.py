@@ -115,3 +115,17 @@ class Client:
                                                                     ("max_points", max_points)) if v is not None]
         answer = self.request("GET", f"/api/v1/runs/{run_id}/metrics", params)
         return {s["key"]: [(step, SPECIAL.get(v, v)) for step, v in s["points"]] for s in answer["series"]}
+
+    # --- rollout samples ------------------------------------------------------------------
+    def samples(self, run_id: int, step: int | None = None, *, kind: str | None = None, verdict: str = "all",
+                sort: str = "index") -> dict:
+        """One recorded step's rollout samples and the run's recorded steps:
+        {"run", "kind", "steps": [{"step", "n", "masked", "clipped"}] newest first, "step",
+        "samples": [{"prompt", "response", "reference", "reward", "correct", "staleness",
+        "policy_version", "tokens", "log_ratio", "masked", "clipped", "n_masked", ...}]}.
+        The newest recorded step unless `step`; kind "train" (or "eval" when the run has only
+        eval samples) unless given; verdict "all" | "right" | "wrong"; sort "index" | "ratio" |
+        "masked" | "clipped" | "reward". A step that was not recorded raises OplError 400."""
+        params = {k: v for k, v in {"kind": kind, "step": step, "verdict": verdict, "sort": sort}.items()
+                  if v not in (None, "")}
+        return self.request("GET", f"/api/v1/runs/{run_id}/samples", params)

@@ -81,3 +81,53 @@ def test_opl_drives_a_sweep_end_to_end(installed, celery_worker, live_server, al
     assert wrong.returncode == 1 and "known keys:" in wrong.stderr and "train/reward_mean" in wrong.stderr
     refused = opl(installed, url, "not-a-token", "runs")
     assert refused.returncode == 1 and "HTTP 401" in refused.stderr
+
+
+def test_opl_shows_a_runs_rollout_samples(installed, live_server, alice, tiny_config):
+    """Samples posted with the run's token are read back by `opl samples` (the newest step by
+    default, --step, --marks, --json, --steps) and by Client.samples, from a Django-free install."""
+    import httpx
+
+    from tests.unit.metrics.helpers import make_run
+    from tests.unit.samples.helpers import sample
+
+    run, run_token = make_run(alice, tiny_config)
+    token, url = api_token_create(user=alice, name="cli"), live_server.url
+    posted = [sample(2, 0, reward=0.0),
+              sample(6, 0, tokens=[" The", " sum", " is", " 12", "."], masked=[1, 2], clipped=[3], reward=1.0,
+                     prompt="Tom has 5 apples and buys 7.\nHow many?"),
+              sample(6, 1, tokens=[" 1", "3"], masked=[0], reward=0.0, prompt="Tom has 5 apples and buys 7.\nHow many?"),
+              sample(6, 0, kind="eval", prompt="What is 17 * 3?", response="51", reward=1.0)]
+    answer = httpx.post(f"{url}/api/v1/runs/{run.pk}/samples", json={"attempt": 1, "samples": posted},
+                        headers={"Authorization": f"Bearer {run_token}"}, timeout=30)
+    assert answer.json() == {"stored": 4, "duplicates": 0, "dropped": 0}
+
+    shown = opl(installed, url, token, "samples", run.pk, "--marks")
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert text.startswith(f"run {run.pk} · train step 6 · 2 samples · reward mean 0.500")
+    assert "3 masked, 1 clipped of 7 tokens" in text and "train steps recorded, newest first: 6, 2" in text
+    assert "The [[sum is]] __12__." in text and "[[1]]3" in text  # marks, no colour (not a terminal)
+    assert "\x1b[" not in text and "#0  right  reward 1  policy v4  staleness 2  2 masked  1 clipped" in text
+    assert "Tom has 5 apples" in text and "(same as #0)" in text and "reference 4" in text
+    plain = opl(installed, url, token, "samples", run.pk, "--step", 2).stdout
+    assert "train step 2 · 1 sample" in plain and "[[" not in plain and "wrong  reward 0" in plain
+    coloured = opl(installed, url, token, "samples", run.pk, "--color", "always").stdout
+    assert "The\x1b[9;35m sum is\x1b[0m" not in coloured and " \x1b[9;35msum is\x1b[0m" in coloured
+
+    steps = opl(installed, url, token, "samples", run.pk, "--steps")
+    assert steps.stdout.splitlines() == ["step  samples  masked  clipped", "6     2        3       1",
+                                         "2     1        0       0"]
+    evals = json.loads(opl(installed, url, token, "samples", run.pk, "--kind", "eval", "--json").stdout)
+    assert evals["step"] == 6 and [s["response"] for s in evals["samples"]] == ["51"]
+    missing = opl(installed, url, token, "samples", run.pk, "--step", 3)
+    assert missing.returncode == 1 and "no train samples recorded at step 3" in missing.stderr
+
+    library = subprocess.run(
+        [sys.executable, "-c", "import sys, json; sys.modules['django'] = None; from opl_client import Client; "
+         f"print(json.dumps(Client().samples({run.pk}, 6, sort='masked')))"],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(installed), "OPL_URL": url, "OPL_TOKEN": token, "HOME": str(installed)},
+        capture_output=True, text=True, timeout=60)
+    got = json.loads(library.stdout)
+    assert [s["index"] for s in got["samples"]] == [0, 1] and got["samples"][0]["masked"] == [1, 2]
+    assert got["steps"][0] == {"step": 6, "n": 2, "masked": 3, "clipped": 1}
