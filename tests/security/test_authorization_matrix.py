@@ -116,6 +116,7 @@ MATRIX: dict[str, list[Case]] = {
     "samples-api": [Case("post", "/api/v1/runs/{run}/samples", (401, 401, 401, 401, 401, 200), {"attempt": 1, "samples": []}, True),
                     Case("get", "/api/v1/runs/{run}/samples", API_RUN_READ)],
     "samples-run": [Case("get", "/runs/{run}/samples/", RUN_READ_PAGE)],
+    "samples-newer": [Case("get", "/runs/{run}/samples/newer/", RUN_READ_PAGE)],
     "samples-compare": [Case("get", "/compare/samples/?runs={run}", RUN_READ_PAGE)],
     "cluster-run-job": [Case("get", "/runs/{run}/job", RUN_READ_PAGE)],
     "cluster-health": [Case("get", "/cluster/health", PAGE_READ)],
