@@ -80,9 +80,9 @@ def _colour(choice: str, out) -> bool:
 
 def cmd_samples(lab: Client, args, out) -> int:
     answer = lab.samples(args.run, args.step, kind=args.kind, verdict=args.verdict, sort=args.sort)
-    if args.index:
-        answer["samples"] = [s for s in answer["samples"] if s["index"] in args.index]
     if args.json:
+        if args.index:
+            answer["samples"] = [s for s in answer["samples"] if s["index"] in args.index]
         json.dump(answer if not args.steps else answer["steps"], out, indent=1)
         out.write("\n")
         return 0

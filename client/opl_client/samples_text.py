@@ -75,7 +75,7 @@ def short_prompt(prompt: str) -> str:
 
 def _block(label: str, text: str) -> list[str]:
     lines = text.split("\n") if text else [""]
-    return [f"  {label}"] + [f"{INDENT}{line}" for line in lines]
+    return [f"  {label}"] + [f"{INDENT}{line}" if line.strip() else "" for line in lines]
 
 
 def sample_lines(sample: dict, *, marks: bool = False, colour: bool = False, full: bool = False,

@@ -110,6 +110,8 @@ def test_opl_shows_a_runs_rollout_samples(installed, live_server, alice, tiny_co
     assert "The [[sum is]] __12__." in text and "[[1]]3" in text  # marks, no colour (not a terminal)
     assert "\x1b[" not in text and "#0  right  reward 1  policy v4  staleness 2  2 masked  1 clipped" in text
     assert "Tom has 5 apples" in text and "(same as #0)" in text and "reference 4" in text
+    one = opl(installed, url, token, "samples", run.pk, "--index", 1, "--marks").stdout
+    assert "· 2 samples ·" in one and "#1  wrong" in one and "#0  right" not in one  # the step line stays whole
     plain = opl(installed, url, token, "samples", run.pk, "--step", 2).stdout
     assert "train step 2 · 1 sample" in plain and "[[" not in plain and "wrong  reward 0" in plain
     coloured = opl(installed, url, token, "samples", run.pk, "--color", "always").stdout
