@@ -282,6 +282,8 @@ class Trainer:
                 "config": self.cfg.model_dump(mode="json"),
             }
             self.spool.sync()  # metrics up to this step are durable before the checkpoint is
+            if self.samples is not None:
+                self.samples.sync()  # and so are the rollout samples
             ckpt.commit(self.run_dir, stage, self.version, state, ckpt.RetentionPolicy.from_config(self.cfg.checkpoint), self.last_values)
         barrier(self.dist)
         self.last_ckpt_version = self.version
@@ -548,10 +550,10 @@ class Trainer:
                 "train/train_step": float(self.train_step),
             }
         )
+        metrics = mean_across(metrics, self.dist)  # every rank's keys must match here
         if self.pusher is not None and self.pusher.sample_push_failures != self._logged_sample_failures:
-            self._logged_sample_failures = self.pusher.sample_push_failures  # a point only when it changes
+            self._logged_sample_failures = self.pusher.sample_push_failures  # rank 0's, a point when it changes
             metrics["samples/push_failures"] = float(self._logged_sample_failures)
-        metrics = mean_across(metrics, self.dist)
         self.log(metrics)
         if self.dist.is_main:
             print(
@@ -707,5 +709,7 @@ class Trainer:
         if self.spool is not None:
             self.spool.close()
             self.spool = None
+        if self.samples is not None:
+            self.samples.close()
         if getattr(self, "dist", None) is not None:
             shutdown(self.dist)

@@ -71,6 +71,7 @@ class SampleRecorder:
         self._armed = None  # (minibatch, version before the update, rows to record)
         self._taken: dict[int, tuple] = {}  # minibatch row -> (kind, marked (T,), log_ratio (T,))
         self._eval_step, self._eval_next = None, 0
+        self._fh = None  # opened at the first record
 
     # ---- training ---------------------------------------------------------------------------
 
@@ -92,54 +93,56 @@ class SampleRecorder:
 
     def take(self, rows: slice, marks) -> None:
         """One loss call's marks; `rows` are the minibatch rows of that micro-batch."""
-        wanted = self._armed[2]
-        for i in range(rows.start, min(rows.stop, wanted)):
-            j = i - rows.start
-            self._taken[i] = (marks.kind, marks.tokens[j].cpu(), marks.log_ratio[j].float().cpu())
+        stop = min(rows.stop, self._armed[2])
+        if stop <= rows.start:
+            return
+        k = stop - rows.start  # this micro-batch's first k rows are recorded; one copy each to the CPU
+        tokens, log_ratio = marks.tokens[:k].cpu(), marks.log_ratio[:k].float().cpu()
+        for j in range(k):
+            self._taken[rows.start + j] = (marks.kind, tokens[j], log_ratio[j])
 
     def write_train(self, step: int) -> None:
         """Append the armed update's rows, `step` being the version after that update."""
         mb, version, wanted = self._armed
         self._armed = None
+        missing = [i for i in range(wanted) if i not in self._taken]
+        if missing:  # no loss call saw the row (cannot happen in the loop)
+            raise RuntimeError(f"rollout sample rows {missing} were never seen by the loss")
+        taken, self._taken = [self._taken[i] for i in range(wanted)], {}
+        # whole-tensor conversions once, not per row
+        response_ids = mb.input_ids[:wanted, mb.prompt_len :].tolist()
+        lengths = mb.response_mask[:wanted].sum(dim=1).long().tolist()
+        rewards = mb.rewards[:wanted].tolist()
+        versions = mb.versions[:wanted].tolist()
         now = time.time()
         records = []
-        for i in range(wanted):
-            if i not in self._taken:  # no loss call saw the row (cannot happen in the loop)
-                raise RuntimeError(f"rollout sample row {i} was never seen by the loss")
-            kind, marked, log_ratio = self._taken[i]
-            records.append(self._train_record(mb, i, step, version, kind, marked, log_ratio, now))
-        self._taken = {}
+        for i, (kind, marked, log_ratio) in enumerate(taken):
+            n_valid = lengths[i]
+            n = min(n_valid, self.cfg.max_tokens)
+            hits = torch.nonzero(marked[:n]).squeeze(1).tolist()
+            text_ids = [t for t in response_ids[i][:n_valid] if t not in self.eos_ids]
+            reward = rewards[i]
+            records.append({
+                "kind": "train",
+                "step": int(step),
+                "index": i,
+                "eval_set": None,
+                "prompt": _text(mb.prompts[i] if mb.prompts is not None else self._prompt_of(mb, i)),
+                "response": _text(self.tokenizer.decode(text_ids, skip_special_tokens=True)),
+                "reference": _text(mb.references[i] if mb.references is not None else None),
+                "reward": _num(reward),
+                "correct": reward >= 1.0,
+                "policy_version": versions[i],
+                "staleness": int(version) - versions[i],
+                "objective": self.objective,
+                "tokens": [self._token(t) for t in response_ids[i][:n]],
+                "log_ratio": _float32s(log_ratio[:n]),
+                "clipped": hits if kind == "clipped" else [],
+                "masked": hits if kind == "masked" else [],
+                "truncated": n_valid > n,
+                "time": now,
+            })
         self._append(records)
-
-    def _train_record(self, mb, i, step, version, kind, marked, log_ratio, now) -> dict:
-        response_ids = mb.input_ids[i, mb.prompt_len :].tolist()
-        n_valid = int(mb.response_mask[i].sum())
-        n = min(n_valid, self.cfg.max_tokens)
-        ids = response_ids[:n]
-        hits = torch.nonzero(marked[:n]).squeeze(1).tolist()
-        reward = float(mb.rewards[i])
-        policy_version = int(mb.versions[i])
-        text_ids = [t for t in response_ids[:n_valid] if t not in self.eos_ids]
-        return {
-            "kind": "train",
-            "step": int(step),
-            "index": i,
-            "eval_set": None,
-            "prompt": _text(mb.prompts[i] if mb.prompts is not None else self._prompt_of(mb, i)),
-            "response": _text(self.tokenizer.decode(text_ids, skip_special_tokens=True)),
-            "reference": _text(mb.references[i] if mb.references is not None else None),
-            "reward": _num(reward),
-            "correct": reward >= 1.0,
-            "policy_version": policy_version,
-            "staleness": int(version) - policy_version,
-            "objective": self.objective,
-            "tokens": [self._token(t) for t in ids],
-            "log_ratio": _float32s(log_ratio[:n]),
-            "clipped": hits if kind == "clipped" else [],
-            "masked": hits if kind == "masked" else [],
-            "truncated": n_valid > n,
-            "time": now,
-        }
 
     def _prompt_of(self, mb, i: int) -> str:
         """A batch from a checkpoint written before prompts were kept: decode its prompt ids."""
@@ -198,7 +201,19 @@ class SampleRecorder:
         if not records:
             return
         text = "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in records)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())  # rare (recording steps only), and a sample is never lost to a crash
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")
+        self._fh.write(text)  # one write of whole lines: the pusher never reads half a record
+        self._fh.flush()
+
+    def sync(self) -> None:
+        """Durable on disk; the trainer calls it before each checkpoint, as for metrics.jsonl: after
+        a crash, samples past the checkpoint are cut and recorded again (reporting.truncate_spool)."""
+        if self._fh is not None:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
