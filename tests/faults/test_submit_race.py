@@ -7,6 +7,7 @@ by name and then a POST (two requests, not atomic), so both used to find nothing
 submitted: the restd-outage fault row's duplicate job, whose twin trainer shared the run's
 folder. This is the cause, reproduced without the outage's timing."""
 import os
+import shutil
 import threading
 import time
 from datetime import timedelta
@@ -62,6 +63,7 @@ def slurm(settings, tmp_path):
     for job in client.jobs():
         if any(job.name.startswith(f"opl-{run.pk}-a") for run in runs) and job.state in ("PENDING", "RUNNING"):
             client.cancel(job.job_id)
+    shutil.rmtree(settings.RUNS_DIR, ignore_errors=True)
 
 
 def at_once(*calls):
