@@ -258,3 +258,56 @@ def test_samples_survive_a_kill_9_resume_and_a_failing_dashboard(tmp_path):
     assert all(stored[_ident(s)] == s for s in got)
     failures = [p for p in read_points(run_dir) if p["key"] == "samples/push_failures"]
     assert failures and max(p["value"] for p in failures) >= 1
+
+
+def test_async_samples_carry_prompts_and_references_from_the_generator_process(tmp_path):
+    cfg = _config(
+        tmp_path,
+        staleness={"mode": "async", "max_staleness": 4},
+        algorithm={"objective": "m2po", "updates_per_step": 2, "lr": 1e-2},
+        train={"steps": 4},
+        eval={"at_start": False, "every": 0},
+        task={"eval_sets": []},
+        samples={"every": 4, "per_step": 5},
+    )
+    result = run_trainer(cfg, tmp_path / "run")
+    assert result.returncode == 0, result.stdout + result.stderr
+    train = _train_by_step(_samples(tmp_path / "run"))
+    assert sorted(train) == [2, 4, 8]
+    for step, rows in train.items():
+        assert [r["index"] for r in rows] == list(range(5))
+        for r in rows:
+            question = r["prompt"].removesuffix("=")
+            assert r["reference"] is not None and int(r["reference"]) == sum(map(int, question.split("+")))
+            assert 0 <= r["staleness"] <= 4 and r["staleness"] == step - 1 - r["policy_version"]
+
+
+def test_two_ranks_with_the_dashboard_down_record_rank_0s_rows_and_count_the_failed_pushes(tmp_path):
+    """Only rank 0 records and pushes; its samples/push_failures point must not upset the ranks'
+    collective mean of the step's metrics (it once did: the run died in all_reduce)."""
+    import subprocess
+    import sys
+
+    from tests.integration.trainer.cli_helpers import REPO, trainer_env
+
+    cfg = _config(
+        tmp_path,
+        rollout={"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 3},
+        algorithm={"objective": "grpo", "eps_low": 0.01, "eps_high": 0.01, "updates_per_step": 2, "lr": 1e-2},
+        train={"steps": 12},
+        eval={"at_start": False, "every": 0},
+        task={"eval_sets": []},
+        samples={"every": 2, "per_step": 64},
+        reporting={"push_interval_s": 0.1, "flush_timeout_s": 1},
+    )
+    cmd = [sys.executable, "-m", "trainer.launch", "--nproc-per-node", "2", "--",
+           "run", "--config", str(cfg), "--run-dir", str(tmp_path / "run")]
+    env = trainer_env(OPL_DASHBOARD_URL="http://127.0.0.1:9", OPL_RUN_ID="17", OPL_RUN_TOKEN="tok-17")
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    train = _train_by_step(_samples(tmp_path / "run"))
+    assert sorted(train) == list(range(2, 25, 2))
+    # rank 0's minibatch: its 4 of the 8 prompts, x 4 samples, split in 2 updates = 8 rows
+    assert all([r["index"] for r in rows] == list(range(8)) for rows in train.values())
+    failures = [p["value"] for p in read_points(tmp_path / "run") if p["key"] == "samples/push_failures"]
+    assert failures and failures == sorted(failures) and failures[0] >= 1
