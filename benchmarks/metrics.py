@@ -29,6 +29,16 @@ environment: see benchmarks/mlflow_baseline.py; otherwise the column says it was
 | chart-http | the chart query over HTTP for a 1M-point key against MLflow's chart query on the same series |
 
     .venv/bin/python benchmarks/metrics.py --only writers small behind trainer chart-http [--quick] [--no-mlflow]
+
+The alert rules' cost (issue 17's alerts on issue 18's ingestion), in-process like `small`:
+
+| measure | what |
+|---|---|
+| alerts | a trainer's batch (the 37 keys a step logs, 5 watched by the alert rules), 1 step and 40 steps: server time and round trips, against the same batch with its keys renamed so that no rule watches them |
+
+    .venv/bin/python benchmarks/metrics.py --only alerts [--quick]
+
+OPL_BENCH_DB and OPL_BENCH_REDIS_URL name another database and Redis db (two benchmarks on one machine).
 """
 from __future__ import annotations
 
@@ -47,10 +57,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-BENCH_DB = "opl_bench_metrics"
+BENCH_DB = os.environ.get("OPL_BENCH_DB", "opl_bench_metrics")  # another name when two benchmarks share a machine
 ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{BENCH_DB}"
-os.environ["REDIS_URL"] = "redis://127.0.0.1:6379/13"
+os.environ["REDIS_URL"] = os.environ.get("OPL_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 os.environ.setdefault("SECRET_KEY", "bench-secret-key")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orchestrator.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
@@ -377,6 +387,71 @@ def http_ingest_rate(writers: int, points_per_writer: int) -> float:
     finally:
         server.terminate()
         server.wait(10)
+
+
+# --- alerts: a trainer's batch carries the keys the alert rules watch ----------------------------
+
+# The keys one training step of a tiny CPU run logs (m2po, stale_k; `python -m trainer run`, its
+# metrics.jsonl): 5 of them are watched by the alert rules (orchestrator/alerts/rules.py KEYS).
+TRAINER_STEP_KEYS = (
+    "actor/clip_frac", "actor/clip_frac_high", "actor/clip_frac_low", "actor/entropy", "actor/grad_norm", "actor/lr",
+    "actor/m2", "actor/m2_after", "actor/m2_all", "actor/m2po_tau", "actor/pg_loss", "actor/ppo_kl", "actor/ratio_max",
+    "actor/ratio_mean", "actor/ratio_min", "actor/tr_frac", "perf/gen_s", "perf/samples_per_s", "perf/step_s",
+    "perf/tokens_per_s", "perf/train_s", "reward/errors", "reward/timeouts", "rollout/engine_kl",
+    "rollout/queue_batches", "rollout/reward_mean", "rollout/staleness_max", "rollout/staleness_mean",
+    "rollout/staleness_min", "train/adv_abs_mean", "train/response_len_mean", "train/reward_mean", "train/reward_std",
+    "train/samples_seen", "train/solved_frac", "train/tokens_seen", "train/train_step")
+
+
+def alert_rows(requests: int) -> list[tuple]:
+    """A trainer's batches (1 training step, as a GPU run's pusher sends them every 2 s, and 40 steps,
+    as a fast CPU run's) through the ingestion view in-process: server time and database round trips,
+    against the same batches with the keys renamed so that no alert rule watches them (the cost
+    issue 18 measured). The run has a project rule, and its values fire nothing."""
+    import json
+
+    from django.test import Client
+
+    from orchestrator.alerts.rules import WATCHED_KEYS
+    from orchestrator.alerts.services import alert_rule_set
+
+    rows = []
+    for steps in (1, 40):
+        measured = {}
+        for label, rename in (("watched", lambda k: k), ("unwatched", lambda k: f"bench/{k}")):
+            run, token = tokened_run(f"alerts{steps}{label}")
+            alert_rule_set(project=run.experiment.project, kind="entropy_floor", threshold=0.001)
+            client = Client(HTTP_HOST="127.0.0.1")
+
+            def body(i, steps=steps, rename=rename):
+                return json.dumps({"attempt": 1, "points": [
+                    {"step": 2 * (i * steps + s + 1), "key": rename(k), "value": 0.5 + 0.001 * (i % 7), "time": 1.7e9 + i}
+                    for s in range(steps) for k in TRAINER_STEP_KEYS]})
+
+            def post(i, token=token, run=run, body=body):
+                return client.post(f"/api/v1/runs/{run.pk}/metrics", data=body(i), content_type="application/json",
+                                   HTTP_AUTHORIZATION=f"Bearer {token}")
+
+            post(0)
+            times = []
+            for i in range(1, requests + 1):
+                start = time.perf_counter()
+                assert post(i).status_code == 202
+                times.append(time.perf_counter() - start)
+            response, trips = round_trips(lambda i=requests + 1, post=post: post(i))
+            assert response.status_code == 202
+            measured[label] = (statistics.median(times), trips)
+        assert not run.alerts.exists()
+        (ours, ours_trips), (base, base_trips) = measured["watched"], measured["unwatched"]
+        watched = sum(k in WATCHED_KEYS for k in TRAINER_STEP_KEYS)
+        rows.append((f"trainer batch, {steps} step(s) x {len(TRAINER_STEP_KEYS)} keys ({watched} watched by alerts): "
+                     "server time median, round trips",
+                     f"{ours * 1000:.1f} ms, {ours_trips} round trips",
+                     f"{base * 1000:.1f} ms, {base_trips} round trips (keys unwatched)",
+                     f"{ours / base:.2f}x time, {ours_trips - base_trips:+d} round trips",
+                     "+0 round trips"))
+        print(rows[-1], flush=True)
+    return rows
 
 
 # --- issue 18: many writers to one run, small batches, batches behind the head, the trainer ---
@@ -796,7 +871,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (1M/2M points, 10 compare runs)")
     parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DB} database")
-    measures = ["ingest", "chart", "compare", "live", "writers", "small", "behind", "trainer", "chart-http"]
+    measures = ["ingest", "chart", "compare", "live", "writers", "small", "behind", "trainer", "chart-http", "alerts"]
     parser.add_argument("--only", nargs="+", choices=measures, default=measures, help="measures to run")
     parser.add_argument("--no-mlflow", action="store_true", help="leave out the MLflow column")
     parser.add_argument("--points", type=int, default=0,
@@ -846,6 +921,8 @@ def main() -> None:
         if "compare" in args.only:
             rows.extend(compare_rows(compare_runs))
         rows.extend(issue18_rows(args))
+        if "alerts" in args.only:
+            rows.extend(alert_rows(40 if args.quick else 100))
         if "live" in args.only:
             sse, polled = live_latency(200)
             rows.append(("live latency POST -> SSE event, p50 / p95",

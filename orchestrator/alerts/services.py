@@ -29,13 +29,29 @@ class RuleError(ValueError):
         self.errors = [{"field": field, "message": message}]
 
 
+_RULE_FIELDS = ("kind", "enabled", "threshold", "window_s", "action", "run_id")
+
+
+def _rule_rows(run_id: int):
+    return AlertRule.objects.filter(Q(run=run_id) | Q(project__experiments__runs=run_id)).values_list(*_RULE_FIELDS)
+
+
 def effective_rules(run: Run) -> dict[str, rules.Rule]:
     """The defaults, overridden by the run's project's rules, overridden by the run's own (1 query)."""
+    return rules_from_rows(_rule_rows(run.pk))
+
+
+def rule_rows_query(run_id: int) -> tuple[str, tuple]:
+    """effective_rules' query as SQL and parameters (sent by the ingestion pipeline: batch_check.py)."""
+    return _rule_rows(run_id).query.sql_with_params()
+
+
+def rules_from_rows(rows) -> dict[str, rules.Rule]:
+    """The defaults overridden by rule rows (`_RULE_FIELDS`): the project's, then the run's."""
     out = dict(rules.DEFAULTS)
-    rows = AlertRule.objects.filter(Q(run=run) | Q(project__experiments__runs=run))
-    for row in sorted(rows, key=lambda r: r.run_id is not None):  # project first, then the run's
-        out[row.kind] = replace(out[row.kind], enabled=row.enabled, threshold=row.threshold, window_s=row.window_s,
-                                action=row.action, source="run" if row.run_id else "project")
+    for kind, enabled, threshold, window_s, action, run_id in sorted(rows, key=lambda r: r[-1] is not None):
+        out[kind] = replace(out[kind], enabled=enabled, threshold=threshold, window_s=window_s, action=action,
+                            source="run" if run_id else "project")
     return out
 
 
@@ -99,13 +115,19 @@ def project_notifications_set(*, project, webhook_url: str | None = None, emails
     return prefs
 
 
-def alerts_after_ingest(*, run: Run, cols) -> None:
+def alerts_after_ingest(*, run: Run, cols, check=None) -> None:
     """Called once a batch is stored (outside its transaction): check the metric rules against the
-    batch's watched keys only. Never raises into ingestion."""
+    batch's watched keys only. `check`: the batch_check.BatchCheck the ingestion pipeline carried
+    (then only a new firing costs a query). Never raises into ingestion."""
     if rules.WATCHED_KEYS.isdisjoint(cols.keys):
-        return  # the common case costs one set test
+        return  # a batch without a watched key costs one set test
     try:
-        _check_batch(run, cols)
+        if check is not None and check.firings is not None:
+            for firing in check.firings:
+                if firing.kind not in check.fired_kinds:
+                    alert_fire(run=run, rule=check.rules[firing.kind], firing=firing)
+        else:
+            _check_batch(run, cols)
     except Exception:
         log.exception("alert check of run %s failed; ingestion is unaffected", run.pk)
 

@@ -67,10 +67,13 @@ _NEAR = (f"SELECT c.key, c.steps FROM unnest(%b::text[], %b::int8[], %b::int8[])
 _PROGRESS = "UPDATE experiments_run SET step = %s WHERE id = %s AND step < %s"
 
 
-def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming: dict) -> Appended | None:
+def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming: dict,
+               alert_check=None) -> Appended | None:
     """Store a batch whose points are all new to their keys (appended, or behind a key's head
     where no point is stored) in two round trips; None (nothing written) when it re-posts a
-    stored step or a restart is due. Raises Busy when the run's lock is not granted in time."""
+    stored step or a restart is due. Raises Busy when the run's lock is not granted in time.
+    `alert_check` (orchestrator/alerts/batch_check.py) adds its reads to the first round trip
+    and its watch row's update to the second, before COMMIT."""
     connection.ensure_connection()
     conn: psycopg.Connection = connection.connection
     # BEGIN/COMMIT as statements, not psycopg's transaction(), which waits for each answer
@@ -92,6 +95,8 @@ def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming
             attempt_cur.execute(_ATTEMPT, [run_id, attempt, int(batch.steps.min()), run_id])
             near_cur.execute(_NEAR, [list(incoming), list(first_steps.values()),
                                      [int(p.steps[-1]) for p in incoming.values()], run_id, run_id])
+            if alert_check is not None:
+                alert_check.send_reads(conn)
             pipe.sync()
             seq = seq_cur.fetchone()[0]
             restarted = attempt_cur.fetchone() is not None and attempt > 1
@@ -103,6 +108,8 @@ def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming
                 store.upsert_series(run_id, summaries, cursor=cur)
                 cur.execute(store.MERGE_ROLLUPS, [run_id, *rollups])
                 cur.execute(_PROGRESS, [top, run_id, top])
+                if alert_check is not None:
+                    alert_check.send_writes(cur)
                 cur.execute(commit)
                 appended = Appended(seq=seq, points=len(batch.steps))
     except Exception as exc:

@@ -10,6 +10,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from orchestrator.alerts.batch_check import BatchCheck
 from orchestrator.alerts.services import alerts_after_ingest
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
@@ -35,11 +36,12 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
     batch = batches.sort_batch(cols)
     incoming = batch.by_key()
     if store.is_postgres():
-        appended = pipeline.try_append(run.pk, attempt, batch, incoming)
+        check = BatchCheck.for_batch(run, incoming)  # the alert rules' reads and writes ride on the pipeline's
+        appended = pipeline.try_append(run.pk, attempt, batch, incoming, alert_check=check)
         if appended is not None:
             _announce(run.pk, appended.seq, attempt, None, cols)
             _note_progress(run, step=None)
-            alerts_after_ingest(run=run, cols=cols)
+            alerts_after_ingest(run=run, cols=cols, check=check)
             return len(cols.keys)
     try:
         seq, restart_from = _ingest_general(run.pk, attempt, batch, incoming)
