@@ -3,6 +3,7 @@ into a SampleQuery, and the template contexts built from selectors. Plain functi
 call them and the views stay thin."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
@@ -85,10 +86,42 @@ def newer_context(run: Run, params) -> dict:
             "show_query": urlencode({k: v for k, v in choices.items() if v != ""})}
 
 
-def sample_view(sample: RolloutSample, scale: float) -> dict:
-    """What a sample card shows."""
+LABEL_CHARS = 90
+SHARED_END = 8  # a shared end shorter than this (a "?") stays in the labels
+SHARED_HEAD = 24  # prompts whose first this many characters agree (a few-shot prefix) are told apart by their end
+
+
+def prompt_labels(heads: list[str], tails: list[str], width: int = LABEL_CHARS) -> list[str]:
+    """One-line labels that tell prompts apart, from each prompt's start and end. Few-shot prompts
+    share a long start and chat templates a common end: when the prompts' starts agree, each label
+    is the prompt's end less the end they all share ("…Question: A robe takes 2 bolts…"); when
+    they differ early, the start. A lone long prompt shows its end, where the question is."""
+    heads, tails = [" ".join(h.split()) for h in heads], [" ".join(t.split()) for t in tails]
+    if len(heads) > 1 and len(os.path.commonprefix(heads)) < SHARED_HEAD:
+        return [h if len(h) <= width else h[:width - 1].rstrip() + "…" for h in heads]
+    shared = os.path.commonprefix([t[::-1] for t in tails])[::-1] if len(tails) > 1 else ""
+    cut = shared.find(" ")  # the shared end is cut from a word's start on ("3?" and "bolts?" keep their "?")
+    shared = len(shared) - cut if cut >= 0 and len(shared) - cut >= SHARED_END else 0
+    labels = []
+    for head, tail in zip(heads, tails):
+        if head == tail and len(head) <= width:  # short: the whole prompt
+            labels.append(head)
+            continue
+        end = tail[:len(tail) - shared].rstrip() if len(tail) - shared >= 10 else tail
+        labels.append("…" + end[-(width - 1):].lstrip())
+    return labels
+
+
+def sample_view(sample: RolloutSample, scale: float, prompt_label: str = "") -> dict:
+    """What a sample card shows (prompt_label: the one-line prompt the closed prompt shows)."""
     return {"s": sample, "tokens_html": token_spans(sample.tokens, sample.log_ratios(), sample.masked, sample.clipped, scale)
-            if sample.tokens else "", "verdict": verdict_of(sample)}
+            if sample.tokens else "", "verdict": verdict_of(sample),
+            "prompt_label": prompt_label or prompt_labels([sample.prompt], [sample.prompt])[0]}
+
+
+def sample_views(samples: list[RolloutSample], scale: float) -> list[dict]:
+    labels = prompt_labels([s.prompt for s in samples], [s.prompt for s in samples])
+    return [sample_view(s, scale, label) for s, label in zip(samples, labels)]
 
 
 def verdict_of(sample: RolloutSample) -> str:
@@ -105,7 +138,7 @@ def run_samples_context(run: Run, query: SampleQuery) -> dict:
         "run": run, "q": query, "sorts": [(k, label) for k, (label, _) in selectors.SORTS.items()],
         "verdicts": selectors.VERDICTS, "scales": SCALES, "legend": legend_stops(query.scale),
         "summary": selectors.step_summary(run.pk, query.kind, query.step) if query.step is not None else None,
-        "samples": [sample_view(s, query.scale) for s in samples],
+        "samples": sample_views(samples, query.scale),
         "total": sum(query.counts.values()),
         "per_step": samples_cfg.get("per_step"), "every": samples_cfg.get("every"),
         # a live run: the card asks every POLL_SECONDS whether newer steps were recorded
@@ -119,6 +152,8 @@ def run_samples_context(run: Run, query: SampleQuery) -> dict:
 def compare_context(run_ids: list[int], params) -> dict:
     runs = {r.pk: r for r in Run.objects.filter(pk__in=run_ids)}
     prompts = selectors.shared_prompts(run_ids)
+    for prompt, label in zip(prompts, prompt_labels([p["head"] for p in prompts], [p["tail"] for p in prompts])):
+        prompt["label"] = label
     chosen = params.get("prompt") or (prompts[0]["prompt_hash"] if prompts else "")
     by_run = selectors.prompt_samples(run_ids, chosen) if chosen else {}
     columns = [{"run": runs[rid], "samples": [sample_view(s, DEFAULT_SCALE) for s in by_run.get(rid, [])]}

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum
-from django.db.models.functions import Substr
+from django.db.models.functions import Length, Right, Substr
 
 from orchestrator.samples.models import RolloutSample
 
@@ -67,17 +67,19 @@ def step_summary(run_id: int, kind: str, step: int) -> dict:
         truncated=Count("id", filter=Q(truncated=True)))
 
 
-PROMPT_PREVIEW = 140
+PROMPT_PREVIEW = 400  # characters of each end of a prompt, for labels that tell prompts apart
 MAX_SHARED_PROMPTS = 300
 
 
 def shared_prompts(run_ids: list[int]) -> list[dict]:
-    """Prompts recorded in at least two of the runs: [{prompt_hash, kind, eval_set, preview, runs}],
-    eval prompts first (they match across runs by design), most runs first."""
+    """Prompts recorded in at least two of the runs: [{prompt_hash, kind, eval_set, head, tail, length,
+    runs}] (head and tail: the prompt's first and last PROMPT_PREVIEW characters), eval prompts first
+    (they match across runs by design), most runs first."""
     return list(RolloutSample.objects.filter(run_id__in=run_ids).values("prompt_hash")
                 .annotate(runs=Count("run", distinct=True), kind=Min("kind"), eval_set=Max("eval_set"),
-                          preview=Min(Substr("prompt", 1, PROMPT_PREVIEW)))
-                .filter(runs__gte=2).order_by("kind", "-runs", "eval_set", "preview")[:MAX_SHARED_PROMPTS])
+                          head=Min(Substr("prompt", 1, PROMPT_PREVIEW)), tail=Min(Right("prompt", PROMPT_PREVIEW)),
+                          length=Max(Length("prompt")))
+                .filter(runs__gte=2).order_by("kind", "-runs", "eval_set", "tail")[:MAX_SHARED_PROMPTS])
 
 
 def prompt_samples(run_ids: list[int], digest: str, *, per_run: int = 16) -> dict[int, list[RolloutSample]]:

@@ -83,6 +83,18 @@ def test_masked_and_clipped_tokens_are_marked_and_coloured(page_as, server, alic
     assert [(c["step"], c["index"]) for c in cards(page)] == [(2, 0)]
     assert page.eval_on_selector("#run-samples [data-control=verdict]", "el => el.value") == "wrong"  # the filter stays
 
+    # the run is live: a newer step shows a hint (the card polls every 10 s), not a reload of the card
+    assert page.locator("#samples-newer [data-show-newest]").count() == 0
+    post_samples(server, run.pk, token, [sample(9, 0, reward=0.0), sample(9, 1, reward=1.0)])
+    page.wait_for_selector("#samples-newer [data-show-newest]", timeout=15_000)
+    assert page.inner_text("#samples-newer") == "1 newer step recorded — show newest"
+    assert [(c["step"], c["index"]) for c in cards(page)] == [(2, 0)]  # the reader's place is kept
+    page.evaluate("() => { document.querySelector('#run-samples').dataset.old = '1'; }")
+    page.click("#samples-newer [data-show-newest]")
+    page.wait_for_function("() => { const c = document.querySelector('#run-samples'); return c && !c.dataset.old; }")
+    assert [(c["step"], c["index"]) for c in cards(page)] == [(9, 0)]  # the newest step, still wrong answers only
+    assert page.locator("#samples-newer [data-show-newest]").count() == 0
+
 
 def test_compare_shows_each_runs_answers_to_the_same_prompt(page_as, server, alice, tiny_config):
     from orchestrator.experiments.services import experiment_create
@@ -167,3 +179,65 @@ def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, 
     most = max({s["step"] for s in train}, key=lambda st: sum(len(s["masked"]) for s in train if s["step"] == st))
     choose(page, "step", str(most))
     screenshot(page, "samples-real-run.png")
+
+
+FEW_SHOT = "".join(f"Question: Natalia sold clips to {n} of her friends in April, and then she sold half as many clips in May. "
+                   f"How many clips did Natalia sell altogether in April and May?\nAnswer: {n} + {n // 2} = {n + n // 2}. "
+                   f"The answer is {n + n // 2}.\n\n" for n in range(40, 60, 2)) + \
+    "Question: A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?\nAnswer:"
+LONG_TOKENS = ([" Let", "'s", " think", " step", " by", " step", ".", "\n", " The", " robe", " needs", " 2", " bolts", " of", " blue"]
+               + [" and", " 2", "/", "2", " =", " 1", " bolt", " of", " white", ".", "\n"] * 12
+               + [" https://example.org/" + "a" * 120, " \\frac{" + "1" * 90 + "}{2}", " So", " 3", " bolts", "."])
+
+
+def overflow(page, selector):
+    """How far the selector's content pokes out of it sideways (0 when it fits), and what does."""
+    return page.evaluate("""(sel) => { const card = document.querySelector(sel); const box = card.getBoundingClientRect();
+        const wide = [...card.querySelectorAll('*')].filter((el) => el.getBoundingClientRect().right > box.right + 1
+            && !el.closest('.tokens, pre, .samples-columns'));
+        return [card.scrollWidth - card.clientWidth, wide.slice(0, 3).map((el) => el.tagName + '.' + el.className)]; }""", selector)
+
+
+@pytest.mark.parametrize("width", (1440, 1024))
+def test_long_prompts_and_answers_fit_the_card(page_as, server, alice, tiny_config, width):
+    """A few-shot prompt, a long answer with a URL and a long number, four compared runs with long
+    names: nothing makes the run page or the compare page scroll sideways, the toolbar's step chooser
+    stays inside the card, the legend stays readable. Screenshots at both widths."""
+    from orchestrator.experiments.services import experiment_create
+    from orchestrator.experiments.tokens import derive_token, token_hash
+
+    experiment = experiment_create(owner=alice, name="a-rather-long-experiment-name-for-staleness", config=tiny_config,
+                                   sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 8]})
+    runs = list(experiment.runs.order_by("id"))
+    n = len(LONG_TOKENS)
+    for r, run in enumerate(runs):
+        run.attempt, run.token_salt, run.state = 1, "s", "running"
+        run.token_hash = token_hash(derive_token(run.pk, 1, "s"))
+        run.save()
+        post_samples(server, run.pk, derive_token(run.pk, 1, "s"), [
+            sample(step, i, prompt=FEW_SHOT, tokens=LONG_TOKENS, reward=float(i % 2), masked=list(range(8 + i, n, 7 + r)),
+                   clipped=list(range(3, n, 11)), log_ratio=[((j * 37) % 17 - 8) / 10 for j in range(n)],
+                   eval_set=None) for step in (10, 20, 1000000) for i in range(4)]
+            + [sample(1000000, 0, kind="eval", prompt=FEW_SHOT, response=" The robe takes 3 bolts.", eval_set="gsm8k_platinum_test",
+                      reward=float(r % 2))])
+    page = page_as(alice)
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.goto(f"{server}/runs/{runs[0].pk}/")
+    page.wait_for_selector("#run-samples [data-sample]")
+    page.click("#run-samples [data-sample] .sample-prompt summary")  # a reader opens the long prompt
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    assert overflow(page, "#run-samples") == [0, []]
+    step = page.locator("#run-samples [data-control=step]").bounding_box()
+    card = page.locator("#run-samples").bounding_box()
+    assert step["x"] + step["width"] <= card["x"] + card["width"]
+    if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
+        os.makedirs(folder, exist_ok=True)
+        page.locator("#run-samples").screenshot(path=os.path.join(folder, f"run-samples-{width}.png"))
+        page.locator("#run-samples [data-sample]").first.screenshot(path=os.path.join(folder, f"run-sample-{width}.png"))
+
+    page.goto(f"{server}/compare/?runs={','.join(str(r.pk) for r in runs)}")
+    page.wait_for_selector("#compare-samples .samples-column")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    assert overflow(page, "#compare-samples") == [0, []]
+    if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
+        page.locator("#compare-samples").screenshot(path=os.path.join(folder, f"compare-samples-{width}.png"))
