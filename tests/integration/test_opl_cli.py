@@ -77,6 +77,15 @@ def test_opl_drives_a_sweep_end_to_end(installed, celery_worker, live_server, al
     assert steps and steps == sorted(steps) and steps[-1] == 4  # steps are updates: 2 training steps x 2
     assert all(r[:2] == [str(kept), "train/reward_mean"] for r in rows[1:])
 
+    samples = opl(installed, url, token, "samples", kept, "--json")  # the trainer's own samples, pushed by the run
+    assert samples.returncode == 0, samples.stderr
+    got = json.loads(samples.stdout)
+    assert got["kind"] == "train" and got["step"] == 2 and len(got["samples"]) == 8  # the first training step
+    assert all(len(s["tokens"]) == len(s["log_ratio"]) and all(i < len(s["tokens"]) for i in s["masked"] + s["clipped"])
+               for s in got["samples"])
+    shown = opl(installed, url, token, "samples", kept, "--marks")
+    assert shown.returncode == 0 and shown.stdout.startswith(f"run {kept} · train step 2 · 8 samples"), shown.stderr
+
     wrong = opl(installed, url, token, "metrics", kept, "train/reward")
     assert wrong.returncode == 1 and "known keys:" in wrong.stderr and "train/reward_mean" in wrong.stderr
     refused = opl(installed, url, "not-a-token", "runs")
