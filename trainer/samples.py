@@ -2,7 +2,7 @@
 
 One job: choose the rows, build the spool records, keep them bounded, append them. The pusher
 (trainer/reporting.py) posts the file to the dashboard; a resume cuts it like metrics.jsonl
-(reporting.truncate_spool). The line format is fixed by notes/SAMPLES-SPEC.md:
+(reporting.truncate_spool). The line format is fixed by docs/SAMPLES.md:
 
     {"kind": "train"|"eval", "step", "index", "eval_set", "prompt", "response", "reference",
      "reward", "correct", "policy_version", "staleness", "objective", "tokens", "log_ratio",

@@ -102,9 +102,10 @@ def _response_schemas() -> dict[str, Any]:
             "dropped": {**INT, "description": "samples the per-run bound thinned in this call"}}),
         "RunSamples": _object({
             "run": INT, "kind": {"type": "string", "enum": ["train", "eval"]},
-            "steps": {"type": "array", "items": _object({"step": INT, "n": INT}), "description": "recorded steps, newest first"},
+            "steps": {"type": "array", "items": _object({"step": INT, "n": INT, "masked": INT, "clipped": INT}),
+                      "description": "recorded steps, newest first: samples, masked and clipped tokens in each"},
             "step": {**_nullable(INT), "description": "the step shown (the newest unless asked)"},
-            "samples": {"type": "array", "items": {"type": "object", "description": "the spool's fields (SAMPLES-SPEC), "
+            "samples": {"type": "array", "items": {"type": "object", "description": "the spool's fields (docs/SAMPLES.md), "
                                                    "log ratios unpacked, with prompt_hash, attempt, n_masked, n_clipped"}}}),
         "Heartbeat": _object({"attempt": _nullable(INT),
                               "step": _nullable({"type": "integer", "minimum": 0, "maximum": STEP_MAX}),

@@ -1,4 +1,4 @@
-"""Shared by the samples tests: spool-shaped samples (SAMPLES-SPEC) and posting them."""
+"""Shared by the samples tests: spool-shaped samples (docs/SAMPLES.md) and posting them."""
 import gzip
 import json
 
