@@ -62,8 +62,10 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
         )
         if not claimed:
             return None
-    elif not (run.state == S.SUBMITTED and not run.job_id and _take_over_stale_claim(run)):
-        return None  # submitted already, or another task is submitting it right now
+    elif not (run.state == S.SUBMITTED and not run.job_id):
+        return None  # submitted already
+    elif not _take_over_stale_claim(run):
+        return _adopt_job_by_name(run)  # another task holds a fresh claim: only look, never submit
     clear_cancel_marker(run)  # a marker left by an earlier attempt's cancel must not stop this one
     token = derive_token(run.pk, run.attempt, run.token_salt)
     Run.objects.filter(pk=run.pk).update(token_hash=token_hash(token))
@@ -93,6 +95,23 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
     record_job(run, job_id)
     if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
         _send_cancel(run, backend)  # cancelled while we were submitting: the cancel task found no job id
+    return run
+
+
+def _adopt_job_by_name(run: Run) -> Run | None:
+    """A fresh claim held by another task, or by one that died right after its submit went
+    through (Celery redelivers its task at once): record the attempt's job if the backend has
+    it. Read-only on the cluster, so it cannot make a second job; None while there is none."""
+    try:
+        job_id = get_backend(run.backend).find(job_name(run.pk, run.attempt))
+    except BackendError as exc:
+        recovery.record_error(run.backend, exc)
+        return None
+    if not job_id:
+        return None
+    record_job(run, job_id)
+    if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+        _send_cancel(run, get_backend(run.backend))
     return run
 
 
