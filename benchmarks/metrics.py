@@ -58,34 +58,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BENCH_DB = os.environ.get("OPL_BENCH_DB", "opl_bench_metrics")  # another name when two benchmarks share a machine
-ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{BENCH_DB}"
 os.environ["REDIS_URL"] = os.environ.get("OPL_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 os.environ.setdefault("SECRET_KEY", "bench-secret-key")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orchestrator.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
+from benchmarks.bench_db import admin, drop_database, fresh_database  # noqa: E402 (after the environment)
+
 KEY = "train/reward_mean"
 BATCH = 5_000
 KEYS = [f"bench/k{i:02d}" for i in range(50)]  # a batch: 50 keys x 100 steps
-
-
-def admin(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def setup_database() -> None:
-    admin(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    admin(f"CREATE DATABASE {BENCH_DB}")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def make_runs(n: int, name: str):
@@ -880,7 +863,7 @@ def main() -> None:
     big = 2_000_000 if args.quick else 10_000_000
     compare_runs = 10 if args.quick else 50
 
-    setup_database()
+    fresh_database(BENCH_DB)
     from orchestrator.metrics import selectors
 
     rows: list[tuple[str, str, str, str, str]] = []
@@ -936,7 +919,7 @@ def main() -> None:
 
         connections.close_all()
         if not args.keep:
-            admin(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+            drop_database(BENCH_DB)
 
     print()
     print("| measure | ours | baseline | ratio | target |")

@@ -39,7 +39,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BENCH_DB = "opl_bench_samples"
-ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{BENCH_DB}"
 os.environ["REDIS_URL"] = "redis://127.0.0.1:6379/6"
 os.environ.setdefault("SECRET_KEY", "bench-secret-key")
@@ -47,27 +46,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orchestrator.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
 
+from benchmarks.bench_db import drop_database, fresh_database  # noqa: E402 (after the environment)
+
 BATCH = 64  # samples per post, as the trainer's pusher
 PIECES = [" the", " of", " x", " =", " 2", " 3", "7", "\\", "frac", "{", "}", " answer", " is", " so", " we",
           " get", " sqrt", "(", ")", " +", " -", " *", "\n", " Let", " boxed", " therefore", ".", ",", " 1", "0"]
-
-
-def admin(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def setup_database() -> None:
-    admin(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    admin(f"CREATE DATABASE {BENCH_DB}")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def tokened_run(name: str):
@@ -195,7 +178,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DB} database")
     args = parser.parse_args()
 
-    setup_database()
+    fresh_database(BENCH_DB)
     from django.conf import settings
     from django.db import connection
     from django.test import Client
@@ -233,7 +216,7 @@ def main() -> None:
 
         connections.close_all()
         if not args.keep:
-            admin(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+            drop_database(BENCH_DB)
 
     ours, base = results["bounded"], results["baseline"]
     rows = [
