@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from orchestrator.experiments.services import experiment_create, run_transition
 from orchestrator.experiments.models import Run
@@ -31,6 +32,9 @@ def no_sideways_scroll(page, name):
 @pytest.fixture
 def lab(alice, tiny_config, settings):
     settings.MAX_ACTIVE_RUNS = 2
+    with connection.cursor() as cur:  # 9-digit run ids, as the full suite reaches them: the widest case
+        cur.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), GREATEST(100000000, (SELECT COALESCE(MAX(id), 0) FROM {0})))"
+                    .format(Run._meta.db_table), [Run._meta.db_table])
     experiment = experiment_create(owner=alice, name="a-rather-long-experiment-name", config=tiny_config,
                                    sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 1, 2, 4, 8]}, seeds=1,
                                    tags=["staleness", "paper"])
