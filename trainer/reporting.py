@@ -156,9 +156,9 @@ def write_offset(run_dir: Path, offset: int, attempt: int, name: str = OFFSET_NA
 class _Stream:
     """One spool the pusher drains: the file, the acknowledged offset, the endpoint, retry state."""
 
-    def __init__(self, noun: str, run_dir: Path, spool_name: str, offset_name: str, url: str, key: str,
+    def __init__(self, noun: str, spool_name: str, offset_name: str, url: str, key: str,
                  max_lines: int, max_bytes: int | None, early_bytes: int):
-        self.noun, self.run_dir, self.spool_name, self.offset_name = noun, run_dir, spool_name, offset_name
+        self.noun, self.spool_name, self.offset_name = noun, spool_name, offset_name
         self.url, self.key, self.max_lines, self.max_bytes, self.early_bytes = url, key, max_lines, max_bytes, early_bytes
         self.backoff = 0.0
         self.next_try = 0.0
@@ -182,9 +182,9 @@ class Pusher:
         self._last_heartbeat = 0.0
         base = (reporting.dashboard_url or "").rstrip("/")
         runs = f"{base}/api/v1/runs/{reporting.run_id}"
-        self._metrics = _Stream("metrics", self.run_dir, SPOOL_NAME, OFFSET_NAME, f"{runs}/metrics", "points",
+        self._metrics = _Stream("metrics", SPOOL_NAME, OFFSET_NAME, f"{runs}/metrics", "points",
                                 MAX_POINTS_PER_POST, None, PUSH_EARLY_BYTES)
-        self._samples = _Stream("samples", self.run_dir, SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME, f"{runs}/samples", "samples",
+        self._samples = _Stream("samples", SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME, f"{runs}/samples", "samples",
                                 MAX_SAMPLES_PER_POST, MAX_SAMPLE_BYTES_PER_POST, MAX_SAMPLE_BYTES_PER_POST)
         self._streams = (self._metrics, self._samples)
         if self.enabled:

@@ -65,7 +65,11 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
     elif not (run.state == S.SUBMITTED and not run.job_id):
         return None  # submitted already
     elif not _take_over_stale_claim(run):
-        return _adopt_job_by_name(run)  # another task holds a fresh claim: only look, never submit
+        try:  # another task holds a fresh claim: only look, never submit
+            return run if adopt_job_by_name(run) else None
+        except BackendError as exc:
+            recovery.record_error(run.backend, exc)
+            return None
     clear_cancel_marker(run)  # a marker left by an earlier attempt's cancel must not stop this one
     token = derive_token(run.pk, run.attempt, run.token_salt)
     Run.objects.filter(pk=run.pk).update(token_hash=token_hash(token))
@@ -98,21 +102,19 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
     return run
 
 
-def _adopt_job_by_name(run: Run) -> Run | None:
-    """A fresh claim held by another task, or by one that died right after its submit went
-    through (Celery redelivers its task at once): record the attempt's job if the backend has
-    it. Read-only on the cluster, so it cannot make a second job; None while there is none."""
-    try:
-        job_id = get_backend(run.backend).find(job_name(run.pk, run.attempt))
-    except BackendError as exc:
-        recovery.record_error(run.backend, exc)
-        return None
+def adopt_job_by_name(run: Run) -> bool:
+    """A claim without a job id (held by another task, or by one that died right after its
+    submit went through): record the attempt's job if the backend has it, and stop it if a
+    cancel came meanwhile. Read-only on the cluster, so it cannot make a second job. False while
+    there is none; raises BackendError when the cluster cannot be asked."""
+    backend = get_backend(run.backend)
+    job_id = backend.find(job_name(run.pk, run.attempt))
     if not job_id:
-        return None
+        return False
     record_job(run, job_id)
     if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-        _send_cancel(run, get_backend(run.backend))
-    return run
+        _send_cancel(run, backend)
+    return True
 
 
 def submit_stale_after(backend_name: str) -> timedelta:
@@ -164,17 +166,13 @@ def reconcile_submissions(now=None) -> int:
     settle = now - timedelta(seconds=5)  # leave a live submit task its few seconds
     repaired = 0
     for run in Run.objects.filter(state=S.SUBMITTED, job_id="", submitted_at__lt=settle).order_by("pk"):
-        backend = get_backend(run.backend)
         try:
-            job_id = backend.find(job_name(run.pk, run.attempt))
+            found = adopt_job_by_name(run)
         except BackendError as exc:
             recovery.record_error(run.backend, exc)
             continue
-        if job_id:
-            record_job(run, job_id)
-            log.info("run %s: found job %s by name after an interrupted submit", run.pk, job_id)
-            if run.cancel_requested:
-                _send_cancel(run, backend)
+        if found:
+            log.info("run %s: found job %s by name after an interrupted submit", run.pk, run.job_id)
             repaired += 1
         elif now - run.submitted_at < submit_stale_after(run.backend):
             continue

@@ -34,16 +34,23 @@ class SampleQuery:
             raise ParamError("kind", "must be train or eval")
         verdict, sort, scale = view_choices(params)
         steps = selectors.recorded_steps(run_id, kind)
-        raw = params.get("step") or ""
-        if raw:
-            if not raw.isdigit() or len(raw) > 12:
-                raise ParamError("step", f"must be a whole number, got {raw[:20]!r}")
-            step = int(raw)
+        step = whole_number(params, "step")
+        if step is not None:
             if step not in {s["step"] for s in steps}:
                 raise ParamError("step", f"no {kind} samples recorded at step {step}")
         else:
             step = steps[0]["step"] if steps else None
         return cls(kind=kind, step=step, verdict=verdict, sort=sort, scale=scale, steps=steps, counts=counts)
+
+
+def whole_number(params, name: str) -> int | None:
+    """The parameter as a step number, None when absent; ParamError names it when it is not one."""
+    raw = params.get(name) or ""
+    if not raw:
+        return None
+    if not raw.isdigit() or len(raw) > 12:
+        raise ParamError(name, f"must be a whole number, got {raw[:20]!r}")
+    return int(raw)
 
 
 def view_choices(params) -> tuple[str, str, float]:
@@ -74,10 +81,7 @@ def newer_context(run: Run, params) -> dict:
     kind = params.get("kind") or None
     if kind is not None and kind not in RolloutSample.Kind.values:
         raise ParamError("kind", "must be train or eval")
-    raw = params.get("after") or ""
-    if raw and (not raw.isdigit() or len(raw) > 12):
-        raise ParamError("after", f"must be a whole number, got {raw[:20]!r}")
-    after = int(raw) if raw else None
+    after = whole_number(params, "after")
     verdict, sort, scale = view_choices(params)
     choices = {"kind": kind or "", "verdict": verdict, "sort": sort, "scale": scale}
     return {"run": run, "newer": selectors.steps_after(run.pk, kind, after), "had_any": after is not None,

@@ -17,9 +17,6 @@ SORTS = {  # name: (label, ordering)
 # right: the verdict says so (a train sample without one: reward >= 1, as the trainer judges it)
 RIGHT = Q(correct=True) | Q(correct__isnull=True, reward__gte=1)
 WRONG = Q(correct=False) | Q(correct__isnull=True, reward__lt=1)
-LIST_FIELDS = ("id", "run_id", "attempt", "kind", "step", "index", "eval_set", "prompt", "prompt_hash", "response",
-               "reference", "reward", "correct", "policy_version", "staleness", "objective", "tokens", "log_ratio",
-               "clipped", "masked", "truncated", "time", "n_tokens", "n_clipped", "n_masked", "max_abs_log_ratio")
 
 
 def kind_counts(run_id: int) -> dict[str, int]:
