@@ -116,6 +116,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")  # alerts
+# Alert webhooks reach public addresses only, plus the hosts, addresses and networks named here
+# (e.g. "hooks.lab.internal,10.1.2.0/24"): see orchestrator/alerts/webhook.py.
+OPL_WEBHOOK_ALLOW = env_list("OPL_WEBHOOK_ALLOW")
 CELERY_BEAT_SCHEDULE = {
     "sync-runs": {"task": "orchestrator.cluster.tasks.sync_runs", "schedule": 3.0},
     "dispatch-queued": {"task": "orchestrator.cluster.tasks.dispatch_queued", "schedule": 3.0},

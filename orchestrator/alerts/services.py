@@ -13,14 +13,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from orchestrator.alerts import rules
+from orchestrator.alerts import rules, webhook
 from orchestrator.alerts.models import Alert, AlertRule, ProjectNotifications, RunWatch
 from orchestrator.experiments.models import Run
 from trainer.cli import NO_CHECKPOINT_MARKER
 from trainer.reporting import atomic_write_text
 
 log = logging.getLogger(__name__)
-WEBHOOK_TIMEOUT_S = 5.0
 
 
 class RuleError(ValueError):
@@ -97,6 +96,8 @@ def project_notifications_set(*, project, webhook_url: str | None = None, emails
             webhook_url and URLValidator(schemes=["http", "https"])(webhook_url)
         except ValidationError:
             raise RuleError("webhook_url", f"not a valid URL: {webhook_url[:100]!r}") from None
+        if webhook_url and (problem := webhook.literal_problem(webhook_url)):
+            raise RuleError("webhook_url", problem)
         prefs.webhook_url = webhook_url
     if emails is not None:
         if len(emails) > 20:
@@ -220,10 +221,9 @@ def _cancel(run: Run, *, checkpoint: bool) -> str:
 
 
 def alert_notify(*, alert_id: int) -> None:
-    """Send the alert by email and to the project's webhook, each once; failures are counted on
-    the alert, and a failed webhook raises so the task retries it."""
-    import httpx
-
+    """Send the alert by email and to the project's webhook (webhook.py), each once; failures are
+    counted on the alert with a short reason, and a webhook failure that may pass (no answer, a
+    5xx, a 429) raises WebhookError so the task retries it."""
     alert = Alert.objects.select_related("run__owner", "run__experiment__project").get(pk=alert_id)
     run = alert.run
     project = run.experiment.project
@@ -241,9 +241,11 @@ def alert_notify(*, alert_id: int) -> None:
                 _note_failure(alert, "email_failures", f"email: {exc}")
     if prefs and prefs.webhook_url and alert.webhook_sent_at is None:
         try:
-            httpx.post(prefs.webhook_url, json={"text": text}, timeout=WEBHOOK_TIMEOUT_S).raise_for_status()
-        except httpx.HTTPError as exc:
-            _note_failure(alert, "webhook_failures", f"webhook: {exc}")
+            webhook.post_json(prefs.webhook_url, {"text": text})
+        except webhook.WebhookError as exc:
+            _note_failure(alert, "webhook_failures", f"webhook: {exc.reason}")
+            if exc.permanent:
+                return
             raise
         Alert.objects.filter(pk=alert.pk).update(webhook_sent_at=timezone.now())
 

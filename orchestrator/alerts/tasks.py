@@ -1,7 +1,8 @@
 """Celery tasks of the alerts: the time rules on beat, and notifications (retried, off the
 ingestion path)."""
-import httpx
 from celery import shared_task
+
+from orchestrator.alerts.webhook import WebhookError
 
 
 @shared_task(ignore_result=True)
@@ -11,7 +12,7 @@ def check_alerts() -> None:
     alerts_check_time()
 
 
-@shared_task(acks_late=True, autoretry_for=(httpx.HTTPError,), retry_backoff=10, retry_backoff_max=300, max_retries=5)
+@shared_task(acks_late=True, autoretry_for=(WebhookError,), retry_backoff=10, retry_backoff_max=300, max_retries=5)
 def notify_alert(alert_id: int) -> None:
     from orchestrator.alerts.services import alert_notify
 
