@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from orchestrator.cluster import recovery
@@ -93,13 +93,25 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
             log.warning("run %s: submit of attempt %s unconfirmed: %s", run.pk, run.attempt, exc)
             return None
         else:  # cluster unreachable: back to the queue, nothing lost
-            Run.objects.filter(pk=run.pk, state=S.SUBMITTED).update(state=S.QUEUED, state_reason=str(exc),
-                                                                     attempt=run.attempt - 1)
+            _unclaim(run, str(exc))
         raise
     record_job(run, job_id)
     if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
         _send_cancel(run, backend)  # cancelled while we were submitting: the cancel task found no job id
     return run
+
+
+def _unclaim(run: Run, reason: str) -> None:
+    """Give the claim back when the cluster could not be reached: the run returns to the queue
+    with its attempt unspent (a history event says why), or ends cancelled when a cancel came
+    while it was being submitted. The row is locked while deciding, so a cancel that arrives
+    meanwhile waits and then finds the run queued (cancelled at once) rather than being lost."""
+    with transaction.atomic():
+        cancel = Run.objects.select_for_update().filter(pk=run.pk).values_list("cancel_requested", flat=True).first()
+        if cancel:
+            run_transition(run=run, to=S.CANCELLED, reason=f"cancelled before its job started ({reason})")
+        else:
+            run_transition(run=run, to=S.QUEUED, reason=reason, attempt=run.attempt - 1)
 
 
 def adopt_job_by_name(run: Run) -> bool:
