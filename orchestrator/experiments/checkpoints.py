@@ -16,6 +16,7 @@ from orchestrator.experiments.models import Run
 from trainer import checkpoint as ckpt
 
 _HOLDER = re.compile(r"^run (\d+)$")
+PINNED = "pinned by "
 
 
 @dataclass
@@ -30,6 +31,15 @@ class CheckpointRow:
     def exists(self) -> bool:
         return self.size_bytes is not None
 
+    @property
+    def pinned(self) -> bool:
+        return any(r.startswith(PINNED) for r in self.reasons)
+
+    @property
+    def only_pinned(self) -> bool:
+        """Kept for forks alone: the clean-up would delete it without its pins."""
+        return bool(self.reasons) and all(r.startswith(PINNED) for r in self.reasons)
+
 
 @dataclass
 class CheckpointListing:
@@ -40,6 +50,20 @@ class CheckpointListing:
     @property
     def total_bytes(self) -> int:
         return sum(r.size_bytes or 0 for r in self.rows)
+
+    @property
+    def pinned_bytes(self) -> int:
+        """Disk of the written checkpoints that forks pin."""
+        return sum(r.size_bytes for r in self.rows if r.exists and r.pinned)
+
+    @property
+    def only_pinned_bytes(self) -> int:
+        """Of those, the disk held for forks alone (the clean-up rule would have freed it)."""
+        return sum(r.size_bytes for r in self.rows if r.exists and r.only_pinned)
+
+    @property
+    def pinned_count(self) -> int:
+        return sum(1 for r in self.rows if r.exists and r.pinned)
 
     @property
     def policy_text(self) -> str:

@@ -15,21 +15,24 @@ Every refusal is a ConfigError naming the field (config.init.from_run, config.in
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.db.models import F, Q
 
 from orchestrator.cluster.jobspec import run_dir_for
-from orchestrator.experiments.access import visible_runs
-from orchestrator.experiments.models import Run
+from orchestrator.experiments.access import role_in, visible_runs
+from orchestrator.experiments.models import Membership, Run
 from orchestrator.experiments.runconfig import ConfigError
 from trainer import checkpoint as ckpt
 from trainer.config import RunConfig, derive_sizes
 
+log = logging.getLogger(__name__)
 FROM_RUN, FROM_STEP, FROM_PATH = "config.init.from_run", "config.init.from_step", "config.init.from_path"
 
 
@@ -73,6 +76,10 @@ def check_source(*, user: User, config: dict[str, Any]) -> ForkSource | None:
     parent = visible_runs(user).filter(pk=parent_id).first()
     if parent is None:  # the same answer for a run that does not exist and one the user cannot read
         raise _error(FROM_RUN, f"run {parent_id} does not exist or you cannot read it")
+    if not may_fork(user, parent):
+        raise _error(FROM_RUN, f"run {parent_id} is in project {parent.experiment.project.name}, where you are a viewer: "
+                               "a fork pins the parent's checkpoints on that project's disk, so it takes the "
+                               "member or owner role there")
     _check_same_model(parent, config)
     on_disk = [ckpt.checkpoint_step(c) for c in ckpt.list_checkpoints(run_dir_for(parent))]
     if step is None:
@@ -93,6 +100,13 @@ def check_source(*, user: User, config: dict[str, Any]) -> ForkSource | None:
         raise _error(FROM_STEP, f"run {parent_id} is past update {step} and its checkpoint there was not kept "
                                 f"({_steps_text(on_disk)})")
     return ForkSource(parent, step, False)
+
+
+def may_fork(user: User, parent: Run) -> bool:
+    """Forking needs a writer's role (owner or member) in the parent's project, not only read
+    access: the fork's pin keeps the parent's checkpoint on that project's disk until the fork
+    ends, which is a write on the project. Viewers read only."""
+    return user.is_staff or role_in(user, parent.experiment.project_id) in Membership.WRITERS
 
 
 def _check_same_model(parent: Run, config: dict[str, Any]) -> None:
@@ -160,6 +174,35 @@ def pin_sources(runs: list[Run], forks: list[Fork]) -> None:
         if (problem := _lost_step(parent_id, parent_dir, pairs)) is not None:
             ckpt.remove_pins(parent_dir, pins)  # the creation is refused: these runs will not exist
             raise problem
+
+
+def release_pins(*, run_id: int, parent_id: int, parent_dir: Path | None = None) -> int:
+    """Take back every pin the run holds in its parent's pins.json (the fork ended without needing
+    the checkpoint any more, or was deleted): the parent's clean-up may then delete those
+    checkpoints. Returns how many pins went; never raises (a pin left behind only keeps disk)."""
+    if parent_dir is None:
+        row = Run.objects.filter(pk=parent_id).values_list("run_dir", flat=True).first()
+        parent_dir = run_dir_for(Run(pk=parent_id, run_dir=row or ""))
+    holder = f"run {run_id}"
+    try:
+        mine = [(step, holder) for step, holders in ckpt.read_pins(parent_dir).items() if holder in holders]
+        if mine:
+            ckpt.remove_pins(parent_dir, mine)
+    except (OSError, ValueError) as exc:
+        log.warning("run %s: could not release its pins in %s: %s", run_id, parent_dir, exc)
+        return 0
+    return len(mine)
+
+
+def release_pins_of_deleted(sender, instance: Run, **kwargs) -> None:
+    """pre_delete of a Run (the admin, a cascade from its experiment): its pins go once the delete
+    commits. The parent's folder is read now, while the parent surely still exists."""
+    if instance.parent_id is None:
+        return
+    parent = Run.objects.filter(pk=instance.parent_id).values_list("run_dir", flat=True).first()
+    parent_dir = run_dir_for(Run(pk=instance.parent_id, run_dir=parent or ""))
+    run_id, parent_id = instance.pk, instance.parent_id
+    transaction.on_commit(lambda: release_pins(run_id=run_id, parent_id=parent_id, parent_dir=parent_dir), robust=True)
 
 
 def _lost_step(parent_id: int, parent_dir: Path, pairs: list[tuple[Run, Fork]]) -> ConfigError | None:

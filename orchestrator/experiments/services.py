@@ -8,7 +8,7 @@ from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from orchestrator.experiments.bounds import INT32, MAX_NOTES, MAX_TAGS, BoundsError, check_values
-from orchestrator.experiments.forks import fork_plan, pin_sources
+from orchestrator.experiments.forks import fork_plan, pin_sources, release_pins
 from orchestrator.experiments.limits import limit, profile_gpus, run_gpus
 from orchestrator.experiments.models import Experiment, Membership, Project, Run, RunEvent, Tag
 from orchestrator.experiments.schemas import NAME_RE, TAG_RE
@@ -68,8 +68,16 @@ def run_transition(*, run: Run, to: str, reason: str = "", **fields: Any) -> boo
         RunEvent.objects.create(run=run, from_state=frm, to_state=to, attempt=run.attempt, detail=reason)
     for key, value in values.items():
         setattr(run, key, value)
+    if to in RELEASES_PINS and run.parent_id:
+        run_id, parent_id = run.pk, run.parent_id
+        transaction.on_commit(lambda: release_pins(run_id=run_id, parent_id=parent_id), robust=True)
     log.info("run %s: %s -> %s %s", run.pk, frm, to, reason)
     return True
+
+
+# A fork that ends so does not need its parent's checkpoint any more (a retry pins it again at
+# submission, cluster/jobspec.py); a lost one may still be running and keeps it.
+RELEASES_PINS = (S.SUCCEEDED, S.FAILED, S.CANCELLED)
 
 
 def project_for(name: str | None, user: User) -> Project:

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from orchestrator.experiments.access import can_write, get_run_for_user, visible_projects, visible_tags
 from orchestrator.experiments.bounds import parse_priority, safe_filename
 from orchestrator.experiments.checkpoints import run_checkpoints
+from orchestrator.experiments.forks import may_fork
 from orchestrator.experiments.lineage import run_lineage
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
@@ -79,7 +80,7 @@ def fork_context(user, run: Run) -> dict:
     lineage = run_lineage(user, run)
     family = [run.parent_id] if lineage.parent else []
     family += [run.pk] + [c.pk for c in lineage.children]
-    return {"checkpoints": run_checkpoints(run), "lineage": lineage,
+    return {"checkpoints": run_checkpoints(run), "lineage": lineage, "can_fork": may_fork(user, run),
             "compare_lineage_url": f"{compare_url()}?runs={','.join(map(str, family))}&lineage=1" if len(family) > 1 else ""}
 
 
