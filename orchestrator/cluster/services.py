@@ -261,7 +261,7 @@ def sync_one_run(run: Run, status: JobStatus | None) -> bool:
             run=run, to=step, reason=status.reason if final else "", node_list=status.nodes,
             **({"exit_code": status.exit_code} if final and step not in ORDER else {}),
         )
-    reason = cancelling_reason(status.reason) if run.cancel_requested else status.reason
+    reason = cancelling_reason(status.reason) if run.cancel_requested and run.is_active else status.reason
     if target == run.state and reason != run.state_reason:
         Run.objects.filter(pk=run.pk, state=run.state).update(state_reason=reason)
         changed = True

@@ -12,12 +12,16 @@ from orchestrator.cluster.models import ClusterHealth, Job
 from orchestrator.cluster.slurm.logs import tail
 from orchestrator.experiments.access import get_run_for_user
 from orchestrator.experiments.models import Run
+from orchestrator.experiments.run_status import status_context
 
 WORKER_SILENT_S = 60
 
 
 def run_job(request, run_id: int):
-    """The run's job details and the tail of its stdout/stderr (polled by the run page)."""
+    """The run's job details and the tail of its stdout/stderr (polled by the run page). When the
+    page's `seen` version of the run's status is out of date, the answer also carries the run's
+    facts card and header badge (out of band), so header, job card, reason and actions change
+    together (experiments/run_status.py)."""
     run = get_run_for_user(request.user, run_id)
     job = Job.objects.filter(run=run, attempt=run.attempt).first()
     logs: dict[str, str] = {}
@@ -27,7 +31,12 @@ def run_job(request, run_id: int):
         except Exception:  # noqa: BLE001 - a misconfigured backend must not break the run page
             paths = {}
         logs = {name: tail(path, lines=40) for name, path in paths.items()}
-    return render(request, "cluster/_run_job_detail.html", {"run": run, "job": job, "logs": logs})
+    context = {"run": run, "job": job, "logs": logs}
+    if (seen := request.GET.get("seen")) is not None:
+        status = status_context(request.user, run)
+        if status["status_version"] != seen:
+            context.update(status, status_changed=True)
+    return render(request, "cluster/_run_job_detail.html", context)
 
 
 def slurm_configured() -> bool:

@@ -128,8 +128,8 @@ def experiment_action(request: HttpRequest, experiment_id: int, action: str):
     elif action == "resume" and not experiment_resume(experiment=experiment):
         return json_error(409, f"experiment {experiment.pk} is {experiment.state} and cannot be resumed")
     elif action == "cancel":
-        if experiment.state == Experiment.State.CANCELLED:
-            return json_error(409, f"experiment {experiment.pk} is already cancelled")
+        if experiment.state in (Experiment.State.CANCELLED, Experiment.State.ENDED):
+            return json_error(409, f"experiment {experiment.pk} is already {experiment.state}")
         experiment_cancel(experiment=experiment)
     return JsonResponse(experiment_to_dict(experiment))
 

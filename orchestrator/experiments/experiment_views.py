@@ -1,5 +1,6 @@
 """Browser pages for experiments (sweeps): the generated form with live validation, preview,
 presets, clone, YAML import/export; the experiments list and a sweep's page with its actions."""
+import hashlib
 import re
 from urllib.parse import quote
 
@@ -204,13 +205,14 @@ def _with_counts(experiments):
 
 def experiment_detail(request, experiment_id: int):
     experiment = get_experiment_for_user(request.user, experiment_id)
+    if request.headers.get("HX-Request") and request.headers.get("HX-Target") == "experiment-facts":
+        return _experiment_facts(request, experiment)
     params = request.GET.copy()
     params["experiment"] = str(experiment.pk)
     f = RunFilter.from_params(params)
     context = {
-        "experiment": _with_counts([experiment])[0], "page": runs_page(request.user, f), "f": f,
+        **_facts_context(request.user, experiment), "page": runs_page(request.user, f), "f": f,
         "key_metrics": f.cols, "stat_label": STAT_LABELS[f.stat], "compare_url": compare_url(),
-        "can_write": can_write(request.user, experiment.owner_id, experiment.project_id),
         "sweep_yaml": dump_experiment_yaml({"name": experiment.name, "project": experiment.project.name,
                                             "sweep": experiment.sweep, "random": experiment.random,
                                             "seeds": experiment.seeds, "config": minimal_config(experiment.base_config)}),
@@ -222,6 +224,23 @@ def experiment_detail(request, experiment_id: int):
     return render(request, "experiments/experiment_detail.html", context)
 
 
+def _facts_context(user, experiment: Experiment) -> dict:
+    experiment = _with_counts([experiment])[0]
+    writer = can_write(user, experiment.owner_id, experiment.project_id)
+    seen = (experiment.state, experiment.priority, experiment.state_counts, writer)
+    return {"experiment": experiment, "can_write": writer,
+            "facts_version": hashlib.sha1(repr(seen).encode()).hexdigest()[:16]}
+
+
+def _experiment_facts(request, experiment: Experiment):
+    """The polled facts card: 204 (nothing to swap) while what it shows is unchanged, else the card
+    and the header's state badge, so an experiment whose last run ended shows it without a reload."""
+    context = _facts_context(request.user, experiment)
+    if request.GET.get("seen") == context["facts_version"]:
+        return HttpResponse(status=204)
+    return render(request, "experiments/_experiment_facts_poll.html", context)
+
+
 @require_POST
 def experiment_action(request, experiment_id: int, action: str):
     experiment = get_experiment_for_user(request.user, experiment_id, write=True)
@@ -231,7 +250,7 @@ def experiment_action(request, experiment_id: int, action: str):
     elif action == "resume":
         done = experiment_resume(experiment=experiment)
     elif action == "cancel":
-        done = experiment.state != Experiment.State.CANCELLED
+        done = experiment.state not in (Experiment.State.CANCELLED, Experiment.State.ENDED)
         experiment_cancel(experiment=experiment)
     else:  # priority
         priority = parse_priority(request.POST.get("priority", ""))

@@ -55,12 +55,14 @@ class Tag(models.Model):
 
 class Experiment(models.Model):
     """A named run config, optionally expanded over a sweep (grid and random search) and seeds
-    into runs. Pausing it stops new submissions; its runs keep their own states."""
+    into runs. Pausing it stops new submissions; its runs keep their own states. It ends when its
+    last run ends (a retried run reopens it), unless it was cancelled."""
 
     class State(models.TextChoices):
         ACTIVE = "active"
         PAUSED = "paused"
         CANCELLED = "cancelled"
+        ENDED = "ended"
 
     name = models.CharField(max_length=200)
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="experiments")

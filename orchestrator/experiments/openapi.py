@@ -57,7 +57,8 @@ def _response_schemas() -> dict[str, Any]:
        description="A run: state, backend details, config, tags, its own notes and its metric summaries.")
     experiment_fields = {
         "id": INT, "name": STR, "project": STR, "owner": STR,
-        "state": {"type": "string", "enum": Experiment.State.values}, "priority": INT,
+        "state": {"type": "string", "enum": Experiment.State.values,
+                  "description": "ended: all its runs have ended (a retried run reopens it)"}, "priority": INT,
         "sweep": OBJ, "random": OBJ, "seeds": INT, "notes": STR, "created_at": {"type": "string", "format": "date-time"},
     }
     experiment = _object({**experiment_fields, "runs_by_state": {"type": "object", "additionalProperties": INT},

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, models, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from orchestrator.experiments.bounds import INT32, MAX_NOTES, MAX_TAGS, BoundsError, check_values
@@ -62,10 +63,19 @@ def run_transition(*, run: Run, to: str, reason: str = "", **fields: Any) -> boo
     if to == S.QUEUED:
         values.update(finished_at=None, cancel_requested=False)
     with transaction.atomic():
+        if to in Run.TERMINAL:
+            # The sweep's row first (as experiment_cancel orders them): runs of one sweep that end
+            # at once take turns, so the last of them sees the others ended and ends the sweep.
+            list(Experiment.objects.select_for_update().filter(pk=run.experiment_id).values_list("pk"))
         updated = Run.objects.filter(pk=run.pk, state=frm).update(**values)
         if updated != 1:
             return False
         RunEvent.objects.create(run=run, from_state=frm, to_state=to, attempt=run.attempt, detail=reason)
+        if to in Run.TERMINAL:
+            _end_experiment_if_done(run.experiment_id)
+        elif to == S.QUEUED:  # a retried run reopens its ended sweep
+            Experiment.objects.filter(pk=run.experiment_id, state=Experiment.State.ENDED).update(
+                state=Experiment.State.ACTIVE)
     for key, value in values.items():
         setattr(run, key, value)
     if to in RELEASES_PINS and run.parent_id:
@@ -78,6 +88,13 @@ def run_transition(*, run: Run, to: str, reason: str = "", **fields: Any) -> boo
 # A fork that ends so does not need its parent's checkpoint any more (a retry pins it again at
 # submission, cluster/jobspec.py); a lost one may still be running and keeps it.
 RELEASES_PINS = (S.SUCCEEDED, S.FAILED, S.CANCELLED)
+
+
+def _end_experiment_if_done(experiment_id: int) -> None:
+    """An active or paused experiment ends with its last run (a cancelled one stays cancelled)."""
+    unfinished = Run.objects.filter(experiment_id=OuterRef("pk")).exclude(state__in=Run.TERMINAL)
+    Experiment.objects.filter(pk=experiment_id, state__in=(Experiment.State.ACTIVE, Experiment.State.PAUSED)).filter(
+        ~Exists(unfinished)).update(state=Experiment.State.ENDED)
 
 
 def project_for(name: str | None, user: User) -> Project:
@@ -356,8 +373,8 @@ def experiment_resume(*, experiment: Experiment) -> bool:
 
 def experiment_cancel(*, experiment: Experiment) -> int:
     """Cancel the sweep: its queued runs at once, its active runs through the cluster. Returns
-    how many runs were cancelled or asked to stop."""
-    if experiment.state == Experiment.State.CANCELLED:
+    how many runs were cancelled or asked to stop. An ended sweep has nothing left to cancel."""
+    if experiment.state in (Experiment.State.CANCELLED, Experiment.State.ENDED):
         return 0
     Experiment.objects.filter(pk=experiment.pk).update(state=Experiment.State.CANCELLED)
     experiment.state = Experiment.State.CANCELLED

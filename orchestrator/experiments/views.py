@@ -22,6 +22,7 @@ from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.run_columns import STAT_LABELS, column_values
+from orchestrator.experiments.run_status import status_context
 from orchestrator.experiments.selectors import RunFilter, runs_page
 from trainer.metric_keys import METRIC_KEYS
 from orchestrator.experiments.services import (
@@ -67,10 +68,9 @@ def _without_page(params) -> str:
 def run_detail(request, run_id: int):
     run = get_run_for_user(request.user, run_id)
     return render(request, "experiments/run_detail.html", {
-        "run": run,
+        **status_context(request.user, run),
         "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
         "events": run.events.all(),
-        "can_write": can_write(request.user, run.owner_id, run.experiment.project_id),
         **fork_context(request.user, run),
     })
 
@@ -104,7 +104,8 @@ def _after_action(request, run: Run, done: bool, failed: str):
         context = {"run": run, "can_write": can_write(request.user, run.owner_id, run.experiment.project_id),
                    "action_error": "" if done else failed}
         if request.headers.get("HX-Target") == "run-facts":  # the run page: also update its state badge
-            return render(request, "experiments/_run_facts.html", {**context, "oob_state": True})
+            return render(request, "experiments/_run_facts.html",
+                          {**status_context(request.user, run), "action_error": context["action_error"], "oob_state": True})
         shown = RunFilter.from_params(QueryDict(urlsplit(request.headers.get("HX-Current-URL", "")).query))
         run.latest = column_values([run.pk], shown.cols, shown.stat)[run.pk]  # the table's own columns
         run.waiting = waiting_reasons([run]).get(run.pk, "")

@@ -17,3 +17,10 @@
   });
   document.addEventListener("htmx:afterSwap", update);
 })();
+
+// Forms that ask first (data-confirm), e.g. "Cancel sweep": a script rather than an inline
+// onsubmit handler, which a Content-Security-Policy without 'unsafe-inline' would block.
+document.addEventListener("submit", function (event) {
+  var question = event.target.dataset && event.target.dataset.confirm;
+  if (question && !window.confirm(question)) event.preventDefault();
+});

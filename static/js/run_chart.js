@@ -235,14 +235,11 @@
     return total == null ? `update ${updates} · step ${steps}` : `update ${updates} / ${total} · step ${steps} / ${Math.floor(total / per)}`;
   }
 
-  // Run facts (state, reason, progress) stay current while the run is active.
+  // The progress stays current while the run is active (state, reason and actions come with the
+  // job card's poll: templates/cluster/_run_job.html).
   async function pollRun() {
     try {
       const run = await M.getJSON(cfg.run_url);
-      const state = document.getElementById("run-state");
-      if (state) { state.textContent = run.state; state.className = `state state-${run.state}`; }
-      const reason = document.getElementById("run-reason");
-      if (reason) reason.textContent = run.state_reason || "–";
       const progress = document.getElementById("run-progress");
       if (progress) progress.textContent = progressText(run.step, run.total_steps);
       if (run.state !== "queued") showCharts(); else await refreshQueue();

@@ -40,6 +40,6 @@ def test_counts_include_cancelled_runs(client, alice, tiny_config):
     detail = client.get(f"/experiments/{experiment.pk}/").content.decode()
     assert "1 · 1 cancelled" in detail
     listing = client.get("/experiments/").content.decode()
-    assert "<th>Cancelled</th>" in listing and "all runs ended" in listing
+    assert "<th>Cancelled</th>" in listing and '<span class="state sweep-ended" title="all its runs have ended">ended</span>' in listing
     # runs, queued, active, succeeded, failed, cancelled
     assert "<td>1</td>\n      <td>0</td>\n      <td>0</td>\n      <td>0</td>\n      <td>0</td>\n      <td>1</td>" in listing
