@@ -39,7 +39,7 @@ def _csrf_failure(request: HttpRequest):
 
 def api_view(view):
     """Authenticate an API view by session or personal token; set request.user."""
-    from orchestrator.accounts.services import user_for_api_token
+    from orchestrator.accounts.services import api_token_lookup
 
     @csrf_exempt
     @login_not_required
@@ -47,10 +47,12 @@ def api_view(view):
     def wrapper(request: HttpRequest, *args, **kwargs):
         token = bearer_token(request)
         if token is not None:
-            user = user_for_api_token(token)
-            if user is None:
-                return json_error(401, "invalid API token")
-            request.user = user
+            api_token = api_token_lookup(token)
+            if api_token is None:
+                return json_error(401, "invalid or expired API token")
+            if api_token.read_only and request.method not in ("GET", "HEAD", "OPTIONS"):
+                return json_error(403, "this API token is read-only: it may only read (GET)")
+            request.user = api_token.user
         elif not request.user.is_authenticated:
             return json_error(401, "authentication required: log in or send Authorization: Bearer <token>")
         elif request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request):

@@ -1,6 +1,7 @@
 """OffPolicy Lab settings. Everything comes from the environment; with nothing set the app
 runs on a SQLite file under var/ and the `local` cluster backend (see README)."""
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -35,6 +36,7 @@ INSTALLED_APPS = [
     "orchestrator.studies",
     "orchestrator.alerts",
     "orchestrator.samples",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -47,6 +49,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",  # sends nothing unless CONTENT_SECURITY_POLICY is set (below)
+    "axes.middleware.AxesMiddleware",
     "orchestrator.middleware.SyncChain",
 ]
 
@@ -90,6 +94,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     })
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out user and address before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -107,6 +115,43 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstatic in dev and demo
+
+# --- Security -----------------------------------------------------------------------------------
+# Login rate limit (django-axes): OPL_LOGIN_FAILURE_LIMIT wrong passwords for one user name from
+# one address lock that pair out (429) for OPL_LOGIN_COOLOFF_MINUTES; a success resets the count.
+AXES_FAILURE_LIMIT = env_int("OPL_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("OPL_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+# Personal API tokens: the longest lifetime a new token may be given (the tokens page offers less).
+OPL_API_TOKEN_MAX_DAYS = env_int("OPL_API_TOKEN_MAX_DAYS", 365)
+# Served over HTTPS (on by default when DEBUG is off and OPL_PUBLIC_URL is https://): HSTS,
+# cookies only over HTTPS, http:// redirected, a Content-Security-Policy and a Referrer-Policy.
+HTTPS = env_bool("OPL_HTTPS", not DEBUG and env_str("OPL_PUBLIC_URL").startswith("https://"))
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if HTTPS and not DEBUG:
+    SECURE_HSTS_SECONDS = env_int("OPL_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("OPL_HSTS_INCLUDE_SUBDOMAINS", False)
+    SECURE_SSL_REDIRECT = env_bool("OPL_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SESSION_COOKIE_HTTPONLY = True
+    if env_bool("OPL_BEHIND_PROXY", False):  # a reverse proxy that ends TLS and sets X-Forwarded-Proto
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],  # no inline scripts or handlers, no eval: templates use static/js files
+        "style-src": ["'self'", "'unsafe-inline'"],  # Plotly and htmx set styles from script
+        "img-src": ["'self'", "data:", "blob:"],  # Plotly's image export
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }}
 
 # --- Redis and Celery -------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")

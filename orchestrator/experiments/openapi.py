@@ -315,7 +315,10 @@ def document() -> dict[str, Any]:
             "responses": {"Error": {"description": "An error; `errors` names each bad field",
                                     "content": {"application/json": {"schema": _ref("Error")}}}},
             "securitySchemes": {
-                "bearer": {"type": "http", "scheme": "bearer", "description": "A personal token: manage.py create_api_token USER"},
+                "bearer": {"type": "http", "scheme": "bearer",
+                           "description": "A personal token (the API tokens page, or manage.py create_api_token USER "
+                                          "[--days N] [--read-only]). It expires (401 after that); a read-only token "
+                                          "may only GET (403 on any other method)."},
                 "session": {"type": "apiKey", "in": "cookie", "name": "sessionid", "description": "Browser session; send X-CSRFToken on writes"},
                 "runToken": {"type": "http", "scheme": "bearer",
                              "description": "A run's ingestion token (OPL_RUN_TOKEN in its job); refused 24 h after the run ended"},
