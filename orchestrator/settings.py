@@ -132,6 +132,18 @@ HTTPS = env_bool("OPL_HTTPS", not DEBUG and env_str("OPL_PUBLIC_URL").startswith
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+PRODUCTION_CSP = {"DIRECTIVES": {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],  # no inline scripts or handlers, no eval: templates use static/js files
+    "style-src": ["'self'", "'unsafe-inline'"],  # Plotly and htmx set styles from script
+    "img-src": ["'self'", "data:", "blob:"],  # Plotly's image export
+    "connect-src": ["'self'"],
+    "font-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'self'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}}
 if HTTPS and not DEBUG:
     SECURE_HSTS_SECONDS = env_int("OPL_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("OPL_HSTS_INCLUDE_SUBDOMAINS", False)
@@ -140,18 +152,7 @@ if HTTPS and not DEBUG:
     SESSION_COOKIE_HTTPONLY = True
     if env_bool("OPL_BEHIND_PROXY", False):  # a reverse proxy that ends TLS and sets X-Forwarded-Proto
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
-        "default-src": ["'self'"],
-        "script-src": ["'self'"],  # no inline scripts or handlers, no eval: templates use static/js files
-        "style-src": ["'self'", "'unsafe-inline'"],  # Plotly and htmx set styles from script
-        "img-src": ["'self'", "data:", "blob:"],  # Plotly's image export
-        "connect-src": ["'self'"],
-        "font-src": ["'self'"],
-        "object-src": ["'none'"],
-        "base-uri": ["'self'"],
-        "form-action": ["'self'"],
-        "frame-ancestors": ["'none'"],
-    }}
+    CONTENT_SECURITY_POLICY = PRODUCTION_CSP
 
 # --- Redis and Celery -------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
