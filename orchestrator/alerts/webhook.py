@@ -34,7 +34,7 @@ class WebhookError(Exception):
     """A webhook post that did not go through, with a reason safe to show to the project's owner.
     `permanent`: retrying will not help (a refused address, a 4xx, a redirect)."""
 
-    def __init__(self, reason: str, *, permanent: bool):
+    def __init__(self, reason: str, *, permanent: bool = False):  # a default: Celery re-creates it from args
         super().__init__(reason)
         self.reason = reason
         self.permanent = permanent
