@@ -89,16 +89,19 @@ def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[s
 
 
 def dump_experiment_yaml(spec: dict[str, Any]) -> str:
-    """YAML for a spec: a plain run config when there is nothing else to say, else an experiment file."""
-    extra = {k: spec.get(k) for k in ("sweep", "random", "warmup_run") if spec.get(k)}
+    """YAML for a spec that imports back as the same spec: a plain run config (the file the trainer
+    takes; its project as the `# project:` comment the import reads, its name the file's) when
+    there is nothing else to say, else an experiment file."""
+    extra = {k: spec.get(k) for k in ("priority", "tags", "notes", "sweep", "random", "warmup_run") if spec.get(k)}
     if spec.get("seeds", 1) != 1:
         extra["seeds"] = spec["seeds"]
+    config = spec.get("config") or {}
     if not extra:
-        return yaml.safe_dump(spec.get("config") or {}, sort_keys=False)
-    out = {"name": spec.get("name"), "project": spec.get("project", "default")}
-    for key in ("priority", "tags", "notes"):
-        if spec.get(key):
-            out[key] = spec[key]
+        head = f"# project: {spec['project']}\n" if spec.get("project") else ""
+        return head + yaml.safe_dump(config, sort_keys=False)
+    out = {"name": spec.get("name")}
+    if spec.get("project"):
+        out["project"] = spec["project"]
     out.update(extra)
-    out["config"] = spec.get("config") or {}
+    out["config"] = config
     return yaml.safe_dump(out, sort_keys=False)

@@ -88,7 +88,7 @@ def draft_from_post(data) -> Draft:
     project = (data.get("project") or "").strip()
     if project and (not NAME_RE.match(project) or len(project) > 100):
         errors.append({"field": "project", "message": "letters, digits, '.', '_' and '-' only (at most 100), or empty for your own project"})
-    notes = data.get("notes") or ""
+    notes = _line_breaks(data.get("notes") or "")
     if len(notes) > MAX_NOTES:
         errors.append({"field": "notes", "message": f"at most {MAX_NOTES} characters"})
     spec: dict[str, Any] = {
@@ -128,6 +128,11 @@ def draft_from_post(data) -> Draft:
         spec["random"] = {"samples": _int(data, "random-samples", 1, errors, minimum=1),
                           "seed": _int(data, "random-seed", 0, errors), "params": params}
     return Draft(spec=spec, errors=errors, pasted_paths=pasted_paths)
+
+
+def _line_breaks(text: str) -> str:
+    """A textarea's text with a browser's CR LF line breaks as LF (what an API call or a file says)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _pasted_config(text: str, errors: list) -> dict[str, Any]:
@@ -246,7 +251,7 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
 def _join(args: Any) -> str:
     if not isinstance(args, (list, tuple)):
         return str(args)
-    return ", ".join(f"{a:g}" if isinstance(a, float) else str(a) for a in args)
+    return ", ".join(repr(a) if isinstance(a, float) else str(a) for a in args)  # every digit
 
 
 def form_context(flat: dict[str, str], errors: list[dict[str, str]]) -> dict[str, Any]:
@@ -254,9 +259,9 @@ def form_context(flat: dict[str, str], errors: list[dict[str, str]]) -> dict[str
     slots = errors_by_slot(errors, flat)
     sections = [
         {"section": s, "fields": [
-            {"spec": f, "text": flat.get(f.path, f.to_text(f.default)), "errors": slots.get(f.slug, []),
-             "changed": flat.get(f.path, f.to_text(f.default)) != f.to_text(f.default)}
-            for f in s.fields]}
+            {"spec": f, "text": text, "errors": slots.get(f.slug, []), "textarea": f.is_textarea(text),
+             "changed": text != f.to_text(f.default)}
+            for f in s.fields for text in [flat.get(f.path, f.to_text(f.default))]]}
         for s in config_sections()
     ]
     sweep_rows = _rows_from_flat(flat, "sweep", ("field", "mode", "values"), MIN_SWEEP_ROWS)

@@ -4,12 +4,13 @@ The form, the API and the trainer validate with the same pydantic model, so a va
 would reject is refused here, before any job is submitted.
 """
 import copy
+import functools
 import os
 from pathlib import Path
 from typing import Any
 
 from trainer.config import ConfigError as TrainerConfigError
-from trainer.config import parse_config
+from trainer.config import RunConfig, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,8 +57,36 @@ def path_problems(data: Any) -> list[dict[str, str]]:
     return problems
 
 
+@functools.cache
+def nullable_text_fields() -> frozenset[tuple[str, str]]:
+    """(section, field) of the string fields that may be null (task.train_file, ...)."""
+    schema = RunConfig.model_json_schema()
+    out = set()
+    for section, ref in schema["properties"].items():
+        body = schema["$defs"][ref["$ref"].rsplit("/", 1)[-1]] if "$ref" in ref else ref
+        for name, prop in body.get("properties", {}).items():
+            kinds = {option.get("type") for option in prop.get("anyOf", [])}
+            if kinds == {"string", "null"}:
+                out.add((section, name))
+    return frozenset(out)
+
+
+def _empty_as_null(data: Any) -> Any:
+    """An empty string where the field may be null is null: a form's empty box says null, so the
+    two must mean one value (keep_best_metric: "" and null both keep the newest only)."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for section, name in nullable_text_fields():
+        values = out.get(section)
+        if isinstance(values, dict) and values.get(name) == "":
+            out[section] = {**values, name: None}
+    return out
+
+
 def validate_run_config(data: dict[str, Any]) -> dict[str, Any]:
     """Validate a (partial) config and return the full config with every default filled in."""
+    data = _empty_as_null(data)
     if problems := path_problems(data):
         raise ConfigError(problems)
     try:

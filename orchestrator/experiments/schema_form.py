@@ -1,9 +1,15 @@
 """The new-experiment form, generated from RunConfig's JSON schema.
 
-`config_fields()` walks `RunConfig.model_json_schema()` into sections of typed fields (default,
+`config_sections()` walks `RunConfig.model_json_schema()` into sections of typed fields (default,
 help text from the description, choices for enums, bounds). `config_from_post()` turns the
 submitted strings back into a config dict, naming the field of every value it cannot read; the
 trainer's own validation then runs on the result, so the form and the trainer share one schema.
+
+A config sent back unchanged is the config that went in (tests/unit/experiments/
+test_config_round_trip*.py): numbers are written with all their digits (repr, never %g), strings
+are taken as typed (never stripped), and a string that holds or may hold a line break (its value
+or its default does) is a textarea, because a one-line box drops line breaks. Browsers send line
+breaks as CR LF; they come back as LF. An empty box is null where the field may be null.
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ class FieldSpec:
     nullable: bool = False
     minimum: float | None = None
     maximum: float | None = None
+    multiline: bool = False  # a string whose default spans lines (task.prompt_template)
 
     @property
     def slug(self) -> str:
@@ -37,16 +44,27 @@ class FieldSpec:
     def to_text(self, value: Any) -> str:
         if value is None:
             return ""
-        if self.kind == "list":
-            return ", ".join(str(v) for v in value)
+        if self.kind == "list" and isinstance(value, list):
+            return ", ".join(self._item_text(v) for v in value)
         if self.kind == "bool":
             return "true" if value else "false"
+        return self._item_text(value)
+
+    @staticmethod
+    def _item_text(value: Any) -> str:
         if isinstance(value, float):
-            return f"{value:g}"
+            return repr(value)  # every digit: 0.123456789 stays 0.123456789
         return str(value)
+
+    def is_textarea(self, text: str) -> bool:
+        """Whether this value needs a textarea: a one-line input cannot hold a line break."""
+        return self.multiline or "\n" in text or "\r" in text
 
     def parse(self, text: str) -> Any:
         """The typed value of the submitted text; ValueError with a reason a person can act on."""
+        if self.kind == "str":
+            text = text.replace("\r\n", "\n").replace("\r", "\n")  # a browser's line breaks
+            return None if text == "" and self.nullable else text  # as typed: spaces are part of it
         text = text.strip()
         if text == "" and self.nullable:
             return None
@@ -68,7 +86,7 @@ class FieldSpec:
             return text.lower() == "true"
         if self.kind == "list":
             return [part.strip() for part in text.split(",") if part.strip()]
-        return text  # enums and strings: the trainer's validation names unknown choices
+        return text  # enums: the trainer's validation names unknown choices
 
 
 @dataclass
@@ -99,16 +117,18 @@ def _field(schema: dict, section: str, name: str, prop: dict) -> FieldSpec:
     else:
         kind = {"integer": "int", "number": "float", "boolean": "bool", "array": "list"}.get(body.get("type"), "str")
         choices = ()
+    default = prop.get("default")
     return FieldSpec(
         path=f"{section}.{name}",
         label=name.replace("_", " "),
         kind=kind,
-        default=prop.get("default"),
+        default=default,
         description=prop.get("description", ""),
         choices=choices,
         nullable=nullable,
         minimum=body.get("minimum", body.get("exclusiveMinimum")),
         maximum=body.get("maximum", body.get("exclusiveMaximum")),
+        multiline=kind == "str" and isinstance(default, str) and "\n" in default,
     )
 
 
