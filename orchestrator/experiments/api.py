@@ -20,6 +20,7 @@ from orchestrator.experiments.access import (
     visible_tags,
 )
 from orchestrator.experiments.bounds import parse_id
+from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.forks import fork_plan
 from orchestrator.experiments.models import Experiment, Membership, Project
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields
@@ -93,7 +94,8 @@ def experiments_preview(request: HttpRequest):
         return error
     try:
         warmup = check_warmup(spec.name, spec.config, spec.warmup_run)
-        planned = experiment_plan(name=spec.name, config=spec.config, sweep=spec.sweep, random=spec.random, seeds=spec.seeds)
+        planned = experiment_plan(name=spec.name, config=spec.config, sweep=spec.sweep, random=spec.random, seeds=spec.seeds,
+                                  may_read_run=run_reader(request.user))
         if not warmup:  # a fork's checks against its parent (with a warm-up run, the runs fork from that)
             fork_plan(user=request.user, configs=[p.config for p in planned])
     except ConfigError as exc:

@@ -19,6 +19,7 @@ from orchestrator.experiments.access import (
     visible_experiments,
 )
 from orchestrator.experiments.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
+from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
 from orchestrator.experiments.experiment_form import Draft, draft_from_post, errors_by_slot, flat_from_spec, form_context
 from orchestrator.experiments.forks import fork_plan, fork_spec
@@ -91,11 +92,11 @@ def _checked(draft: Draft, user) -> tuple[list, list]:
     spec = draft.spec
     try:
         if draft.errors:  # the plan cannot be built; still show the trainer's verdict on the config
-            validate_run_config(spec["config"])
+            validate_run_config(spec["config"], may_read_run=run_reader(user))
             return [], draft.errors
         check_warmup(spec["name"], spec["config"], spec.get("warmup_run"))
         planned = experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
-                                  random=spec["random"], seeds=spec["seeds"])
+                                  random=spec["random"], seeds=spec["seeds"], may_read_run=run_reader(user))
         if not spec.get("warmup_run"):  # with a warm-up run, the runs fork from it (not created yet)
             fork_plan(user=user, configs=[plan.config for plan in planned])
         return planned, []

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q
@@ -66,10 +65,9 @@ def check_source(*, user: User, config: dict[str, Any]) -> ForkSource | None:
     """The checkpoint a (validated) config forks from, checked for this user; None if no fork."""
     init = config.get("init") or {}
     parent_id, step = init.get("from_run"), init.get("from_step")
-    if init.get("from_path"):
+    if init.get("from_path"):  # resolved and checked against the data roots by validate_run_config
         if parent_id is not None:
             raise _error(FROM_PATH, "set init.from_run (a run of this dashboard) or init.from_path (a cluster file), not both")
-        _check_outside_runs_dir(init["from_path"])
         return None
     if parent_id is None:
         return None
@@ -116,14 +114,6 @@ def _check_same_model(parent: Run, config: dict[str, Any]) -> None:
         field = differ[0]
         raise _error(f"config.model.{field}", f"run {parent.pk} has model.{field} {theirs.get(field)!r}; "
                                               "a fork starts from its weights, so it keeps its model")
-
-
-def _check_outside_runs_dir(path: str) -> None:
-    """A path into the dashboard's own run folders would read a run without its access check:
-    those are named by run (init.from_run)."""
-    runs = Path(settings.RUNS_DIR).resolve()
-    if Path(path).resolve().is_relative_to(runs):
-        raise _error(FROM_PATH, "a run of this dashboard is named by init.from_run (its access is checked), not by its folder")
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,15 @@ would reject is refused here, before any job is submitted.
 import copy
 import functools
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from trainer.config import ConfigError as TrainerConfigError
-from trainer.config import RunConfig, parse_config
+from trainer.config import RunConfig, is_hub_id, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,29 +36,93 @@ def data_roots() -> list[Path]:
     return [(REPO_ROOT / "examples").resolve(), (REPO_ROOT.parent / "shared" / "data").resolve()]
 
 
-def _looks_like_path(text: str) -> bool:
-    return text.startswith(("/", "./", "../", "~", "\\")) or text in (".", "..")
+RUN_FOLDER = re.compile(r"^run-(\d+)$")
+OUTSIDE = "must lie under the data folders (OPL_DATA_ROOTS) or in the folder of a run you may read"
+MayReadRun = Callable[[int], bool]
 
 
-def path_problems(data: Any) -> list[dict[str, str]]:
-    """Data and model paths outside the allowed roots, refused before the trainer's validation
-    would look at the file: so the answer never tells whether a path exists on the server."""
-    problems = []
+def runs_root() -> Path:
+    return Path(settings.RUNS_DIR).resolve()
+
+
+def new_run_folder() -> Path:
+    """Stands for the folder of a run not created yet (RUNS_DIR/run-<id>): the job's working
+    directory, which relative paths are opened from."""
+    return runs_root() / "run-new"
+
+
+def named_paths(data: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(section, key, value) of each field of a (partial) config that names a file: train_file and
+    from_path always, model.name and hf_dataset unless they are hub ids (`org/name`)."""
+    out = []
+    for section, key, always in (("model", "name", False), ("task", "train_file", True),
+                                 ("task", "hf_dataset", False), ("init", "from_path", True)):
+        values = data.get(section)
+        value = values.get(key) if isinstance(values, dict) else None
+        if isinstance(value, str) and (always or not is_hub_id(value)):
+            out.append((section, key, value))
+    return out
+
+
+def _stays_in_new_folder(value: str) -> bool:
+    """A relative path that does not climb out of the (new, empty) run folder it is opened from."""
+    base = new_run_folder()
+    return not Path(value).is_absolute() and Path(os.path.normpath(base / value)).is_relative_to(base)
+
+
+def resolve_path(section: str, key: str, value: str) -> Path:
+    """Where the trainer will open `value`: an absolute real path (symlinks and '..' followed).
+    The job runs in its run folder, so a relative path is opened from there, and one that climbs
+    out of it (`../run-1`) names a sibling run. A relative train_file that stays inside is the
+    repository's: the trainer looks there when its (new, empty) folder does not hold the file."""
+    if (section, key) == ("task", "train_file") and _stays_in_new_folder(value):
+        return Path(os.path.realpath(REPO_ROOT / value))
+    return Path(os.path.realpath(new_run_folder() / value))  # an absolute value replaces the base
+
+
+def run_folder_of(path: Path) -> tuple[bool, int | None]:
+    """(inside the runs folder, the id of the run whose folder holds the path, if any)."""
+    runs = runs_root()
+    if not path.is_relative_to(runs):
+        return False, None
+    parts = path.relative_to(runs).parts
+    match = RUN_FOLDER.match(parts[0]) if parts else None
+    return True, int(match.group(1)) if match else None
+
+
+def path_problems(data: Any, may_read_run: MayReadRun | None = None) -> tuple[list[dict[str, str]], dict[tuple[str, str], str]]:
+    """(problems, resolved paths) of a config's file paths, worked out before the trainer's
+    validation would look at any file, so no answer tells whether a path exists on the server.
+    A path must lie under the data roots, or (model.name, train_file, hf_dataset) in the folder of
+    a run the caller may read (`may_read_run`; none without one). A fork names its parent by
+    init.from_run, never by its folder."""
+    problems, resolved = [], {}
     if not isinstance(data, dict):
-        return problems
-    for section, key, always in (("task", "train_file", True), ("model", "name", False)):
-        value = data.get(section, {}).get(key) if isinstance(data.get(section), dict) else None
-        if not isinstance(value, str) or not value or (not always and not _looks_like_path(value)):
+        return problems, resolved
+    for section, key, value in named_paths(data):
+        field = f"{section}.{key}"
+        if "\x00" in value or not value:
+            problems.append({"field": field, "message": "not a valid path"})
             continue
-        if "\x00" in value:
-            problems.append({"field": f"{section}.{key}", "message": "not a valid path"})
+        if (section, key) != ("task", "train_file") and _stays_in_new_folder(value):
+            problems.append({"field": field, "message": "a relative path is opened from the run's own folder, which is "
+                                                        "empty when the run starts: give an absolute path"})
             continue
-        path = Path(os.path.expanduser(value)) if value.startswith("~") else Path(value)
-        resolved = (path if path.is_absolute() else REPO_ROOT / path).resolve()
-        if not any(resolved.is_relative_to(root) for root in data_roots()):
-            problems.append({"field": f"{section}.{key}",
-                             "message": "must be a file under the data folders (OPL_DATA_ROOTS)"})
-    return problems
+        path = resolve_path(section, key, value)
+        in_runs, run_id = run_folder_of(path)
+        if in_runs and (section, key) == ("init", "from_path"):
+            message = "a run of this dashboard is named by init.from_run (its access is checked and its checkpoint kept), not by its folder"
+        elif not in_runs and any(path.is_relative_to(root) for root in data_roots()):
+            message = None
+        elif run_id is not None and may_read_run is not None and may_read_run(run_id):
+            message = None
+        else:  # outside, in no run's folder, in a run the caller cannot read or that does not exist: one answer
+            message = OUTSIDE
+        if message:
+            problems.append({"field": field, "message": message})
+        else:
+            resolved[(section, key)] = str(path)
+    return problems, resolved
 
 
 @functools.cache
@@ -84,11 +152,15 @@ def _empty_as_null(data: Any) -> Any:
     return out
 
 
-def validate_run_config(data: dict[str, Any]) -> dict[str, Any]:
-    """Validate a (partial) config and return the full config with every default filled in."""
+def validate_run_config(data: dict[str, Any], *, may_read_run: MayReadRun | None = None) -> dict[str, Any]:
+    """Validate a (partial) config and return the full config with every default filled in and
+    every file path resolved to where the trainer will open it (path_problems)."""
     data = _empty_as_null(data)
-    if problems := path_problems(data):
+    problems, resolved = path_problems(data, may_read_run)
+    if problems:
         raise ConfigError(problems)
+    for (section, key), path in resolved.items():
+        data = {**data, section: {**data[section], key: path}}
     try:
         config = parse_config(data)
     except TrainerConfigError as exc:

@@ -13,7 +13,8 @@ from orchestrator.experiments.forks import fork_plan, pin_sources, release_pins
 from orchestrator.experiments.limits import limit, profile_gpus, run_gpus
 from orchestrator.experiments.models import Experiment, Membership, Project, Run, RunEvent, Tag
 from orchestrator.experiments.schemas import NAME_RE, TAG_RE
-from orchestrator.experiments.runconfig import ConfigError, set_dotted, validate_run_config
+from orchestrator.experiments.config_paths import run_reader
+from orchestrator.experiments.runconfig import ConfigError, MayReadRun, set_dotted, validate_run_config
 from orchestrator.experiments.sweeps import parse_sweep, staleness_in_updates, sweep_count, sweep_points
 from orchestrator.experiments.sweeps import run_name as sweep_run_name
 
@@ -150,8 +151,10 @@ def experiment_plan(
     sweep: dict[str, Any] | None = None,
     random: dict[str, Any] | None = None,
     seeds: int = 1,
+    may_read_run: MayReadRun | None = None,
 ) -> list[PlannedRun]:
     """Expand and validate every run of an experiment without writing anything (the preview).
+    `may_read_run` (config_paths.run_reader) lets its paths name files in runs the caller may read.
 
     Refuses a sweep larger than OPL_MAX_SWEEP_RUNS before expanding it, showing the count. A value
     the trainer would reject is reported as `sweep.<path>` with the offending value.
@@ -166,7 +169,7 @@ def experiment_plan(
     maximum = limit("OPL_MAX_SWEEP_RUNS")
     if maximum and count > maximum:
         raise ConfigError([{"field": "sweep", "message": f"expands to {count} runs, more than the maximum of {maximum}"}])
-    base = validate_run_config(config)
+    base = validate_run_config(config, may_read_run=may_read_run)
     points = sweep_points(spec)
     swept = {path for path, values in spec.grid.items() if not isinstance(values, list) or len(values) > 1}
     if spec.random:
@@ -177,7 +180,7 @@ def experiment_plan(
     for point in points:
         key = tuple(sorted((p, repr(v)) for p, v in point.values.items()))
         if key not in checked:
-            checked[key] = _validated_point(config, point.values)
+            checked[key] = _validated_point(config, point.values, may_read_run)
         seed = base["train"]["seed"] + point.seed_offset
         if not INT32[0] <= seed <= INT32[1]:  # Run.seed is a 32-bit column
             raise ConfigError([{"field": "config.train.seed", "message": f"the seeds reach {seed}; keep train.seed + seeds within 32 bits"}])
@@ -188,12 +191,12 @@ def experiment_plan(
     return planned
 
 
-def _validated_point(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+def _validated_point(config: dict[str, Any], values: dict[str, Any], may_read_run: MayReadRun | None) -> dict[str, Any]:
     cfg = config
     for path, value in values.items():
         cfg = set_dotted(cfg, path, value)
     try:
-        return validate_run_config(cfg)
+        return validate_run_config(cfg, may_read_run=may_read_run)
     except ConfigError as exc:
         raise ConfigError([
             {"field": f"sweep.{e['field']}", "message": f"value {values[e['field']]!r}: {e['message']}"}
@@ -234,14 +237,15 @@ def experiment_create(
     _check_notes(notes)
     if not INT32[0] <= priority <= INT32[1]:
         raise ConfigError([{"field": "priority", "message": "must fit in 32 bits"}])
-    planned = experiment_plan(name=name, config=config, sweep=sweep, random=random, seeds=seeds)
+    reader = run_reader(owner)
+    planned = experiment_plan(name=name, config=config, sweep=sweep, random=random, seeds=seeds, may_read_run=reader)
     forks = fork_plan(user=owner, configs=[plan.config for plan in planned])  # may raise: names the init field
     tag_rows = _tags(tags or [])
     experiment = Experiment.objects.create(
         name=name,
         project=project_for(project, owner),
         owner=owner,
-        base_config=validate_run_config(config),
+        base_config=validate_run_config(config, may_read_run=reader),
         sweep=sweep or {},
         random=random or {},
         seeds=seeds,

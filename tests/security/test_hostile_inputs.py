@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from orchestrator.experiments.models import Experiment, Run, Tag
+from orchestrator.experiments.runconfig import OUTSIDE
 from orchestrator.experiments.services import experiment_create
 from tests.unit.metrics.helpers import make_run, points, push
 
@@ -267,7 +268,7 @@ def test_preview_does_not_probe_server_paths(api, path):
     response = post(api, "/api/v1/experiments/preview", body)
     assert response.status_code == 400
     assert response.json()["errors"] == [{"field": "config.task.train_file",
-                                          "message": "must be a file under the data folders (OPL_DATA_ROOTS)"}]
+                                          "message": OUTSIDE}]
 
 
 def test_model_paths_outside_the_roots_are_refused(api):

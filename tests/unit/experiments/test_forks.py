@@ -139,16 +139,21 @@ def test_a_fork_keeps_its_parents_model(alice, tiny_config):
     assert field == "config.model.tiny_layers" and "keeps its model" in message
 
 
-def test_a_path_into_the_dashboards_run_folders_must_be_named_by_run(alice, tiny_config, runs_dir):
+def test_a_path_into_the_dashboards_run_folders_must_be_named_by_run(alice, tiny_config, runs_dir, tmp_path, monkeypatch):
     parent = _parent(alice, tiny_config)
     with pytest.raises(ConfigError) as exc:
         _fork(alice, tiny_config, {"from_path": str(_dir(parent))})
-    assert _error(exc)[0] == "config.init.from_path"
+    assert _error(exc) == ("init.from_path", "a run of this dashboard is named by init.from_run (its access is "
+                                             "checked and its checkpoint kept), not by its folder")
+    monkeypatch.setenv("OPL_DATA_ROOTS", str(tmp_path / "cluster"))
     with pytest.raises(ConfigError) as exc:
-        _fork(alice, tiny_config, {"from_run": parent.pk, "from_path": "/cluster/ckpt"})
+        _fork(alice, tiny_config, {"from_run": parent.pk, "from_path": str(tmp_path / "cluster" / "ckpt")})
     assert _error(exc)[0] == "config.init.from_path"
-    outside = _fork(alice, tiny_config, {"from_path": "/cluster/models/ckpt/step-00000010"}).runs.get()
-    assert outside.parent_id is None  # a cluster file: no lineage to record
+    with pytest.raises(ConfigError) as exc:  # a cluster file outside the data roots (issue 22)
+        _fork(alice, tiny_config, {"from_path": "/cluster/models/ckpt/step-00000010"})
+    assert _error(exc)[0] == "init.from_path"
+    outside = _fork(alice, tiny_config, {"from_path": str(tmp_path / "cluster" / "ckpt" / "step-00000010")}).runs.get()
+    assert outside.parent_id is None  # a file under the data roots: no lineage to record
 
 
 def test_a_sweep_forks_every_cell_from_one_checkpoint(alice, tiny_config):
