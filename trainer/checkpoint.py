@@ -13,14 +13,23 @@ Clean-up (`retention`, applied at every commit): a checkpoint stays while it is 
 holds the last value of every metric logged up to it (what "best" is judged on, readable without
 torch). Pins live in DIR/pins.json, written by the dashboard when a run is forked from a step of
 this one: the step may not exist yet, and a pin outlives the checkpoints it guards.
+
+Every file is read with `torch.load(weights_only=True)`: tensors and plain types only, so a crafted
+checkpoint under a readable path cannot run code in the job. Everything a resume needs is stored
+that way (numpy's RNG state as a tensor and plain numbers). A state.pt written before that held
+numpy arrays: `load_state` reads it once with numpy's array types allowed besides (still no
+arbitrary globals), rewrites it in the current form, and reads it plainly from then on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import logging
 import math
 import os
+import pickle
 import random
 import re
 import shutil
@@ -37,8 +46,29 @@ PINS = "pins.json"
 _NAME = re.compile(r"^step-(\d{8})$")
 
 
+log = logging.getLogger(__name__)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read safely (not tensors and plain types); names the file."""
+
+
+def _numpy_rng_state() -> dict:
+    """numpy's global RNG state as a tensor and plain numbers (weights_only loads it)."""
+    state = np.random.get_state(legacy=False)
+    return {"bit_generator": state["bit_generator"], "key": torch.from_numpy(state["state"]["key"].astype(np.int64)),
+            "pos": int(state["state"]["pos"]), "has_gauss": int(state["has_gauss"]), "gauss": float(state["gauss"])}
+
+
+def _numpy_from_saved(saved) -> dict | tuple:
+    if not isinstance(saved, dict):  # an old checkpoint's ('MT19937', keys, pos, has_gauss, gauss)
+        return saved
+    return {"bit_generator": saved["bit_generator"], "has_gauss": saved["has_gauss"], "gauss": saved["gauss"],
+            "state": {"key": saved["key"].numpy().astype(np.uint32), "pos": saved["pos"]}}
+
+
 def rng_state() -> dict:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": _numpy_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -47,9 +77,61 @@ def rng_state() -> dict:
 def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    np.random.set_state(_numpy_from_saved(state["numpy"]))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _load(path: Path, **kwargs):
+    """torch.load of tensors and plain types only: a pickle that names any other global (os.system,
+    a class whose __reduce__ runs code) is refused before anything of it runs."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, **kwargs)
+    except pickle.UnpicklingError as exc:
+        raise CheckpointError(f"{path}: not a checkpoint this trainer reads safely ({str(exc).splitlines()[-1][:300]})") from None
+
+
+def _legacy_numpy_globals() -> list:
+    """numpy's array types, as an old state.pt's RNG state pickled them (numpy 1 and 2 names)."""
+    found = [np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            found.append(getattr(__import__(module, fromlist=["_reconstruct"]), "_reconstruct"))
+        except (ImportError, AttributeError):
+            pass
+    return found
+
+
+def _numpy_rng_to_plain(state: dict) -> dict:
+    """An old state's RNG entries (numpy's tuple with an array) in the current form."""
+    for rank_state in state.get("rng", []):
+        saved = rank_state.get("numpy")
+        if isinstance(saved, tuple):
+            name, keys, pos, has_gauss, gauss = saved
+            rank_state["numpy"] = {"bit_generator": str(name), "key": torch.from_numpy(np.asarray(keys).astype(np.int64)),
+                                   "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)}
+    return state
+
+
+def convert_legacy_state(path: Path) -> dict:
+    """Read an old-format state.pt (numpy arrays in its RNG state) with only numpy's array types
+    allowed besides tensors and plain types, and rewrite it in the current form (once: it then
+    loads with weights_only alone). A folder this job cannot write keeps its file; the state is
+    converted in memory."""
+    file = Path(path) / "state.pt"
+    with torch.serialization.safe_globals(_legacy_numpy_globals()):
+        state = _load(file)
+    state = _numpy_rng_to_plain(state)
+    tmp = file.with_name(f".state.pt.tmp{os.getpid()}")
+    try:
+        _save(state, tmp)
+        os.replace(tmp, file)
+        log.info("converted %s to the current checkpoint format", file)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        log.warning("could not rewrite %s in the current checkpoint format (%s); converted in memory", file, exc)
+    return state
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
@@ -94,7 +176,7 @@ def load_weights(path: Path) -> dict:
     if not (path / WEIGHTS).is_file():  # written before weights had their own file
         state = load_state(path)
         return {"model": state["model"], "optimizer": state["optimizer"]}
-    return torch.load(path / WEIGHTS, map_location="cpu", weights_only=False, mmap=True)
+    return _load(path / WEIGHTS, mmap=True)
 
 
 def write_rank_queue(stage: Path, rank: int, queue_state: list) -> None:
@@ -328,8 +410,15 @@ def find_init_checkpoint(path: str | Path, step: int | None) -> Path:
 
 
 def load_state(path: Path) -> dict:
-    return torch.load(Path(path) / "state.pt", map_location="cpu", weights_only=False)
+    """state.pt of a checkpoint folder; an old-format one is converted (convert_legacy_state)."""
+    try:
+        return _load(Path(path) / "state.pt")
+    except CheckpointError as refused:
+        try:
+            return convert_legacy_state(path)
+        except CheckpointError:
+            raise refused from None
 
 
 def load_rank_queue(path: Path, rank: int) -> list:
-    return torch.load(Path(path) / f"queue-rank{rank}.pt", map_location="cpu", weights_only=False)
+    return _load(Path(path) / f"queue-rank{rank}.pt")

@@ -238,7 +238,10 @@ class Trainer:
         except FileNotFoundError as exc:
             field, _, reason = str(exc).partition(": ")
             raise ConfigError([(field, reason)]) from None
-        state = ckpt.load_state(path)
+        try:
+            state = ckpt.load_state(path)
+        except ckpt.CheckpointError as exc:
+            raise ConfigError([("init.from_path", str(exc))]) from None
         if not ckpt.same_weights_shape(state["config"]["model"], self.cfg.model):
             raise ConfigError([("init.from_path", f"{path} holds weights of another model ({state['config']['model'].get('name')})")])
         self._load_weights(path, with_optimizer=init.optimizer)
