@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 VLLM_VENV := .venv-vllm
 VLLM_PIP := $(VLLM_VENV)/bin/pip
 
-.PHONY: demo test test-fast test-vllm venv deps test-deps vllm-venv clean
+.PHONY: demo test test-fast test-vllm venv deps test-deps vllm-venv gpu-wheels clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ test-vllm: $(VENV)/.test-deps $(VLLM_VENV)/.deps
 # Unit tests only: no Slurm, no browser, no worker.
 test-fast: $(VENV)/.test-deps
 	$(PY) -m pytest -m "not slurm and not browser and not integration and not gpu and not vllm" -q
+
+# Here, with PyPI: the wheels the lent GPU machine lacks (for its Python 3.12) and the study plan, in the
+# git-ignored .gpu-wheels/ that the device call carries (README: "The GPU check").
+gpu-wheels: $(VENV)/.deps
+	bash scripts/gpu-check.sh --fetch-wheels .gpu-wheels
 
 clean:
 	rm -rf var/runs var/local-jobs
