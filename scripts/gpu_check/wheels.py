@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
 
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
 
@@ -48,15 +47,6 @@ def read_wheel(path: Path) -> Wheel:
         meta = Parser().parsestr(zf.read(meta_name).decode("utf-8"))
     return Wheel(path=path, name=canonical(meta["Name"]), version=meta["Version"],
                  requires=tuple(Requirement(r) for r in meta.get_all("Requires-Dist") or ()))
-
-
-def environment_for(python_version: str) -> dict[str, str]:
-    """Marker values for a Linux x86-64 CPython of `python_version` (e.g. "3.12")."""
-    env = default_environment()
-    env.update(python_version=python_version, python_full_version=python_version + ".0", implementation_name="cpython",
-               platform_python_implementation="CPython", sys_platform="linux", platform_system="Linux",
-               os_name="posix", platform_machine="x86_64")
-    return env
 
 
 def read_machine_packages(path: Path) -> dict[str, str | None]:
