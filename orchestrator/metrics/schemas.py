@@ -16,7 +16,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from orchestrator.metrics.models import Special
 from orchestrator.metrics.store import Columns
 
-KEY_PATTERN = re.compile(r"^[A-Za-z0-9_.@:\-]+(/[A-Za-z0-9_.@:\-]+)*$")
+_KEY = r"[A-Za-z0-9_.@:\-]+(?:/[A-Za-z0-9_.@:\-]+)*"
+# Python's `$` also matches before a final newline: "train/loss\n" passed `^...$` and was stored,
+# but every read strips the key, so the series could never be read. `\Z` is the end of the text.
+KEY_PATTERN = re.compile(_KEY + r"\Z")  # use .match (anchored at the start) or .fullmatch
+# The same rule for pydantic (Rust regex) and the OpenAPI document (ECMA-262), where `$` is the end
+# of the text and `\Z` does not exist.
+KEY_SCHEMA_PATTERN = f"^{_KEY}$"
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 SPECIAL_CODES = {"NaN": Special.NAN, "Infinity": Special.POS_INF, "-Infinity": Special.NEG_INF}
 SPECIAL_NAMES = {int(code): name for name, code in SPECIAL_CODES.items()}
@@ -43,7 +49,7 @@ class MetricIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step: int = Field(ge=0, le=MAX_STEP)
-    key: str = Field(min_length=1, max_length=200, pattern=KEY_PATTERN.pattern)
+    key: str = Field(min_length=1, max_length=200, pattern=KEY_SCHEMA_PATTERN)
     value: MetricValue = Field(allow_inf_nan=True)
     time: float = Field(allow_inf_nan=False)
 

@@ -85,6 +85,19 @@ def test_batch_with_bad_rows_is_refused_whole(client, alice, tiny_config):
     assert MetricChunk.objects.count() == 0
 
 
+@pytest.mark.parametrize("key", ["train/loss\n", "train/loss\n\n", "train/lo\nss", "\ntrain/loss"])
+def test_a_key_with_a_newline_is_refused_on_every_path(client, alice, tiny_config, key):
+    """Python's `$` matches before a final newline: "train/loss\\n" was stored, but every read strips
+    the key, so its series could never be read back."""
+    run, token = make_run(alice, tiny_config)
+    rows = points(key, [1, 2]) + points("train/fine", [1])
+    for body in ({"points": rows}, {"attempt": 1, "points": rows[:2]}):  # msgspec's path and the plain one
+        response = push(client, run.pk, token, body)
+        assert response.status_code == 400, response.content
+        assert {(e["index"], e["field"]) for e in response.json()["errors"]} >= {(0, "key"), (1, "key")}
+    assert MetricChunk.objects.count() == 0
+
+
 def test_points_that_are_not_a_list_are_refused(client, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
     response = push(client, run.pk, token, {"points": {"step": 1}})
