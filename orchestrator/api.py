@@ -8,6 +8,7 @@ import functools
 import json
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponseNotAllowed, JsonResponse
@@ -57,7 +58,7 @@ def api_view(view):
             return json_error(401, "authentication required: log in or send Authorization: Bearer <token>")
         elif request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request):
             return json_error(403, "CSRF check failed")
-        if bad := _nul_in_url(request):
+        if bad := nul_in_url(request):
             return bad
         try:
             response = view(request, *args, **kwargs)
@@ -66,7 +67,7 @@ def api_view(view):
         except PermissionDenied as exc:
             return json_error(403, str(exc) or "permission denied")
         except RequestDataTooBig:
-            return json_error(413, "the request body is too large")
+            return body_too_large(settings.DATA_UPLOAD_MAX_MEMORY_SIZE, "DATA_UPLOAD_MAX_MEMORY_SIZE")
         if isinstance(response, HttpResponseNotAllowed):
             return method_not_allowed(response["Allow"])
         return response
@@ -74,7 +75,7 @@ def api_view(view):
     return wrapper
 
 
-def _nul_in_url(request: HttpRequest) -> JsonResponse | None:
+def nul_in_url(request: HttpRequest) -> JsonResponse | None:
     """No PostgreSQL text holds a NUL: refuse it in the path or a query parameter up front."""
     from orchestrator.experiments.bounds import text_problem
 
@@ -83,6 +84,13 @@ def _nul_in_url(request: HttpRequest) -> JsonResponse | None:
     if problem := text_problem(request.GET):
         return json_error(400, "invalid query", [{"field": problem[0], "message": problem[1]}])
     return None
+
+
+def body_too_large(limit: int, setting: str, size: int | None = None) -> JsonResponse:
+    """The 413 of a request body over `limit` bytes, naming the limit and the setting that sets it."""
+    got = f"{size:,} bytes" if size is not None else "over the limit"
+    return json_error(413, f"request body is {got}; the limit is {limit:,} bytes ({setting}): send less per request",
+                      [{"field": "(body)", "message": f"at most {limit} bytes"}])
 
 
 def method_not_allowed(allow: str) -> JsonResponse:

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from orchestrator.api import api_view, bearer_token, json_error
+from orchestrator.api import api_view, bearer_token, json_error, nul_in_url
 from orchestrator.experiments.access import get_run_for_user, visible_runs
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
@@ -189,6 +189,8 @@ async def run_stream(request: HttpRequest, run_id: int):
         user = await request.auser()
     if not user.is_authenticated:
         return json_error(401, "authentication required: log in or send Authorization: Bearer <token>")
+    if bad := nul_in_url(request):  # keys= reaches a query
+        return bad
     try:
         run = await sync_to_async(_run_then_release_db)(user, run_id)
     except Http404 as exc:

@@ -48,7 +48,7 @@ def whole_number(params, name: str) -> int | None:
     raw = params.get(name) or ""
     if not raw:
         return None
-    if not raw.isdigit() or len(raw) > 12:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:  # "²".isdigit() is True, int("²") fails
         raise ParamError(name, f"must be a whole number, got {raw[:20]!r}")
     return int(raw)
 

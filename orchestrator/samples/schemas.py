@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -117,6 +118,9 @@ def clean_text(text: str, limit: int = MAX_TEXT) -> str:
 def prompt_hash(prompt: str) -> str:
     """Groups the same prompt across runs (hash of the whole prompt, before any cut)."""
     return hashlib.sha256(prompt.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+PROMPT_HASH = re.compile(r"[0-9a-f]{32}")  # what prompt_hash makes; check with fullmatch
 
 
 def finite_log_ratio(value: float | None) -> float | None:

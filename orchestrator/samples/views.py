@@ -18,7 +18,7 @@ from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.access import ParamError, authenticated_run, run_ids_param, visible_ids
 from orchestrator.samples import selectors
 from orchestrator.samples.presenting import SampleQuery, compare_context, newer_context, run_samples_context, sample_dict
-from orchestrator.samples.schemas import BatchError, parse_batch
+from orchestrator.samples.schemas import PROMPT_HASH, BatchError, parse_batch
 from orchestrator.samples.services import samples_ingest
 
 
@@ -107,4 +107,7 @@ def compare_samples_fragment(request: HttpRequest):
         ids = visible_ids(request.user, run_ids_param(request))
     except ParamError as exc:
         raise Http404(exc.message) from None
+    if (prompt := request.GET.get("prompt", "")) and not PROMPT_HASH.fullmatch(prompt):
+        return HttpResponse(f"prompt: must be a prompt's hash (32 hex digits), got {prompt[:40]!r}", status=400,
+                            content_type="text/plain")
     return render(request, "samples/_compare_samples.html", compare_context(ids, request.GET))
