@@ -205,6 +205,17 @@ LOST_GRACE_SECONDS = env_int("OPL_LOST_GRACE_SECONDS", 120)
 STALL_SECONDS = env_int("OPL_STALL_SECONDS", 600)  # no heartbeat this long while RUNNING: stalled
 CANCEL_GRACE_SECONDS = env_int("OPL_CANCEL_GRACE_SECONDS", 30)
 
+# --- Ingestion limits (metric and sample batches from trainers; README "Ingestion limits") ------
+# Each is answered with a JSON 413 (or 400 for a count) naming it; the trainer's pusher halves a
+# batch that gets a 413 and sends the halves, so a limit never loses points or samples.
+OPL_INGEST_MAX_BODY_BYTES = env_int("OPL_INGEST_MAX_BODY_BYTES", 2_621_440)  # as sent (gzip); Django's 2.5 MiB
+OPL_INGEST_MAX_INFLATED_BYTES = env_int("OPL_INGEST_MAX_INFLATED_BYTES", 64 << 20)
+OPL_INGEST_MAX_INFLATE_RATIO = env_int("OPL_INGEST_MAX_INFLATE_RATIO", 100)  # batches: 7-40x; gzip bombs: ~1,000x
+OPL_INGEST_MAX_POINTS_PER_BATCH = env_int("OPL_INGEST_MAX_POINTS_PER_BATCH", 200_000)
+OPL_SAMPLES_MAX_PER_BATCH = env_int("OPL_SAMPLES_MAX_PER_BATCH", 512)  # the trainer sends <= 64
+OPL_INGEST_MAX_QUEUED = env_int("OPL_INGEST_MAX_QUEUED", 16)  # batches of one run queued per server process
+OPL_INGEST_RETRY_AFTER_S = env_int("OPL_INGEST_RETRY_AFTER_S", 1)  # the 429's Retry-After
+
 # --- Slurm (slurmrestd with JWT); see orchestrator/cluster/slurm/config.py -----------------------
 SLURM_REST_URL = env_str("SLURM_REST_URL")
 SLURM_REST_USER = env_str("SLURM_REST_USER")

@@ -244,9 +244,12 @@ def document() -> dict[str, Any]:
             "get": {"summary": "One or several metrics of a run, each downsampled to max_points over [start, end] "
                                "(steps are optimizer updates); 404 names the run's keys when one is unknown",
                     "parameters": [*run_id, KEYS, *WINDOW], "responses": _ok("Series")},
-            "post": {"summary": "Ingest a batch of points (the run's own token only); refused whole if any row is bad. "
-                                "The body may be gzip-compressed (Content-Encoding: gzip). 429 with Retry-After: the "
-                                "run's queue is deep, nothing was stored, send it again after that many seconds.",
+            "post": {"summary": "Ingest a batch of points (the run's own token only, checked before the body is read); "
+                                "refused whole if any row is bad. The body may be gzip-compressed (Content-Encoding: "
+                                "gzip). 413 names the limit a body broke: OPL_INGEST_MAX_BODY_BYTES as sent (2.5 MiB), "
+                                "OPL_INGEST_MAX_INFLATED_BYTES (64 MiB) or OPL_INGEST_MAX_INFLATE_RATIO (100x) inflated; "
+                                "send less per request. 429 with Retry-After: the run's queue is deep, nothing was "
+                                "stored, send it again after that many seconds.",
                      "parameters": [*run_id, {"name": "Content-Encoding", "in": "header", "required": False,
                                               "schema": {"type": "string", "enum": ["gzip", "identity"]}}],
                      "security": RUN_TOKEN, "requestBody": _body("MetricBatch"),
@@ -263,7 +266,7 @@ def document() -> dict[str, Any]:
             "post": {"summary": "Ingest rollout samples (the run's own token only), idempotent on (kind, step, index); a "
                                 "later attempt replaces. Refused whole if any sample is bad; text over 8,000 characters "
                                 "and tokens over 4,096 are cut. Over the per-run bound older steps are thinned (dropped). "
-                                "gzip and 429 + Retry-After as for metrics.",
+                                "gzip, 413 and 429 + Retry-After as for metrics; at most OPL_SAMPLES_MAX_PER_BATCH (512) samples.",
                      "parameters": [*run_id, {"name": "Content-Encoding", "in": "header", "required": False,
                                               "schema": {"type": "string", "enum": ["gzip", "identity"]}}],
                      "security": RUN_TOKEN, "requestBody": _body("SampleBatch"),

@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Any, Literal
 
 import msgspec
+from django.conf import settings
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from orchestrator.metrics.models import Special
@@ -27,11 +28,14 @@ SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 SPECIAL_CODES = {"NaN": Special.NAN, "Infinity": Special.POS_INF, "-Infinity": Special.NEG_INF}
 SPECIAL_NAMES = {int(code): name for name, code in SPECIAL_CODES.items()}
 _SPECIAL_INTS = {name: int(code) for name, code in SPECIAL_CODES.items()}
-MAX_POINTS_PER_BATCH = 200_000
 # Steps fit Run.step (32 bits, which ingestion copies as progress) and stay far below the 2**62 that
 # reads cover; a wider span would also make a rollup rebuild walk millions of empty slices.
 MAX_STEP = 2**31 - 1
 MAX_ABS_VALUE = 1.7976931348623157e308  # a larger integer does not fit a float64
+
+
+def max_points_per_batch() -> int:
+    return int(settings.OPL_INGEST_MAX_POINTS_PER_BATCH)
 
 
 def _special_float(value):
@@ -91,7 +95,7 @@ def decode_batch(body: bytes) -> tuple[int | None, Columns] | None:
 def _struct_columns(points: list[WirePoint]) -> Columns | None:
     """Columns of type-checked points; None when a check msgspec does not make fails (key
     pattern, finite time, batch size) or a (key, step) repeats (the plain path keeps the last)."""
-    if len(points) > MAX_POINTS_PER_BATCH:
+    if len(points) > max_points_per_batch():
         return None
     keys = [p.key for p in points]
     steps = [p.step for p in points]
@@ -124,9 +128,9 @@ def parse_columns(rows: Any) -> Columns:
     Raises BatchError naming every bad row when any row is bad."""
     if not isinstance(rows, list):
         raise BatchError([{"index": None, "field": "points", "message": "must be a list"}])
-    if len(rows) > MAX_POINTS_PER_BATCH:
+    if len(rows) > (most := max_points_per_batch()):
         raise BatchError([{"index": None, "field": "points",
-                           "message": f"at most {MAX_POINTS_PER_BATCH} points per batch, got {len(rows)}"}])
+                           "message": f"at most {most} points per batch (OPL_INGEST_MAX_POINTS_PER_BATCH), got {len(rows)}"}])
     try:
         cols = _struct_columns(msgspec.convert(rows, list[WirePoint]))
     except msgspec.ValidationError:

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from orchestrator.api import api_view, bearer_token, json_error, nul_in_url
+from orchestrator.api import api_view, bearer_token, json_error, nul_in_url, parse_json_body
 from orchestrator.experiments.access import get_run_for_user, visible_runs
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
@@ -23,7 +23,7 @@ from orchestrator.metrics.compare import differing_fields, flatten, fork_steps
 from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics import ingest_queue
-from orchestrator.metrics.ingest_queue import busy_response, request_body
+from orchestrator.metrics.ingest_queue import busy_response
 from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
 
@@ -34,30 +34,24 @@ MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own r
 @login_not_required
 @require_http_methods(["GET", "POST"])
 async def run_metrics(request: HttpRequest, run_id: int):
-    """POST: ingestion, counted per run before it waits for the worker's thread, so a deep queue
-    is answered 429 at once instead of timing out. GET: the series (sync)."""
+    """POST: ingestion, admitted token first and counted per run before it waits for the worker's
+    thread (ingest_queue), so a deep queue is answered 429 at once. GET: the series (sync)."""
     if request.method == "POST":
-        with ingest_queue.slot(run_id) as admitted:
-            if not admitted:
-                return busy_response(f"run {run_id} has {ingest_queue.limit()} batches queued in this server")
-            return await sync_to_async(_ingest)(request, run_id)
+        return await ingest_queue.admit(request, run_id, _ingest)
     return await sync_to_async(_series)(request, run_id)
 
 
-def _ingest(request: HttpRequest, run_id: int):
-    raw, error = request_body(request)
-    if error:
-        return error
+def _ingest(request: HttpRequest, run: Run, raw: bytes):
     decoded = decode_batch(raw) if request.content_type == "application/json" else None
-    run, body, error = authenticated_run(request, run_id, parse_body=decoded is None)
-    if error:
-        return error
     if decoded is not None:
         attempt, points = decoded
         attempt = run.attempt if attempt is None else attempt
-    elif not isinstance(body, dict) or "points" not in body:
-        return json_error(400, "invalid batch", [{"field": "points", "message": "field required"}])
     else:
+        body, error = parse_json_body(request)
+        if error:
+            return error
+        if not isinstance(body, dict) or "points" not in body:
+            return json_error(400, "invalid batch", [{"field": "points", "message": "field required"}])
         attempt, points = body.get("attempt", run.attempt), body["points"]
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt != run.attempt:
         return json_error(400, "invalid batch",
@@ -67,7 +61,7 @@ def _ingest(request: HttpRequest, run_id: int):
     except BatchError as exc:
         return json_error(400, "invalid batch: nothing was stored", exc.errors)
     except Busy:
-        return busy_response(f"run {run_id}'s batch lock was not granted in time")
+        return busy_response(f"run {run.pk}'s batch lock was not granted in time")
     return JsonResponse({"stored": stored}, status=202)
 
 

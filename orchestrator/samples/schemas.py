@@ -14,6 +14,7 @@ import math
 import re
 from typing import Any, Literal
 
+from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.api import pydantic_errors
@@ -22,7 +23,6 @@ from orchestrator.metrics.schemas import MAX_STEP
 MAX_TEXT = 8_000            # characters of prompt, response and reference each
 MAX_TOKENS = 4_096          # response tokens kept per sample (the rest cut, truncated: true)
 MAX_TOKEN_CHARS = 1_000     # one decoded token
-MAX_SAMPLES_PER_BATCH = 512  # the trainer sends <= 64
 MAX_LIST = 65_536           # tokens, log ratios or indices sent for one sample (cut to MAX_TOKENS)
 MAX_INDEX = 1_000_000
 LOG_RATIO_CLAMP = 1e30      # stored as float32
@@ -55,7 +55,7 @@ class SampleBatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     attempt: int | None = None
-    samples: list[SampleIn] = Field(max_length=MAX_SAMPLES_PER_BATCH)
+    samples: list[SampleIn]  # at most settings.OPL_SAMPLES_MAX_PER_BATCH, checked before the model
 
 
 class BatchError(ValueError):
@@ -78,6 +78,10 @@ def parse_batch(raw: bytes) -> SampleBatchIn:
         raise BatchError([{"field": "(body)", "message": "nested too deeply"}]) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BatchError([{"field": "(body)", "message": f"not valid JSON: {exc}"}]) from None
+    most = int(settings.OPL_SAMPLES_MAX_PER_BATCH)
+    if isinstance(data, dict) and isinstance(data.get("samples"), list) and len(data["samples"]) > most:
+        raise BatchError([{"field": "samples", "message": f"at most {most} samples per batch (OPL_SAMPLES_MAX_PER_BATCH), "
+                                                          f"got {len(data['samples'])}"}])
     try:
         batch = SampleBatchIn.model_validate(data)
     except ValidationError as exc:

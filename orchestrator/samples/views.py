@@ -12,10 +12,11 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from orchestrator.api import api_view, json_error
 from orchestrator.experiments.access import get_run_for_user
+from orchestrator.experiments.models import Run
 from orchestrator.metrics import ingest_queue
-from orchestrator.metrics.ingest_queue import busy_response, request_body
+from orchestrator.metrics.ingest_queue import busy_response
 from orchestrator.metrics.pipeline import Busy
-from orchestrator.metrics.access import ParamError, authenticated_run, run_ids_param, visible_ids
+from orchestrator.metrics.access import ParamError, run_ids_param, visible_ids
 from orchestrator.samples import selectors
 from orchestrator.samples.presenting import SampleQuery, compare_context, newer_context, run_samples_context, sample_dict
 from orchestrator.samples.schemas import PROMPT_HASH, BatchError, parse_batch
@@ -26,23 +27,14 @@ from orchestrator.samples.services import samples_ingest
 @login_not_required
 @require_http_methods(["GET", "POST"])
 async def run_samples_api(request: HttpRequest, run_id: int):
-    """POST: a batch from the run's trainer (its token), admitted through the same per-run queue
-    as metric batches (429 + Retry-After when deep). GET: the samples of one recorded step."""
+    """POST: a batch from the run's trainer (its token), admitted like metric batches and through the
+    same per-run queue (429 + Retry-After when deep). GET: the samples of one recorded step."""
     if request.method == "POST":
-        with ingest_queue.slot(run_id) as admitted:
-            if not admitted:
-                return busy_response(f"run {run_id} has {ingest_queue.limit()} batches queued in this server")
-            return await sync_to_async(_ingest)(request, run_id)
+        return await ingest_queue.admit(request, run_id, _ingest)
     return await sync_to_async(_read)(request, run_id)
 
 
-def _ingest(request: HttpRequest, run_id: int):
-    raw, error = request_body(request)
-    if error:
-        return error
-    run, _, error = authenticated_run(request, run_id, parse_body=False)
-    if error:
-        return error
+def _ingest(request: HttpRequest, run: Run, raw: bytes):
     try:
         batch = parse_batch(raw)
     except BatchError as exc:
@@ -54,7 +46,7 @@ def _ingest(request: HttpRequest, run_id: int):
     try:
         result = samples_ingest(run=run, attempt=attempt, samples=batch.samples)
     except Busy:
-        return busy_response(f"run {run_id}'s samples lock was not granted in time")
+        return busy_response(f"run {run.pk}'s samples lock was not granted in time")
     return JsonResponse(result.to_dict())
 
 

@@ -34,3 +34,44 @@ def test_the_pusher_stores_a_gzip_backlog_and_waits_out_a_429(server, alice, tin
     assert sorted(series) == [f"train/k{i}" for i in range(5)]
     assert all(p.steps.tolist() == list(range(1500)) for p in series.values())
     assert read_offset(tmp_path)[0] == (tmp_path / "metrics.jsonl").stat().st_size
+
+
+def test_anonymous_gzip_bombs_do_not_starve_the_real_trainer(server, alice, tiny_config):
+    """Issue 22: 16 anonymous gzip bombs once filled the run's 16 queue places while they were
+    inflated, and the real trainer got 429 on 5 of 7 posts. The token is now checked first."""
+    import gzip
+    import json
+    import threading
+    import time
+
+    import httpx
+
+    from .helpers import points
+
+    run, token = make_run(alice, tiny_config)
+    bomb = gzip.compress(b" " * (80 << 20), 9)  # 80 KB, inflates to more than the 64 MiB cap
+    url = f"{server}/api/v1/runs/{run.pk}/metrics"
+    bomb_answers = []
+
+    def send_bomb():
+        with httpx.Client(timeout=60) as http:
+            bomb_answers.append(http.post(url, content=bomb, headers={"Content-Encoding": "gzip",
+                                                                      "Content-Type": "application/json"}).status_code)
+
+    bombers = [threading.Thread(target=send_bomb) for _ in range(16)]
+    for t in bombers:
+        t.start()
+    deadline = time.monotonic() + 1.0  # the bombs in flight (or answered): as many places held as they can take
+    while (time.monotonic() < deadline and len(bomb_answers) < 16
+           and ingest_queue._queued.get(run.pk, 0) < ingest_queue.limit()):
+        time.sleep(0.01)
+    real = []
+    with httpx.Client(timeout=60, headers={"Authorization": f"Bearer {token}"}) as http:
+        for step in range(7):
+            body = json.dumps({"attempt": 1, "points": points("train/loss", [step])}).encode()
+            real.append(http.post(url, content=body, headers={"Content-Type": "application/json"}).status_code)
+    for t in bombers:
+        t.join()
+    assert real == [202] * 7
+    assert bomb_answers == [401] * 16
+    assert live_series(run.pk)["train/loss"].steps.tolist() == list(range(7))

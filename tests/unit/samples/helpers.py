@@ -24,9 +24,28 @@ def batch(samples, attempt=1) -> dict:
     return {"attempt": attempt, "samples": samples}
 
 
-def post(client, run_id, token, body, *, gzipped=False):
+def post(client, run_id, token, body, *, gzipped=False, encoding=None):
+    """`gzipped` compresses the body here; `encoding` names the Content-Encoding of bytes sent as they are."""
     data = json.dumps(body).encode() if not isinstance(body, bytes) else body
     headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+    if encoding:
+        headers["HTTP_CONTENT_ENCODING"] = encoding
     if gzipped:
         data, headers = gzip.compress(data), {**headers, "HTTP_CONTENT_ENCODING": "gzip"}
     return client.post(f"/api/v1/runs/{run_id}/samples", data=data, content_type="application/json", **headers)
+
+
+def long_sample(step: int, index: int, *, tokens: int = 4096, seed: int = 0) -> dict:
+    """A train sample at samples.max_tokens 4,096 as a large-vocabulary model writes it: subword
+    tokens and float32 log ratios (7 significant digits) that compress about as badly as real ones:
+    ~97 KB a line, 64 of them ~2.9 MB gzipped (SmolLM2's tokenizer gave 105 KB and 2.9 MB)."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, step, index])
+    letters = np.array(list("etaoinshrdlucmfwypvbgkqjxz  etaoinshr.,ETAOIN0123456789"))
+    cuts = np.cumsum(rng.integers(1, 7, tokens))
+    text = "".join(rng.choice(letters, int(cuts[-1])))
+    toks = [text[a:b] for a, b in zip([0, *cuts[:-1].tolist()], cuts.tolist())]
+    ratios = [float(f"{v:.7g}") for v in rng.normal(0, 0.05, tokens).astype(np.float32).tolist()]
+    masked = sorted(rng.choice(tokens, 40, replace=False).tolist())
+    return sample(step, index, tokens=toks, log_ratio=ratios, masked=masked, truncated=True)
