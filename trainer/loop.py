@@ -82,7 +82,6 @@ class Trainer:
         self.pusher: Pusher | None = None
         self.system: SystemSampler | None = None
         self.samples: SampleRecorder | None = None  # rank 0 only
-        self._logged_sample_failures = 0
         self.async_gen = None
         self._verifiers: list[MathVerifier] = []
 
@@ -554,9 +553,8 @@ class Trainer:
             }
         )
         metrics = mean_across(metrics, self.dist)  # every rank's keys must match here
-        if self.pusher is not None and self.pusher.sample_push_failures != self._logged_sample_failures:
-            self._logged_sample_failures = self.pusher.sample_push_failures  # rank 0's, a point when it changes
-            metrics["samples/push_failures"] = float(self._logged_sample_failures)
+        if self.pusher is not None:  # rank 0's counts, a point when one changes
+            metrics.update(self.pusher.failure_counts())
         self.log(metrics)
         if self.dist.is_main:
             print(

@@ -63,7 +63,10 @@ METRIC_KEYS: dict[str, str] = {
     "perf/tokens_per_s": "trained response tokens per wall second of the step",
     "perf/samples_per_s": "trained samples per wall second of the step",
     "eval/avg_acc": "mean of eval/<set>/acc over the eval sets",
-    "samples/push_failures": "rollout sample pushes to the dashboard that failed so far (retried from samples.jsonl); logged when it changes",
+    "metrics/push_failures": "metric pushes to the dashboard that failed so far: retried from metrics.jsonl, or, refused "
+                             "for good (a 4xx), marked in metrics.rejected.jsonl for manage.py resend_rejected; logged when it changes",
+    "samples/push_failures": "rollout sample pushes to the dashboard that failed so far: retried from samples.jsonl, or, refused "
+                             "for good, marked in samples.rejected.jsonl for manage.py resend_rejected; logged when it changes",
     # trainer/system_metrics.py: sampled every reporting.system_s, the mean since the last point
     "system/cpu_pct": "CPU use of the trainer's process tree (trainer, generator, reward workers), 100 = one core",
     "system/ram_gb": "resident memory of the trainer's process tree (GiB)",
@@ -91,7 +94,7 @@ DIRECTIONS: dict[str, str] = {
     "actor/m2": MIN, "actor/m2_after": MIN, "actor/m2_all": MIN, "actor/ppo_kl": MIN, "actor/grad_norm": MIN,
     "actor/skipped_updates": MIN, "rollout/staleness_mean": MIN, "rollout/staleness_min": MIN,
     "rollout/staleness_max": MIN, "rollout/dropped_frac": MIN, "rollout/engine_kl": MIN,
-    "reward/errors": MIN, "reward/timeouts": MIN, "samples/push_failures": MIN,
+    "reward/errors": MIN, "reward/timeouts": MIN, "metrics/push_failures": MIN, "samples/push_failures": MIN,
     "perf/gen_s": MIN, "perf/train_s": MIN, "perf/weight_sync_s": MIN, "perf/wait_s": MIN, "perf/step_s": MIN,
 }
 PATTERN_DIRECTIONS = {

@@ -11,16 +11,22 @@ Batching: a push goes out every `push_interval_s`, or as soon as about MAX_POINT
 are waiting; a backlog drains in full batches. The body is built from the spool's lines as they
 are (no parsing) and compressed by zlib, which releases the GIL: the thread takes little from
 the training thread. Failures back off exponentially (1 s doubling to 30 s, with jitter); a 429
-or 503 waits the dashboard's Retry-After. A 4xx other than 408/429 means the batch itself is
-bad, so it is logged and skipped. The same thread posts a heartbeat `{"attempt", "step",
-"total_steps"}` every `heartbeat_s`. Nothing here ever blocks training or raises into it: the
-training thread only appends to the spool file; `close` waits at most `flush_timeout_s`.
+or 503 waits the dashboard's Retry-After. A 413 (a body over the dashboard's or a proxy's limit)
+halves the stream's byte budget and sends the batch again in halves, at once. Any other 4xx but
+408/429 is a permanent refusal (a bad field, an expired token): the batch is counted, logged with
+the dashboard's reason, and marked rejected in DIR/metrics.rejected.jsonl (byte ranges of the
+spool, whose lines stay as they are), so that `manage.py resend_rejected <run>` can store it once
+the dashboard is fixed; the pusher goes on with the next batch. The same thread posts a heartbeat
+`{"attempt", "step", "total_steps"}` every `heartbeat_s`. Nothing here ever blocks training or
+raises into it: the training thread only appends to the spool file; `close` waits at most
+`flush_timeout_s`.
 
 Rollout samples (trainer/samples.py) travel the same way: DIR/samples.jsonl, acknowledged offset in
 DIR/samples.pushed.json, posted by the same thread to `{url}/api/v1/runs/{id}/samples` with body
 `{"attempt": A, "samples": [...]}` in batches of at most MAX_SAMPLES_PER_POST lines (and about
-MAX_SAMPLE_BYTES_PER_POST bytes), with their own backoff; failed sample pushes are counted
-(`Pusher.sample_push_failures`, logged by the trainer as samples/push_failures).
+MAX_SAMPLE_BYTES_PER_POST bytes), with their own backoff and DIR/samples.rejected.jsonl. Failed and
+refused pushes are counted per stream (`Pusher.failure_counts`, logged by the trainer as
+metrics/push_failures and samples/push_failures).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import os
 import random
 import threading
 import time
+from bisect import bisect_left
 from pathlib import Path
 
 log = logging.getLogger("trainer.reporting")
@@ -118,22 +125,29 @@ def _truncate(run_dir: Path, spool_name: str, offset_name: str, keep_through_ste
     if not path.exists():
         if (Path(run_dir) / offset_name).exists():  # an offset into a spool that is gone: start over
             write_offset(run_dir, 0, attempt, offset_name)
+        write_rejected(run_dir, spool_name, [])
         return
     kept: list[str] = []
+    moved: list[tuple[int, int, int]] = []  # (old start, old end, new start) of each kept line
     first_at_resume_step: int | None = None
-    size = 0
+    size = old = 0
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if not line.endswith("\n"):
                 break  # a torn last line from a killed process
+            length = len(line.encode("utf-8"))
+            old += length
             step = json.loads(line)["step"]
             if step > keep_through_step:
                 continue
             if step == keep_through_step and first_at_resume_step is None:
                 first_at_resume_step = size
             kept.append(line)
-            size += len(line.encode("utf-8"))
+            moved.append((old - length, old, size))
+            size += length
     atomic_write_text(path, "".join(kept))
+    if records := read_rejected(run_dir, spool_name):
+        write_rejected(run_dir, spool_name, _moved_rejected(records, moved))
     offset, old_attempt = read_offset(run_dir, offset_name)
     offset = min(offset, size)
     if old_attempt != attempt and first_at_resume_step is not None:
@@ -153,6 +167,66 @@ def write_offset(run_dir: Path, offset: int, attempt: int, name: str = OFFSET_NA
     atomic_write_text(Path(run_dir) / name, json.dumps({"offset": offset, "attempt": attempt}))
 
 
+# --- batches the dashboard refused: their spool lines stay, marked by byte range -----------------
+
+def rejected_name(spool_name: str) -> str:
+    """metrics.jsonl -> metrics.rejected.jsonl: one JSON record per refused batch."""
+    return spool_name.removesuffix(".jsonl") + ".rejected.jsonl"
+
+
+def mark_rejected(run_dir: Path, spool_name: str, record: dict) -> None:
+    """Append a refused batch's record: {"start", "end"} (its byte range in the spool), "lines",
+    "attempt", "status", "reason", "time"."""
+    with open(Path(run_dir) / rejected_name(spool_name), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_rejected(run_dir: Path, spool_name: str) -> list[dict]:
+    try:
+        text = (Path(run_dir) / rejected_name(spool_name)).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.endswith("}")]  # not a torn last line
+
+
+def write_rejected(run_dir: Path, spool_name: str, records: list[dict]) -> None:
+    """Replace the records (after a resend stored some, or a resume moved the spool's lines)."""
+    path = Path(run_dir) / rejected_name(spool_name)
+    if records:
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in records))
+    else:
+        path.unlink(missing_ok=True)
+
+
+def rejected_lines(run_dir: Path, spool_name: str, record: dict) -> list[bytes]:
+    """The spool lines of a refused batch, as they were sent."""
+    with open(Path(run_dir) / spool_name, "rb") as fh:
+        fh.seek(record["start"])
+        return fh.read(record["end"] - record["start"]).splitlines()
+
+
+def batch_body(attempt: int, key: str, lines: list[bytes]) -> bytes:
+    """The JSON batch of spool lines, built from the lines as they are: {"attempt": A, key: [...]}."""
+    return b'{"attempt":%d,"%s":[' % (int(attempt), key.encode()) + b",".join(lines) + b"]}"
+
+
+def _moved_rejected(records: list[dict], kept: list[tuple[int, int, int]]) -> list[dict]:
+    """The records after a truncation that kept the lines `kept` [(old start, old end, new start)],
+    in order: each range shrinks to its kept lines; a range with none left goes (a resumed attempt
+    writes those steps again)."""
+    starts = [k[0] for k in kept]
+    out = []
+    for record in records:
+        first, last = bisect_left(starts, record["start"]), bisect_left(starts, record["end"])
+        inside = [k for k in kept[first:last] if k[1] <= record["end"]]
+        if inside:
+            out.append({**record, "start": inside[0][2], "end": inside[-1][2] + inside[-1][1] - inside[-1][0],
+                        "lines": len(inside)})
+    return out
+
+
 class _Stream:
     """One spool the pusher drains: the file, the acknowledged offset, the endpoint, retry state."""
 
@@ -166,6 +240,9 @@ class _Stream:
         self.offset: int | None = None  # the acknowledged spool offset, read once
         self.retry: tuple | None = None  # (offset, consumed, count, body, headers) of a refused push
         self.failures = 0  # pushes that failed or were refused
+        self.logged_failures = 0  # the count the trainer last logged as <noun>/push_failures
+        self.rejected_lines = 0  # lines of batches the dashboard refused for good (kept, marked rejected)
+        self.byte_cap: int | None = None  # learned from a 413: at most this many spool bytes a post
 
 
 class Pusher:
@@ -206,8 +283,23 @@ class Pusher:
     @property
     def sample_push_failures(self) -> int:
         """Sample pushes that failed or were refused so far (each is retried from the spool, except a
-        batch the dashboard refuses as bad input, which is logged and skipped)."""
+        batch the dashboard refuses for good, which is marked rejected for a resend)."""
         return self._samples.failures
+
+    @property
+    def metric_push_failures(self) -> int:
+        return self._metrics.failures
+
+    def failure_counts(self) -> dict[str, float]:
+        """{"metrics/push_failures": n, "samples/push_failures": n} for each count that changed since
+        the last call: the trainer logs them with the step's metrics, so they reach the run page and
+        the trainer's own metrics.jsonl even when every push fails."""
+        changed = {}
+        for stream in self._streams:
+            if stream.failures != stream.logged_failures:
+                stream.logged_failures = stream.failures
+                changed[f"{stream.noun}/push_failures"] = float(stream.failures)
+        return changed
 
     def start(self) -> None:
         if self.enabled:
@@ -270,6 +362,8 @@ class Pusher:
         """Whole spool lines after `offset`, unparsed: up to the stream's line count and (past the
         first line) its byte budget."""
         lines, consumed = [], 0
+        budget = min(b for b in (stream.max_bytes, stream.byte_cap) if b is not None) \
+            if stream.max_bytes is not None or stream.byte_cap is not None else None
         try:
             fh = open(self.run_dir / stream.spool_name, "rb")
         except FileNotFoundError:
@@ -279,7 +373,7 @@ class Pusher:
             for raw in fh:
                 if not raw.endswith(b"\n"):
                     break  # the writer is mid-line
-                if lines and stream.max_bytes is not None and consumed + len(raw) > stream.max_bytes:
+                if lines and budget is not None and consumed + len(raw) > budget:
                     break
                 lines.append(raw[:-1])
                 consumed += len(raw)
@@ -289,7 +383,7 @@ class Pusher:
 
     def _body(self, stream: _Stream, lines: list[bytes]) -> tuple[bytes, dict[str, str]]:
         """The batch as JSON built from the spool's own lines, gzip-compressed when worth it."""
-        body = b'{"attempt":%d,"%s":[' % (int(self.cfg.attempt), stream.key.encode()) + b",".join(lines) + b"]}"
+        body = batch_body(self.cfg.attempt, stream.key, lines)
         headers = {"Content-Type": "application/json"}
         if len(body) > COMPRESS_ABOVE_BYTES:
             body = gzip.compress(body, compresslevel=1)
@@ -325,14 +419,32 @@ class Pusher:
             stream.backoff = 0.0
             self._acknowledge(stream, offset + consumed)
             return False
+        if resp.status_code == 413 and count > 1:  # too large for the dashboard or a proxy: halves, at once
+            stream.byte_cap = max(1, consumed // 2)
+            log.warning("dashboard refused %d %s in %d bytes as too large (HTTP 413: %s); sending at most %d spool "
+                        "bytes a post from now on", count, stream.key, len(body), resp.text[:300], stream.byte_cap)
+            return False
         if 400 <= resp.status_code < 500 and resp.status_code not in (408, 429):
-            stream.failures += 1
-            log.error("dashboard refused %d %s (HTTP %d: %s); skipping them", count, stream.key, resp.status_code, resp.text[:500])
-            self._acknowledge(stream, offset + consumed)
+            self._reject(stream, offset, consumed, count, resp)
             return False
         stream.retry = (offset, consumed, count, body, headers)
         self._fail(stream, f"{stream.noun} push got HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
         return False
+
+    def _reject(self, stream: _Stream, offset: int, consumed: int, count: int, resp) -> None:
+        """A batch refused for good: counted, logged with the reason, its lines marked rejected in
+        the spool's ledger for a resend, and passed over so that the rest still reaches the run."""
+        stream.failures += 1
+        stream.rejected_lines += count
+        reason = resp.text[:500]
+        mark_rejected(self.run_dir, stream.spool_name, {
+            "start": offset, "end": offset + consumed, "lines": count, "attempt": int(self.cfg.attempt),
+            "status": resp.status_code, "reason": reason, "time": time.time()})
+        log.error("dashboard refused %d %s for good (HTTP %d: %s); they stay in %s, marked rejected in %s (%d %s "
+                  "so far): once the dashboard is fixed, `python manage.py resend_rejected %s` stores them",
+                  count, stream.key, resp.status_code, reason, stream.spool_name, rejected_name(stream.spool_name),
+                  stream.rejected_lines, stream.key, self.cfg.run_id)
+        self._acknowledge(stream, offset + consumed)
 
     def _fail(self, stream: _Stream, why: str, wait_s: float | None = None) -> None:
         stream.failures += 1
@@ -377,6 +489,10 @@ class Pusher:
                     time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
         self.heartbeat_if_due(force=True, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
         self._client.close()
+        for stream in self._streams:
+            if stream.rejected_lines:
+                log.error("%d %s of this run were refused by the dashboard for good; they are kept, marked in %s",
+                          stream.rejected_lines, stream.key, rejected_name(stream.spool_name))
 
 
 def retry_after(header: str | None) -> float | None:

@@ -70,6 +70,11 @@ PANELS: list[dict[str, Any]] = [
     {"id": "system_gpu_power", "group": "System", "title": "System · GPU power (W)", "keys": [],
      "pattern": r"^system/gpu[0-9]+/power_w$", "optional": True,
      "description": "Per GPU power draw."},
+    {"id": "push_failures", "group": "System", "title": "System · pushes to the dashboard that failed", "keys": [],
+     "pattern": r"^(metrics|samples)/push_failures$", "optional": True,
+     "description": "Metric and sample batches the trainer could not deliver so far. An outage's are retried from the "
+                    "spool; a batch refused for good (a 4xx) stays in the run folder, marked in *.rejected.jsonl, until "
+                    "manage.py resend_rejected stores it. Shown only once a push failed."},
 ]
 
 

@@ -55,12 +55,16 @@ def test_compare_page_refuses_runs_the_user_cannot_see(client, alice, charlie, t
 
 def test_run_page_carries_the_default_panels_and_eval_sets(client, alice, tiny_config):
     run, _ = make_run(alice, tiny_config)
-    metrics_ingest(run=run, attempt=1, points=points("eval/gsm8k/acc", [0]) + points("eval/math500/acc", [0]))
     client.force_login(alice)
+    cfg = config_json(client.get(reverse("exp-run-detail", args=[run.pk])), "run-metrics-config")
+    assert "push_failures" not in {p["id"] for p in cfg["panels"]}  # only once a push failed
+    metrics_ingest(run=run, attempt=1, points=points("eval/gsm8k/acc", [0]) + points("eval/math500/acc", [0])
+                   + points("samples/push_failures", [0]) + points("metrics/push_failures", [0]))
     response = client.get(reverse("exp-run-detail", args=[run.pk]))
     assert response.status_code == 200
     cfg = config_json(response, "run-metrics-config")
     panels = {p["id"]: p["keys"] for p in cfg["panels"]}
+    assert panels["push_failures"] == ["metrics/push_failures", "samples/push_failures"]
     assert panels["eval"] == ["eval/avg_acc", "eval/gsm8k/acc", "eval/math500/acc"]
     assert panels["m2"] == ["actor/m2", "actor/m2_after"]
     assert {"reward", "clip_frac", "ppo_kl", "entropy", "grad_norm", "staleness", "response_len", "throughput"} <= set(panels)

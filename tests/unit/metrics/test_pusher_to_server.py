@@ -75,3 +75,62 @@ def test_anonymous_gzip_bombs_do_not_starve_the_real_trainer(server, alice, tiny
     assert real == [202] * 7
     assert bomb_answers == [401] * 16
     assert live_series(run.pk)["train/loss"].steps.tolist() == list(range(7))
+
+
+def _samples_spool(run_dir, samples):
+    import json
+
+    with open(run_dir / "samples.jsonl", "a") as fh:
+        fh.writelines(json.dumps(s) + "\n" for s in samples)
+
+
+def test_a_samples_batch_too_large_for_the_server_is_sent_in_halves_and_all_of_it_stored(
+        server, alice, tiny_config, tmp_path, settings, caplog):
+    """Issue 22: 64 samples of 4,096 tokens are ~1.9 MB gzipped in the pusher's 4 MB posts; behind a
+    1 MiB limit (nginx's default client_max_body_size) Django answered an HTML 400, the pusher
+    skipped the batch as bad, and the samples were gone."""
+    from orchestrator.samples.models import RolloutSample
+    from tests.unit.samples.helpers import long_sample
+
+    settings.OPL_INGEST_MAX_BODY_BYTES = settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1 << 20
+    run, token = make_run(alice, tiny_config)
+    _samples_spool(tmp_path, [long_sample(1, i) for i in range(64)])
+    cfg = ReportingConfig(dashboard_url=server, run_id=str(run.pk), token=token, attempt=1, flush_timeout_s=60)
+    Pusher(tmp_path, cfg, total_steps=1).close()
+    assert "as too large (HTTP 413" in caplog.text and "OPL_INGEST_MAX_BODY_BYTES" in caplog.text
+    assert sorted(RolloutSample.objects.filter(run=run).values_list("index", flat=True)) == list(range(64))
+    assert read_offset(tmp_path, "samples.pushed.json")[0] == (tmp_path / "samples.jsonl").stat().st_size
+
+
+def test_batches_refused_for_good_are_kept_and_stored_by_resend_rejected(server, alice, tiny_config, tmp_path, capsys):
+    """A trainer restarted in its folder days after its run ended: its token has expired, so the
+    backfill is refused (403). The lines stay marked rejected; resend_rejected stores them."""
+    from datetime import timedelta
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from orchestrator.experiments.models import Run
+    from orchestrator.samples.models import RolloutSample
+    from tests.unit.samples.helpers import sample
+    from trainer.reporting import read_rejected
+
+    run, token = make_run(alice, tiny_config)
+    Run.objects.filter(pk=run.pk).update(state=Run.State.SUCCEEDED, finished_at=timezone.now() - timedelta(hours=25))
+    spool = MetricSpool(tmp_path)
+    for step in range(3):
+        spool.log(step, {"train/loss": step / 2})
+    spool.close()
+    _samples_spool(tmp_path, [sample(2, i) for i in range(2)])
+    cfg = ReportingConfig(dashboard_url=server, run_id=str(run.pk), token=token, attempt=1, flush_timeout_s=30)
+    pusher = Pusher(tmp_path, cfg, total_steps=3)
+    pusher.close()
+    assert pusher.failure_counts() == {"metrics/push_failures": 1.0, "samples/push_failures": 1.0}
+    assert [r["status"] for name in ("metrics.jsonl", "samples.jsonl") for r in read_rejected(tmp_path, name)] == [403, 403]
+    assert not live_series(run.pk) and not RolloutSample.objects.filter(run=run).exists()
+
+    call_command("resend_rejected", run.pk, run_dir=tmp_path)
+    assert live_series(run.pk)["train/loss"].steps.tolist() == [0, 1, 2]
+    assert RolloutSample.objects.filter(run=run).count() == 2
+    assert read_rejected(tmp_path, "metrics.jsonl") == read_rejected(tmp_path, "samples.jsonl") == []
+    assert "2 of 2 rejected batch(es) stored" in capsys.readouterr().out

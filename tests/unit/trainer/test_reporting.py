@@ -3,7 +3,16 @@
 import json
 
 from trainer.config import ReportingConfig
-from trainer.reporting import MetricSpool, Pusher, read_offset, truncate_spool
+from trainer.reporting import (
+    MetricSpool,
+    Pusher,
+    mark_rejected,
+    read_offset,
+    read_rejected,
+    rejected_lines,
+    truncate_spool,
+    write_rejected,
+)
 
 from .fake_dashboard import Dashboard
 
@@ -51,14 +60,67 @@ def test_a_server_error_is_retried_and_nothing_is_lost(tmp_path):
     assert [p["key"] for p in dash.accepted_points()] == ["a/x"]
 
 
-def test_a_refused_batch_is_skipped_not_retried_forever(tmp_path):
+def test_a_refused_batch_is_passed_over_counted_and_kept_marked_rejected(tmp_path, caplog):
     spool = MetricSpool(tmp_path)
-    spool.log(1, {"a/x": 1.0})
+    spool.log(1, {"a/x": 1.0, "a/y": 2.0})
+    size = (tmp_path / "metrics.jsonl").stat().st_size
     with Dashboard(statuses=[400]) as dash:
+        pusher = Pusher(tmp_path, _reporting(dash.url, attempt=2), total_steps=1)
+        pusher.push_once()  # the first two points, refused
+        spool.log(2, {"a/x": 3.0})
+        pusher.close()  # the rest goes on
+    assert [r["status"] for r in dash.requests if r["path"].endswith("/metrics")] == [400, 200]
+    assert read_offset(tmp_path)[0] == (tmp_path / "metrics.jsonl").stat().st_size
+    [record] = read_rejected(tmp_path, "metrics.jsonl")
+    assert (record["start"], record["end"], record["lines"], record["attempt"], record["status"]) == (0, size, 2, 2, 400)
+    assert [json.loads(line)["key"] for line in rejected_lines(tmp_path, "metrics.jsonl", record)] == ["a/x", "a/y"]
+    assert pusher.failure_counts() == {"metrics/push_failures": 1.0} and pusher.failure_counts() == {}
+    assert "resend_rejected 17" in caplog.text and "refused 2 points for good (HTTP 400" in caplog.text
+
+
+def test_a_413_sends_the_batch_again_in_halves_and_loses_nothing(tmp_path):
+    spool = MetricSpool(tmp_path)
+    for step in range(300):
+        spool.log(step, {f"k/{i}": float(i) for i in range(10)})  # 3,000 points
+    with Dashboard(statuses=[413, 413]) as dash:
         pusher = Pusher(tmp_path, _reporting(dash.url), total_steps=1)
         pusher.close()
-    assert [r["status"] for r in dash.requests if r["path"].endswith("/metrics")] == [400]
-    assert read_offset(tmp_path)[0] == (tmp_path / "metrics.jsonl").stat().st_size
+    posts = [r for r in dash.requests if r["path"].endswith("/metrics")]
+    sizes = [len(r["body"]["points"]) for r in posts]
+    assert [r["status"] for r in posts[:3]] == [413, 413, 200] and sizes[0] == 3000
+    assert 1450 <= sizes[1] <= 1550 and 700 <= sizes[2] <= 800 and max(sizes[2:]) <= 800  # halved, then kept that small
+    assert [(p["step"], p["key"]) for p in dash.accepted_points()] == [(p["step"], p["key"]) for p in _spool_lines(tmp_path)]
+    assert read_rejected(tmp_path, "metrics.jsonl") == [] and pusher.failure_counts() == {}  # a split is no failure
+
+
+def test_one_line_that_is_still_too_large_is_marked_rejected(tmp_path):
+    spool = MetricSpool(tmp_path)
+    spool.log(1, {"a/x": 1.0})
+    with Dashboard(statuses=[413]) as dash:
+        pusher = Pusher(tmp_path, _reporting(dash.url), total_steps=1)
+        pusher.close()
+    assert [r["status"] for r in dash.requests if r["path"].endswith("/metrics")] == [413]
+    assert [r["status"] for r in read_rejected(tmp_path, "metrics.jsonl")] == [413]
+
+
+def test_resume_truncation_moves_the_rejected_marks_with_their_lines(tmp_path):
+    spool = MetricSpool(tmp_path)
+    spool.log(9, {"a/early": 0.0})  # a line the cut drops ahead of the marked ones: their offsets move
+    for step in (1, 2, 3, 4, 5, 6):
+        spool.log(step, {"a/x": float(step), "a/y": float(step)})
+    spool.close()
+    lines = (tmp_path / "metrics.jsonl").read_bytes().splitlines(keepends=True)
+    at = [sum(map(len, lines[:i])) for i in range(len(lines) + 1)]
+    for first, last in ((3, 9), (11, 13)):  # steps 2-4, and step 6
+        mark_rejected(tmp_path, "metrics.jsonl", {"start": at[first], "end": at[last], "lines": last - first,
+                                                  "attempt": 1, "status": 400, "reason": "x", "time": 0})
+    truncate_spool(tmp_path, keep_through_step=3, attempt=2)
+    [record] = read_rejected(tmp_path, "metrics.jsonl")  # step 6 is written again by the resumed attempt
+    assert record["lines"] == 4 and record["start"] == at[3] - at[1]
+    assert [(json.loads(x)["step"], json.loads(x)["key"]) for x in rejected_lines(tmp_path, "metrics.jsonl", record)] == \
+        [(2, "a/x"), (2, "a/y"), (3, "a/x"), (3, "a/y")]
+    truncate_spool(tmp_path, keep_through_step=-1, attempt=1)  # a fresh start forgets them
+    assert read_rejected(tmp_path, "metrics.jsonl") == [] and not (tmp_path / "metrics.rejected.jsonl").exists()
 
 
 def test_a_dashboard_that_is_down_never_blocks_beyond_the_flush_timeout(tmp_path):

@@ -13,7 +13,7 @@ import torch
 
 from trainer.config import ReportingConfig
 from trainer.objectives import MARK_KINDS, OBJECTIVES, m2po_mask, policy_loss, policy_loss_marked
-from trainer.reporting import MAX_SAMPLES_PER_POST, MetricSpool, Pusher, read_offset, truncate_spool
+from trainer.reporting import MAX_SAMPLES_PER_POST, MetricSpool, Pusher, read_offset, read_rejected, truncate_spool
 
 from .fake_dashboard import Dashboard
 
@@ -155,14 +155,16 @@ def test_samples_a_down_dashboard_missed_are_backfilled_by_the_next_pusher(tmp_p
     assert [(s["step"], s["index"]) for s in _delivered(dash)] == [(s, i) for s in (1, 2, 3, 4) for i in (0, 1)]
 
 
-def test_a_refused_sample_batch_is_counted_and_skipped(tmp_path):
+def test_a_refused_sample_batch_is_counted_passed_over_and_kept_marked_rejected(tmp_path):
     _write_samples(tmp_path, [1])
     with Dashboard(statuses=[400]) as dash:
         pusher = Pusher(tmp_path, _reporting(dash.url), total_steps=1)
         pusher.close()
     assert [r["status"] for r in dash.requests if r["path"] == SAMPLES_PATH] == [400]
-    assert pusher.sample_push_failures == 1
-    assert read_offset(tmp_path, "samples.pushed.json")[0] == (tmp_path / "samples.jsonl").stat().st_size
+    assert pusher.sample_push_failures == 1 and pusher.failure_counts() == {"samples/push_failures": 1.0}
+    size = (tmp_path / "samples.jsonl").stat().st_size
+    assert read_offset(tmp_path, "samples.pushed.json")[0] == size
+    assert [(r["start"], r["end"], r["lines"]) for r in read_rejected(tmp_path, "samples.jsonl")] == [(0, size, 2)]
 
 
 def test_resume_cuts_samples_after_the_checkpoint_and_repushes_its_step_under_the_new_attempt(tmp_path):
