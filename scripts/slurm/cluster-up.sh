@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Bring up the Slurm test clusters (idempotent; ~0.2 s when already up):
-#   slurm-22.05  Debian 12's Slurm on this host, REST on 127.0.0.1:6820
-#   slurm-24.11  Debian 13's Slurm in a debootstrap chroot, REST on 127.0.0.1:6830
-# usage: cluster-up.sh [all|host|trixie]   (default: $OPL_SLURM_CLUSTERS or all)
-# Writes $OPL_SLURM_ENV_DIR/{host,trixie}.env (default /run/opl-slurm), which the
+# Bring up the Slurm test clusters (idempotent; ~1 s when already up):
+#   slurm-22.05        Debian 12's Slurm on this host, REST on 127.0.0.1:6820
+#   slurm-24.11        Debian 13's Slurm in a debootstrap chroot, REST on 127.0.0.1:6830
+#   slurm-22.05-2node  the host's Slurm on two nodes, each a network namespace, REST on
+#                      127.0.0.1:6850 (two-node-cluster.sh)
+# usage: cluster-up.sh [all|host|trixie|2node]   (default: $OPL_SLURM_CLUSTERS or all)
+# Writes $OPL_SLURM_ENV_DIR/{host,trixie,2node}.env (default /run/opl-slurm), which the
 # tests read. Must run as root on Debian; installs what is missing with apt-get.
 # OPL_SLURM_FRESH=1 wipes job state first. See single-cluster-up.sh for more knobs.
 set -euo pipefail
@@ -47,9 +49,13 @@ all|host)
   ;;&
 all|trixie)
   OPL_SLURM_ENV_DIR="$ENV_DIR" OPL_SLURM_SHARED_DIR="$SHARED" OPL_SLURM_PYTHON="$PYTHON" "$HERE/cluster-trixie.sh" up
+  ;;&
+all|2node)
+  OPL_SLURM_ENV_DIR="$ENV_DIR" "$HERE/two-node-cluster.sh" up
+  grant_python
   ;;
-host) ;;
-*) echo "usage: $0 [all|host|trixie]" >&2; exit 2 ;;
+host|trixie) ;;
+*) echo "usage: $0 [all|host|trixie|2node]" >&2; exit 2 ;;
 esac
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "Slurm test clusters ($which) up in $((ms / 1000)).$(printf %03d $((ms % 1000))) s; env files in $ENV_DIR" >&2

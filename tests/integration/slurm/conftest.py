@@ -120,6 +120,65 @@ class Cluster:
         self.env = read_env(ENV_DIR / CLUSTERS[self.id][1])
 
 
+class TwoNodeCluster(Cluster):
+    """The two-node cluster (scripts/slurm/two-node-cluster.sh): each node's slurmd in its own
+    network namespace, named after the node, with its own hostname and address."""
+
+    @property
+    def nodes(self) -> list[str]:
+        return self.env["SLURM_NODES"].split()
+
+    def node_addr(self, node: str) -> str:
+        return dict(zip(self.nodes, self.env["SLURM_NODE_ADDRS"].split()))[node]
+
+    def command(self, *argv: str) -> str:
+        """A Slurm command against this cluster (its own slurm.conf), as root."""
+        env = {**os.environ, "SLURM_CONF": self.env["SLURM_CONF"]}
+        return subprocess.run(list(argv), check=True, capture_output=True, text=True, timeout=60, env=env).stdout
+
+    def up(self) -> None:
+        """Idempotent; brings a crashed node back (its link up, its slurmd started)."""
+        subprocess.run([str(REPO / "scripts/slurm/cluster-up.sh"), "2node"], check=True, timeout=900,
+                       stdout=subprocess.DEVNULL)
+        self.env = read_env(ENV_DIR / "2node.env")
+
+    def crash_node(self, node: str) -> None:
+        """The node dies at once: its link goes silent, then every process on it is killed."""
+        subprocess.run([self.env["SLURM_CLUSTER_SCRIPT"], "crash-node", node.rsplit("-", 1)[1]], check=True,
+                       timeout=60, stdout=subprocess.DEVNULL)
+
+    def pids_on(self, node: str) -> list[int]:
+        """Processes running on the node: those in its network namespace."""
+        netns = os.stat(f"/run/netns/{node}").st_ino
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if os.stat(entry / "ns" / "net").st_ino == netns:
+                        pids.append(int(entry.name))
+                except OSError:
+                    pass
+        return pids
+
+
+@pytest.fixture(scope="session")
+def two_node_cluster(slurm_run_root) -> TwoNodeCluster:
+    """Slurm 22.05 on two nodes, each a network namespace of this machine (slurm-22.05-2node).
+    Brought up (or repaired: a node a failed test left crashed) once per session."""
+    env_file = ENV_DIR / "2node.env"
+    if os.geteuid() == 0:
+        subprocess.run([str(REPO / "scripts/slurm/cluster-up.sh"), "2node"], check=True, timeout=900,
+                       stdout=subprocess.DEVNULL)
+    elif not (env_file.exists() and _healthy(read_env(env_file))):
+        pytest.skip("the two-node Slurm cluster is not up and bringing it up needs root (scripts/slurm/cluster-up.sh 2node)")
+    env = read_env(env_file)
+    root = slurm_run_root / "slurm-22.05-2node"
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(slurm_run_root, 0o1777)
+    os.chmod(root, 0o1777)
+    return TwoNodeCluster("slurm-22.05-2node", "2node", env, root)
+
+
 @pytest.fixture(scope="session")
 def slurm_run_root():
     root = SHARED_DIR / f"pytest-{uuid.uuid4().hex[:8]}"
