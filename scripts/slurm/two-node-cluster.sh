@@ -246,6 +246,11 @@ EOF
     log "writing $CONF for Slurm $VERSION"
     install -m 0644 "$tmp" "$CONF"; CHANGED=1
   fi
+  # Slurm >= 24.05 (a Debian 13 host) initialises cgroups regardless; 22.05 rejects "disabled"
+  if [ "$(echo "$VERSION" | awk -F. '{printf "%d%02d", $1, $2}')" -ge 2405 ]; then
+    printf '%s\nCgroupPlugin=disabled\n' "$MARKER" > "$tmp"
+    cmp -s "$tmp" "$CONF_DIR/cgroup.conf" || { install -m 0644 "$tmp" "$CONF_DIR/cgroup.conf"; CHANGED=1; }
+  fi
   rm -f "$tmp"
   touch "$LOG/jobcomp.log"; chown slurm:slurm "$LOG/jobcomp.log"
 }

@@ -161,9 +161,9 @@ class TwoNodeCluster(Cluster):
         return pids
 
 
-@pytest.fixture(scope="session")
-def two_node_cluster(slurm_run_root) -> TwoNodeCluster:
-    """Slurm 22.05 on two nodes, each a network namespace of this machine (slurm-22.05-2node).
+@pytest.fixture(scope="session", params=["slurm-22.05-2node"])
+def two_node_cluster(request, slurm_run_root) -> TwoNodeCluster:
+    """Slurm 22.05 on two nodes, each a network namespace of this machine (the test id says so).
     Brought up (or repaired: a node a failed test left crashed) once per session."""
     env_file = ENV_DIR / "2node.env"
     if os.geteuid() == 0:
@@ -172,11 +172,12 @@ def two_node_cluster(slurm_run_root) -> TwoNodeCluster:
     elif not (env_file.exists() and _healthy(read_env(env_file))):
         pytest.skip("the two-node Slurm cluster is not up and bringing it up needs root (scripts/slurm/cluster-up.sh 2node)")
     env = read_env(env_file)
-    root = slurm_run_root / "slurm-22.05-2node"
+    assert env["SLURM_VERSION"].startswith("22.05"), f"the two-node cluster runs Slurm {env['SLURM_VERSION']}"
+    root = slurm_run_root / request.param
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(slurm_run_root, 0o1777)
     os.chmod(root, 0o1777)
-    return TwoNodeCluster("slurm-22.05-2node", "2node", env, root)
+    return TwoNodeCluster(request.param, "2node", env, root)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import ipaddress
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +42,40 @@ SIGNAL_PROBE = ('echo "$SLURM_PROCID" > "$OPL_RUN_DIR/started-$(hostname)"; '
 def _cancel_leftovers(two_node_cluster):
     yield
     two_node_cluster.cancel_leftovers()
+
+
+CONNECT = """
+import errno, socket, sys
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect((sys.argv[1], int(sys.argv[2])))
+    print("connected")
+except OSError as exc:
+    print(errno.errorcode.get(exc.errno, exc))
+"""
+
+
+def connect_from(node: str, host: str, port: int) -> str:
+    """Try a TCP connection from inside the node's network namespace; "connected" or the errno's name."""
+    argv = ["nsenter", f"--net=/run/netns/{node}", sys.executable, "-c", CONNECT, host, str(port)]
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+
+
+def test_the_nodes_reach_each_other_and_the_controller_and_nothing_else(two_node_cluster):
+    env = two_node_cluster.env
+    subnet = ipaddress.ip_network(f"{env['SLURM_HOST_ADDR']}/24", strict=False)
+    for node in two_node_cluster.nodes:
+        routes = subprocess.run(["ip", "-n", node, "-4", "route", "show"], capture_output=True, text=True,
+                                check=True).stdout.splitlines()
+        assert [r.split()[:3] for r in routes] == [[str(subnet), "dev", "eth0"]]  # no default route, nothing else
+        # no route, so the kernel refuses before a packet is sent (TEST-NET-3 stands for the world)
+        assert connect_from(node, "203.0.113.1", 9) == "ENETUNREACH"
+    config = dict(line.split(" = ", 1) for line in two_node_cluster.command("scontrol", "show", "config").splitlines()
+                  if " = " in line)
+    ports = {key.strip(): int(value) for key, value in config.items() if key.strip() in ("SlurmctldPort", "SlurmdPort")}
+    assert connect_from("opl2n-2", env["SLURM_HOST_ADDR"], ports["SlurmctldPort"]) == "connected"
+    assert connect_from("opl2n-2", two_node_cluster.node_addr("opl2n-1"), ports["SlurmdPort"]) == "connected"
 
 
 def probe_spec(cluster, run_id: int) -> JobSpec:
