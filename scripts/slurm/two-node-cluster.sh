@@ -141,13 +141,13 @@ net_down() {
 # ------------------------------------------------------------------ packages, users, dirs
 install_packages() {
   local missing=0 b
-  for b in munged slurmctld slurmd sinfo slurmrestd curl; do command -v "$b" >/dev/null 2>&1 || missing=1; done
+  for b in munged slurmctld slurmd sinfo slurmrestd curl ip nsenter unshare; do command -v "$b" >/dev/null 2>&1 || missing=1; done
   ls /usr/lib/*/slurm-wlm/auth_jwt.so >/dev/null 2>&1 || missing=1
   [ "$missing" = 1 ] || return 0
   log "installing Slurm packages"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  local pkgs="munge slurmctld slurmd slurm-client slurmrestd curl"
+  local pkgs="munge slurmctld slurmd slurm-client slurmrestd curl iproute2 util-linux"
   apt-cache show slurm-wlm-jwt-plugin >/dev/null 2>&1 && pkgs="$pkgs slurm-wlm-jwt-plugin"
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
