@@ -124,7 +124,9 @@ net_up() {
       echo "$HOST_ADDR $NAME-ctl"
       for m in "${NODES[@]}"; do echo "$(node_addr "$m") $m"; done
     } > "/etc/netns/$n/hosts.tmp"
-    mv "/etc/netns/$n/hosts.tmp" "/etc/netns/$n/hosts"
+    # replaced only when it changes: a running node's bind mount holds the old file
+    if cmp -s "/etc/netns/$n/hosts.tmp" "/etc/netns/$n/hosts"; then rm "/etc/netns/$n/hosts.tmp"
+    else mv "/etc/netns/$n/hosts.tmp" "/etc/netns/$n/hosts"; fi
   done
 }
 net_down() {
