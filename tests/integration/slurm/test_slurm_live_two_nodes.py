@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 from pytest_django.live_server_helper import LiveServer
 
+from orchestrator.cluster.backends import BackendError
 from orchestrator.cluster.backends.base import JobSpec, JobState
 from orchestrator.cluster.models import ClusterProfile, Job
+from orchestrator.cluster.services import run_submit, sync_active_runs
 from orchestrator.cluster.slurm.jobscript import SlurmProfile
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create
@@ -165,9 +167,6 @@ def two_node_run(owner, steps: int) -> Run:
 
 def drive(run: Run, until, timeout: float) -> Run:
     """What Celery beat does: dispatch the queued run, sync the active one, until `until(run)`."""
-    from orchestrator.cluster.backends import BackendError
-    from orchestrator.cluster.services import run_submit, sync_active_runs
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run.refresh_from_db()
