@@ -3,7 +3,9 @@ starts one `trainer.launch` per task, they meet in a torchrun c10d rendezvous re
 allocation, train on 2 gloo ranks, and checkpoint collectively.
 
 The test cluster has one node, so the job has 2 tasks on it where a real run has 1 task on each of
-2 nodes; the job spec is the one build_job_spec makes for `resources: {nodes: 2}` except for that."""
+2 nodes; the job spec is the one build_job_spec makes for `resources: {nodes: 2}` except for that.
+It runs on 24.11 only: on 22.05, test_slurm_live_two_nodes.py trains a `nodes: 2` run across two
+real nodes (network namespaces), which covers this and more."""
 from __future__ import annotations
 
 import dataclasses
@@ -41,6 +43,7 @@ def two_task_spec(cluster, run_id: int) -> JobSpec:
     return dataclasses.replace(spec, nodes=1, tasks_per_node=2)  # the one test node stands in for two
 
 
+@pytest.mark.parametrize("cluster", ["slurm-24.11"], indirect=True)
 def test_two_slurm_tasks_train_on_two_ranks_and_checkpoint_together(cluster):
     backend = cluster.backend()
     spec = two_task_spec(cluster, cluster.new_run_id())
