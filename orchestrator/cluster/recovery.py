@@ -6,6 +6,7 @@ Called from services.sync_active_runs / sync_one_run / run_submit.
 from __future__ import annotations
 
 import logging
+import os
 from datetime import timedelta
 
 from django.conf import settings
@@ -38,8 +39,13 @@ def _profile_name(run: Run) -> str:
 
 def is_cluster_fault(run: Run, status: JobStatus) -> bool:
     """Failed through the cluster's fault (node failure, preemption, boot failure; a time
-    limit too when the profile says so): the run deserves another attempt."""
-    return status.state is JobState.INFRA_FAILED or (
+    limit too when the profile says so): the run deserves another attempt.
+
+    A trainer that exits EX_TEMPFAIL (75) was told by the cluster to stop, checkpointed and asked
+    to be requeued (trainer/cli.py): a preemption with a GraceTime, or `--signal=USR1@...`, ends
+    the job FAILED with that code rather than PREEMPTED."""
+    stopped_for_requeue = status.state is JobState.FAILED and status.exit_code == os.EX_TEMPFAIL
+    return status.state is JobState.INFRA_FAILED or stopped_for_requeue or (
         status.state is JobState.TIMEOUT and _requeue_on_timeout(run))
 
 

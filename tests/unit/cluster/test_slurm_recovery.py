@@ -69,6 +69,15 @@ def test_plain_failure_is_not_requeued(running_run):
     assert not maybe_requeue(running_run, node_fail(state=JobState.FAILED, native="FAILED", exit_code=1))
 
 
+def test_trainer_stopped_for_requeue_is_requeued(running_run):
+    """A preemption with a grace time: Slurm signals, the trainer checkpoints and exits 75, and the
+    job ends FAILED with that code, not PREEMPTED."""
+    graceful = node_fail(state=JobState.FAILED, native="FAILED", exit_code=75, reason="exited with code 75")
+    assert maybe_requeue(running_run, graceful)
+    assert running_run.state == "queued"
+    assert running_run.state_reason.endswith("requeued as attempt 2 of 3, resuming from the last checkpoint")
+
+
 def test_stalled_heartbeat_is_flagged_and_cleared(running_run):
     now = timezone.now()
     Run.objects.filter(pk=running_run.pk).update(last_heartbeat=now - timedelta(minutes=20))
