@@ -38,6 +38,17 @@ The alert rules' cost (issue 17's alerts on issue 18's ingestion), in-process li
 
     .venv/bin/python benchmarks/metrics.py --only alerts [--quick]
 
+Issue 28's side by side with MLflow 3.17.2 (installed into its own environment by the benchmark,
+benchmarks/mlflow_baseline.py), over HTTP with the same client, 1,000-point requests, 2 workers each:
+
+    flock /tmp/opl-heavy.lock .venv/bin/python benchmarks/metrics.py --mlflow [--quick]
+
+| row | what |
+|---|---|
+| 1 and 8 writers x 1 and 50 keys, at 200k and 1M points | points/s, ours and MLflow's (on a quarter of the points), the ratio, and ours as a fraction of the physical limit: a raw COPY of the same rows into an indexed table, measured in the same run; every point of both sides read back and compared (lost = missing, different or extra) |
+| cost per point, 1M : 200k | each scenario's 200k rate / its 1M rate (flat = 1) |
+| small requests | 1-, 50- and 1,000-point requests, 1 writer: server time, round trips, points/s against MLflow's |
+
 OPL_BENCH_DB and OPL_BENCH_REDIS_URL name another database and Redis db (two benchmarks on one machine).
 """
 from __future__ import annotations
@@ -620,6 +631,130 @@ def small_batch_rows(base: str, mlflow, requests: int) -> list[tuple]:
     return rows
 
 
+# --- issue 28: the MLflow side by side, with the physical limit and a point-by-point read back ---
+
+# (label, scenario_rows scenario, writers): 1 and 8 writers, 1 and 50 keys
+SIDE_BY_SIDE = (
+    ("1 writer, 1 key", "own", 1),
+    ("8 writers, 1 shared key, interleaved steps", "interleaved", 8),
+    ("1 writer, 50 keys x 20 steps a request", "50x20", 1),
+    ("8 writers, 50 keys x 20 steps a request, own step ranges", "50x20", 8),
+)
+COPY_TABLE = "bench_copy_limit"
+
+
+def copy_limit_rate(requests: list[list[list[dict]]]) -> float:
+    """The physical limit: the same rows, one row per point, by one raw text COPY (pre-rendered,
+    so the time is PostgreSQL's) into a table with a primary key and a unique (run, key, step) index."""
+    import psycopg
+
+    from benchmarks.bench_db import ADMIN_URL
+
+    rows = [p for reqs in requests for r in reqs for p in r]
+    text = "".join(f"1\t{p['key']}\t{p['step']}\t{p['value']!r}\t{p['time']!r}\n" for p in rows).encode()
+    with psycopg.connect(ADMIN_URL.rsplit("/", 1)[0] + f"/{BENCH_DB}", autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {COPY_TABLE}")
+        conn.execute(f"CREATE TABLE {COPY_TABLE} (id bigserial PRIMARY KEY, run_id int8, key text, step int8, "
+                     "value float8, time float8)")
+        conn.execute(f"CREATE UNIQUE INDEX ON {COPY_TABLE} (run_id, key, step)")
+        start = time.perf_counter()
+        with conn.cursor() as cur, cur.copy(f"COPY {COPY_TABLE} (run_id, key, step, value, time) FROM STDIN") as copy:
+            for i in range(0, len(text), 1 << 20):
+                copy.write(text[i:i + (1 << 20)])
+        seconds = time.perf_counter() - start
+        conn.execute(f"DROP TABLE {COPY_TABLE}")
+    return len(rows) / seconds
+
+
+def expected_points(requests: list[list[list[dict]]]) -> dict[str, dict[int, float]]:
+    out: dict[str, dict[int, float]] = {}
+    for reqs in requests:
+        for r in reqs:
+            for p in r:
+                out.setdefault(p["key"], {})[p["step"]] = p["value"]
+    return out
+
+
+def lost_points(expected: dict[str, dict[int, float]], stored: dict[str, dict[int, float]]) -> int:
+    """Points sent but not read back with their value (missing or different), plus points read back
+    that were never sent."""
+    lost = 0
+    for key, sent in expected.items():
+        got = stored.get(key, {})
+        lost += sum(1 for step, value in sent.items() if got.get(step) != value)
+        lost += len(set(got) - set(sent))
+    return lost + sum(len(v) for k, v in stored.items() if k not in expected)
+
+
+def ours_read_back(run_id: int) -> dict[str, dict[int, float]]:
+    from orchestrator.metrics.chunks import live_series
+
+    return {key: dict(zip(p.steps.tolist(), p.values.tolist(), strict=True)) for key, p in live_series(run_id).items()}
+
+
+def side_by_side_rows(base: str, mlflow, totals: tuple[int, ...], mlflow_share: int) -> list[tuple]:
+    """Each scenario at each size over HTTP: ours, MLflow (on 1/mlflow_share of the points), the
+    ratio, the fraction of the physical limit (a raw COPY of the same rows, measured here), and
+    the points lost by either side when read back point by point."""
+    import json
+
+    rows, rates = [], {}
+    for total in totals:
+        for label, scenario, writers in SIDE_BY_SIDE:
+            requests = scenario_rows(scenario, writers, total)
+            limit = copy_limit_rate(requests)
+            run, token = tokened_run(f"side{scenario}{writers}-{total}")
+            bodies = [[json.dumps({"attempt": 1, "points": r}).encode() for r in reqs] for reqs in requests]
+            n = sum(len(r) for reqs in requests for r in reqs)
+            seconds, busy = post_all(f"{base}/api/v1/runs/{run.pk}/metrics", bodies,
+                                     {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+            ours = rates[(scenario, writers, total)] = n / seconds
+            lost = lost_points(expected_points(requests), ours_read_back(run.pk))
+            theirs_text, ratio = MLFLOW_NOTE[0], "—"
+            if mlflow:
+                mrequests = scenario_rows(scenario, writers, total // mlflow_share)
+                mrun = mlflow.new_run()
+                mbodies = [[mlflow.batch_body(mrun, r) for r in reqs] for reqs in mrequests]
+                mn = sum(len(r) for reqs in mrequests for r in reqs)
+                theirs = mn / post_all(mlflow.log_url(), mbodies, {"Content-Type": "application/json"})[0]
+                mlost = lost_points(expected_points(mrequests), mlflow.read_back(mrun))
+                theirs_text = f"{theirs:,.0f} pts/s ({mn // 1000}k pts, {mlost} lost)"
+                ratio = f"{ours / theirs:,.1f}x"
+            rows.append((f"{label}, {total // 1000:,}k points, 1,000-point requests",
+                         f"{ours:,.0f} pts/s ({busy} x 429, {lost} lost)", theirs_text, ratio,
+                         f"{ours / limit:.0%} of raw COPY ({limit / 1e6:.2f}M rows/s)"))
+            print(rows[-1], flush=True)
+    if len(totals) > 1:
+        small, big = totals[0], totals[-1]
+        for label, scenario, writers in SIDE_BY_SIDE:
+            cost = rates[(scenario, writers, small)] / rates[(scenario, writers, big)]
+            rows.append((f"  cost per point, {big // 1000:,}k : {small // 1000:,}k, {label}", f"{cost:.2f}", "—", "—",
+                         "<= 1.2 (8 writers x 50 keys)" if (scenario, writers) == ("50x20", 8) else "—"))
+            print(rows[-1], flush=True)
+    return rows
+
+
+def mlflow_rows(args) -> list[tuple]:
+    """`--mlflow`: install MLflow into its own environment if needed, then the side by side and the
+    small requests, against its tracking server (2 workers) on the same PostgreSQL."""
+    from benchmarks.mlflow_baseline import MLflow, ensure_installed
+
+    exe = ensure_installed()
+    t0 = time.perf_counter()
+    mlflow = MLflow(exe, admin, free_port())
+    print(f"mlflow server up in {time.perf_counter() - t0:.0f} s ({exe})", flush=True)
+    server, base = start_uvicorn(workers=2)
+    try:
+        totals = (50_000, 200_000) if args.quick else (200_000, 1_000_000)
+        rows = side_by_side_rows(base, mlflow, totals, mlflow_share=4)
+        rows.extend(small_batch_rows(base, mlflow, 40 if args.quick else 100))
+    finally:
+        server.terminate()
+        server.wait(10)
+        mlflow.close()
+    return rows
+
+
 def behind_rows(lengths: tuple[int, ...], repeats: int) -> list[tuple]:
     """Cost of a 1,000-point batch behind a key's head (new steps between stored ones), of a
     retried one (the same points again) and of an appending one, against the series' length."""
@@ -855,11 +990,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (1M/2M points, 10 compare runs)")
     parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DB} database")
     measures = ["ingest", "chart", "compare", "live", "writers", "small", "behind", "trainer", "chart-http", "alerts"]
-    parser.add_argument("--only", nargs="+", choices=measures, default=measures, help="measures to run")
+    parser.add_argument("--only", nargs="+", choices=measures, default=None, help="measures to run (default: all, "
+                        "or none beside --mlflow)")
     parser.add_argument("--no-mlflow", action="store_true", help="leave out the MLflow column")
+    parser.add_argument("--mlflow", action="store_true",
+                        help="only the MLflow side by side (installs MLflow into its own environment if needed)")
     parser.add_argument("--points", type=int, default=0,
                         help="points per writers row (default 96k, --quick 32k); MLflow rows get a quarter")
     args = parser.parse_args()
+    args.only = args.only if args.only is not None else ([] if args.mlflow else measures)
     big = 2_000_000 if args.quick else 10_000_000
     compare_runs = 10 if args.quick else 50
 
@@ -901,6 +1040,8 @@ def main() -> None:
                              f"{zoom * 1000:.1f} ms", "—", "—", "—"))
                 print(rows[-1], flush=True)
 
+        if args.mlflow:
+            rows.extend(mlflow_rows(args))
         if "compare" in args.only:
             rows.extend(compare_rows(compare_runs))
         rows.extend(issue18_rows(args))

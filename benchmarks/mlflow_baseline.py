@@ -1,13 +1,10 @@
 """MLflow as the baseline of benchmarks/metrics.py: its tracking server on the same PostgreSQL, driven
 over its REST API with the same work as ours.
 
-MLflow is not a dependency of the project: install it in a separate environment and name its
-executable, e.g.
-
-    python3 -m venv /work/mlflow-venv && /work/mlflow-venv/bin/pip install mlflow==3.17.2 psycopg2-binary
-    OPL_BENCH_MLFLOW=/work/mlflow-venv/bin/mlflow .venv/bin/python benchmarks/metrics.py --only writers
-
-Without it (or with --no-mlflow) the MLflow column says why it is empty.
+MLflow is not a dependency of the project: `benchmarks/metrics.py --mlflow` installs it with pip
+into its own environment (VENV, once; never into the project's .venv or requirements), or uses
+the executable OPL_BENCH_MLFLOW names. The other measures use it when it is there; without it (or
+with --no-mlflow) the MLflow column says why it is empty.
 """
 from __future__ import annotations
 
@@ -18,12 +15,27 @@ import time
 from pathlib import Path
 
 DB = "opl_bench_mlflow"
-DEFAULT_EXE = "/work/mlflow-venv/bin/mlflow"
+VERSION = "3.17.2"
+VENV = Path(os.environ.get("OPL_BENCH_MLFLOW_VENV", Path.home() / ".cache" / "opl-bench" / f"mlflow-{VERSION}"))
 
 
 def executable() -> str | None:
-    exe = os.environ.get("OPL_BENCH_MLFLOW") or (DEFAULT_EXE if Path(DEFAULT_EXE).exists() else shutil.which("mlflow"))
+    exe = os.environ.get("OPL_BENCH_MLFLOW") or (str(VENV / "bin" / "mlflow") if (VENV / "bin" / "mlflow").exists()
+                                                 else shutil.which("mlflow"))
     return exe if exe and Path(exe).exists() else None
+
+
+def ensure_installed() -> str:
+    """The mlflow executable, installing MLflow (and its PostgreSQL driver) into VENV first if needed."""
+    import sys
+
+    if exe := executable():
+        return exe
+    print(f"installing mlflow=={VERSION} into {VENV} (once)", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
+    subprocess.run([str(VENV / "bin" / "pip"), "install", "--quiet", f"mlflow=={VERSION}", "psycopg2-binary==2.9.13"],
+                   check=True)
+    return str(VENV / "bin" / "mlflow")
 
 
 class MLflow:
@@ -88,6 +100,16 @@ class MLflow:
                         "VALUES (%s, %s, %s, %s, false, %s) ON CONFLICT DO NOTHING",
                         [key, float(values[-1]), 1_700_000_000_000 + int(steps[-1]), int(steps[-1]), run_id])
             cur.execute("ANALYZE metrics")
+
+    def read_back(self, run_id: str) -> dict[str, dict[int, float]]:
+        """Every stored point of a run, {key: {step: value}}, read from MLflow's table."""
+        import psycopg
+
+        out: dict[str, dict[int, float]] = {}
+        with psycopg.connect(f"postgres://postgres@127.0.0.1:5432/{DB}") as conn:
+            for key, step, value in conn.execute("SELECT key, step, value FROM metrics WHERE run_uuid = %s", [run_id]):
+                out.setdefault(key, {})[step] = value
+        return out
 
     def chart(self, run_id: str, key: str, max_results: int) -> int:
         """MLflow's chart query: the UI's sampled history (get-history-bulk-interval); points read."""

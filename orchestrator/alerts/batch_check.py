@@ -1,6 +1,7 @@
-"""The metric rules' check of an appending batch, carried by the ingestion pipeline's own round
-trips (orchestrator/metrics/pipeline.py), so that a trainer's batch, which nearly always carries a
-watched key, costs what any other appending batch costs.
+"""The metric rules' check of an ingested batch, carried by the ingestion write path's own round
+trips (orchestrator/metrics/pipeline.py) as a rider it offers through its registry
+(orchestrator/metrics/ingest_hooks.py; registered in apps.py), so that a trainer's batch, which
+nearly always carries a watched key, costs what any other batch costs.
 
 1. With the pipeline's first round trip, after the run's stream row lock (which orders the run's
    batches): the run's rule rows (the same query as services.effective_rules), the kinds already
@@ -14,15 +15,17 @@ watched key, costs what any other appending batch costs.
 4. After commit (services.alerts_after_ingest): alert_fire for a firing whose kind has not fired in
    this attempt; the unique constraint on (run, attempt, kind) still decides.
 
-A batch that does not append (a re-post, a restart) is rolled back by the pipeline, and the check
-runs after the general path's commit as before (services._check_batch). So does a batch whose
-in-process check raised here (then nothing of the fold was sent)."""
+Where the write path has no round trips to share (SQLite, the demo), or the in-process check
+raised here (then nothing of the fold was sent), the check runs after commit on its own
+(services._check_batch)."""
 from __future__ import annotations
 
 import logging
 
 from orchestrator.alerts import rules
 from orchestrator.alerts.models import Alert, RunWatch
+from orchestrator.alerts.services import alerts_after_ingest, rule_rows_query, rules_from_rows
+from orchestrator.metrics.chunks import as_float
 
 log = logging.getLogger(__name__)
 REWARD_KEY = rules.KEYS[rules.REWARD_DROP][0]
@@ -48,8 +51,6 @@ class BatchCheck:
     @classmethod
     def for_batch(cls, run, incoming: dict) -> BatchCheck | None:
         """`incoming`: the batch's step-sorted Points per key; `run.attempt` is the attempt alerts belong to."""
-        from orchestrator.metrics.services import as_float
-
         watched = rules.WATCHED_KEYS.intersection(incoming)
         if not watched:
             return None
@@ -60,8 +61,6 @@ class BatchCheck:
 
     def send_reads(self, conn) -> None:
         """Queue the reads in the pipeline, after the run's stream row lock (statements only: no wait)."""
-        from orchestrator.alerts.services import rule_rows_query
-
         rules_cur, fired_cur = conn.cursor(), conn.cursor()
         sql, params = rule_rows_query(self.run_id)
         rules_cur.execute(sql, params)
@@ -76,8 +75,6 @@ class BatchCheck:
     def send_writes(self, cur) -> None:
         """Once the first round trip is answered: check the batch and queue the watch row's new
         track before the COMMIT. A failure of the check leaves `firings` None (checked after commit)."""
-        from orchestrator.alerts.services import rules_from_rows
-
         rules_cur, fired_cur, watch_cur = self._cursors
         run_rules = rules_from_rows(rules_cur.fetchall())
         fired_kinds = {kind for (kind,) in fired_cur.fetchall()}
@@ -91,3 +88,6 @@ class BatchCheck:
         if watch_cur is not None and track.points != before:
             cur.execute(_SAVE_WATCH, [track.ema, track.best, track.points, track.last_step, self.run_id])
         self.rules, self.fired_kinds, self.firings = run_rules, fired_kinds, firings
+
+    def after_commit(self, *, run, cols) -> None:
+        alerts_after_ingest(run=run, cols=cols, check=self)

@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
@@ -16,10 +17,12 @@ from django.utils import timezone
 from orchestrator.alerts import rules, webhook
 from orchestrator.alerts.models import Alert, AlertRule, ProjectNotifications, RunWatch
 from orchestrator.experiments.models import Run
+from orchestrator.metrics.chunks import as_float
 from trainer.cli import NO_CHECKPOINT_MARKER
 from trainer.reporting import atomic_write_text
 
 log = logging.getLogger(__name__)
+NOTIFY_TASK = "orchestrator.alerts.tasks.notify_alert"
 
 
 class RuleError(ValueError):
@@ -134,8 +137,6 @@ def alerts_after_ingest(*, run: Run, cols, check=None) -> None:
 
 
 def _check_batch(run: Run, cols) -> None:
-    from orchestrator.metrics.services import as_float
-
     points: dict[str, list[tuple[int, float]]] = {}
     for key, step, value, special in zip(cols.keys, cols.steps, cols.values, cols.specials):
         if key in rules.WATCHED_KEYS:
@@ -193,10 +194,9 @@ def alert_fire(*, run: Run, rule: rules.Rule, firing: rules.Firing) -> bool:
     if rule.action in (AlertRule.Action.STOP, AlertRule.Action.CANCEL):
         alert.action_result = _cancel(run, checkpoint=rule.action == AlertRule.Action.STOP)
         Alert.objects.filter(pk=alert.pk).update(action_result=alert.action_result)
-    from orchestrator.alerts.tasks import notify_alert
-
     alert_id = alert.pk
-    transaction.on_commit(lambda: notify_alert.delay(alert_id), robust=True)  # a broker error stays out of ingestion
+    # by name: tasks.py imports this module, not the other way round; a broker error stays out of ingestion
+    transaction.on_commit(lambda: current_app.send_task(NOTIFY_TASK, args=[alert_id]), robust=True)
     return True
 
 

@@ -1,16 +1,19 @@
-"""A validated batch as key-then-step sorted arrays, and what ingestion derives from it in one pass:
-per-key summaries and, for a batch that only appends, the rollup buckets to merge into storage.
+"""A validated batch as key-then-step sorted arrays, and what storage derives from it in one numpy
+pass, as columns ready to be sent (rows.py): the chunk of each key, per-key summaries, and the
+rollup buckets of every level. Computing these from the batch instead of re-reading stored points
+keeps a batch's database work to its own writes.
 
-Computing aggregates here instead of re-reading the stored points keeps ingestion's database work
-to the writes themselves.
+Nullable aggregates use the sentinels rows.py reads back through NULLIF: NaN for a float, -1 for a
+step or a kind.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.metrics.chunks import SPECIAL, STEP, TIME, VALUE, Points
+from orchestrator.metrics.chunks import SPECIAL, STEP, TIME, VALUE, Columns, Points
 from orchestrator.metrics.downsample import GroupAggregates, aggregate_groups
-from orchestrator.metrics.store import Columns
 
 
 @dataclass(frozen=True)
@@ -22,51 +25,34 @@ class SortedBatch:
     specials: np.ndarray
     times: np.ndarray
 
+    def __len__(self) -> int:
+        return len(self.steps)
+
     def key_starts(self) -> np.ndarray:
-        return np.r_[0, np.flatnonzero(np.diff(self.key_index)) + 1]
-
-    def only(self, keys: set[str]) -> "SortedBatch":
-        """The points of some of the keys (all when keys covers them)."""
-        if len(keys) == len(self.key_names):
-            return self
-        wanted = np.isin(self.key_index, [i for i, k in enumerate(self.key_names) if k in keys])
-        return SortedBatch(self.key_names, self.key_index[wanted], self.steps[wanted], self.values[wanted],
-                           self.specials[wanted], self.times[wanted])
-
-    def where(self, mask: np.ndarray) -> "SortedBatch":
-        """The points where mask is true (still key-then-step sorted)."""
-        return SortedBatch(self.key_names, self.key_index[mask], self.steps[mask], self.values[mask],
-                           self.specials[mask], self.times[mask])
+        return np.r_[0, np.flatnonzero(np.diff(self.key_index)) + 1] if len(self.steps) else np.empty(0, np.int64)
 
     def key_ranges(self) -> dict[str, tuple[int, int]]:
         """{key: (start, end)} index ranges of each key's points."""
-        if not len(self.steps):
-            return {}
         starts = self.key_starts()
         ends = np.r_[starts[1:], len(self.steps)]
         return {self.key_names[self.key_index[a]]: (a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)}
 
     def by_key(self) -> dict[str, Points]:
         """Each key's points (views into the batch)."""
-        starts = self.key_starts()
-        ends = np.r_[starts[1:], len(self.steps)]
-        return {self.key_names[self.key_index[a]]: Points(self.steps[a:b], self.values[a:b], self.specials[a:b],
-                                                          self.times[a:b])
-                for a, b in zip(starts.tolist(), ends.tolist(), strict=True)}
+        return {key: Points(self.steps[a:b], self.values[a:b], self.specials[a:b], self.times[a:b])
+                for key, (a, b) in self.key_ranges().items()}
 
+    def where(self, mask: np.ndarray) -> SortedBatch:
+        """The points where mask is true (still key-then-step sorted)."""
+        if mask.all():
+            return self
+        return SortedBatch(self.key_names, self.key_index[mask], self.steps[mask], self.values[mask],
+                           self.specials[mask], self.times[mask])
 
-def from_points(series: dict[str, Points]) -> SortedBatch:
-    """Stored points of several keys as one batch, to aggregate them like an incoming one."""
-    names = list(series)
-    parts = list(series.values())
-    return SortedBatch(
-        key_names=names,
-        key_index=np.repeat(np.arange(len(parts)), [len(p) for p in parts]),
-        steps=np.concatenate([p.steps for p in parts]) if parts else np.empty(0, STEP),
-        values=np.concatenate([p.values for p in parts]) if parts else np.empty(0, VALUE),
-        specials=np.concatenate([p.specials for p in parts]) if parts else np.empty(0, SPECIAL),
-        times=np.concatenate([p.times for p in parts]) if parts else np.empty(0, TIME),
-    )
+    def only(self, keys: set[str]) -> SortedBatch:
+        """The points of some of the keys."""
+        wanted = [i for i, k in enumerate(self.key_names) if k in keys]
+        return self.where(np.isin(self.key_index, wanted))
 
 
 def sort_batch(cols: Columns) -> SortedBatch:
@@ -83,6 +69,19 @@ def sort_batch(cols: Columns) -> SortedBatch:
     )
 
 
+def from_points(series: dict[str, Points]) -> SortedBatch:
+    """Stored points of several keys as one batch, to aggregate them like an incoming one."""
+    parts = list(series.values())
+    return SortedBatch(
+        key_names=list(series),
+        key_index=np.repeat(np.arange(len(parts)), [len(p) for p in parts]),
+        steps=np.concatenate([p.steps for p in parts]) if parts else np.empty(0, STEP),
+        values=np.concatenate([p.values for p in parts]) if parts else np.empty(0, VALUE),
+        specials=np.concatenate([p.specials for p in parts]) if parts else np.empty(0, SPECIAL),
+        times=np.concatenate([p.times for p in parts]) if parts else np.empty(0, TIME),
+    )
+
+
 def _groups(batch: SortedBatch, width: int | None) -> tuple[np.ndarray, GroupAggregates]:
     """Start index of each (key, step // width) group (each key when width is None), and its aggregates."""
     change = np.diff(batch.key_index) != 0
@@ -92,64 +91,70 @@ def _groups(batch: SortedBatch, width: int | None) -> tuple[np.ndarray, GroupAgg
     return starts, aggregate_groups(starts, batch.steps, batch.values, batch.specials, batch.times)
 
 
-def _nullable(values: np.ndarray, present: np.ndarray) -> list:
-    return [v if p else None for v, p in zip(values.tolist(), present.tolist(), strict=True)]
+def _or_nan(values: np.ndarray, present: np.ndarray) -> np.ndarray:
+    return np.where(present, values, np.nan)
 
 
-def key_summaries(batch: SortedBatch) -> list[tuple]:
-    """Per key: (key, first_step, last_step, last_value, last_special, min, max, count, span), the
-    shape store.upsert_series folds into the stored summaries; span is last_step - first_step, the
-    width of the chunk the batch stores for the key."""
+def _or_minus_one(values: np.ndarray, present: np.ndarray) -> np.ndarray:
+    return np.where(present, values, -1)
+
+
+# --- what storage writes for a batch, as columns -------------------------------------------------
+
+CHUNK_COLUMNS = (("key", "text"), ("first_step", "int8"), ("last_step", "int8"), ("n", "int4"), ("steps", "bytea"),
+                 ("values", "bytea"), ("specials", "bytea"), ("times", "bytea"), ("sum_value", "float8"),
+                 ("n_finite", "int4"))
+
+
+def chunk_columns(batch: SortedBatch) -> list:
+    """One chunk per key (models.MetricChunk's packed arrays), in CHUNK_COLUMNS order."""
+    starts = batch.key_starts()
+    ends = np.r_[starts[1:], len(batch.steps)]
+    finite = batch.specials == 0
+    packed = [(batch.steps.astype(STEP).tobytes(), 8), (batch.values.astype(VALUE).tobytes(), 8),
+              (batch.specials.astype(SPECIAL).tobytes(), 1), (batch.times.astype(TIME).tobytes(), 8)]
+    a_list, b_list = starts.tolist(), ends.tolist()
+    blobs = [[buf[a * size:b * size] for a, b in zip(a_list, b_list, strict=True)] for buf, size in packed]
+    return [[batch.key_names[i] for i in batch.key_index[starts].tolist()], batch.steps[starts], batch.steps[ends - 1],
+            ends - starts, *blobs, np.add.reduceat(np.where(finite, batch.values, 0.0), starts),
+            np.add.reduceat(finite.astype(np.int64), starts)]
+
+
+SUMMARY_COLUMNS = (("key", "text"), ("first_step", "int8"), ("last_step", "int8"), ("last_value", "float8"),
+                   ("last_special", "int2"), ("min_value", "float8"), ("max_value", "float8"), ("count", "int8"),
+                   ("span", "int8"))
+
+
+def key_summaries(batch: SortedBatch) -> list:
+    """Per key: first and last step, last point, finite min and max, count, and span (the width of
+    the chunk the batch stores for the key), in SUMMARY_COLUMNS order."""
     if not len(batch.steps):
-        return []
+        return [[] for _ in SUMMARY_COLUMNS]
     starts, g = _groups(batch, None)
-    names = [batch.key_names[i] for i in batch.key_index[starts].tolist()]
     firsts = batch.steps[starts]
-    return list(zip(names, firsts.tolist(), g.last_step.tolist(),
-                    _nullable(g.last_value, g.last_special == 0), g.last_special.tolist(),
-                    _nullable(g.min_value, g.has_finite), _nullable(g.max_value, g.has_finite),
-                    g.n.tolist(), (g.last_step - firsts).tolist(), strict=True))
+    return [[batch.key_names[i] for i in batch.key_index[starts].tolist()], firsts, g.last_step,
+            _or_nan(g.last_value, g.last_special == 0), g.last_special, _or_nan(g.min_value, g.has_finite),
+            _or_nan(g.max_value, g.has_finite), g.n, g.last_step - firsts]
 
 
-@dataclass(frozen=True)
-class RollupRows:
-    """Rollup buckets of one batch for every level, as columns ready for an array insert."""
-
-    keys: list[str]
-    widths: list[int]
-    buckets: list[int]
-    n: list[int]
-    min_value: list
-    min_step: list
-    max_value: list
-    max_step: list
-    last_step: list[int]
-    last_value: list
-    last_special: list[int]
-    last_time: list[float]
-    special_step: list
-    special_kind: list
-
-    def columns(self) -> list[list]:
-        return [getattr(self, f) for f in self.__dataclass_fields__]
+ROLLUP_COLUMNS = (("key", "text"), ("width", "int4"), ("bucket", "int8"), ("n", "int4"), ("min_value", "float8"),
+                  ("min_step", "int8"), ("max_value", "float8"), ("max_step", "int8"), ("last_step", "int8"),
+                  ("last_value", "float8"), ("last_special", "int2"), ("last_time", "float8"),
+                  ("special_step", "int8"), ("special_kind", "int2"))
 
 
-def rollup_rows(batch: SortedBatch, levels: tuple[int, ...]) -> RollupRows:
-    parts: dict[str, list] = {f: [] for f in RollupRows.__dataclass_fields__}
+def rollup_columns(batch: SortedBatch, levels: tuple[int, ...]) -> list:
+    """The batch's rollup buckets of every level, in ROLLUP_COLUMNS order."""
+    parts: list[list] = [[] for _ in ROLLUP_COLUMNS]
     for width in levels:
         starts, g = _groups(batch, width)
-        parts["keys"] += [batch.key_names[i] for i in batch.key_index[starts].tolist()]
-        parts["widths"] += [width] * len(starts)
-        parts["buckets"] += (batch.steps[starts] // width).tolist()
-        parts["n"] += g.n.tolist()
-        parts["min_value"] += _nullable(g.min_value, g.has_finite)
-        parts["min_step"] += _nullable(g.min_step, g.has_finite)
-        parts["max_value"] += _nullable(g.max_value, g.has_finite)
-        parts["max_step"] += _nullable(g.max_step, g.has_finite)
-        parts["last_step"] += g.last_step.tolist()
-        parts["last_value"] += _nullable(g.last_value, g.last_special == 0)
-        parts["last_special"] += g.last_special.tolist()
-        parts["last_time"] += g.last_time.tolist()
-        parts["special_step"] += _nullable(g.special_step, g.has_special)
-        parts["special_kind"] += _nullable(g.special_kind, g.has_special)
-    return RollupRows(**parts)
+        for i, column in enumerate((
+                batch.key_index[starts], np.full(len(starts), width), batch.steps[starts] // width, g.n,
+                _or_nan(g.min_value, g.has_finite), _or_minus_one(g.min_step, g.has_finite),
+                _or_nan(g.max_value, g.has_finite), _or_minus_one(g.max_step, g.has_finite), g.last_step,
+                _or_nan(g.last_value, g.last_special == 0), g.last_special, g.last_time,
+                _or_minus_one(g.special_step, g.has_special), _or_minus_one(g.special_kind, g.has_special))):
+            parts[i].append(column)
+    columns = [np.concatenate(p) if p else np.empty(0) for p in parts]
+    columns[0] = [batch.key_names[i] for i in columns[0].tolist()]
+    return columns

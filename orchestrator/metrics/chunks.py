@@ -1,13 +1,35 @@
-"""Points as packed arrays (the storage form of models.MetricChunk), and reading live points back."""
+"""Points as packed arrays (the storage form of models.MetricChunk), a validated batch as columns,
+and reading live points back. The bottom of the metrics app: it imports only its models."""
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
+from orchestrator.metrics.models import MetricChunk
+
 STEP = np.dtype("<i8")
 VALUE = np.dtype("<f8")
 SPECIAL = np.dtype("i1")
 TIME = np.dtype("<f8")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A deduplicated batch as parallel columns; `values` holds None where `specials` is not 0."""
+
+    keys: list[str]
+    steps: list[int]
+    values: list[float | None]
+    specials: list[int]
+    times: list[float]
+
+
+def as_float(value: float | None, special: int) -> float:
+    """A stored value as a Python float (NaN and ±inf restored)."""
+    if special:
+        return {1: math.nan, 2: math.inf, 3: -math.inf}[special]
+    return math.nan if value is None else value
 
 
 @dataclass(frozen=True)
@@ -58,8 +80,6 @@ def unpack(steps, values, specials, times) -> Points:
 def live_points(run_ids: Iterable[int], keys: Iterable[str] | None = None, *, lo: int | None = None,
                 hi: int | None = None) -> dict[tuple[int, str], Points]:
     """{(run_id, key): live points with lo <= step <= hi}, only for pairs that have some."""
-    from orchestrator.metrics.models import MetricChunk
-
     rows = MetricChunk.objects.filter(run_id__in=list(run_ids), superseded=False)
     if keys is not None:
         rows = rows.filter(key__in=list(keys))

@@ -38,8 +38,10 @@ class MetricChunk(models.Model):
     restart at step S splits older attempts' chunks at S and marks the part from S superseded.
     """
 
-    # No database FK constraint, as for rollups: Django's cascade still deletes a run's chunks.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_chunks", db_constraint=False)
+    # No database FK constraint, as for rollups: Django's cascade still deletes a run's chunks. No
+    # index of its own either: the indexes below lead with the run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_chunks", db_constraint=False,
+                            db_index=False)
     key = models.CharField(max_length=200)
     attempt = models.PositiveIntegerField(default=1)
     seq = models.BigIntegerField()
@@ -115,10 +117,13 @@ class MetricAttempt(models.Model):
 
 class MetricRollup(models.Model):
     """Pre-aggregated buckets of `width` steps (PostgreSQL only): min and max with their steps,
-    the last point, and one non-finite point, over live points. Levels of 16 to 4096 steps
-    (store.LEVELS) let a chart of 10M steps read a few thousand rows instead of the points."""
+    the last point, and one non-finite point, over live points. Levels of 64 to 4096 steps
+    (store.LEVELS) let a chart of 10M steps read a few thousand rows instead of the points.
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    A bucket may be several partial rows, one per batch that brought points to it, until
+    compaction merges them (store.py says how rows merge); readers merge them as they read."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
     key = models.CharField(max_length=200)
     width = models.IntegerField()
     bucket = models.BigIntegerField()  # steps [bucket * width, (bucket + 1) * width)
@@ -135,6 +140,4 @@ class MetricRollup(models.Model):
     special_kind = models.SmallIntegerField(null=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["run", "key", "width", "bucket"], name="metric_rollup_unique"),
-        ]
+        indexes = [models.Index(fields=["run", "key", "width", "bucket"], name="metric_rollup_bucket")]

@@ -1,32 +1,41 @@
-"""The common batch in two database round trips (PostgreSQL): one whose points are all new to
-their keys, whether it appends or lands behind a key's head (another writer's steps).
+"""The one write path of metric points: every batch, whatever its shape, on either database, takes
+the same steps (db.py sends them in round trips on PostgreSQL, one by one on SQLite).
 
-psycopg's pipeline mode sends statements without waiting for each answer:
+1. Before the run's lock: nothing but the batch (sorted, numpy; batches.py builds the columns).
+2. First round trip: BEGIN, the lock timeout, the run's next batch number (which locks the run's
+   stream row until commit), the attempt's start, the steps of the live chunks near the batch's
+   steps (none for a key that appends), and the riders' reads (ingest_hooks.py: the alerts).
+3. In this process: is a restart due (the first batch of a later attempt: the older attempts'
+   points from its first step on are superseded)? Does the batch post a step a live chunk holds?
+   Only then does one more round trip read those chunks, and the steps are taken out of them (the
+   last post wins): a point posted again as it is stored (a retry, a backfill) changes no
+   summary; where a value changed, the key's summaries and rollups are recomputed over the steps
+   the batch touched.
+4. Last round trip: the batch's chunks, the summaries and rollups folded from its own aggregates
+   (order-independent, so a batch behind a key's head costs what an append costs), the run's
+   progress step, the riders' writes, COMMIT.
 
-1. BEGIN, the lock timeout, the run's next batch number (which locks the run's stream row until
-   commit), the attempt's start, and the steps of the live chunks near the batch's steps (none
-   for a key that appends);
-2. if no batch step is stored yet (and no restart is due): the chunks, summaries and rollups
-   (their merges do not depend on arrival order), the run's progress step and COMMIT.
-
-Otherwise the transaction is rolled back (so the batch number is not used) and the caller takes
-the general path (services.metrics_ingest), which handles re-posted steps and restarts. Outside a
-caller's transaction the pipeline carries its own BEGIN/COMMIT; inside one (tests, a caller's
-atomic block) it runs in a savepoint. Guarantees are those of the general
-path: the stream row lock orders batches and numbers them without gaps, in commit order.
+So the common batch (an append, or new steps behind the head) costs two round trips and only
+inserts: it reads nothing stored but the steps near it, and rewrites no row but its run's. Outside a caller's transaction the path carries its own
+BEGIN/COMMIT; inside one (tests, a caller's atomic block) it runs in a savepoint. The stream row
+lock orders a run's batches and numbers them without gaps, in commit order; (run, attempt, key,
+step) is stored once, its last post winning.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
-from orchestrator.metrics import batches as batch_ops
 from orchestrator.metrics import store
+from orchestrator.metrics.batches import SortedBatch
 from orchestrator.metrics.chunks import STEP
+from orchestrator.metrics.db import Statements, is_postgres
+from orchestrator.metrics.ingest_hooks import Rider
 
 
 class Busy(Exception):
@@ -34,9 +43,9 @@ class Busy(Exception):
 
 
 @dataclass(frozen=True)
-class Appended:
+class Written:
     seq: int
-    points: int
+    restart_from: int | None  # the step older attempts' points were superseded from
 
 
 def lock_timeout_sql() -> str:
@@ -44,85 +53,112 @@ def lock_timeout_sql() -> str:
     return f"SET LOCAL lock_timeout = {ms}"
 
 
-_CHUNKS = (
-    f"INSERT INTO {store.CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, values, "
-    "specials, times, sum_value, n_finite) SELECT %s, u.key, %s, %s, false, u.first_step, u.last_step, u.n, u.steps, "
-    "u.values, u.specials, u.times, u.sum_value, u.n_finite FROM unnest(%b::text[], %b::int8[], %b::int8[], %b::int4[], "
-    "%b::bytea[], %b::bytea[], %b::bytea[], %b::bytea[], %b::float8[], %b::int4[]) "
-    "AS u(key, first_step, last_step, n, steps, values, specials, times, sum_value, n_finite)"
-)
-_NEXT_SEQ = (f"INSERT INTO {store.STREAM} (run_id, last_seq) VALUES (%s, 1) ON CONFLICT (run_id) "
-             f"DO UPDATE SET last_seq = {store.STREAM}.last_seq + 1 RETURNING last_seq")
-# Runs after _NEXT_SEQ in the same transaction, so the subquery reads this batch's number.
-_ATTEMPT = (f"INSERT INTO {store.ATTEMPT} (run_id, attempt, start_step, seq) VALUES (%s, %s, %s, "
-            f"(SELECT last_seq FROM {store.STREAM} WHERE run_id = %s)) "
-            f"ON CONFLICT (run_id, attempt) DO UPDATE SET start_step = excluded.start_step, seq = excluded.seq "
-            f"WHERE {store.ATTEMPT}.start_step > excluded.start_step RETURNING start_step")
-# The steps of the live chunks that may hold a step of a batch key's [lo, hi]: they end in
-# [lo, hi + the key's widest chunk]. Sent with the lock: for a key that appends it finds nothing.
-_NEAR = (f"SELECT c.key, c.steps FROM unnest(%b::text[], %b::int8[], %b::int8[]) AS b(key, lo, hi) "
-         f"JOIN {store.SERIES} s ON s.run_id = %s AND s.key = b.key "
-         f"JOIN {store.CHUNK} c ON c.run_id = %s AND NOT c.superseded AND c.key = b.key "
-         "AND c.last_step >= b.lo AND c.last_step <= b.hi + s.max_span AND c.first_step <= b.hi")
-_PROGRESS = "UPDATE experiments_run SET step = %s WHERE id = %s AND step < %s"
-
-
-def try_append(run_id: int, attempt: int, batch: batch_ops.SortedBatch, incoming: dict,
-               alert_check=None) -> Appended | None:
-    """Store a batch whose points are all new to their keys (appended, or behind a key's head
-    where no point is stored) in two round trips; None (nothing written) when it re-posts a
-    stored step or a restart is due. Raises Busy when the run's lock is not granted in time.
-    `alert_check` (orchestrator/alerts/batch_check.py) adds its reads to the first round trip
-    and its watch row's update to the second, before COMMIT."""
-    connection.ensure_connection()
-    conn: psycopg.Connection = connection.connection
+def write_batch(run_id: int, attempt: int, batch: SortedBatch, riders: Sequence[Rider] = ()) -> Written:
+    """Store a non-empty batch idempotently on (run, attempt, key, step). Raises Busy when the
+    run's lock is not granted in time."""
+    if not is_postgres():
+        with transaction.atomic():
+            return _write(Statements(), run_id, attempt, batch, riders=(), commit=None)
     # BEGIN/COMMIT as statements, not psycopg's transaction(), which waits for each answer
     begin, commit, undo = (("SAVEPOINT opl_ingest", "RELEASE SAVEPOINT opl_ingest",
                             "ROLLBACK TO SAVEPOINT opl_ingest; RELEASE SAVEPOINT opl_ingest")
                            if connection.in_atomic_block else ("BEGIN", "COMMIT", "ROLLBACK"))
-    first_steps = {key: int(p.steps[0]) for key, p in incoming.items()}
-    # Everything that depends on the batch alone is computed before the run's lock is taken.
-    chunk_columns, summaries = _chunk_columns(incoming), batch_ops.key_summaries(batch)
-    rollups = batch_ops.rollup_rows(batch, store.LEVELS).columns()
-    top = int(batch.steps.max())
-    appended = None
     try:
-        with conn.pipeline() as pipe:
-            cur, seq_cur, attempt_cur, near_cur = (conn.cursor() for _ in range(4))
-            cur.execute(begin)
-            cur.execute(lock_timeout_sql())
-            seq_cur.execute(_NEXT_SEQ, [run_id])
-            attempt_cur.execute(_ATTEMPT, [run_id, attempt, int(batch.steps.min()), run_id])
-            near_cur.execute(_NEAR, [list(incoming), list(first_steps.values()),
-                                     [int(p.steps[-1]) for p in incoming.values()], run_id, run_id])
-            if alert_check is not None:
-                alert_check.send_reads(conn)
-            pipe.sync()
-            seq = seq_cur.fetchone()[0]
-            restarted = attempt_cur.fetchone() is not None and attempt > 1
-            if restarted or _meets_stored_steps(near_cur.fetchall(), incoming):
-                for statement in undo.split("; "):
-                    cur.execute(statement)
-            else:
-                cur.execute(_CHUNKS, [run_id, attempt, seq, *chunk_columns])
-                store.upsert_series(run_id, summaries, cursor=cur)
-                cur.execute(store.MERGE_ROLLUPS, [run_id, *rollups])
-                cur.execute(_PROGRESS, [top, run_id, top])
-                if alert_check is not None:
-                    alert_check.send_writes(cur)
-                cur.execute(commit)
-                appended = Appended(seq=seq, points=len(batch.steps))
+        with Statements(pipelined=True) as db:
+            db.execute(begin)
+            db.execute(lock_timeout_sql())
+            return _write(db, run_id, attempt, batch, riders=riders, commit=commit)
     except Exception as exc:
         _undo(undo)
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise Busy(str(exc)) from exc
         raise
-    return appended
+
+
+def _write(db: Statements, run_id: int, attempt: int, batch: SortedBatch, *, riders, commit: str | None) -> Written:
+    first = int(batch.steps.min())
+    seq_answer = store.next_seq(db, run_id)
+    start_answer = store.note_attempt_start(db, run_id, attempt, first)
+    near = store.near_chunks(db, run_id, batch)
+    for rider in riders:
+        rider.send_reads(db.conn)
+    db.sync()
+    seq = seq_answer.one()[0]
+    restart_from = None
+    if start_answer.one() is not None and attempt > 1 and store.supersede(db, run_id, attempt, first):
+        restart_from = first
+        near = store.near_chunks(db, run_id, batch)  # the superseded chunks are out of the way now
+        db.sync()
+    fresh, changed = _take_out_stored(db, batch, near.rows())
+    store.insert_chunks(db, run_id, attempt, seq, batch)
+    if restart_from is not None:
+        store.rebuild_series(run_id, db=db)
+        if db.postgres:
+            store.rebuild_rollups(run_id, from_step=restart_from, db=db)
+    else:
+        _fold(db, run_id, batch, fresh, changed)
+    store.note_progress(db, run_id, int(batch.steps.max()))
+    for rider in riders:
+        rider.send_writes(db.cursor())
+    if commit is not None:
+        db.execute(commit)
+    return Written(seq=seq, restart_from=restart_from)
+
+
+def _take_out_stored(db: Statements, batch: SortedBatch, near: list[tuple]) -> tuple[np.ndarray, set[str]]:
+    """Take the batch's steps out of the live chunks that hold them (a chunk is rewritten, or
+    deleted once empty), so that a (run, key, step) is live once and its last post wins. Returns
+    which of the batch's points are new to storage (a point posted again as stored, by a retry or
+    a backfill, changes no summary), and the keys where the batch changes a stored point."""
+    fresh, changed = np.ones(len(batch), dtype=bool), set()
+    ranges = batch.key_ranges()
+    hit = [cid for cid, key, steps in near
+           if np.isin(np.frombuffer(steps, STEP), batch.steps[slice(*ranges[key])], assume_unique=True).any()]
+    if not hit:
+        return fresh, changed
+    emptied = []
+    for cid, key, _attempt, _seq, _first, stored in store.chunks_by_id(db, hit):
+        a, b = ranges[key]
+        again = np.isin(stored.steps, batch.steps[a:b], assume_unique=True)
+        at = a + np.searchsorted(batch.steps[a:b], stored.steps[again])
+        old = stored.take(again)
+        same = ((batch.specials[at] == old.specials) & (batch.times[at] == old.times)
+                & ((batch.values[at] == old.values) | (old.specials != 0)))
+        fresh[at[same]] = False
+        if not same.all():
+            changed.add(key)
+        if again.all():
+            emptied.append(cid)
+        else:
+            store.rewrite_chunk(db, cid, stored.take(~again))
+    store.delete_chunks(db, emptied)
+    return fresh, changed
+
+
+def _fold(db: Statements, run_id: int, batch: SortedBatch, fresh: np.ndarray, changed: set[str]) -> None:
+    """Summaries and rollups: merged from the batch's own aggregates where its points are new to
+    their key; recomputed over the touched steps where a stored value changed."""
+    new = batch.where(fresh)
+    appended = new.only(set(new.key_names) - changed) if changed else new
+    if len(appended):
+        store.fold_series(db, run_id, appended)
+        if db.postgres:
+            store.insert_rollups(db, run_id, appended)
+    if not changed:
+        return
+    if not db.postgres:
+        store.rebuild_series(run_id, changed, db=db)
+        return
+    touched = batch.only(changed)
+    store.fold_series(db, run_id, touched, count=False)  # the step range; the rest from the rollups below
+    store.rebuild_rollups(run_id, from_step=int(touched.steps.min()), to_step=int(touched.steps.max()),
+                          keys=sorted(changed), db=db)
+    store.refresh_series_from_rollups(db, run_id, sorted(changed))
 
 
 def _undo(undo: str) -> None:
-    """Roll the pipeline's transaction (or savepoint) back; a connection that cannot (PostgreSQL
-    went away) is closed, so Django opens a new one instead of reusing a broken one."""
+    """Roll the transaction (or savepoint) back; a connection that cannot (PostgreSQL went away)
+    is closed, so Django opens a new one instead of reusing a broken one."""
     try:
         for statement in undo.split("; "):
             connection.connection.execute(statement)
@@ -131,15 +167,3 @@ def _undo(undo: str) -> None:
             connection.needs_rollback = True
         else:
             connection.close()
-
-
-def _meets_stored_steps(near: list[tuple[str, bytes]], incoming: dict) -> bool:
-    """Whether a batch posts again a step that a live chunk near it holds."""
-    return any(np.isin(np.frombuffer(steps, STEP), incoming[key].steps, assume_unique=True).any()
-               for key, steps in near)
-
-
-def _chunk_columns(incoming: dict) -> list[list]:
-    fields = [store.chunk_fields(points) for points in incoming.values()]
-    names = ("first_step", "last_step", "n", "steps", "values", "specials", "times", "sum_value", "n_finite")
-    return [list(incoming)] + [[f[name] for f in fields] for name in names]

@@ -1,230 +1,161 @@
-"""Writing metric storage: chunks of points, supersession, per-key summaries and rollups.
+"""Metric storage's statements: chunks of points, per-key summaries and rollups, and the rare work
+(supersession at a restart, rebuilds, compaction).
 
-Every function runs inside the caller's transaction, under the run's batch lock (next_seq), so a
-run's writes never interleave. A batch is stored as one chunk per key (models.MetricChunk);
-summaries and rollups are folded in from the batch's own numpy aggregates (batches.py), whether
-the batch appends or lands behind a key's head: the merges are order-independent, so a batch costs
-in proportion to its own size, not to the series'. Only a re-post that changes a stored value, and
-a restart, recompute what they touch from the stored chunks. SQLite, used by the demo, has no
+Each statement function takes `db` (db.Statements) and returns at once, so the write path
+(pipeline.py) queues them in its round trips; the same SQL runs on PostgreSQL and SQLite, only
+the row sources differ (rows.py). Everything runs in the caller's transaction, under the run's
+batch lock (next_seq), so a run's writes never interleave. SQLite, used by the demo, has no
 rollups (its charts read chunks).
+
+Rollups are stored as partial buckets: a batch inserts its own aggregates for each level, and a
+bucket is the merge of its rows (counts add; the lower min, the higher max, each tie to the
+earlier step; the later last point; the later non-finite point). Chart reads merge rows anyway
+(they group buckets into wider ones), and compaction merges each bucket's partials into one row.
+Inserting instead of updating keeps a batch's cost flat as the series grows: no row is rewritten
+by every batch, so nothing waits on vacuum (the test machines' PostgreSQL runs without
+autovacuum, and each upsert of a hot bucket left a dead version behind).
 """
+from __future__ import annotations
+
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
-from django.db import connection, transaction
-from django.db.models import F, Max, Q
+from django.db import transaction
 
-from orchestrator.metrics.chunks import Points, live_series, pack, unpack
+from orchestrator.experiments.models import Run
+from orchestrator.metrics import batches
+from orchestrator.metrics.batches import SortedBatch
+from orchestrator.metrics.chunks import Columns, Points, live_series, pack, unpack  # noqa: F401 (Columns: schemas, live)
+from orchestrator.metrics.db import Statements, direct, is_postgres  # noqa: F401 (is_postgres: selectors)
+from orchestrator.metrics.models import MetricChunk, MetricRollup, MetricStream
+from orchestrator.metrics.rows import Rows
 
 # Rollup bucket widths in steps, finest first; every level is aggregated from the points.
-# Fanout 4 keeps a chart's read within 4 rollup rows per drawn bucket (compare pages read many runs).
+# Fanout 4 keeps a chart's read within 4 rollup buckets per drawn bucket (compare pages read many runs).
 # Charts of fewer than ~48k steps (buckets under 64 steps) read the chunks: compaction keeps those
 # few rows, and a finer level cost every ingested batch more rollup rows than all others together.
 LEVELS = (64, 256, 1024, 4096)
 FANOUT = 4
 assert all(b == a * FANOUT for a, b in zip(LEVELS, LEVELS[1:], strict=False))
 
-CHUNK = "metrics_metricchunk"
+CHUNK = MetricChunk._meta.db_table
 SERIES = "metrics_metricseries"
-ROLLUP = "metrics_metricrollup"
+ROLLUP = MetricRollup._meta.db_table
 ATTEMPT = "metrics_metricattempt"
-STREAM = "metrics_metricstream"
+STREAM = MetricStream._meta.db_table
+RUN = Run._meta.db_table
 
 
-@dataclass(frozen=True)
-class Columns:
-    """A deduplicated batch as parallel columns; `values` holds None where `specials` is not 0."""
-
-    keys: list[str]
-    steps: list[int]
-    values: list[float | None]
-    specials: list[int]
-    times: list[float]
+def _nan_null(expr: str, db: Statements) -> str:
+    """A float column where NaN stands for NULL (SQLite already stores a bound NaN as NULL)."""
+    return f"NULLIF({expr}, 'NaN'::float8)" if db.postgres else expr
 
 
-def is_postgres() -> bool:
-    return connection.vendor == "postgresql"
+def _rows(db: Statements, columns, data) -> tuple[str, list]:
+    return Rows(columns, data, postgres=db.postgres).with_clause()
 
 
-def _raw_pg_cursor():
-    """psycopg's own cursor on Django's connection (same transaction): server-side binding sends
-    arrays in binary, where Django's client-side cursor would render them as SQL text."""
-    import psycopg
+# --- the run's batch lock, attempts, progress ------------------------------------------------------
 
-    connection.ensure_connection()
-    return psycopg.Cursor(connection.connection)
+NEXT_SEQ = (f"INSERT INTO {STREAM} (run_id, last_seq) VALUES (%s, 1) ON CONFLICT (run_id) "
+            f"DO UPDATE SET last_seq = {STREAM}.last_seq + 1 RETURNING last_seq")
+# After NEXT_SEQ in the same transaction, so the subquery reads this batch's number.
+ATTEMPT_START = (f"INSERT INTO {ATTEMPT} (run_id, attempt, start_step, seq) VALUES (%s, %s, %s, "
+                 f"(SELECT last_seq FROM {STREAM} WHERE run_id = %s)) "
+                 f"ON CONFLICT (run_id, attempt) DO UPDATE SET start_step = excluded.start_step, seq = excluded.seq "
+                 f"WHERE {ATTEMPT}.start_step > excluded.start_step RETURNING start_step")
+PROGRESS = f"UPDATE {RUN} SET step = %s WHERE id = %s AND step < %s"
 
 
-def next_seq(run_id: int) -> int:
-    """Take the run's next batch number; the row stays locked until the batch commits."""
-    with connection.cursor() as cur:
-        cur.execute(
-            f"INSERT INTO {STREAM} (run_id, last_seq) VALUES (%s, 1) "
-            f"ON CONFLICT (run_id) DO UPDATE SET last_seq = {STREAM}.last_seq + 1 RETURNING last_seq",
-            [run_id],
-        )
-        return cur.fetchone()[0]
+def next_seq(db: Statements, run_id: int):
+    """Take the run's next batch number; the stream row stays locked until the batch commits."""
+    return db.execute(NEXT_SEQ, [run_id])
+
+
+def note_attempt_start(db: Statements, run_id: int, attempt: int, min_step: int):
+    """Record where `attempt` starts; a row when that start is new or moved earlier."""
+    return db.execute(ATTEMPT_START, [run_id, attempt, min_step, run_id])
+
+
+def note_progress(db: Statements, run_id: int, step: int):
+    return db.execute(PROGRESS, [step, run_id, step])
 
 
 def last_seq(run_id: int) -> int:
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT last_seq FROM {STREAM} WHERE run_id = %s", [run_id])
-        row = cur.fetchone()
-    return row[0] if row else 0
+    row = direct().fetch(f"SELECT last_seq FROM {STREAM} WHERE run_id = %s", [run_id])
+    return row[0][0] if row else 0
 
 
-def note_attempt_start(run_id: int, attempt: int, min_step: int, seq: int) -> bool:
-    """Record where `attempt` starts; True when that start is new or moved earlier."""
-    with connection.cursor() as cur:
-        cur.execute(
-            f"INSERT INTO {ATTEMPT} (run_id, attempt, start_step, seq) VALUES (%s, %s, %s, %s) "
-            f"ON CONFLICT (run_id, attempt) DO UPDATE SET start_step = excluded.start_step, seq = excluded.seq "
-            f"WHERE {ATTEMPT}.start_step > excluded.start_step RETURNING start_step",
-            [run_id, attempt, min_step, seq],
-        )
-        return cur.fetchone() is not None
+# --- chunks ------------------------------------------------------------------------------------
+
+def near_chunks(db: Statements, run_id: int, batch: SortedBatch):
+    """(id, key, steps) of the live chunks that may hold a step of the batch: a chunk that holds a
+    step in a key's [lo, hi] ends in [lo, hi + the key's widest chunk] (the series' max_span), so
+    the indexed scan reads the chunks near the batch, not the series; a key that appends finds none."""
+    starts = batch.key_starts()
+    ends = np.r_[starts[1:], len(batch.steps)] - 1
+    with_b, params = _rows(db, (("key", "text"), ("lo", "int8"), ("hi", "int8")),
+                           [[batch.key_names[i] for i in batch.key_index[starts].tolist()],
+                            batch.steps[starts], batch.steps[ends]])
+    return db.execute(
+        with_b + f"SELECT c.id, c.key, c.steps FROM b JOIN {SERIES} s ON s.run_id = %s AND s.key = b.key "
+        f"JOIN {CHUNK} c ON c.run_id = %s AND NOT c.superseded AND c.key = b.key "
+        "AND c.last_step >= b.lo AND c.last_step <= b.hi + s.max_span AND c.first_step <= b.hi",
+        [*params, run_id, run_id])
 
 
-def supersede(run_id: int, attempt: int, from_step: int) -> int:
+def chunks_by_id(db: Statements, ids: Iterable[int]) -> list[tuple]:
+    """(id, key, attempt, seq, first_step, Points) of chunks."""
+    ids = list(ids)
+    if not ids:
+        return []
+    rows = db.fetch(f"SELECT id, key, attempt, seq, first_step, steps, values, specials, times FROM {CHUNK} "
+                    f"WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+    return [(cid, key, attempt, seq, first, unpack(*blobs)) for cid, key, attempt, seq, first, *blobs in rows]
+
+
+def insert_chunks(db: Statements, run_id: int, attempt: int, seq: int, batch: SortedBatch, *,
+                  superseded: bool = False):
+    """One chunk per key of the batch."""
+    with_b, params = _rows(db, batches.CHUNK_COLUMNS, batches.chunk_columns(batch))
+    return db.execute(
+        with_b + f"INSERT INTO {CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, "
+        "values, specials, times, sum_value, n_finite) SELECT %s, key, %s, %s, %s, first_step, last_step, n, steps, "
+        "values, specials, times, sum_value, n_finite FROM b", [*params, run_id, attempt, seq, superseded])
+
+
+def rewrite_chunk(db: Statements, chunk_id: int, points: Points):
+    """Store a chunk with fewer points (never none: callers delete emptied chunks)."""
+    finite = points.specials == 0
+    return db.execute(
+        f"UPDATE {CHUNK} SET first_step = %s, last_step = %s, n = %s, steps = %s, values = %s, specials = %s, "
+        "times = %s, sum_value = %s, n_finite = %s WHERE id = %s",
+        [int(points.steps[0]), int(points.steps[-1]), len(points), *pack(points).values(),
+         float(points.values[finite].sum()), int(finite.sum()), chunk_id])
+
+
+def delete_chunks(db: Statements, ids: list[int]):
+    if ids:
+        return db.execute(f"DELETE FROM {CHUNK} WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+    return None
+
+
+def supersede(db: Statements, run_id: int, attempt: int, from_step: int) -> int:
     """Mark older attempts' live points at or after `from_step` superseded (a chunk that straddles
     the step is split); returns how many points that was."""
-    from orchestrator.metrics.models import MetricChunk
-
-    whole, count = [], 0
-    for chunk in MetricChunk.objects.filter(run_id=run_id, superseded=False, attempt__lt=attempt,
-                                            last_step__gte=from_step):
-        if chunk.first_step >= from_step:
-            whole.append(chunk.pk)
-            count += chunk.n
-            continue
-        points = _points_of(chunk)
+    rows = db.fetch(f"SELECT id, n, first_step FROM {CHUNK} WHERE run_id = %s AND NOT superseded AND attempt < %s "
+                    "AND last_step >= %s", [run_id, attempt, from_step])
+    whole = [cid for cid, _, first in rows if first >= from_step]
+    count = sum(n for _, n, first in rows if first >= from_step)
+    if whole:
+        db.execute(f"UPDATE {CHUNK} SET superseded = %s WHERE id IN ({', '.join(['%s'] * len(whole))})",
+                   [True, *whole])
+    for cid, key, old_attempt, seq, _, points in chunks_by_id(db, [cid for cid, _, first in rows if first < from_step]):
         later = points.steps >= from_step
-        _rewrite(chunk, points.take(~later))
-        _new_chunk(run_id, chunk.key, chunk.attempt, chunk.seq, points.take(later), superseded=True).save()
+        rewrite_chunk(db, cid, points.take(~later))
+        insert_chunks(db, run_id, old_attempt, seq, batches.from_points({key: points.take(later)}), superseded=True)
         count += int(later.sum())
-    MetricChunk.objects.filter(pk__in=whole).update(superseded=True)
     return count
-
-
-def keys_already_stored(run_id: int, first_steps: dict[str, int]) -> dict[str, int]:
-    """{key: max_span} of a batch's keys that reach back to or before their last stored step: a
-    re-post, a backfill or another writer's steps behind the head, where the batch may meet stored
-    points. The other keys only append."""
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT key, last_step, max_span FROM {SERIES} WHERE run_id = %s AND key IN "
-                    f"({', '.join(['%s'] * len(first_steps))})", [run_id, *first_steps])
-        return {key: span for key, last, span in cur.fetchall() if first_steps[key] <= last}
-
-
-def remove_steps(run_id: int, incoming: dict[str, Points], spans: dict[str, int]) -> dict[str, Points]:
-    """Take the steps about to be re-posted out of the live chunks that hold them, so that a
-    (run, key, step) is live once and its last post wins; returns the points taken out, by key.
-
-    A chunk that holds a step in [first, last] ends in [first, last + span] (span: the key's
-    widest chunk), so the indexed scan reads the chunks near the batch, not the whole series."""
-    from orchestrator.metrics.models import MetricChunk
-
-    if not incoming:
-        return {}
-    overlap = Q()
-    for key, points in incoming.items():
-        first, last = int(points.steps[0]), int(points.steps[-1])
-        overlap |= Q(key=key, last_step__gte=first, last_step__lte=last + spans.get(key, 0), first_step__lte=last)
-    emptied, taken = [], {}
-    for chunk in MetricChunk.objects.filter(overlap, run_id=run_id, superseded=False):
-        points = _points_of(chunk)
-        drop = np.isin(points.steps, incoming[chunk.key].steps, assume_unique=True)
-        if not drop.any():
-            continue
-        taken.setdefault(chunk.key, []).append(points.take(drop))
-        if drop.all():
-            emptied.append(chunk.pk)
-        else:
-            _rewrite(chunk, points.take(~drop))
-    MetricChunk.objects.filter(pk__in=emptied).delete()
-    return {key: Points.join(parts) for key, parts in taken.items()}
-
-
-def insert_chunks(run_id: int, attempt: int, seq: int, series: dict[str, Points]) -> None:
-    from orchestrator.metrics.models import MetricChunk
-
-    if not is_postgres():
-        MetricChunk.objects.bulk_create([_new_chunk(run_id, key, attempt, seq, pts) for key, pts in series.items()])
-        return
-    with _raw_pg_cursor() as cur, cur.copy(
-            f"COPY {CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, values, "
-            "specials, times, sum_value, n_finite) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(["int8", "text", "int4", "int8", "bool", "int8", "int8", "int4", "bytea", "bytea", "bytea", "bytea",
-                        "float8", "int4"])
-        for key, points in series.items():
-            copy.write_row((run_id, key, attempt, seq, False, *chunk_fields(points).values()))
-
-
-def _new_chunk(run_id: int, key: str, attempt: int, seq: int, points: Points, *, superseded: bool = False):
-    from orchestrator.metrics.models import MetricChunk
-
-    return MetricChunk(run_id=run_id, key=key, attempt=attempt, seq=seq, superseded=superseded,
-                       **chunk_fields(points))
-
-
-def chunk_fields(points: Points) -> dict:
-    """The stored fields of a chunk holding `points`, in the order COPY writes them."""
-    finite = points.specials == 0
-    return {"first_step": int(points.steps[0]), "last_step": int(points.steps[-1]), "n": len(points), **pack(points),
-            "sum_value": float(points.values[finite].sum()), "n_finite": int(finite.sum())}
-
-
-def _points_of(chunk) -> Points:
-    return unpack(chunk.steps, chunk.values, chunk.specials, chunk.times)
-
-
-def _rewrite(chunk, points: Points) -> None:
-    """Store a chunk with fewer points (never none: callers delete emptied chunks)."""
-    fields = chunk_fields(points)
-    for field, value in fields.items():
-        setattr(chunk, field, value)
-    chunk.save(update_fields=list(fields))
-
-
-# A trainer posting every step or two leaves chunks of a few points; compaction merges those.
-COMPACT_TARGET = 1024
-
-
-def compact_chunks(run_id: int, *, keep_batches: int, target: int = COMPACT_TARGET) -> int:
-    """Merge a run's small live chunks of the same key and attempt, in step order, into chunks of
-    up to `target` points; returns how many chunks that removed. Batches among the run's last
-    `keep_batches` are left alone: a reconnecting live chart replays those by their numbers.
-    Takes the run's batch lock, so it never interleaves with an ingestion."""
-    from orchestrator.metrics.models import MetricChunk, MetricStream
-
-    with transaction.atomic():
-        stream = MetricStream.objects.select_for_update().filter(run_id=run_id).first()
-        if stream is None:
-            return 0
-        small = (MetricChunk.objects.filter(run_id=run_id, superseded=False, seq__lte=stream.last_seq - keep_batches,
-                                            n__lt=target).order_by("key", "attempt", "first_step"))
-        removed, parts, size = 0, [], 0
-        for chunk in small.iterator(chunk_size=2000):
-            if parts and ((chunk.key, chunk.attempt) != (parts[0].key, parts[0].attempt) or size + chunk.n > target):
-                removed += _merge(run_id, parts)
-                parts, size = [], 0
-            parts.append(chunk)
-            size += chunk.n
-        return removed + _merge(run_id, parts)
-
-
-def _merge(run_id: int, parts: list) -> int:
-    """Replace chunks of one key and attempt by one chunk that holds all their points."""
-    from orchestrator.metrics.models import MetricChunk
-
-    if len(parts) < 2:
-        return 0
-    points = Points.join([_points_of(c) for c in parts])
-    _new_chunk(run_id, parts[0].key, parts[0].attempt, max(c.seq for c in parts), points).save()
-    MetricChunk.objects.filter(pk__in=[c.pk for c in parts]).delete()
-    note_span(run_id, parts[0].key, int(points.steps[-1] - points.steps[0]))
-    return len(parts) - 1
 
 
 # --- per-key summaries ---------------------------------------------------------------------------
@@ -233,22 +164,16 @@ def _keep(old: str, new: str, take_new_if: str) -> str:
     return f"CASE WHEN {take_new_if} THEN {new} ELSE {old} END"
 
 
-def upsert_series(run_id: int, summaries: Iterable[tuple], *, cursor=None) -> None:
-    """Fold per-key (key, first, last_step, last_value, last_special, min, max, count, span) of
-    points new to their keys (batches.key_summaries) into the stored summaries, whatever their
-    steps: the later last point wins, extremes and counts combine. Portable SQL (PostgreSQL and
-    SQLite)."""
+def _fold_series_sql(db: Statements) -> str:
     t = SERIES
     newer = f"excluded.last_step >= {t}.last_step"
     lower = f"excluded.min_value IS NOT NULL AND ({t}.min_value IS NULL OR excluded.min_value < {t}.min_value)"
     higher = f"excluded.max_value IS NOT NULL AND ({t}.max_value IS NULL OR excluded.max_value > {t}.max_value)"
-    summaries = list(summaries)
-    if not summaries:
-        return
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0)"] * len(summaries))
-    sql = (
+    return (
         f"INSERT INTO {t} (run_id, key, first_step, last_step, last_value, last_special, min_value, max_value, "
-        f"count, max_span, revision) VALUES {values} ON CONFLICT (run_id, key) DO UPDATE SET "
+        f"count, max_span, revision) SELECT %s, key, first_step, last_step, {_nan_null('last_value', db)}, "
+        f"last_special, {_nan_null('min_value', db)}, {_nan_null('max_value', db)}, count, span, 0 FROM b WHERE true "
+        f"ON CONFLICT (run_id, key) DO UPDATE SET "
         f"first_step = {_keep(f'{t}.first_step', 'excluded.first_step', f'excluded.first_step < {t}.first_step')}, "
         f"last_value = {_keep(f'{t}.last_value', 'excluded.last_value', newer)}, "
         f"last_special = {_keep(f'{t}.last_special', 'excluded.last_special', newer)}, "
@@ -258,94 +183,99 @@ def upsert_series(run_id: int, summaries: Iterable[tuple], *, cursor=None) -> No
         f"count = {t}.count + excluded.count, revision = {t}.revision + 1, "
         f"max_span = {_keep(f'{t}.max_span', 'excluded.max_span', f'excluded.max_span > {t}.max_span')}"
     )
-    params = [v for row in summaries for v in (run_id, *row)]
-    if cursor is not None:  # a psycopg cursor of the ingest pipeline
-        cursor.execute(sql, params)
-        return
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
 
 
-def note_span(run_id: int, key: str, span: int) -> None:
+def fold_series(db: Statements, run_id: int, batch: SortedBatch, *, count: bool = True):
+    """Fold the summaries of points new to their keys into the stored ones, whatever their steps:
+    the later last point wins, extremes and counts combine. count=False folds only the step range
+    and last point (keys whose changed values are recomputed afterwards)."""
+    columns = batches.key_summaries(batch)
+    if not count:
+        columns[7] = np.zeros(len(columns[7]), np.int64)
+    with_b, params = _rows(db, batches.SUMMARY_COLUMNS, columns)
+    return db.execute(with_b + _fold_series_sql(db), [*params, run_id])
+
+
+def note_span(db: Statements, run_id: int, key: str, span: int):
     """Widen a key's max_span for a chunk that compaction made."""
-    with connection.cursor() as cur:
-        cur.execute(f"UPDATE {SERIES} SET max_span = %s WHERE run_id = %s AND key = %s AND max_span < %s",
-                    [span, run_id, key, span])
+    return db.execute(f"UPDATE {SERIES} SET max_span = %s WHERE run_id = %s AND key = %s AND max_span < %s",
+                      [span, run_id, key, span])
 
 
-def rebuild_series(run_id: int, keys: Iterable[str] | None = None) -> None:
+def rebuild_series(run_id: int, keys: Iterable[str] | None = None, db: Statements | None = None) -> None:
     """Recompute the summaries of a run's keys (all of them by default) from their live points."""
-    from orchestrator.metrics import batches
-    from orchestrator.metrics.models import MetricChunk, MetricSeries
-
+    db = db or direct()
     keys = None if keys is None else list(keys)
-    stale = MetricSeries.objects.filter(run_id=run_id)
-    stale = stale if keys is None else stale.filter(key__in=keys)
-    stale.delete()
+    only = "" if keys is None else f" AND key IN ({', '.join(['%s'] * len(keys))})"
+    db.execute(f"DELETE FROM {SERIES} WHERE run_id = %s" + only, [run_id, *(keys or [])])
     series = live_series(run_id, keys)
     if not series:
         return
-    upsert_series(run_id, batches.key_summaries(batches.from_points(series)))
-    # key_summaries' span is the whole series'; the overlap bound needs the widest chunk's
-    chunks = MetricChunk.objects.filter(run_id=run_id, superseded=False, key__in=list(series))
-    for key, span in chunks.values("key").annotate(span=Max(F("last_step") - F("first_step"))).values_list("key", "span"):
-        MetricSeries.objects.filter(run_id=run_id, key=key).update(max_span=span)
+    fold_series(db, run_id, batches.from_points(series))
+    # the folded span is the whole series'; the overlap bound needs the widest chunk's
+    for key, span in db.fetch(f"SELECT key, MAX(last_step - first_step) FROM {CHUNK} WHERE run_id = %s "
+                              "AND NOT superseded GROUP BY key", [run_id]):
+        if key in series:
+            db.execute(f"UPDATE {SERIES} SET max_span = %s WHERE run_id = %s AND key = %s", [span, run_id, key])
 
 
-def refresh_series_from_rollups(run_id: int, keys: list[str]) -> None:
+def refresh_series_from_rollups(db: Statements, run_id: int, keys: list[str]):
     """Recompute the extremes, count and last point of keys whose stored values a re-post changed,
     from their coarsest rollups (PostgreSQL; a few rows per 4,096 steps, not the points)."""
-    with _raw_pg_cursor() as cur:
-        cur.execute(
-            f"UPDATE {SERIES} s SET min_value = a.mn, max_value = a.mx, count = a.n, revision = s.revision + 1, "
-            "last_step = (a.last)[1]::int8, "
-            "last_value = (a.last)[2], last_special = (a.last)[3]::int2 "
-            "FROM (SELECT key, min(min_value) AS mn, max(max_value) AS mx, sum(n) AS n, "
-            "max(ARRAY[last_step, last_value, last_special]) AS last "
-            f"FROM {ROLLUP} WHERE run_id = %s AND width = %s AND key = ANY(%s) GROUP BY key) a "
-            "WHERE s.run_id = %s AND s.key = a.key",
-            [run_id, LEVELS[-1], keys, run_id])
+    return db.execute(
+        f"UPDATE {SERIES} s SET min_value = a.mn, max_value = a.mx, count = a.n, revision = s.revision + 1, "
+        "last_step = (a.last)[1]::int8, last_value = (a.last)[2], last_special = (a.last)[3]::int2 "
+        "FROM (SELECT key, min(min_value) AS mn, max(max_value) AS mx, sum(n) AS n, "
+        "max(ARRAY[last_step, last_value, last_special]) AS last "
+        f"FROM {ROLLUP} WHERE run_id = %s AND width = %s AND key = ANY(%s) GROUP BY key) a "
+        "WHERE s.run_id = %s AND s.key = a.key",
+        [run_id, LEVELS[-1], keys, run_id])
 
 
 # --- rollups (PostgreSQL) -----------------------------------------------------------------------
 
-_ROLLUP_COLUMNS = ("run_id, key, width, bucket, n, min_value, min_step, max_value, max_step, "
-                   "last_step, last_value, last_special, last_time, special_step, special_kind")
+_ROLLUP_FIELDS = ("n, min_value, min_step, max_value, max_step, last_step, last_value, last_special, last_time, "
+                  "special_step, special_kind")
 
 
-def _merged(column: str, take_new_if: str) -> str:
-    return f"{column} = CASE WHEN {take_new_if} THEN excluded.{column} ELSE r.{column} END"
+def insert_rollups(db: Statements, run_id: int, batch: SortedBatch):
+    """The batch's own buckets of every level, as partial rows (points new to their keys only:
+    re-posted steps that change a value go through rebuild_rollups)."""
+    with_b, params = _rows(db, batches.ROLLUP_COLUMNS, batches.rollup_columns(batch, LEVELS))
+    return db.execute(
+        with_b + f"INSERT INTO {ROLLUP} (run_id, key, width, bucket, {_ROLLUP_FIELDS}) SELECT %s, key, width, bucket, "
+        "n, NULLIF(min_value, 'NaN'::float8), NULLIF(min_step, -1), NULLIF(max_value, 'NaN'::float8), "
+        "NULLIF(max_step, -1), last_step, NULLIF(last_value, 'NaN'::float8), last_special, last_time, "
+        "NULLIF(special_step, -1), NULLIF(special_kind, -1) FROM b", [*params, run_id])
 
 
-# Order-independent, so a batch behind a key's head merges like one that appends: counts add, the
-# lower min (ties: the earlier step) and higher max win, the later last point and the later
-# non-finite point win. The batch's points must be new to their keys (re-posted steps that
-# change a value go through rebuild_rollups instead).
-MERGE_ROLLUPS = (
-    f"INSERT INTO {ROLLUP} AS r ({_ROLLUP_COLUMNS}) SELECT %s, u.* FROM unnest("
-    "%b::text[], %b::int4[], %b::int8[], %b::int4[], %b::float8[], %b::int8[], %b::float8[], %b::int8[], "
-    "%b::int8[], %b::float8[], %b::int2[], %b::float8[], %b::int8[], %b::int2[]) AS u "
-    "ON CONFLICT (run_id, key, width, bucket) DO UPDATE SET n = r.n + excluded.n, "
-    + ", ".join([
-        _merged("min_value", lower := "excluded.min_value IS NOT NULL AND (r.min_value IS NULL OR excluded.min_value < r.min_value"
-                                      " OR (excluded.min_value = r.min_value AND excluded.min_step < r.min_step))"),
-        _merged("min_step", lower),
-        _merged("max_value", higher := "excluded.max_value IS NOT NULL AND (r.max_value IS NULL OR excluded.max_value > r.max_value"
-                                       " OR (excluded.max_value = r.max_value AND excluded.max_step < r.max_step))"),
-        _merged("max_step", higher),
-        *(_merged(c, "excluded.last_step > r.last_step") for c in ("last_step", "last_value", "last_special", "last_time")),
-        _merged("special_step", later := "excluded.special_step IS NOT NULL AND (r.special_step IS NULL"
-                                         " OR excluded.special_step > r.special_step)"),
-        _merged("special_kind", later),
-    ])
+# The merge of a bucket's partial rows (the order-independent rules above), as selectors reads them.
+MERGED_ROLLUPS = (
+    "SELECT run_id, key, width, bucket, n::int4, mn[1], mn[2]::int8, mx[1], (-mx[2])::int8, last[1]::int8, "
+    "last[2], last[3]::int2, last[4], sp[1]::int8, sp[2]::int2 FROM (SELECT run_id, key, width, bucket, sum(n) AS n, "
+    "min(ARRAY[min_value, min_step]) FILTER (WHERE min_value IS NOT NULL) AS mn, "
+    "max(ARRAY[max_value, -max_step]) FILTER (WHERE max_value IS NOT NULL) AS mx, "
+    "max(ARRAY[last_step, last_value, last_special, last_time]) AS last, "
+    "max(ARRAY[special_step, special_kind]) FILTER (WHERE special_step IS NOT NULL) AS sp "
+    "FROM {source} GROUP BY run_id, key, width, bucket) g"
 )
 
 
-def merge_rollups(run_id: int, rows) -> None:
-    """Fold a batch's own bucket aggregates (batches.rollup_rows) of points new to their keys into
-    the stored rollups: one array upsert, no re-reading of stored points."""
-    with _raw_pg_cursor() as cur:
-        cur.execute(MERGE_ROLLUPS, [run_id, *rows.columns()])
+def merged_rollups(run_id: int) -> list[tuple]:
+    """A run's rollup buckets, one merged row each: (key, width, bucket, n, min_value, min_step,
+    max_value, max_step, last_step, last_value, last_special, last_time, special_step, special_kind)."""
+    source = f"(SELECT * FROM {ROLLUP} WHERE run_id = %s) r"
+    return sorted(row[1:] for row in direct().fetch(MERGED_ROLLUPS.format(source=source), [run_id]))
+
+
+def merge_rollup_partials(db: Statements, run_id: int):
+    """Replace each bucket's partial rows by their merge (compaction)."""
+    return db.execute(
+        f"WITH split AS (SELECT key, width, bucket FROM {ROLLUP} WHERE run_id = %s GROUP BY key, width, bucket "
+        f"HAVING count(*) > 1), gone AS (DELETE FROM {ROLLUP} r USING split WHERE r.run_id = %s AND r.key = split.key "
+        "AND r.width = split.width AND r.bucket = split.bucket RETURNING r.*) "
+        f"INSERT INTO {ROLLUP} (run_id, key, width, bucket, {_ROLLUP_FIELDS}) " + MERGED_ROLLUPS.format(source="gone"),
+        [run_id, run_id])
 
 
 # Rebuilds read at most this many steps of a run at a time (a multiple of every level).
@@ -353,28 +283,70 @@ REBUILD_SLICE = LEVELS[-1] * 1024
 
 
 def rebuild_rollups(run_id: int, from_step: int = 0, to_step: int | None = None,
-                    keys: Iterable[str] | None = None) -> None:
+                    keys: Iterable[str] | None = None, db: Statements | None = None) -> None:
     """Recompute a run's rollup buckets (of `keys`, or all) over [from_step, to_step], widened to
     whole buckets of the coarsest level so that every level is rebuilt from all its points."""
-    from orchestrator.metrics import batches
-    from orchestrator.metrics.models import MetricChunk, MetricRollup
-
+    db = db or direct()
     top = LEVELS[-1]
     lo = from_step // top * top
     keys = None if keys is None else list(keys)
+    only = "" if keys is None else " AND key = ANY(%s)"
+    extra = [] if keys is None else [keys]
     if to_step is None:  # to the end, past the last live point: older buckets there may now be empty
-        chunks = MetricChunk.objects.filter(run_id=run_id, superseded=False)
-        chunks = chunks if keys is None else chunks.filter(key__in=keys)
-        rollups = MetricRollup.objects.filter(run_id=run_id, width=top)
-        rollups = rollups if keys is None else rollups.filter(key__in=keys)
-        to_step = max(lo, chunks.aggregate(last=Max("last_step"))["last"] or 0,
-                      (rollups.aggregate(last=Max("bucket"))["last"] or 0) * top)
+        [(last_chunk, last_bucket)] = db.fetch(
+            f"SELECT (SELECT max(last_step) FROM {CHUNK} WHERE run_id = %s AND NOT superseded{only}), "
+            f"(SELECT max(bucket) FROM {ROLLUP} WHERE run_id = %s AND width = %s{only})",
+            [run_id, *extra, run_id, top, *extra])
+        to_step = max(lo, last_chunk or 0, (last_bucket or 0) * top)
     hi = to_step // top * top + top - 1
-    with _raw_pg_cursor() as cur:
-        cur.execute(f"DELETE FROM {ROLLUP} WHERE run_id = %s AND bucket >= %s / width AND bucket <= %s / width"
-                    + ("" if keys is None else " AND key = ANY(%s)"),
-                    [run_id, lo, hi, *([] if keys is None else [keys])])
+    db.execute(f"DELETE FROM {ROLLUP} WHERE run_id = %s AND bucket >= %s / width AND bucket <= %s / width" + only,
+               [run_id, lo, hi, *extra])
     for start in range(lo, hi + 1, REBUILD_SLICE):
         series = live_series(run_id, keys, lo=start, hi=min(hi, start + REBUILD_SLICE - 1))
-        if series:  # the buckets were just deleted, so the merge only inserts
-            merge_rollups(run_id, batches.rollup_rows(batches.from_points(series), LEVELS))
+        if series:
+            insert_rollups(db, run_id, batches.from_points(series))
+            db.sync()
+
+
+# --- compaction --------------------------------------------------------------------------------
+
+# A trainer posting every step or two leaves chunks of a few points; compaction merges those.
+COMPACT_TARGET = 1024
+
+
+def compact_chunks(run_id: int, *, keep_batches: int, target: int = COMPACT_TARGET) -> int:
+    """Merge a run's small live chunks of the same key and attempt, in step order, into chunks of
+    up to `target` points, and each rollup bucket's partial rows into one; returns how many chunks
+    that removed. Batches among the run's last `keep_batches` are left alone: a reconnecting live
+    chart replays those by their numbers. Takes the run's batch lock, so it never interleaves with
+    an ingestion."""
+    with transaction.atomic():
+        stream = MetricStream.objects.select_for_update().filter(run_id=run_id).first()
+        if stream is None:
+            return 0
+        db = direct()
+        if db.postgres:
+            merge_rollup_partials(db, run_id)
+        small = (MetricChunk.objects.filter(run_id=run_id, superseded=False, seq__lte=stream.last_seq - keep_batches,
+                                            n__lt=target).order_by("key", "attempt", "first_step")
+                 .values_list("pk", "key", "attempt", "seq", "n", "steps", "values", "specials", "times"))
+        removed, parts, size = 0, [], 0
+        for row in small.iterator(chunk_size=2000):
+            if parts and ((row[1], row[2]) != (parts[0][1], parts[0][2]) or size + row[4] > target):
+                removed += _merge(db, run_id, parts)
+                parts, size = [], 0
+            parts.append(row)
+            size += row[4]
+        return removed + _merge(db, run_id, parts)
+
+
+def _merge(db: Statements, run_id: int, parts: list) -> int:
+    """Replace chunks of one key and attempt by one chunk that holds all their points."""
+    if len(parts) < 2:
+        return 0
+    key, attempt = parts[0][1], parts[0][2]
+    points = Points.join([unpack(*row[5:]) for row in parts])
+    insert_chunks(db, run_id, attempt, max(row[3] for row in parts), batches.from_points({key: points}))
+    delete_chunks(db, [row[0] for row in parts])
+    note_span(db, run_id, key, int(points.steps[-1] - points.steps[0]))
+    return len(parts) - 1

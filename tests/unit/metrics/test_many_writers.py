@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from django.db import connection, connections
 
+from orchestrator.metrics import store
 from orchestrator.metrics.chunks import live_series
 from orchestrator.metrics.models import MetricChunk, MetricRollup, MetricSeries
 from orchestrator.metrics.selectors import series
@@ -27,9 +28,7 @@ def rows_for(steps):
 
 def state(run):
     """Everything derived storage holds about a run, arrival order aside."""
-    rollups = sorted(MetricRollup.objects.filter(run_id=run.pk).values_list(
-        "key", "width", "bucket", "n", "min_value", "min_step", "max_value", "max_step", "last_step", "last_value",
-        "last_special", "special_step", "special_kind"))
+    rollups = [r[:11] + r[12:] for r in store.merged_rollups(run.pk)] if connection.vendor == "postgresql" else []
     summaries = sorted(MetricSeries.objects.filter(run_id=run.pk).values_list(
         "key", "first_step", "last_step", "last_value", "last_special", "min_value", "max_value", "count"))
     pts = {k: (p.steps.tolist(), np.nan_to_num(p.values, nan=-1).tolist(), p.specials.tolist())
