@@ -161,14 +161,15 @@ def row_per_point_rate(batches: int) -> float:
         cols = parse_columns(rows)
         batch = batch_ops.sort_batch(cols)
         with transaction.atomic():
-            with store._raw_pg_cursor() as cur, cur.copy(
+            db = store.direct()
+            with db.cursor() as cur, cur.copy(
                     f"COPY {ROW_TABLE} (run_id, attempt, key, step, value, special, time, seq, superseded) "
                     "FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(["int8", "int4", "text", "int8", "float8", "int2", "float8", "int8", "bool"])
                 for row in zip(cols.keys, cols.steps, cols.values, cols.specials, cols.times, strict=True):
                     copy.write_row((run.pk, 1, *row, seq, False))
-            store.upsert_series(run.pk, batch_ops.key_summaries(batch))
-            store.merge_rollups(run.pk, batch_ops.rollup_rows(batch, store.LEVELS))
+            store.fold_series(db, run.pk, batch)
+            store.insert_rollups(db, run.pk, batch)
     return batches * BATCH / (time.perf_counter() - start)
 
 
@@ -180,6 +181,7 @@ def generate(run_ids: list[int], n: int, chunk: int = 1_000) -> None:
     from django.db import connection, transaction
 
     from orchestrator.metrics import store
+    from orchestrator.metrics.batches import from_points
     from orchestrator.metrics.chunks import Points
 
     rng = np.random.default_rng(0)
@@ -188,8 +190,8 @@ def generate(run_ids: list[int], n: int, chunk: int = 1_000) -> None:
             for seq, lo in enumerate(range(0, n, chunk), 1):
                 steps = np.arange(lo, min(n, lo + chunk), dtype=np.int64)
                 values = np.sin(steps / 5000.0) + rng.random(len(steps)) * 0.1
-                store.insert_chunks(rid, 1, seq, {KEY: Points(steps, values, np.zeros(len(steps), np.int8),
-                                                              1.7e9 + steps.astype(np.float64))})
+                store.insert_chunks(store.direct(), rid, 1, seq, from_points({KEY: Points(
+                    steps, values, np.zeros(len(steps), np.int8), 1.7e9 + steps.astype(np.float64))}))
             store.rebuild_series(rid)
             store.rebuild_rollups(rid)
     with connection.cursor() as cur:
@@ -762,6 +764,7 @@ def behind_rows(lengths: tuple[int, ...], repeats: int) -> list[tuple]:
     from django.db import transaction
 
     from orchestrator.metrics import store
+    from orchestrator.metrics.batches import from_points
     from orchestrator.metrics.chunks import Points
     from orchestrator.metrics.services import metrics_ingest
 
@@ -772,12 +775,11 @@ def behind_rows(lengths: tuple[int, ...], repeats: int) -> list[tuple]:
         with transaction.atomic():
             for seq, lo in enumerate(range(0, n, 1000), 1):
                 st = steps_all[lo:lo + 1000]
-                store.insert_chunks(run.pk, 1, seq, {KEY: Points(st, np.sin(st / 500.0), np.zeros(len(st), np.int8),
-                                                                  1.7e9 + st.astype(np.float64))})
+                store.insert_chunks(store.direct(), run.pk, 1, seq, from_points({KEY: Points(
+                    st, np.sin(st / 500.0), np.zeros(len(st), np.int8), 1.7e9 + st.astype(np.float64))}))
             store.rebuild_series(run.pk)
             store.rebuild_rollups(run.pk)
-        with store.connection.cursor() as cur:
-            cur.execute(f"UPDATE {store.STREAM} SET last_seq = %s WHERE run_id = %s", [n // 1000 + 1, run.pk])
+        store.direct().execute(f"UPDATE {store.STREAM} SET last_seq = %s WHERE run_id = %s", [n // 1000 + 1, run.pk])
 
         def batch(steps):
             return [{"step": int(s), "key": KEY, "value": 0.25, "time": 1.7e9 + int(s)} for s in steps]
