@@ -58,16 +58,18 @@ def write_batch(run_id: int, attempt: int, batch: SortedBatch, riders: Sequence[
     run's lock is not granted in time."""
     if not is_postgres():
         with transaction.atomic():
-            return _write(Statements(), run_id, attempt, batch, riders=(), commit=None)
+            db = Statements()
+            return _write(db, run_id, attempt, batch, riders=(), commit=None, prepared=store.prepare(db, batch))
     # BEGIN/COMMIT as statements, not psycopg's transaction(), which waits for each answer
     begin, commit, undo = (("SAVEPOINT opl_ingest", "RELEASE SAVEPOINT opl_ingest",
                             "ROLLBACK TO SAVEPOINT opl_ingest; RELEASE SAVEPOINT opl_ingest")
                            if connection.in_atomic_block else ("BEGIN", "COMMIT", "ROLLBACK"))
     try:
         with Statements(pipelined=True) as db:
+            prepared = store.prepare(db, batch)  # before the lock
             db.execute(begin)
             db.execute(lock_timeout_sql())
-            return _write(db, run_id, attempt, batch, riders=riders, commit=commit)
+            return _write(db, run_id, attempt, batch, riders=riders, commit=commit, prepared=prepared)
     except Exception as exc:
         _undo(undo)
         if isinstance(exc, psycopg.errors.LockNotAvailable):
@@ -75,7 +77,8 @@ def write_batch(run_id: int, attempt: int, batch: SortedBatch, riders: Sequence[
         raise
 
 
-def _write(db: Statements, run_id: int, attempt: int, batch: SortedBatch, *, riders, commit: str | None) -> Written:
+def _write(db: Statements, run_id: int, attempt: int, batch: SortedBatch, *, riders, commit: str | None,
+           prepared: store.Prepared) -> Written:
     first = int(batch.steps.min())
     seq_answer = store.next_seq(db, run_id)
     start_answer = store.note_attempt_start(db, run_id, attempt, first)
@@ -90,13 +93,13 @@ def _write(db: Statements, run_id: int, attempt: int, batch: SortedBatch, *, rid
         near = store.near_chunks(db, run_id, batch)  # the superseded chunks are out of the way now
         db.sync()
     fresh, changed = _take_out_stored(db, batch, near.rows())
-    store.insert_chunks(db, run_id, attempt, seq, batch)
+    store.insert_chunks(db, run_id, attempt, seq, batch, prepared=prepared)
     if restart_from is not None:
         store.rebuild_series(run_id, db=db)
         if db.postgres:
             store.rebuild_rollups(run_id, from_step=restart_from, db=db)
     else:
-        _fold(db, run_id, batch, fresh, changed)
+        _fold(db, run_id, batch, fresh, changed, prepared)
     store.note_progress(db, run_id, int(batch.steps.max()))
     for rider in riders:
         rider.send_writes(db.cursor())
@@ -135,9 +138,15 @@ def _take_out_stored(db: Statements, batch: SortedBatch, near: list[tuple]) -> t
     return fresh, changed
 
 
-def _fold(db: Statements, run_id: int, batch: SortedBatch, fresh: np.ndarray, changed: set[str]) -> None:
+def _fold(db: Statements, run_id: int, batch: SortedBatch, fresh: np.ndarray, changed: set[str],
+          prepared: store.Prepared) -> None:
     """Summaries and rollups: merged from the batch's own aggregates where its points are new to
     their key; recomputed over the touched steps where a stored value changed."""
+    if fresh.all() and not changed:  # the common batch: what was prepared before the lock
+        store.fold_series(db, run_id, None, prepared=prepared)
+        if db.postgres:
+            store.insert_rollups(db, run_id, None, prepared=prepared)
+        return
     new = batch.where(fresh)
     appended = new.only(set(new.key_names) - changed) if changed else new
     if len(appended):

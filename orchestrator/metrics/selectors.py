@@ -10,9 +10,8 @@ from django.db import connection, transaction
 
 from orchestrator.metrics import store
 from orchestrator.metrics.downsample import GroupAggregates, bucket_width, bucketize, points_from_aggregates
-from orchestrator.metrics.chunks import live_points
+from orchestrator.metrics.chunks import as_float, live_points
 from orchestrator.metrics.models import MetricAttempt, MetricSeries
-from orchestrator.metrics.services import as_float
 from trainer.metric_keys import direction, parse_directions
 
 DEFAULT_MAX_POINTS = 1500

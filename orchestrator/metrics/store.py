@@ -18,6 +18,7 @@ autovacuum, and each upsert of a hot bucket left a dead version behind).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 from django.db import transaction
@@ -53,6 +54,23 @@ def _nan_null(expr: str, db: Statements) -> str:
 
 def _rows(db: Statements, columns, data) -> tuple[str, list]:
     return Rows(columns, data, postgres=db.postgres).with_clause()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The row sources of a batch's chunks, summaries and rollups, built before the run's lock is
+    taken (a batch's numpy work and packing stay out of the run's serial section)."""
+
+    chunks: tuple[str, list]
+    series: tuple[str, list]
+    rollups: tuple[str, list] | None
+
+
+def prepare(db: Statements, batch: SortedBatch) -> Prepared:
+    return Prepared(chunks=_rows(db, batches.CHUNK_COLUMNS, batches.chunk_columns(batch)),
+                    series=_rows(db, batches.SUMMARY_COLUMNS, batches.key_summaries(batch)),
+                    rollups=_rows(db, batches.ROLLUP_COLUMNS, batches.rollup_columns(batch, LEVELS))
+                    if db.postgres else None)
 
 
 # --- the run's batch lock, attempts, progress ------------------------------------------------------
@@ -114,10 +132,10 @@ def chunks_by_id(db: Statements, ids: Iterable[int]) -> list[tuple]:
     return [(cid, key, attempt, seq, first, unpack(*blobs)) for cid, key, attempt, seq, first, *blobs in rows]
 
 
-def insert_chunks(db: Statements, run_id: int, attempt: int, seq: int, batch: SortedBatch, *,
-                  superseded: bool = False):
-    """One chunk per key of the batch."""
-    with_b, params = _rows(db, batches.CHUNK_COLUMNS, batches.chunk_columns(batch))
+def insert_chunks(db: Statements, run_id: int, attempt: int, seq: int, batch: SortedBatch | None, *,
+                  superseded: bool = False, prepared: Prepared | None = None):
+    """One chunk per key of the batch (or of the batch `prepared` was built from)."""
+    with_b, params = prepared.chunks if prepared else _rows(db, batches.CHUNK_COLUMNS, batches.chunk_columns(batch))
     return db.execute(
         with_b + f"INSERT INTO {CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, "
         "values, specials, times, sum_value, n_finite) SELECT %s, key, %s, %s, %s, first_step, last_step, n, steps, "
@@ -185,14 +203,18 @@ def _fold_series_sql(db: Statements) -> str:
     )
 
 
-def fold_series(db: Statements, run_id: int, batch: SortedBatch, *, count: bool = True):
+def fold_series(db: Statements, run_id: int, batch: SortedBatch | None, *, count: bool = True,
+                prepared: Prepared | None = None):
     """Fold the summaries of points new to their keys into the stored ones, whatever their steps:
     the later last point wins, extremes and counts combine. count=False folds only the step range
     and last point (keys whose changed values are recomputed afterwards)."""
-    columns = batches.key_summaries(batch)
-    if not count:
-        columns[7] = np.zeros(len(columns[7]), np.int64)
-    with_b, params = _rows(db, batches.SUMMARY_COLUMNS, columns)
+    if prepared:
+        with_b, params = prepared.series
+    else:
+        columns = batches.key_summaries(batch)
+        if not count:
+            columns[7] = np.zeros(len(columns[7]), np.int64)
+        with_b, params = _rows(db, batches.SUMMARY_COLUMNS, columns)
     return db.execute(with_b + _fold_series_sql(db), [*params, run_id])
 
 
@@ -238,10 +260,11 @@ _ROLLUP_FIELDS = ("n, min_value, min_step, max_value, max_step, last_step, last_
                   "special_step, special_kind")
 
 
-def insert_rollups(db: Statements, run_id: int, batch: SortedBatch):
+def insert_rollups(db: Statements, run_id: int, batch: SortedBatch | None, *, prepared: Prepared | None = None):
     """The batch's own buckets of every level, as partial rows (points new to their keys only:
     re-posted steps that change a value go through rebuild_rollups)."""
-    with_b, params = _rows(db, batches.ROLLUP_COLUMNS, batches.rollup_columns(batch, LEVELS))
+    with_b, params = prepared.rollups if prepared else _rows(db, batches.ROLLUP_COLUMNS,
+                                                             batches.rollup_columns(batch, LEVELS))
     return db.execute(
         with_b + f"INSERT INTO {ROLLUP} (run_id, key, width, bucket, {_ROLLUP_FIELDS}) SELECT %s, key, width, bucket, "
         "n, NULLIF(min_value, 'NaN'::float8), NULLIF(min_step, -1), NULLIF(max_value, 'NaN'::float8), "

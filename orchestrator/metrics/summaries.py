@@ -26,7 +26,7 @@ import numpy as np
 from django.db import connection
 from django.db.models import F, Q, Sum
 
-from orchestrator.metrics.chunks import unpack
+from orchestrator.metrics.chunks import as_float, unpack
 from orchestrator.metrics.models import MetricChunk, MetricSeries
 
 FIELDS = ("last", "min", "max", "tail_mean", "count", "last_step")
@@ -43,8 +43,6 @@ def run_summaries(run_ids: Iterable[int], keys: list[str] | None = None) -> dict
     """{run_id: {key: {"last", "min", "max", "tail_mean", "count", "last_step"}}} for the keys
     (all of each run's keys when None). Runs and keys without points are absent. One query, plus
     two per ~400 series whose points changed since their tail mean was last computed."""
-    from orchestrator.metrics.services import as_float
-
     rows = MetricSeries.objects.filter(run_id__in=list(run_ids))
     if keys is not None:
         rows = rows.filter(key__in=list(keys))
