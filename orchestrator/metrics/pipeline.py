@@ -1,7 +1,8 @@
 """The one write path of metric points: every batch, whatever its shape, on either database, takes
 the same steps (db.py sends them in round trips on PostgreSQL, one by one on SQLite).
 
-1. Before the run's lock: nothing but the batch (sorted, numpy; batches.py builds the columns).
+1. Before the run's lock: the rows of the batch's chunks, summaries and rollups (store.prepare;
+   numpy, packed for the wire), so the run's serial section holds no batch-sized work.
 2. First round trip: BEGIN, the lock timeout, the run's next batch number (which locks the run's
    stream row until commit), the attempt's start, the steps of the live chunks near the batch's
    steps (none for a key that appends), and the riders' reads (ingest_hooks.py: the alerts).
@@ -15,11 +16,12 @@ the same steps (db.py sends them in round trips on PostgreSQL, one by one on SQL
    (order-independent, so a batch behind a key's head costs what an append costs), the run's
    progress step, the riders' writes, COMMIT.
 
-So the common batch (an append, or new steps behind the head) costs two round trips and only
-inserts: it reads nothing stored but the steps near it, and rewrites no row but its run's. Outside a caller's transaction the path carries its own
-BEGIN/COMMIT; inside one (tests, a caller's atomic block) it runs in a savepoint. The stream row
-lock orders a run's batches and numbers them without gaps, in commit order; (run, attempt, key,
-step) is stored once, its last post winning.
+So the common batch (an append, or new steps behind the head) costs two round trips: it reads no
+stored points but the steps near its own, inserts its chunks and rollup rows, and upserts one
+summary row per key. Outside a caller's transaction the path carries its own BEGIN/COMMIT; inside
+one (tests, a caller's atomic block) it runs in a savepoint. The stream row lock orders a run's
+batches and numbers them without gaps, in commit order; (run, attempt, key, step) is stored once,
+its last post winning.
 """
 from __future__ import annotations
 

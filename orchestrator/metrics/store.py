@@ -26,7 +26,8 @@ from django.db import transaction
 from orchestrator.experiments.models import Run
 from orchestrator.metrics import batches
 from orchestrator.metrics.batches import SortedBatch
-from orchestrator.metrics.chunks import Columns, Points, live_series, pack, unpack  # noqa: F401 (Columns: schemas, live)
+from orchestrator.metrics.chunks import Columns  # noqa: F401 (schemas and live import it from here)
+from orchestrator.metrics.chunks import Points, live_series, pack, unpack
 from orchestrator.metrics.db import Statements, direct, is_postgres  # noqa: F401 (is_postgres: selectors)
 from orchestrator.metrics.models import MetricChunk, MetricRollup, MetricStream
 from orchestrator.metrics.rows import Rows
