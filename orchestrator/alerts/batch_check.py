@@ -3,10 +3,10 @@ trips (orchestrator/metrics/pipeline.py) as a rider it offers through its regist
 (orchestrator/metrics/ingest_hooks.py; registered in apps.py), so that a trainer's batch, which
 nearly always carries a watched key, costs what any other batch costs.
 
-1. With the pipeline's first round trip, after the run's stream row lock (which orders the run's
-   batches): the run's rule rows (the same query as services.effective_rules), the kinds already
-   fired in the run's attempt, and, when the batch carries train/reward_mean, the run's watch row,
-   created if missing and locked FOR UPDATE.
+1. With the write path's first round trip, before the run's stream row lock: the run's rule rows
+   (the same query as services.effective_rules), the kinds already fired in the run's attempt,
+   and, when the batch carries train/reward_mean, the run's watch row, created if missing and
+   locked FOR UPDATE (that lock orders the folds of the run's batches).
 2. Between the round trips, in this process: the pure checks (rules.check_batch), which fold the
    batch's reward steps into the watch row's track.
 3. With the second round trip, before its COMMIT: the watch row's new track. The fold commits or
@@ -60,7 +60,7 @@ class BatchCheck:
         return cls(run.pk, run.attempt, points)
 
     def send_reads(self, conn) -> None:
-        """Queue the reads in the pipeline, after the run's stream row lock (statements only: no wait)."""
+        """Queue the reads in the write path's first round trip (statements only: no wait)."""
         rules_cur, fired_cur = conn.cursor(), conn.cursor()
         sql, params = rule_rows_query(self.run_id)
         rules_cur.execute(sql, params)

@@ -16,9 +16,12 @@ the same steps (db.py sends them in round trips on PostgreSQL, one by one on SQL
    (order-independent, so a batch behind a key's head costs what an append costs), the run's
    progress step, the riders' writes, COMMIT.
 
-So the common batch (an append, or new steps behind the head) costs two round trips: it reads no
-stored points but the steps near its own, inserts its chunks and rollup rows, and upserts one
-summary row per key. Outside a caller's transaction the path carries its own BEGIN/COMMIT; inside
+The common batch (an append, or new steps behind the head) takes these steps in another order,
+so that the run's lock is held only while PostgreSQL runs its writes (_append): the first round
+trip reads the steps near the batch without the lock; the last takes the lock, checks that no
+batch committed since stored steps in the batch's ranges (else it starts over the way above), and
+writes. Two round trips either way: it reads no stored points but the steps near its own, inserts
+its chunks and rollup rows, and upserts one summary row per key. Outside a caller's transaction the path carries its own BEGIN/COMMIT; inside
 one (tests, a caller's atomic block) it runs in a savepoint. The stream row lock orders a run's
 batches and numbers them without gaps, in commit order; (run, attempt, key, step) is stored once,
 its last post winning.
@@ -62,31 +65,77 @@ def write_batch(run_id: int, attempt: int, batch: SortedBatch, riders: Sequence[
         with transaction.atomic():
             db = Statements()
             return _write(db, run_id, attempt, batch, riders=(), commit=None, prepared=store.prepare(db, batch))
+    prepared = store.prepare(Statements(), batch)  # before any lock
+    try:
+        return _in_transaction(lambda db, commit: _append(db, run_id, attempt, batch, riders, commit, prepared))
+    except store.NearStored:  # a batch committed meanwhile stored steps near this one, or a restart is due
+        return _in_transaction(lambda db, commit: _write(db, run_id, attempt, batch, riders=riders, commit=commit,
+                                                         prepared=prepared))
+
+
+def _in_transaction(write) -> Written:
+    """write(db, commit) in pipeline mode, in its own transaction (a savepoint inside a caller's)."""
     # BEGIN/COMMIT as statements, not psycopg's transaction(), which waits for each answer
     begin, commit, undo = (("SAVEPOINT opl_ingest", "RELEASE SAVEPOINT opl_ingest",
                             "ROLLBACK TO SAVEPOINT opl_ingest; RELEASE SAVEPOINT opl_ingest")
                            if connection.in_atomic_block else ("BEGIN", "COMMIT", "ROLLBACK"))
     try:
         with Statements(pipelined=True) as db:
-            prepared = store.prepare(db, batch)  # before the lock
             db.execute(begin)
             db.execute(lock_timeout_sql())
-            return _write(db, run_id, attempt, batch, riders=riders, commit=commit, prepared=prepared)
+            written = write(db, commit)
+        return written() if callable(written) else written
     except Exception as exc:
         _undo(undo)
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise Busy(str(exc)) from exc
+        if isinstance(exc, psycopg.errors.DivisionByZero):
+            raise store.NearStored(str(exc)) from exc
         raise
 
 
-def _write(db: Statements, run_id: int, attempt: int, batch: SortedBatch, *, riders, commit: str | None,
-           prepared: store.Prepared) -> Written:
-    first = int(batch.steps.min())
-    seq_answer = store.next_seq(db, run_id)
-    start_answer = store.note_attempt_start(db, run_id, attempt, first)
+def _append(db: Statements, run_id: int, attempt: int, batch: SortedBatch, riders, commit: str,
+            prepared: store.Prepared):
+    """The common batch with the run's lock held only while PostgreSQL runs the writes (no round
+    trip to this process inside it, so a run's writers overlap everything else): the stored steps
+    near the batch are read first, without the lock; the last round trip takes the lock and
+    checks (store.guard_append) that no batch committed since stored steps in the batch's ranges,
+    then writes and commits. A batch that meets a stored step continues the careful way (_write)
+    in the same transaction; a failed guard makes the caller start over that way."""
+    seen = store.committed_seq(db, run_id)
     near = store.near_chunks(db, run_id, batch)
     for rider in riders:
         rider.send_reads(db.conn)
+    db.sync()
+    if _meets_stored_steps(batch, near.rows()):
+        return _write(db, run_id, attempt, batch, riders=riders, commit=commit, prepared=prepared, reads_sent=True)
+    seq_answer = store.next_seq(db, run_id)
+    store.note_attempt_start(db, run_id, attempt, int(batch.steps.min()))
+    store.guard_append(db, run_id, attempt, batch, (seen.one() or (0,))[0])
+    store.insert_chunks(db, run_id, attempt, None, batch, prepared=prepared)
+    _fold(db, run_id, batch, np.ones(len(batch), dtype=bool), set(), prepared)
+    store.note_progress(db, run_id, int(batch.steps.max()))
+    for rider in riders:
+        rider.send_writes(db.cursor())
+    db.execute(commit)
+    return lambda: Written(seq=seq_answer.one()[0], restart_from=None)  # answered once the pipeline is synced
+
+
+def _meets_stored_steps(batch: SortedBatch, near: list[tuple]) -> bool:
+    ranges = batch.key_ranges()
+    return any(np.isin(np.frombuffer(steps, STEP), batch.steps[slice(*ranges[key])], assume_unique=True).any()
+               for _, key, steps in near)
+
+
+def _write(db: Statements, run_id: int, attempt: int, batch: SortedBatch, *, riders, commit: str | None,
+           prepared: store.Prepared, reads_sent: bool = False) -> Written:
+    """Any batch, the run's lock taken first: re-posted steps, a restart, and the demo's SQLite."""
+    first = int(batch.steps.min())
+    for rider in () if reads_sent else riders:  # before the run's lock, as _append sends them: one lock order
+        rider.send_reads(db.conn)
+    seq_answer = store.next_seq(db, run_id)
+    start_answer = store.note_attempt_start(db, run_id, attempt, first)
+    near = store.near_chunks(db, run_id, batch)
     db.sync()
     seq = seq_answer.one()[0]
     restart_from = None

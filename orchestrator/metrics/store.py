@@ -107,15 +107,19 @@ def last_seq(run_id: int) -> int:
 
 # --- chunks ------------------------------------------------------------------------------------
 
+def _key_ranges(db: Statements, batch: SortedBatch) -> tuple[str, list]:
+    """b(key, lo, hi): each key's first and last step in the batch."""
+    starts = batch.key_starts()
+    ends = np.r_[starts[1:], len(batch.steps)] - 1
+    return _rows(db, (("key", "text"), ("lo", "int8"), ("hi", "int8")),
+                 [[batch.key_names[i] for i in batch.key_index[starts].tolist()], batch.steps[starts], batch.steps[ends]])
+
+
 def near_chunks(db: Statements, run_id: int, batch: SortedBatch):
     """(id, key, steps) of the live chunks that may hold a step of the batch: a chunk that holds a
     step in a key's [lo, hi] ends in [lo, hi + the key's widest chunk] (the series' max_span), so
     the indexed scan reads the chunks near the batch, not the series; a key that appends finds none."""
-    starts = batch.key_starts()
-    ends = np.r_[starts[1:], len(batch.steps)] - 1
-    with_b, params = _rows(db, (("key", "text"), ("lo", "int8"), ("hi", "int8")),
-                           [[batch.key_names[i] for i in batch.key_index[starts].tolist()],
-                            batch.steps[starts], batch.steps[ends]])
+    with_b, params = _key_ranges(db, batch)
     return db.execute(
         with_b + f"SELECT c.id, c.key, c.steps FROM b JOIN {SERIES} s ON s.run_id = %s AND s.key = b.key "
         f"JOIN {CHUNK} c ON c.run_id = %s AND NOT c.superseded AND c.key = b.key "
@@ -133,14 +137,42 @@ def chunks_by_id(db: Statements, ids: Iterable[int]) -> list[tuple]:
     return [(cid, key, attempt, seq, first, unpack(*blobs)) for cid, key, attempt, seq, first, *blobs in rows]
 
 
-def insert_chunks(db: Statements, run_id: int, attempt: int, seq: int, batch: SortedBatch | None, *,
+def insert_chunks(db: Statements, run_id: int, attempt: int, seq: int | None, batch: SortedBatch | None, *,
                   superseded: bool = False, prepared: Prepared | None = None):
-    """One chunk per key of the batch (or of the batch `prepared` was built from)."""
+    """One chunk per key of the batch (or of the batch `prepared` was built from); seq None: the
+    number this transaction's NEXT_SEQ took."""
     with_b, params = prepared.chunks if prepared else _rows(db, batches.CHUNK_COLUMNS, batches.chunk_columns(batch))
+    seq_sql, seq_params = ("%s", [seq]) if seq is not None else (f"(SELECT last_seq FROM {STREAM} WHERE run_id = %s)",
+                                                                 [run_id])
     return db.execute(
         with_b + f"INSERT INTO {CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, "
-        "values, specials, times, sum_value, n_finite) SELECT %s, key, %s, %s, %s, first_step, last_step, n, steps, "
-        "values, specials, times, sum_value, n_finite FROM b", [*params, run_id, attempt, seq, superseded])
+        f"values, specials, times, sum_value, n_finite) SELECT %s, key, %s, {seq_sql}, %s, first_step, last_step, n, "
+        "steps, values, specials, times, sum_value, n_finite FROM b",
+        [*params, run_id, attempt, *seq_params, superseded])
+
+
+def committed_seq(db: Statements, run_id: int):
+    """The run's last committed batch number (no lock)."""
+    return db.execute(f"SELECT last_seq FROM {STREAM} WHERE run_id = %s", [run_id])
+
+
+class NearStored(Exception):
+    """The guard of an append found what it must not: see guard_append."""
+
+
+def guard_append(db: Statements, run_id: int, attempt: int, batch: SortedBatch, seen_seq: int):
+    """Under the run's lock (after NEXT_SEQ and the attempt's start): fail the transaction (a
+    division by zero, raised at the next sync as NearStored by the caller) when a batch committed
+    after `seen_seq` stored a chunk whose step range meets the batch's (its steps were not checked),
+    or when this batch starts a restart. Otherwise the append's unlocked check still holds: points
+    only leave chunks after seen_seq, never arrive in older ones."""
+    with_b, params = _key_ranges(db, batch)
+    return db.execute(
+        with_b + "SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM b JOIN " + CHUNK + " c ON c.run_id = %s "
+        "AND NOT c.superseded AND c.key = b.key AND c.last_step >= b.lo AND c.first_step <= b.hi AND c.seq > %s) "
+        f"OR EXISTS (SELECT 1 FROM {ATTEMPT} a WHERE a.run_id = %s AND a.attempt = %s AND a.attempt > 1 "
+        f"AND a.seq = (SELECT last_seq FROM {STREAM} WHERE run_id = %s)) THEN 0 ELSE 1 END)",
+        [*params, run_id, seen_seq, run_id, attempt, run_id])
 
 
 def rewrite_chunk(db: Statements, chunk_id: int, points: Points):

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection  # noqa: F401 (skipif expressions)
 
 from orchestrator.metrics import store
+from orchestrator.metrics.chunks import live_rows
 from orchestrator.metrics.db import direct
 from orchestrator.metrics.models import MetricRollup
 from orchestrator.metrics.rows import Rows
@@ -66,3 +67,23 @@ def test_compaction_merges_each_buckets_partial_rows_into_one(alice, tiny_config
     assert MetricRollup.objects.filter(run=run).count() == len(merged)
     assert store.merged_rollups(run.pk) == merged
     assert [r[3] for r in merged if r[1] == 4096] == [600]  # its count: every point once
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the unlocked append is PostgreSQL's")
+def test_an_append_checked_without_the_lock_is_refused_when_a_later_batch_stored_steps_in_its_range(alice, tiny_config):
+    import psycopg
+    from django.db import transaction
+
+    from orchestrator.metrics.batches import sort_batch
+    from orchestrator.metrics.schemas import parse_columns
+
+    run, _ = make_run(alice, tiny_config)
+    metrics_ingest(run=run, attempt=1, points=points("actor/m2", [10, 20]))  # batch 1
+    between = sort_batch(parse_columns(points("actor/m2", [15])))
+    db = direct()
+    store.guard_append(db, run.pk, 1, between, 1)  # seen batch 1: its steps were checked
+    with pytest.raises(psycopg.errors.DivisionByZero), transaction.atomic():
+        store.guard_append(db, run.pk, 1, between, 0)  # batch 1 came after what was seen
+    metrics_ingest(run=run, attempt=1, points=points("actor/m2", [15, 30]))  # and the path itself stores it
+    assert [step for step, _, _ in live_rows(run.pk, "actor/m2")] == [10, 15, 20, 30]
