@@ -16,15 +16,17 @@ the same steps (db.py sends them in round trips on PostgreSQL, one by one on SQL
    (order-independent, so a batch behind a key's head costs what an append costs), the run's
    progress step, the riders' writes, COMMIT.
 
-The common batch (an append, or new steps behind the head) takes these steps in another order,
-so that the run's lock is held only while PostgreSQL runs its writes (_append): the first round
-trip reads the steps near the batch without the lock; the last takes the lock, checks that no
-batch committed since stored steps in the batch's ranges (else it starts over the way above), and
-writes. Two round trips either way: it reads no stored points but the steps near its own, inserts
-its chunks and rollup rows, and upserts one summary row per key. Outside a caller's transaction the path carries its own BEGIN/COMMIT; inside
-one (tests, a caller's atomic block) it runs in a savepoint. The stream row lock orders a run's
-batches and numbers them without gaps, in commit order; (run, attempt, key, step) is stored once,
-its last post winning.
+The common batch (an append, or new steps behind a key's head where no stored chunk reaches) takes
+these steps in another order, so that the run's lock is held only while PostgreSQL runs its writes
+(_append): the first round trip reads the chunks near the batch without the lock (finding some, it
+goes on the way above, one round trip more); the last takes the lock, checks that no batch committed
+since stored steps in the batch's ranges (else it starts over the way above), and writes. Two round
+trips: it reads nothing stored, inserts its chunks and rollup rows, and upserts one summary row per
+key.
+
+Outside a caller's transaction the path carries its own BEGIN/COMMIT; inside one (tests, a caller's
+atomic block) it runs in a savepoint. The stream row lock orders a run's batches and numbers them
+without gaps, in commit order; (run, attempt, key, step) is stored once, its last post winning.
 """
 from __future__ import annotations
 
@@ -100,14 +102,15 @@ def _append(db: Statements, run_id: int, attempt: int, batch: SortedBatch, rider
     trip to this process inside it, so a run's writers overlap everything else): the stored steps
     near the batch are read first, without the lock; the last round trip takes the lock and
     checks (store.guard_append) that no batch committed since stored steps in the batch's ranges,
-    then writes and commits. A batch that meets a stored step continues the careful way (_write)
-    in the same transaction; a failed guard makes the caller start over that way."""
+    then writes and commits. A batch whose ranges reach stored chunks (a re-post, writers
+    interleaving steps) continues the careful way (_write) in the same transaction, one round trip
+    more; a failed guard makes the caller start over that way."""
     seen = store.committed_seq(db, run_id)
     near = store.near_chunks(db, run_id, batch)
     for rider in riders:
         rider.send_reads(db.conn)
     db.sync()
-    if _meets_stored_steps(batch, near.rows()):
+    if near.rows():  # stored chunks reach into the batch's ranges: re-posted or interleaved steps
         return _write(db, run_id, attempt, batch, riders=riders, commit=commit, prepared=prepared, reads_sent=True)
     seq_answer = store.next_seq(db, run_id)
     store.note_attempt_start(db, run_id, attempt, int(batch.steps.min()))
@@ -119,12 +122,6 @@ def _append(db: Statements, run_id: int, attempt: int, batch: SortedBatch, rider
         rider.send_writes(db.cursor())
     db.execute(commit)
     return lambda: Written(seq=seq_answer.one()[0], restart_from=None)  # answered once the pipeline is synced
-
-
-def _meets_stored_steps(batch: SortedBatch, near: list[tuple]) -> bool:
-    ranges = batch.key_ranges()
-    return any(np.isin(np.frombuffer(steps, STEP), batch.steps[slice(*ranges[key])], assume_unique=True).any()
-               for _, key, steps in near)
 
 
 def _write(db: Statements, run_id: int, attempt: int, batch: SortedBatch, *, riders, commit: str | None,
