@@ -165,14 +165,17 @@ def guard_append(db: Statements, run_id: int, attempt: int, batch: SortedBatch, 
     division by zero, raised at the next sync as NearStored by the caller) when a batch committed
     after `seen_seq` stored a chunk whose step range meets the batch's (its steps were not checked),
     or when this batch starts a restart. Otherwise the append's unlocked check still holds: points
-    only leave chunks after seen_seq, never arrive in older ones."""
+    only leave chunks after seen_seq, never arrive in older ones. Bounded like near_chunks (a chunk
+    that meets [lo, hi] ends by hi + max_span), so it reads the chunks near the batch, not every
+    later chunk of the key (without the bound its cost grew with the series)."""
     with_b, params = _key_ranges(db, batch)
     return db.execute(
-        with_b + "SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM b JOIN " + CHUNK + " c ON c.run_id = %s "
-        "AND NOT c.superseded AND c.key = b.key AND c.last_step >= b.lo AND c.first_step <= b.hi AND c.seq > %s) "
+        with_b + f"SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM b JOIN {SERIES} s ON s.run_id = %s AND s.key = b.key "
+        f"JOIN {CHUNK} c ON c.run_id = %s AND NOT c.superseded AND c.key = b.key AND c.last_step >= b.lo "
+        "AND c.last_step <= b.hi + s.max_span AND c.first_step <= b.hi AND c.seq > %s) "
         f"OR EXISTS (SELECT 1 FROM {ATTEMPT} a WHERE a.run_id = %s AND a.attempt = %s AND a.attempt > 1 "
         f"AND a.seq = (SELECT last_seq FROM {STREAM} WHERE run_id = %s)) THEN 0 ELSE 1 END)",
-        [*params, run_id, seen_seq, run_id, attempt, run_id])
+        [*params, run_id, run_id, seen_seq, run_id, attempt, run_id])
 
 
 def rewrite_chunk(db: Statements, chunk_id: int, points: Points):
