@@ -43,11 +43,12 @@ from pydantic.json_schema import SkipJsonSchema
 
 from trainer.benchmarks import BENCHMARK_SETS, MATH_PROMPT_TEMPLATE, QUESTION_SLOT, resolve_data_path
 
-OBJECTIVE_NAMES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")
+OBJECTIVE_NAMES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo")
+DUAL_CLIP_OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")  # = objectives.DUAL_CLIP_OBJECTIVES
 PROCEDURAL_EVAL_SETS = ("arithmetic",)
 KNOWN_EVAL_SETS = PROCEDURAL_EVAL_SETS + tuple(BENCHMARK_SETS)
 
-Objective = Literal["m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo"]
+Objective = Literal["m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo"]
 
 
 class _Section(BaseModel):
@@ -168,7 +169,9 @@ class AlgorithmConfig(_Section):
     objective: Objective = Field(
         "m2po",
         description="Policy loss: m2po (Algorithm 1 mask), m2po_cap (official capping variant), "
-        "grpo (PPO clip), no_clip, gspo (sequence ratio), decoupled_ppo (AReaL).",
+        "grpo (PPO clip), no_clip, gspo (sequence ratio), decoupled_ppo (AReaL), cispo (clipped "
+        "stop-gradient IS weight on log pi: no token loses its gradient), sapo (soft sigmoid gate "
+        "instead of a clip).",
     )
     tau_m2: float = Field(
         0.04, gt=0, description="M2PO threshold on the mean (log r)^2 (m2po_cap: the M2 budget)."
@@ -183,12 +186,59 @@ class AlgorithmConfig(_Section):
         None,
         ge=0,
         lt=1,
-        description="Lower clip range (grpo, gspo, decoupled_ppo), below 1 so that 1 - eps_low stays "
-        "positive; null: 0.2 (gspo 3e-4).",
+        description="Lower clip range (grpo, gspo, decoupled_ppo, cispo's weight), below 1 so that "
+        "1 - eps_low stays positive; null: 0.2 (gspo 3e-4; cispo: no lower bound, as MiniMax-M1).",
     )
     eps_high: float | None = Field(
-        None, ge=0, description="Upper clip range (grpo, gspo, decoupled_ppo); null: 0.2 (gspo 4e-4)."
+        None, ge=0, description="Upper clip range (grpo, gspo, decoupled_ppo, cispo's weight); null: 0.2 (gspo 4e-4)."
     )
+    dual_clip_c: float | None = Field(
+        None,
+        gt=1,
+        description="Dual clip: where A < 0, bound each token's objective below at c x A, so one token "
+        "with r >> 1 cannot dominate the update (dual-clip PPO; verl uses c = 3). Clipped tokens lose "
+        "their gradient. Applies to m2po, m2po_cap, grpo, no_clip, gspo, decoupled_ppo; null = off "
+        "(m2po stays the paper's).",
+    )
+    token_mask: bool = Field(
+        False,
+        description="Token masking (IcePop / MIS): tokens whose ratio lies outside [token_mask_low, "
+        "token_mask_high] are masked (no gradient).",
+    )
+    token_mask_ref: Literal["behaviour", "engine"] = Field(
+        "behaviour",
+        description="The ratio the token mask reads: 'behaviour' pi_theta / pi_behav (staleness); "
+        "'engine' pi_behav / pi_engine (trainer vs inference engine; needs rollout.behav_logp recompute).",
+    )
+    token_mask_low: float = Field(0.5, gt=0, description="Token mask: lowest ratio kept (IcePop: 0.5).")
+    token_mask_high: float = Field(5.0, gt=0, description="Token mask: highest ratio kept (IcePop: 5).")
+    seq_mask: bool = Field(
+        False,
+        description="Sequence masking (Geo-RS): every token of a sequence whose geometric-mean ratio "
+        "exp(mean log ratio) lies outside [seq_mask_low, seq_mask_high] is masked.",
+    )
+    seq_mask_ref: Literal["behaviour", "engine"] = Field(
+        "behaviour",
+        description="The ratio the sequence mask reads: 'behaviour' pi_theta / pi_behav; 'engine' "
+        "pi_behav / pi_engine (needs rollout.behav_logp recompute).",
+    )
+    seq_mask_low: float | None = Field(
+        None, gt=0, description="Sequence mask: lowest geometric-mean ratio kept; null = 1 / seq_mask_high."
+    )
+    seq_mask_high: float = Field(
+        1.001,
+        gt=1,
+        description="Sequence mask: highest geometric-mean ratio kept (verl's geo_rs preset: 1.001, "
+        "for the engine mismatch; stale behaviour ratios need a wider band).",
+    )
+    sq_log_ratio_coef: float = Field(
+        0.0,
+        ge=0,
+        description="Penalty beta x mean((log r)^2) added to the loss over every valid token "
+        "(prime-rl's kl_tau, 1e-3 there): the soft form of M2PO's mask. 0 = off.",
+    )
+    sapo_tau_pos: float = Field(1.0, gt=0, description="sapo: gate temperature where A > 0 (paper: 1.0).")
+    sapo_tau_neg: float = Field(1.05, gt=0, description="sapo: gate temperature where A <= 0 (paper: 1.05).")
     tis_cap: float | None = Field(
         None,
         gt=0,
@@ -508,6 +558,21 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
                 "set rollout.behav_logp: recompute",
             )
         )
+    if alg.dual_clip_c is not None and alg.objective not in DUAL_CLIP_OBJECTIVES:
+        problems.append(
+            ("algorithm.dual_clip_c", f"does not apply to {alg.objective}, whose weight is bounded already; "
+             f"it applies to {', '.join(DUAL_CLIP_OBJECTIVES)}")
+        )
+    for name, on, ref in (("token_mask", alg.token_mask, alg.token_mask_ref), ("seq_mask", alg.seq_mask, alg.seq_mask_ref)):
+        if on and ref == "engine" and roll.behav_logp != "recompute":
+            problems.append(
+                (f"algorithm.{name}_ref", "'engine' reads pi_behav (trainer recomputation) over the engine's "
+                 "log-probs; set rollout.behav_logp: recompute, or use 'behaviour'")
+            )
+    if alg.token_mask_low > alg.token_mask_high:
+        problems.append(("algorithm.token_mask_low", f"{alg.token_mask_low} is above token_mask_high ({alg.token_mask_high})"))
+    if alg.seq_mask_low is not None and alg.seq_mask_low > alg.seq_mask_high:
+        problems.append(("algorithm.seq_mask_low", f"{alg.seq_mask_low} is above seq_mask_high ({alg.seq_mask_high})"))
     if roll.behav_logp == "engine" and roll.top_p < 1:
         problems.append(
             (

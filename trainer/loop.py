@@ -24,6 +24,7 @@ import random
 import shutil
 import time
 from collections import defaultdict, deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -48,12 +49,14 @@ from trainer.distributed import (
 from trainer.metric_keys import is_known
 from trainer.m2po_scope import minibatch_m2po_keep
 from trainer.models import load_policy
+from trainer.counterfactual import counterfactual_variants, run_variant
+from trainer.diagnostics import engine_diagnostics, update_diagnostics
 from trainer.objectives import policy_loss_marked
 from trainer.precision import Precision
 from trainer.reporting import MetricSpool, Pusher, truncate_spool, write_offset
 from trainer.system_metrics import SystemSampler
 from trainer.rewards import MathVerifier, RewardBatch
-from trainer.samples import SampleRecorder
+from trainer.samples import SampleRecorder, train_due
 from trainer.rollout import Batch, HFEngine, make_batch, micro_batched_logprobs, recompute_behaviour_logp, token_logprobs
 from trainer.tasks import TEXT_ALPHABET, build_eval_sets, build_task
 
@@ -64,6 +67,19 @@ EX_TEMPFAIL = 75  # "stopped for requeue": the cluster's graceful-stop signal wa
 
 
 EX_CANCELLED = 130  # cancelled by a person: checkpointed, not to be requeued (see cli.py)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """One micro-batch as its loss saw it (detached): for the diagnostics and the counterfactual marks."""
+
+    rows: slice
+    logp: torch.Tensor | None  # (b, T); kept only on the recorded update
+    behav: torch.Tensor
+    adv_tok: torch.Tensor
+    rmask: torch.Tensor
+    log_r: torch.Tensor
+    params: dict
 
 
 class RewardFailure(RuntimeError):
@@ -117,7 +133,9 @@ class Trainer:
 
         self.policy = load_policy(cfg.model, self.alphabet, seed, self.device)
         if self.dist.is_main:
-            self.samples = SampleRecorder(cfg.samples, self.run_dir, self.policy.tokenizer, self.policy.eos_token_ids, cfg.algorithm.objective)
+            self.samples = SampleRecorder(cfg.samples, self.run_dir, self.policy.tokenizer, self.policy.eos_token_ids,
+                                          cfg.algorithm.objective, run_variant(cfg.algorithm))
+        self._recording = False  # every rank: the update being run is the one rank 0 records
         self.model = wrap_fsdp(self.policy.model, self.dist, self.precision.fsdp_policy())
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=alg.lr, weight_decay=alg.weight_decay)
@@ -348,12 +366,25 @@ class Trainer:
             "budget": alg.tau_m2,
             "eps_low": alg.eps_low,
             "eps_high": alg.eps_high,
+            "dual_clip_c": alg.dual_clip_c,
+            "token_mask": alg.token_mask,
+            "token_mask_ref": alg.token_mask_ref,
+            "token_mask_low": alg.token_mask_low,
+            "token_mask_high": alg.token_mask_high,
+            "seq_mask": alg.seq_mask,
+            "seq_mask_ref": alg.seq_mask_ref,
+            "seq_mask_low": alg.seq_mask_low,
+            "seq_mask_high": alg.seq_mask_high,
+            "sq_log_ratio_coef": alg.sq_log_ratio_coef,
+            "sapo_tau_pos": alg.sapo_tau_pos,
+            "sapo_tau_neg": alg.sapo_tau_neg,
             "agg": alg.loss_agg,
             # Dr. GRPO's constant normaliser; without it a micro-batch's padded width is used.
             "max_response_len": self.cfg.rollout.max_new_tokens,
         }
         if alg.tis_cap is not None:
             params["tis_cap"] = alg.tis_cap
+        if mb.rollout_logp is not None:  # TIS and the "engine" masks (also the counterfactual ones)
             params["rollout_logp"] = mb.rollout_logp[rows].to(self.device)
         if prox is not None:
             params["prox_logp"] = prox[rows].to(self.device)
@@ -389,18 +420,21 @@ class Trainer:
         keep = self._minibatch_m2po_keep(mb, adv, micro)
         stats: dict[str, float] = defaultdict(float)
         lows, highs, entropy_sum = [], [], 0.0
+        seen = []  # per micro-batch: what the loss saw, for the diagnostics and the counterfactual marks
         for start in range(0, n, micro):
             rows = slice(start, min(n, start + micro))
             rmask = mb.response_mask[rows].to(self.device)
             with self.precision.autocast():
                 logp, ent = token_logprobs(self.model, mb.input_ids[rows].to(self.device), mb.attention_mask[rows].to(self.device), mb.prompt_len, self.cfg.rollout.temperature, with_entropy=True)
             adv_tok = broadcast_to_tokens(adv[rows].to(self.device), rmask)
+            behav = mb.behav_logp[rows].to(self.device)
             params = self._loss_params(rows, mb, prox)
             if keep is not None:
                 params["m2po_keep"] = keep[rows].to(self.device)
-            loss, part, marks = policy_loss_marked(alg.objective, logp, mb.behav_logp[rows].to(self.device), adv_tok, rmask, **params)
+            loss, part, marks = policy_loss_marked(alg.objective, logp, behav, adv_tok, rmask, **params)
             if self.samples is not None and self.samples.armed:
-                self.samples.take(rows, marks)  # the rollout samples show this very loss's marks
+                self.samples.take(rows, marks, ent.detach(), adv[rows])  # the samples show this very loss's marks
+            seen.append(_Seen(rows, logp.detach() if self._recording else None, behav, adv_tok, rmask, marks.log_ratio, params))
             share = float(rmask.sum()) if token_weighted else float(rmask.shape[0])
             self.precision.backward(loss * (share * scale))
             entropy_sum += (ent * rmask).sum().item()
@@ -411,7 +445,42 @@ class Trainer:
         stats["actor/ratio_min"] = min(lows)
         stats["actor/ratio_max"] = max(highs)
         stats["actor/entropy"] = entropy_sum / max(1.0, float(mb.response_mask.sum()))
+        stats.update(update_diagnostics(*(torch.cat([getattr(s, f) for s in seen]) for f in ("log_r", "adv_tok", "rmask"))))
+        if self._recording:
+            self._record_counterfactuals(seen, micro < n)
         return stats
+
+    def _record_counterfactuals(self, seen: list["_Seen"], several_micro: bool) -> None:
+        """The marks every other correction would have made in this very update (docs/SAMPLES.md):
+        each variant's loss on the tensors the real loss saw, without gradient. m2po's mask takes the
+        run's scope (the whole minibatch across ranks: collective, so every rank runs this); m2po_cap
+        solves its tau per micro-batch as its loss does; the rest are row-local, so only the recorded
+        rows are evaluated."""
+        alg = self.cfg.algorithm
+        wanted = self.samples.recorded_rows if self.samples is not None else 0
+        for variant in counterfactual_variants(alg, has_engine=seen[0].params.get("rollout_logp") is not None):
+            keep = None
+            if variant.objective == "m2po" and alg.m2po_scope == "minibatch" and (several_micro or self.dist.enabled):
+                cat = {f: torch.cat([getattr(s, f) for s in seen]) for f in ("log_r", "adv_tok", "rmask")}
+                keep = minibatch_m2po_keep(cat["log_r"], cat["adv_tok"], cat["rmask"], alg.tau_m2, self.dist)
+            if self.samples is None:
+                continue
+            whole = variant.objective == "m2po_cap" or (variant.objective == "m2po" and keep is None)
+            for s in seen:
+                k = min(s.rows.stop, wanted) - s.rows.start  # this micro-batch's recorded rows
+                if k <= 0:
+                    continue
+                cut = slice(None) if whole else slice(0, k)
+                params = {**s.params, **variant.overrides}
+                params.pop("m2po_keep", None)
+                for name in ("rollout_logp", "prox_logp"):
+                    if params.get(name) is not None:
+                        params[name] = params[name][cut]
+                if keep is not None:
+                    params["m2po_keep"] = keep[s.rows][cut].to(self.device)
+                with torch.no_grad():
+                    _, _, marks = policy_loss_marked(variant.objective, s.logp[cut], s.behav[cut], s.adv_tok[cut], s.rmask[cut], **params)
+                self.samples.take_counterfactual(s.rows, variant.name, marks)
 
     def _minibatch_m2po_keep(self, mb: Batch, adv: torch.Tensor, micro: int) -> torch.Tensor | None:
         """m2po_scope minibatch: Algorithm 1 over the whole minibatch on every rank, from log-ratios
@@ -439,7 +508,8 @@ class Trainer:
             prox = micro_batched_logprobs(self.model, batch, self.cfg.rollout.temperature, self.cfg.train.micro_batch_size, self.device, self.precision)
         per_update: dict[str, list[float]] = defaultdict(list)
         staleness = []
-        record = self.samples is not None and self.samples.train_due(self.version, self.U, self.train_step)
+        record = train_due(self.cfg.samples, self.version, self.U, self.train_step)  # on every rank: counterfactual
+        # m2po masks over the minibatch are collective under torchrun
         t0 = time.perf_counter()
         for epoch in range(alg.epochs):
             order = list(range(n_groups))
@@ -449,9 +519,11 @@ class Trainer:
                 rows = torch.tensor([g * G + j for g in groups for j in range(G)])
                 mb = batch.select(rows)
                 staleness.append(self.version - mb.versions)
-                if record and epoch == alg.epochs - 1 and u == alg.updates_per_step - 1:
+                self._recording = record and epoch == alg.epochs - 1 and u == alg.updates_per_step - 1
+                if self._recording and self.samples is not None:
                     self.samples.arm(mb, self.version)  # the step's last update: its version is the metric step
                 stats = self.update(mb, adv[rows], None if prox is None else prox[rows])
+                self._recording = False
                 for k, v in stats.items():
                     per_update[k].append(v)
                 self.version += 1
@@ -483,6 +555,7 @@ class Trainer:
             metrics["actor/skipped_updates"] = float(self.precision.skipped_updates)
         if batch.rollout_logp is not None:
             metrics["rollout/engine_kl"] = ((batch.rollout_logp - batch.behav_logp) * batch.response_mask).sum().item() / max(1.0, batch.response_mask.sum().item())
+            metrics.update(engine_diagnostics(batch.rollout_logp, batch.behav_logp, batch.response_mask))
         self.samples_seen += sum_across(float(len(batch)), self.dist)
         self.tokens_seen += sum_across(lengths.sum().item(), self.dist)
         return metrics

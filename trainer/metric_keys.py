@@ -16,14 +16,22 @@ import fnmatch
 import re
 from collections.abc import Mapping
 
+from trainer.diagnostics import ENGINE_KEYS, UPDATE_KEYS
 from trainer.objectives import STATS_KEYS
 
 METRIC_KEYS: dict[str, str] = {
     # the objective's own stats (trainer/objectives.py), averaged over the step's updates
     "actor/pg_loss": "aggregated policy loss (-J)",
-    "actor/clip_frac": "fraction of valid tokens masked (m2po) or clipped (clip objectives)",
-    "actor/clip_frac_low": "... of them on the r < 1 side (A < 0)",
-    "actor/clip_frac_high": "... of them on the r > 1 side (A > 0)",
+    "actor/clip_frac": "fraction of valid tokens with no gradient: masked (m2po, token/sequence masks) or clipped (clip objectives, dual clip)",
+    "actor/clip_frac_low": "... of them with A < 0 (PPO's r < 1 side; the dual clip's r > c)",
+    "actor/clip_frac_high": "... of them with A > 0 (the r > 1 side)",
+    "actor/masked_frac": "fraction of valid tokens masked (m2po, token_mask, seq_mask): no gradient",
+    "actor/clipped_frac": "fraction of valid tokens clipped (PPO clip, m2po_cap, dual clip): no gradient",
+    "actor/reweighted_frac": "fraction of valid tokens reweighted, gradient kept (cispo's clipped weight, the TIS cap, sapo's gate <= 1/2)",
+    "actor/dual_clip_frac": "fraction of valid tokens where the dual clip's c x A bound is active (A < 0, r > c)",
+    "actor/token_mask_frac": "fraction of valid tokens the token mask removed (ratio outside [token_mask_low, token_mask_high])",
+    "actor/seq_mask_frac": "fraction of non-empty sequences the sequence mask removed (geometric-mean ratio outside its band)",
+    "actor/sq_log_ratio_penalty": "the penalty term beta x mean((log r)^2) in the loss (0 when off)",
     "actor/m2": "mean (log r)^2 over trust-region tokens before masking/clipping (M2)",
     "actor/m2_after": "the same over trust-region tokens still carrying gradient",
     "actor/m2_all": "mean (log r)^2 over all valid tokens",
@@ -33,6 +41,17 @@ METRIC_KEYS: dict[str, str] = {
     "actor/ratio_max": "largest r in the step",
     "actor/tr_frac": "fraction of valid tokens in the trust region",
     "actor/m2po_tau": "m2po: tau_m2; m2po_cap: solved tau on |log r|; others 0",
+    # trainer/diagnostics.py: over each update's whole minibatch, for every objective
+    "actor/ratio_pos_p50": "median r over tokens with A > 0",
+    "actor/ratio_pos_p99": "99th percentile (nearest rank) of r over tokens with A > 0",
+    "actor/ratio_pos_max": "largest r over tokens with A > 0 in the step",
+    "actor/ratio_neg_p50": "median r over tokens with A < 0",
+    "actor/ratio_neg_p99": "99th percentile (nearest rank) of r over tokens with A < 0",
+    "actor/ratio_neg_max": "largest r over tokens with A < 0 in the step: the runaway tail no mask or clip touches",
+    "actor/top_token_share_max": "largest share of sum r|A| carried by one token in an update of the step (1 = one token sets the direction)",
+    "actor/kl_k3": "K3 estimate of KL(pi_behav || pi_theta): mean of r - 1 - log r",
+    "actor/chi2": "chi^2(pi_theta || pi_behav) estimate: mean of (r - 1)^2",
+    "actor/ess_frac": "effective sample size of the weights r, as a fraction of the tokens: (sum r)^2 / (n sum r^2)",
     # training loop
     "actor/entropy": "mean token entropy of the current policy over trained response tokens (nats)",
     "actor/grad_norm": "global gradient norm before clipping, mean over the step's updates",
@@ -51,7 +70,10 @@ METRIC_KEYS: dict[str, str] = {
     "rollout/reward_mean": "mean reward of the batches generated during this step (the newest policy)",
     "rollout/queue_batches": "batches waiting in the stale queue (stale_k) or generator queue (async)",
     "rollout/dropped_frac": "async: fraction of samples discarded this step for exceeding max_staleness",
-    "rollout/engine_kl": "recompute: mean (engine log-prob - trainer log-prob) of sampled tokens",
+    "rollout/engine_kl": "recompute: mean (engine log-prob - trainer log-prob) of sampled tokens (K1: its terms cancel)",
+    "rollout/engine_abs_dlogp": "recompute: mean |engine log-prob - trainer log-prob| of sampled tokens",
+    "rollout/engine_abs_dlogp_max": "recompute: the largest |engine log-prob - trainer log-prob| of the step",
+    "rollout/engine_kl_k3": "recompute: K3 estimate of KL(pi_engine || pi_trainer), mean of rho - 1 - log rho, rho = pi_trainer / pi_engine",
     "reward/errors": "rewards of the trained batch that raised inside the reward function (scored 0, warned)",
     "reward/timeouts": "rewards of the trained batch that timed out (scored 0, warned)",
     "actor/skipped_updates": "float16: updates skipped so far because a gradient overflowed (loss scaling)",
@@ -95,6 +117,10 @@ DIRECTIONS: dict[str, str] = {
     "actor/skipped_updates": MIN, "rollout/staleness_mean": MIN, "rollout/staleness_min": MIN,
     "rollout/staleness_max": MIN, "rollout/dropped_frac": MIN, "rollout/engine_kl": MIN,
     "reward/errors": MIN, "reward/timeouts": MIN, "metrics/push_failures": MIN, "samples/push_failures": MIN,
+    "actor/masked_frac": MIN, "actor/clipped_frac": MIN, "actor/dual_clip_frac": MIN, "actor/token_mask_frac": MIN,
+    "actor/seq_mask_frac": MIN, "actor/ratio_neg_max": MIN, "actor/top_token_share_max": MIN, "actor/kl_k3": MIN,
+    "actor/chi2": MIN, "actor/ess_frac": MAX, "rollout/engine_abs_dlogp": MIN, "rollout/engine_abs_dlogp_max": MIN,
+    "rollout/engine_kl_k3": MIN,
     "perf/gen_s": MIN, "perf/train_s": MIN, "perf/weight_sync_s": MIN, "perf/wait_s": MIN, "perf/step_s": MIN,
 }
 PATTERN_DIRECTIONS = {
@@ -104,6 +130,7 @@ PATTERN_DIRECTIONS = {
 
 assert set(DIRECTIONS) <= set(METRIC_KEYS), "direction declared for a key missing from the table"
 assert set(STATS_KEYS) <= set(METRIC_KEYS), "objective stats missing from the metric table"
+assert set(UPDATE_KEYS + ENGINE_KEYS) <= set(METRIC_KEYS), "diagnostics missing from the metric table"
 
 
 def is_known(key: str) -> bool:

@@ -1,11 +1,12 @@
-"""Policy objectives: M2PO (paper Algorithm 1), the released code's capping variant, and baselines.
+"""Policy objectives: M2PO (paper Algorithm 1), the released code's capping variant, baselines, and
+the correction lab's objectives and options (issue 23).
 
 Interface (stable; the training loop builds on these names):
 
     policy_loss(name, logp, behav_logp, advantages, mask, **params) -> (loss, stats)
-    policy_loss_marked(...same...) -> (loss, stats, LossMarks): also the tokens masked or clipped
+    policy_loss_marked(...same...) -> (loss, stats, LossMarks): also what it did to each token
     m2po_mask(log_ratio, advantages, mask, tau) -> keep
-    OBJECTIVES, AGG_MODES, STATS_KEYS, LossParams
+    OBJECTIVES, DUAL_CLIP_OBJECTIVES, AGG_MODES, STATS_KEYS, LossParams
 
 Tensors, all shaped (batch, tokens) and of one floating dtype:
     logp        log pi_theta of each sampled token, with gradient
@@ -13,9 +14,8 @@ Tensors, all shaped (batch, tokens) and of one floating dtype:
     advantages  per token (see trainer.advantages.broadcast_to_tokens)
     mask        True (or 1) on valid response tokens; padding may hold any *finite* values
 
-`params` are the fields of `LossParams` below (tau_m2, budget, eps_low, eps_high, tis_cap,
-rollout_logp, prox_logp, agg, max_response_len). `loss` is a 0-d tensor to minimise (-J);
-`stats` maps the `STATS_KEYS` to Python floats.
+`params` are the fields of `LossParams` below. `loss` is a 0-d tensor to minimise (-J); `stats`
+maps the `STATS_KEYS` to Python floats.
 
 Notation: log r = logp - behav_logp, r = exp(log r), M2_i = (log r_i)^2. Trust-region tokens
 are the valid tokens with (A > 0 and r > 1) or (A < 0 and r < 1): the ones PPO's outer min can clip.
@@ -33,12 +33,42 @@ Objectives, as the per-token objective j; J aggregates j over the valid tokens (
                    eps (3e-4, 4e-4) and agg "seq-mean-token-mean" by default, as in GSPO.
     decoupled_ppo  AReaL: u = pi_theta / pi_prox (prox_logp required),
                    j = (pi_prox / pi_behav) min(u A, clip(u, 1 - eps_low, 1 + eps_high) A).
+    cispo          MiniMax-M1 (arXiv 2506.13585, eq. 4-5; verl `compute_policy_loss_cispo`):
+                   j = sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi_theta: the weight is clipped and
+                   carries no gradient, so every token keeps its gradient (the weight's). No lower
+                   bound by default (eps_low 1: "we did not impose a lower bound on the IS weight").
+    sapo           SAPO (Gao et al., arXiv 2511.20347; verl/SkyRL `sapo`): j = f(r) A with the soft
+                   gate f(r) = (4 / tau) sigmoid(tau (r - 1)), tau = sapo_tau_pos where A > 0 and
+                   sapo_tau_neg elsewhere (1.0 and 1.05, the paper's). d j / d log pi = g r A with
+                   g = 4 sigma (1 - sigma) in (0, 1], 1 on-policy: no hard clip anywhere.
 
-Truncated importance sampling (any objective): tis_cap=C multiplies j by the constant
-min(pi_behav / pi_rollout, C), where rollout_logp are the log-probs the inference engine reported
-while sampling and behav_logp the trainer's recomputation of the same policy. This is the paper's
-TIS ablation (Fig. 10; Yao et al.'s correction of the engine/trainer mismatch). C = 2 is
-`TIS_DEFAULT_CAP`; tis_cap=None (default) turns TIS off.
+Options (any objective unless said), applied in this order to j, each a term of its own:
+    dual_clip_c=c  dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games"; verl's
+                   clip_ratio_c, 3): where A < 0, j = max(j, c A), so a token with r >> 1 cannot pull
+                   the objective below c A. m2po, m2po_cap, grpo, no_clip, gspo, decoupled_ppo
+                   (DUAL_CLIP_OBJECTIVES); cispo and sapo already bound their weight. Off by default.
+    token_mask     IcePop (Ring-1T, arXiv 2510.18855) / MIS (verl rollout_rs "token"): j = 0 where the
+                   ratio rho lies outside [token_mask_low, token_mask_high] (default [0.5, 5]).
+                   token_mask_ref "behaviour": rho = pi_theta / pi_behav (detached); "engine":
+                   rho = pi_behav / pi_engine (rollout_logp), the trainer/inference mismatch.
+    seq_mask       Geo-RS (verl rollout_rs "geometric"): j = 0 on every token of a sequence whose
+                   geometric-mean ratio exp(mean_t log rho) lies outside [seq_mask_low, seq_mask_high]
+                   (low None: 1 / high); rho as for the token mask (seq_mask_ref).
+    tis_cap=C      truncated importance sampling: j times the constant min(pi_behav / pi_rollout, C),
+                   rollout_logp the engine's sampling log-probs and behav_logp the trainer's
+                   recomputation of the same policy. The paper's TIS ablation (Fig. 10; Yao et al.).
+                   C = 2 is `TIS_DEFAULT_CAP`; None (default) turns TIS off.
+    sq_log_ratio_coef=beta
+                   prime-rl's default loss (docs/algorithms.md, kl_tau 1e-3): loss += beta agg((log r)^2)
+                   over every valid token, with gradient; the soft cousin of M2PO's hard mask.
+Masked tokens stay in the normaliser (as M2PO's do); verl's rejection sampling drops them from it.
+
+What an objective does to a token (`LossMarks`; precedence masked > clipped > reweighted, so the
+three are disjoint): masked (a mask took it out: m2po, token_mask, seq_mask), clipped (a clip bound
+is active and its objective is constant: PPO's clip, m2po_cap, the dual clip), reweighted (it keeps a
+gradient, but its weight was changed from the plain ratio: cispo's clipped weight, the TIS cap where
+it binds, sapo where the gate at least halves the gradient, g <= 1/2). no_clip and the penalty
+mark nothing.
 
 Aggregation (`agg`; default per objective: "seq-mean-token-mean" for gspo, "token-mean" otherwise):
     token-mean               sum(j) / #valid tokens
@@ -78,15 +108,27 @@ from fractions import Fraction
 import torch
 from torch import Tensor
 
-OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")
+OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo")
+DUAL_CLIP_OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+MASK_REFS = ("behaviour", "engine")
+MARK_KINDS = ("masked", "clipped", "reweighted")
 TIS_DEFAULT_CAP = 2.0
+DUAL_CLIP_DEFAULT_C = 3.0  # verl's clip_ratio_c; what a counterfactual dual clip uses when the run sets none
+SAPO_REWEIGHTED_BELOW = 0.5  # sapo marks a token reweighted where its gate g <= this (the gradient at least halved)
 
 STATS_KEYS = (
-    "actor/pg_loss",  # the aggregated policy loss
-    "actor/clip_frac",  # fraction of valid tokens masked (m2po) or clipped (clip objectives)
-    "actor/clip_frac_low",  # ... of them, those on the r < 1 side (A < 0)
-    "actor/clip_frac_high",  # ... of them, those on the r > 1 side (A > 0)
+    "actor/pg_loss",  # the aggregated loss, penalty included
+    "actor/clip_frac",  # fraction of valid tokens with no gradient: masked or clipped
+    "actor/clip_frac_low",  # ... of them, those with A < 0 (PPO's r < 1 side; the dual clip's r > c)
+    "actor/clip_frac_high",  # ... of them, those with A > 0 (r > 1 side)
+    "actor/masked_frac",  # fraction of valid tokens masked (m2po, token_mask, seq_mask)
+    "actor/clipped_frac",  # ... clipped (PPO clip, m2po_cap, dual clip)
+    "actor/reweighted_frac",  # ... reweighted (cispo, the TIS cap, sapo's gate <= 1/2)
+    "actor/dual_clip_frac",  # ... where the dual clip's c A bound is active
+    "actor/token_mask_frac",  # ... removed by the token mask
+    "actor/seq_mask_frac",  # fraction of non-empty sequences removed by the sequence mask
+    "actor/sq_log_ratio_penalty",  # beta agg((log r)^2), the penalty term of the loss
     "actor/m2",  # mean (log r)^2 over trust-region tokens, before masking or clipping
     "actor/m2_after",  # the same over trust-region tokens that still carry gradient
     "actor/m2_all",  # mean (log r)^2 over all valid tokens
@@ -100,6 +142,7 @@ STATS_KEYS = (
 
 _OBJECTIVE_DEFAULTS = {
     "gspo": {"eps_low": 3e-4, "eps_high": 4e-4, "agg": "seq-mean-token-mean"},
+    "cispo": {"eps_low": 1.0},  # MiniMax-M1: no lower bound on the IS weight
 }
 
 
@@ -112,13 +155,33 @@ class LossParams:
     budget: float = 0.04
     """m2po_cap: M2 budget of the released code (its `M2_budget`)."""
     eps_low: float | None = None
-    """grpo, gspo, decoupled_ppo: lower clip range; None: 0.2 (gspo: 3e-4)."""
+    """grpo, gspo, decoupled_ppo, cispo: lower clip range; None: 0.2 (gspo: 3e-4; cispo: 1, no bound)."""
     eps_high: float | None = None
-    """grpo, gspo, decoupled_ppo: upper clip range; None: 0.2 (gspo: 4e-4)."""
+    """grpo, gspo, decoupled_ppo, cispo: upper clip range; None: 0.2 (gspo: 4e-4)."""
+    dual_clip_c: float | None = None
+    """Dual clip: where A < 0, j = max(j, c A); c > 1; None turns it off (DUAL_CLIP_OBJECTIVES only)."""
+    token_mask: bool = False
+    """Mask tokens whose ratio (token_mask_ref) lies outside [token_mask_low, token_mask_high]."""
+    token_mask_ref: str = "behaviour"
+    """"behaviour": rho = pi_theta / pi_behav; "engine": rho = pi_behav / pi_engine (rollout_logp)."""
+    token_mask_low: float = 0.5
+    token_mask_high: float = 5.0
+    seq_mask: bool = False
+    """Mask sequences whose geometric-mean ratio (seq_mask_ref) lies outside [seq_mask_low, seq_mask_high]."""
+    seq_mask_ref: str = "behaviour"
+    seq_mask_low: float | None = None
+    """None: 1 / seq_mask_high."""
+    seq_mask_high: float = 1.001
+    sq_log_ratio_coef: float = 0.0
+    """beta of the penalty beta agg((log r)^2); 0 turns it off."""
+    sapo_tau_pos: float = 1.0
+    """sapo: gate temperature where A > 0."""
+    sapo_tau_neg: float = 1.05
+    """sapo: gate temperature where A <= 0."""
     tis_cap: float | None = None
     """Truncated importance sampling cap C (TIS_DEFAULT_CAP = 2); None turns TIS off."""
     rollout_logp: Tensor | None = None
-    """TIS: the inference engine's log-probs of the sampled tokens, shape (batch, tokens)."""
+    """TIS and the "engine" masks: the inference engine's log-probs of the sampled tokens, (batch, tokens)."""
     prox_logp: Tensor | None = None
     """decoupled_ppo: log-probs of the proximal policy (before this update), shape (batch, tokens)."""
     agg: str | None = None
@@ -150,20 +213,24 @@ class _Batch:
 
 @dataclass(frozen=True)
 class LossMarks:
-    """Which tokens the objective took out of the gradient, as the loss computed it (no gradient).
+    """What the objective did to each valid token, as the loss computed it (no gradient).
 
-    kind      MARK_KINDS[name]: "masked" (m2po: Algorithm 1's mask M = 0), "clipped" (PPO-style:
-              the clip term won the min), or None (no_clip: nothing is ever marked)
-    tokens    (B, T) bool, True at the marked valid tokens: the very tensors behind actor/clip_frac
-    log_ratio (B, T) log pi_theta - log pi_behav as the loss saw it, 0 on padding
+    masked     (B, T) bool: a mask took the token out of the gradient
+    clipped    (B, T) bool: a clip bound is active, the token's objective is a constant
+    reweighted (B, T) bool: the token keeps a gradient, with its weight changed from the plain ratio
+    log_ratio  (B, T) log pi_theta - log pi_behav as the loss saw it, 0 on padding
+    The three are disjoint (precedence masked > clipped > reweighted) and False on padding.
     """
 
-    kind: str | None
-    tokens: Tensor
+    masked: Tensor
+    clipped: Tensor
+    reweighted: Tensor
     log_ratio: Tensor
 
-
-MARK_KINDS = {"m2po": "masked", "m2po_cap": "clipped", "grpo": "clipped", "no_clip": None, "gspo": "clipped", "decoupled_ppo": "clipped"}
+    @property
+    def no_gradient(self) -> Tensor:
+        """The tokens behind actor/clip_frac: masked or clipped."""
+        return self.masked | self.clipped
 
 
 def policy_loss(
@@ -177,7 +244,7 @@ def policy_loss(
 def policy_loss_marked(
     name: str, logp: Tensor, behav_logp: Tensor, advantages: Tensor, mask: Tensor, **params
 ) -> tuple[Tensor, dict[str, float], LossMarks]:
-    """`policy_loss`, and the tokens it masked or clipped (`LossMarks`), for the rollout samples."""
+    """`policy_loss`, and what it did to each token (`LossMarks`), for the rollout samples."""
     p = _validate(name, logp, behav_logp, advantages, mask, params)
     mask = mask.bool()
     pad = ~mask  # (B, T)
@@ -189,19 +256,28 @@ def policy_loss_marked(
         m2 = log_r.detach().masked_fill(~trust, 0.0).square_()  # (B, T) M2_i on the trust region
     batch = _Batch(logp, behav_logp, log_r, adv, mask, trust, m2)
 
-    j, clipped_low, clipped_high, extra = _SURROGATES[name](batch, p)  # j: (B, T) per-token objective
+    j, marks, extra = _SURROGATES[name](batch, p)  # j: (B, T) per-token objective, 0 on padding
+    if p.dual_clip_c is not None:
+        j, marks, extra["actor/dual_clip_frac"] = _dual_clip(j, batch, marks, p.dual_clip_c)
+    if p.token_mask:
+        j, marks, extra["actor/token_mask_frac"] = _token_mask(j, batch, marks, p)
+    if p.seq_mask:
+        j, marks, extra["actor/seq_mask_frac"] = _seq_mask(j, batch, marks, p)
     if p.tis_cap is not None:
-        tis_weight = torch.exp((behav_logp - p.rollout_logp).masked_fill_(pad, 0.0)).clamp_(max=p.tis_cap)
-        j = j * tis_weight  # (B, T) min(pi_behav / pi_rollout, C) j
+        j, marks = _tis(j, batch, marks, p)
     loss = -_aggregate(j, mask, p.agg, p.max_response_len)
+    if p.sq_log_ratio_coef:
+        penalty = p.sq_log_ratio_coef * _aggregate(log_r.square(), mask, p.agg, p.max_response_len)  # beta agg((log r)^2)
+        loss = loss + penalty
+        extra["actor/sq_log_ratio_penalty"] = float(penalty.detach())
 
     if bool(torch.isnan(loss)):
         raise ValueError(
             f"logp: the {name} loss is NaN because an importance ratio overflows "
             f"{logp.dtype} (largest log r = {float(log_r.detach().max()):.4g})"
         )
-    marks = LossMarks(MARK_KINDS[name], (clipped_low | clipped_high).detach(), log_r.detach())
-    return loss, _stats(loss, batch, clipped_low, clipped_high, extra), marks
+    out = LossMarks(marks.masked, marks.clipped, marks.reweighted, log_r.detach())
+    return loss, _stats(loss, batch, out, extra), out
 
 
 def m2po_mask(log_ratio: Tensor, advantages: Tensor, mask: Tensor, tau: float) -> Tensor:
@@ -233,10 +309,36 @@ def _trust_region(log_r: Tensor, adv: Tensor) -> Tensor:
     return ((adv > 0) & (log_r > 0)) | ((adv < 0) & (log_r < 0))
 
 
+@dataclass(frozen=True)
+class _Marks:
+    """(B, T) bool each, disjoint, False on padding; see LossMarks."""
+
+    masked: Tensor
+    clipped: Tensor
+    reweighted: Tensor
+
+    @staticmethod
+    def none(like: Tensor) -> "_Marks":
+        zeros = torch.zeros_like(like, dtype=torch.bool)
+        return _Marks(zeros, zeros, zeros)
+
+    def mask(self, out: Tensor) -> "_Marks":
+        """`out` masked on top: masked wins over the other two."""
+        return _Marks(self.masked | out, self.clipped & ~out, self.reweighted & ~out)
+
+    def clip(self, out: Tensor) -> "_Marks":
+        """`out` clipped on top of tokens not already masked."""
+        out = out & ~self.masked
+        return _Marks(self.masked, self.clipped | out, self.reweighted & ~out)
+
+    def reweight(self, out: Tensor) -> "_Marks":
+        """`out` reweighted where the token still has a gradient."""
+        return _Marks(self.masked, self.clipped, self.reweighted | (out & ~self.masked & ~self.clipped))
+
+
 # ---------------------------------------------------------------------------------------------
-# Surrogates. Each returns (j, clipped_low, clipped_high, extra): j (B, T) is the per-token
-# objective to maximise, 0 on padding; clipped_low / clipped_high mark the valid tokens masked or
-# clipped on the A < 0 (r < 1) and A > 0 (r > 1) sides; extra holds objective-specific stats.
+# Surrogates. Each returns (j, marks, extra): j (B, T) is the per-token objective to maximise, 0 on
+# padding; marks (`_Marks`) what it did to each valid token; extra holds objective-specific stats.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -247,29 +349,27 @@ def _m2po(b: _Batch, p: LossParams):
         dropped = _greedy_m2_drop(b.m2_trust, int(torch.count_nonzero(b.trust)), p.tau_m2)  # (B, T)
     masked_ratio = torch.exp(b.log_r.masked_fill(dropped, -math.inf))  # (B, T) M r: exactly 0 where M = 0
     j = masked_ratio * b.adv  # (B, T) M r A; 0 on padding, where A = 0
-    return j, dropped & (b.adv < 0), dropped & (b.adv > 0), {"actor/m2po_tau": p.tau_m2}
+    return j, _Marks.none(b.mask).mask(dropped), {"actor/m2po_tau": p.tau_m2}
 
 
 def _m2po_cap(b: _Batch, p: LossParams):
     tau = _solve_cap_tau(b.m2_trust[b.trust], p.budget)
     ratio = torch.exp(b.log_r)  # (B, T)
     if tau is None:  # mean M2 within the budget: the released code sets no constraint
-        none = torch.zeros_like(b.mask)
-        return ratio * b.adv, none, none, {"actor/m2po_tau": 0.0}
-    j, low, high = _ppo_clip(ratio, b.adv, math.exp(-tau), math.exp(tau))
-    return j, low, high, {"actor/m2po_tau": tau}
+        return ratio * b.adv, _Marks.none(b.mask), {"actor/m2po_tau": 0.0}
+    j, clipped = _ppo_clip(ratio, b.adv, math.exp(-tau), math.exp(tau))
+    return j, _Marks.none(b.mask).clip(clipped), {"actor/m2po_tau": tau}
 
 
 def _grpo(b: _Batch, p: LossParams):
     ratio = torch.exp(b.log_r)  # (B, T)
-    j, low, high = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
-    return j, low, high, {}
+    j, clipped = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
+    return j, _Marks.none(b.mask).clip(clipped), {}
 
 
 def _no_clip(b: _Batch, p: LossParams):
     ratio = torch.exp(b.log_r)  # (B, T)
-    none = torch.zeros_like(b.mask)
-    return ratio * b.adv, none, none, {}
+    return ratio * b.adv, _Marks.none(b.mask), {}
 
 
 def _gspo(b: _Batch, p: LossParams):
@@ -277,8 +377,8 @@ def _gspo(b: _Batch, p: LossParams):
     seq_log_s = b.log_r.detach().sum(dim=1) / lengths  # (B,) log s_i: mean token log-ratio
     log_s = seq_log_s[:, None] + (b.logp - b.logp.detach())  # (B, T) value log s_i, gradient of log pi_t
     ratio = torch.exp(log_s)  # (B, T)
-    j, low, high = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
-    return j, low, high, {}
+    j, clipped = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
+    return j, _Marks.none(b.mask).clip(clipped), {}
 
 
 def _decoupled_ppo(b: _Batch, p: LossParams):
@@ -286,8 +386,30 @@ def _decoupled_ppo(b: _Batch, p: LossParams):
     pad = ~b.mask
     ratio = torch.exp((b.logp - prox_logp).masked_fill_(pad, 0.0))  # (B, T) u = pi_theta / pi_prox
     behav_weight = torch.exp((prox_logp - b.behav_logp).masked_fill_(pad, 0.0))  # (B, T) pi_prox / pi_behav
-    j, low, high = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
-    return behav_weight * j, low, high, {}
+    j, clipped = _ppo_clip(ratio, b.adv, 1.0 - p.eps_low, 1.0 + p.eps_high)
+    return behav_weight * j, _Marks.none(b.mask).clip(clipped), {}
+
+
+def _cispo(b: _Batch, p: LossParams):
+    with torch.no_grad():
+        ratio = torch.exp(b.log_r.detach())  # (B, T) r
+        low, high = 1.0 - p.eps_low, 1.0 + p.eps_high
+        weight = ratio.clamp(low, high)  # (B, T) sg(clip(r, 1 - eps_low, 1 + eps_high))
+        truncated = b.mask & (b.adv != 0) & ((ratio < low) | (ratio > high))
+    logp = b.logp.masked_fill(~b.mask, 0.0)  # (B, T) padding may hold any finite value
+    j = weight * b.adv * logp  # (B, T) sg(w) A log pi
+    return j, _Marks.none(b.mask).reweight(truncated), {}
+
+
+def _sapo(b: _Batch, p: LossParams):
+    ratio = torch.exp(b.log_r)  # (B, T) r, with gradient
+    tau = torch.where(b.adv > 0, p.sapo_tau_pos, p.sapo_tau_neg).to(ratio.dtype)  # (B, T)
+    gate = torch.sigmoid(tau * (ratio - 1.0))  # (B, T) sigma(tau (r - 1))
+    j = (4.0 / tau) * gate * b.adv  # (B, T) f(r) A
+    with torch.no_grad():
+        g = 4.0 * gate * (1.0 - gate)  # (B, T) the gradient's weight against plain r A
+        halved = b.mask & (b.adv != 0) & (g <= SAPO_REWEIGHTED_BELOW)
+    return j, _Marks.none(b.mask).reweight(halved), {}
 
 
 _SURROGATES = {
@@ -297,8 +419,10 @@ _SURROGATES = {
     "no_clip": _no_clip,
     "gspo": _gspo,
     "decoupled_ppo": _decoupled_ppo,
+    "cispo": _cispo,
+    "sapo": _sapo,
 }
-assert tuple(_SURROGATES) == OBJECTIVES == tuple(MARK_KINDS)
+assert tuple(_SURROGATES) == OBJECTIVES
 
 
 def _ppo_clip(ratio: Tensor, adv: Tensor, low_bound: float, high_bound: float):
@@ -308,9 +432,59 @@ def _ppo_clip(ratio: Tensor, adv: Tensor, low_bound: float, high_bound: float):
     j = torch.minimum(unclipped, clipped)  # (B, T)
     with torch.no_grad():
         active = clipped < unclipped  # (B, T); never on padding, where A = 0
-        low = active & (adv < 0)
-        high = active & (adv > 0)
-    return j, low, high
+    return j, active
+
+
+# ---------------------------------------------------------------------------------------------
+# Options, applied to j in order. Each returns the new j and marks (and its own stat).
+# ---------------------------------------------------------------------------------------------
+
+
+def _dual_clip(j: Tensor, b: _Batch, marks: _Marks, c: float):
+    """Where A < 0: j = max(j, c A); the bound is a constant, so the token loses its gradient."""
+    bound = c * b.adv  # (B, T)
+    with torch.no_grad():
+        active = (b.adv < 0) & (bound > j)  # (B, T); never on padding, where A = 0
+    j = torch.where(active, bound, j)
+    return j, marks.clip(active), _frac(active, b.mask)
+
+
+def _mask_log_ratio(b: _Batch, p: LossParams, ref: str) -> Tensor:
+    """log rho of the masks, detached, 0 on padding: behaviour log r, or engine log pi_behav - log pi_engine."""
+    if ref == "behaviour":
+        return b.log_r.detach()
+    return (b.behav_logp - p.rollout_logp.detach()).masked_fill_(~b.mask, 0.0)
+
+
+def _token_mask(j: Tensor, b: _Batch, marks: _Marks, p: LossParams):
+    with torch.no_grad():
+        rho = torch.exp(_mask_log_ratio(b, p, p.token_mask_ref))  # (B, T)
+        out = b.mask & ((rho < p.token_mask_low) | (rho > p.token_mask_high))
+    return j.masked_fill(out, 0.0), marks.mask(out), _frac(out, b.mask)
+
+
+def _seq_mask(j: Tensor, b: _Batch, marks: _Marks, p: LossParams):
+    with torch.no_grad():
+        lengths = b.mask.sum(dim=1)  # (B,)
+        log_geo = _mask_log_ratio(b, p, p.seq_mask_ref).sum(dim=1) / lengths.clamp(min=1)  # (B,) mean_t log rho
+        geo = torch.exp(log_geo)  # (B,) the geometric-mean ratio
+        low = p.seq_mask_low if p.seq_mask_low is not None else 1.0 / p.seq_mask_high
+        out_seq = (lengths > 0) & ((geo < low) | (geo > p.seq_mask_high))  # (B,)
+        out = out_seq[:, None] & b.mask  # (B, T)
+        frac = int(torch.count_nonzero(out_seq)) / max(int(torch.count_nonzero(lengths)), 1)
+    return j.masked_fill(out, 0.0), marks.mask(out), frac
+
+
+def _tis(j: Tensor, b: _Batch, marks: _Marks, p: LossParams):
+    with torch.no_grad():
+        engine_ratio = torch.exp((b.behav_logp - p.rollout_logp.detach()).masked_fill_(~b.mask, 0.0))  # (B, T)
+        capped = b.mask & (b.adv != 0) & (engine_ratio > p.tis_cap)
+    weight = engine_ratio.clamp(max=p.tis_cap)  # (B, T) min(pi_behav / pi_rollout, C)
+    return j * weight, marks.reweight(capped)
+
+
+def _frac(tokens: Tensor, mask: Tensor) -> float:
+    return int(torch.count_nonzero(tokens)) / max(int(torch.count_nonzero(mask)), 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,14 +658,15 @@ def _aggregate(j: Tensor, mask: Tensor, agg: str, max_response_len: int | None) 
 
 
 @torch.no_grad()
-def _stats(loss: Tensor, b: _Batch, clipped_low: Tensor, clipped_high: Tensor, extra: dict) -> dict[str, float]:
+def _stats(loss: Tensor, b: _Batch, marks: LossMarks, extra: dict) -> dict[str, float]:
     """The STATS_KEYS as floats. Means over an empty set are 0 (ratios: 1). Consumes b.m2_trust."""
     log_r = b.log_r.detach()  # (B, T), 0 on padding
     n_valid = int(torch.count_nonzero(b.mask))
     n_pad = b.mask.numel() - n_valid
     n_trust = int(torch.count_nonzero(b.trust))
-    n_low, n_high = int(torch.count_nonzero(clipped_low)), int(torch.count_nonzero(clipped_high))
-    dropped = clipped_low | clipped_high  # (B, T)
+    dropped = marks.no_gradient  # (B, T)
+    n_low, n_high = int(torch.count_nonzero(dropped & (b.adv < 0))), int(torch.count_nonzero(dropped & (b.adv > 0)))
+    n_dropped = int(torch.count_nonzero(dropped))
     n_trust_after = n_trust - int(torch.count_nonzero(dropped & b.trust))
     m2_sum = float(b.m2_trust.sum())
     m2_sum_after = float(b.m2_trust.masked_fill_(dropped, 0.0).sum())
@@ -507,9 +682,16 @@ def _stats(loss: Tensor, b: _Batch, clipped_low: Tensor, clipped_high: Tensor, e
     denom = max(n_valid, 1)
     stats = {
         "actor/pg_loss": float(loss.detach()),
-        "actor/clip_frac": (n_low + n_high) / denom,
+        "actor/clip_frac": n_dropped / denom,
         "actor/clip_frac_low": n_low / denom,
         "actor/clip_frac_high": n_high / denom,
+        "actor/masked_frac": int(torch.count_nonzero(marks.masked)) / denom,
+        "actor/clipped_frac": int(torch.count_nonzero(marks.clipped)) / denom,
+        "actor/reweighted_frac": int(torch.count_nonzero(marks.reweighted)) / denom,
+        "actor/dual_clip_frac": 0.0,
+        "actor/token_mask_frac": 0.0,
+        "actor/seq_mask_frac": 0.0,
+        "actor/sq_log_ratio_penalty": 0.0,
         "actor/m2": m2_sum / max(n_trust, 1),
         "actor/m2_after": m2_sum_after / max(n_trust_after, 1),
         "actor/m2_all": float(torch.dot(flat, flat)) / denom,
@@ -553,7 +735,7 @@ def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
         value = getattr(p, field)
         if not _is_number(value) or not (0 <= value < math.inf):
             raise ValueError(f"{field}: must be a finite number >= 0, got {value!r}")
-    if p.eps_low >= 1:
+    if p.eps_low >= 1 and not (name == "cispo" and p.eps_low == 1):  # cispo's default 1: no lower bound
         raise ValueError(f"eps_low: must be < 1 (the lower bound 1 - eps_low must stay positive), got {p.eps_low!r}")
     if p.agg not in AGG_MODES:
         raise ValueError(f"agg: unknown aggregation {p.agg!r}; known: {', '.join(AGG_MODES)}")
@@ -561,12 +743,12 @@ def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
         isinstance(p.max_response_len, bool) or not isinstance(p.max_response_len, int) or p.max_response_len < 1
     ):
         raise ValueError(f"max_response_len: must be a positive int, got {p.max_response_len!r}")
-    if p.tis_cap is not None:
-        _check_positive("tis_cap", p.tis_cap)
-        if p.rollout_logp is None:
-            raise ValueError("rollout_logp: required when tis_cap is set (the engine's sampling log-probs)")
-        _check_tensor("rollout_logp", p.rollout_logp, logp)
-    elif p.rollout_logp is not None:
+    _validate_options(name, p)
+    needs_engine = [f for f, on in (("tis_cap", p.tis_cap is not None), ("token_mask_ref", p.token_mask and p.token_mask_ref == "engine"),
+                                    ("seq_mask_ref", p.seq_mask and p.seq_mask_ref == "engine")) if on]
+    if needs_engine and p.rollout_logp is None:
+        raise ValueError(f"rollout_logp: required by {needs_engine[0]} (the engine's sampling log-probs)")
+    if p.rollout_logp is not None:
         _check_tensor("rollout_logp", p.rollout_logp, logp)
     if p.m2po_keep is not None:
         if not isinstance(p.m2po_keep, Tensor) or p.m2po_keep.shape != logp.shape:
@@ -577,6 +759,31 @@ def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
     if p.prox_logp is not None:
         _check_tensor("prox_logp", p.prox_logp, logp)
     return p
+
+
+def _validate_options(name: str, p: LossParams) -> None:
+    if p.tis_cap is not None:
+        _check_positive("tis_cap", p.tis_cap)
+    if p.dual_clip_c is not None:
+        if not _is_number(p.dual_clip_c) or not (1 < p.dual_clip_c < math.inf):
+            raise ValueError(f"dual_clip_c: must be a finite number > 1 (it bounds j at c A below the clip), got {p.dual_clip_c!r}")
+        if name not in DUAL_CLIP_OBJECTIVES:
+            raise ValueError(f"dual_clip_c: does not apply to {name}, whose weight is bounded already; "
+                             f"it applies to {', '.join(DUAL_CLIP_OBJECTIVES)}")
+    for prefix in ("token_mask", "seq_mask"):
+        ref = getattr(p, f"{prefix}_ref")
+        if ref not in MASK_REFS:
+            raise ValueError(f"{prefix}_ref: unknown reference {ref!r}; known: {', '.join(MASK_REFS)}")
+        high, low = getattr(p, f"{prefix}_high"), getattr(p, f"{prefix}_low")
+        _check_positive(f"{prefix}_high", high)
+        if low is not None:
+            _check_positive(f"{prefix}_low", low)
+        if (low if low is not None else 1.0 / high) > high:
+            raise ValueError(f"{prefix}_low: must not exceed {prefix}_high ({high!r}), got {low!r}")
+    if not _is_number(p.sq_log_ratio_coef) or not (0 <= p.sq_log_ratio_coef < math.inf):
+        raise ValueError(f"sq_log_ratio_coef: must be a finite number >= 0, got {p.sq_log_ratio_coef!r}")
+    _check_positive("sapo_tau_pos", p.sapo_tau_pos)
+    _check_positive("sapo_tau_neg", p.sapo_tau_neg)
 
 
 def _is_number(value) -> bool:

@@ -6,24 +6,31 @@ One job: choose the rows, build the spool records, keep them bounded, append the
 
     {"kind": "train"|"eval", "step", "index", "eval_set", "prompt", "response", "reference",
      "reward", "correct", "policy_version", "staleness", "objective", "tokens", "log_ratio",
-     "clipped", "masked", "truncated", "time"}
+     "clipped", "masked", "truncated", "time",
+     "variant", "advantage", "reweighted", "entropy", "counterfactual"}   # issue 23
 
 Which training steps record: the first training step of a run and every step whose updates cross a
 multiple of `samples.every`. Which rows: the first `samples.per_step` rows of the step's *last*
 optimizer update's minibatch (its groups are in the seeded shuffle's order, so two runs with one
 seed record the same rollouts). That update is the one whose version is the step's metric step,
 so `step` is both "the metric step" and "the version after the update that trained on it", and
-`log_ratio`, `clipped` and `masked` are that update's own tensors: the loop hands `take` the
-`objectives.LossMarks` of every micro-batch's loss call, nothing is recomputed. m2po's mask is the
-one the loss used (computed over the whole minibatch when m2po_scope is minibatch); clip-type
-objectives report the tokens where the clip term won PPO's min; no_clip marks none. With epochs > 1
-a row is trained on once per epoch; the record is of the last epoch's update.
+`log_ratio`, `clipped`, `masked` and `reweighted` are that update's own tensors: the loop hands
+`take` the `objectives.LossMarks` of every micro-batch's loss call, nothing is recomputed. m2po's
+mask is the one the loss used (computed over the whole minibatch when m2po_scope is minibatch);
+clip-type objectives report the tokens where the clip term won PPO's min; no_clip marks none.
+`entropy` is the loss pass's own per-token entropy of pi_theta (the forward that computed log pi,
+at the sampling temperature), `advantage` the row's advantage. `counterfactual` holds, per other
+correction (trainer/counterfactual.py), the marks its loss made on the same tensors in the same
+update (`take_counterfactual`). With epochs > 1 a row is trained on once per epoch; the record is of
+the last epoch's update.
 
 Under torchrun only rank 0 records (its own rows); the trainer holds a recorder on rank 0 only.
 
 Bounds: at most 64 rows per step and 64 eval answers per set (config), `max_tokens` tokens per
 sample (the rest cut, `truncated: true`), prompt/response/reference cut to MAX_TEXT_CHARS (the
-dashboard's own cut). Overhead outside recording steps is one integer comparison per step.
+dashboard's own cut); at most counterfactual.MAX_VARIANTS counterfactual entries, each with
+disjoint index lists (at most one index per token); entropy rounded to ENTROPY_DECIMALS. Overhead
+outside recording steps is one integer comparison per step.
 """
 
 from __future__ import annotations
@@ -39,6 +46,15 @@ import torch
 from trainer.reporting import SAMPLES_SPOOL_NAME
 
 MAX_TEXT_CHARS = 8000
+ENTROPY_DECIMALS = 4
+
+
+def train_due(cfg, version: int, updates: int, train_step: int) -> bool:
+    """Whether the training step about to run `updates` updates from `version` records samples
+    (`cfg` a trainer.config.SamplesConfig). Every rank asks: the counterfactual m2po masks are collective."""
+    if cfg.per_step == 0:
+        return False
+    return train_step == 0 or version // cfg.every < (version + updates) // cfg.every
 
 
 def _text(value: str | None) -> str | None:
@@ -51,6 +67,14 @@ def _num(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _hits(marked: torch.Tensor, n: int) -> list[int]:
+    return torch.nonzero(marked[:n]).squeeze(1).tolist()
+
+
+def _entropies(values: torch.Tensor) -> list[float | None]:
+    return [round(v, ENTROPY_DECIMALS) if math.isfinite(v) else None for v in values.double().tolist()]
+
+
 def _float32s(values: torch.Tensor) -> list[float | None]:
     """float32 values, each written with the fewest digits that read back as the same float32
     (numpy's shortest repr), so the file holds the loss's own values, not a rounding of them."""
@@ -59,17 +83,20 @@ def _float32s(values: torch.Tensor) -> list[float | None]:
 
 class SampleRecorder:
     """Rank 0's recorder. `train_due` before a training step; `arm` before its last update; `take`
-    from every loss call of that update; `write_train` after it; `write_eval` from evaluate()."""
+    (and `take_counterfactual`) from every loss call of that update; `write_train` after it;
+    `write_eval` from evaluate()."""
 
-    def __init__(self, cfg, run_dir: Path, tokenizer, eos_ids, objective: str):
+    def __init__(self, cfg, run_dir: Path, tokenizer, eos_ids, objective: str, variant: str | None = None):
         self.cfg = cfg  # a trainer.config.SamplesConfig
         self.path = Path(run_dir) / SAMPLES_SPOOL_NAME
         self.tokenizer = tokenizer
         self.eos_ids = set(int(i) for i in eos_ids)
         self.objective = objective
+        self.variant = variant or objective
         self._token_text: dict[int, str] = {}
         self._armed = None  # (minibatch, version before the update, rows to record)
-        self._taken: dict[int, tuple] = {}  # minibatch row -> (kind, marked (T,), log_ratio (T,))
+        self._taken: dict[int, tuple] = {}  # minibatch row -> (marks (3, T) bool, log_ratio (T,), entropy (T,), advantage)
+        self._counterfactual: dict[int, dict[str, torch.Tensor]] = {}  # row -> variant -> marks (3, T) bool
         self._eval_step, self._eval_next = None, 0
         self._fh = None  # opened at the first record
 
@@ -77,29 +104,43 @@ class SampleRecorder:
 
     def train_due(self, version: int, updates: int, train_step: int) -> bool:
         """Whether the training step about to run `updates` updates from `version` records."""
-        if self.cfg.per_step == 0:
-            return False
-        every = self.cfg.every
-        return train_step == 0 or version // every < (version + updates) // every
+        return train_due(self.cfg, version, updates, train_step)
 
     def arm(self, mb, version: int) -> None:
         """The next update (on minibatch `mb`, from `version`) is the one to record."""
         self._armed = (mb, version, min(self.cfg.per_step, len(mb)))
-        self._taken = {}
+        self._taken, self._counterfactual = {}, {}
 
     @property
     def armed(self) -> bool:
         return self._armed is not None
 
-    def take(self, rows: slice, marks) -> None:
-        """One loss call's marks; `rows` are the minibatch rows of that micro-batch."""
-        stop = min(rows.stop, self._armed[2])
-        if stop <= rows.start:
+    @property
+    def recorded_rows(self) -> int:
+        """How many leading rows of the armed minibatch are recorded (0 when not armed)."""
+        return self._armed[2] if self._armed is not None else 0
+
+    def take(self, rows: slice, marks, entropy: torch.Tensor | None = None, advantages: torch.Tensor | None = None) -> None:
+        """One loss call's marks; `rows` are the minibatch rows of that micro-batch; `entropy`
+        (b, T) the loss pass's per-token entropy, `advantages` (b,) the rows' advantages."""
+        k = min(rows.stop, self._armed[2]) - rows.start  # this micro-batch's first k rows are recorded
+        if k <= 0:
             return
-        k = stop - rows.start  # this micro-batch's first k rows are recorded; one copy each to the CPU
-        tokens, log_ratio = marks.tokens[:k].cpu(), marks.log_ratio[:k].float().cpu()
+        kinds = _stack(marks, k)  # one copy each to the CPU
+        log_ratio = marks.log_ratio[:k].float().cpu()
+        ent = entropy[:k].float().cpu() if entropy is not None else None
+        adv = advantages[:k].double().tolist() if advantages is not None else [None] * k
         for j in range(k):
-            self._taken[rows.start + j] = (marks.kind, tokens[j], log_ratio[j])
+            self._taken[rows.start + j] = (kinds[j], log_ratio[j], None if ent is None else ent[j], adv[j])
+
+    def take_counterfactual(self, rows: slice, variant: str, marks) -> None:
+        """Another correction's marks on the same rows (computed over the first rows of `marks`)."""
+        k = min(rows.stop, self._armed[2]) - rows.start
+        if k <= 0:
+            return
+        kinds = _stack(marks, k)
+        for j in range(k):
+            self._counterfactual.setdefault(rows.start + j, {})[variant] = kinds[j]
 
     def write_train(self, step: int) -> None:
         """Append the armed update's rows, `step` being the version after that update."""
@@ -109,6 +150,7 @@ class SampleRecorder:
         if missing:  # no loss call saw the row (cannot happen in the loop)
             raise RuntimeError(f"rollout sample rows {missing} were never seen by the loss")
         taken, self._taken = [self._taken[i] for i in range(wanted)], {}
+        counterfactual, self._counterfactual = self._counterfactual, {}
         # whole-tensor conversions once, not per row
         response_ids = mb.input_ids[:wanted, mb.prompt_len :].tolist()
         lengths = mb.response_mask[:wanted].sum(dim=1).long().tolist()
@@ -116,10 +158,10 @@ class SampleRecorder:
         versions = mb.versions[:wanted].tolist()
         now = time.time()
         records = []
-        for i, (kind, marked, log_ratio) in enumerate(taken):
+        for i, (kinds, log_ratio, entropy, advantage) in enumerate(taken):
             n_valid = lengths[i]
             n = min(n_valid, self.cfg.max_tokens)
-            hits = torch.nonzero(marked[:n]).squeeze(1).tolist()
+            masked, clipped, reweighted = (_hits(kinds[c], n) for c in range(3))
             text_ids = [t for t in response_ids[i][:n_valid] if t not in self.eos_ids]
             reward = rewards[i]
             records.append({
@@ -137,10 +179,18 @@ class SampleRecorder:
                 "objective": self.objective,
                 "tokens": [self._token(t) for t in response_ids[i][:n]],
                 "log_ratio": _float32s(log_ratio[:n]),
-                "clipped": hits if kind == "clipped" else [],
-                "masked": hits if kind == "masked" else [],
+                "clipped": clipped,
+                "masked": masked,
                 "truncated": n_valid > n,
                 "time": now,
+                "variant": self.variant,
+                "advantage": None if advantage is None else _num(advantage),
+                "reweighted": reweighted,
+                "entropy": [] if entropy is None else _entropies(entropy[:n]),
+                "counterfactual": {
+                    name: {kind: _hits(marks[c], n) for c, kind in enumerate(("masked", "clipped", "reweighted"))}
+                    for name, marks in counterfactual.get(i, {}).items()
+                },
             })
         self._append(records)
 
@@ -217,3 +267,8 @@ class SampleRecorder:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+def _stack(marks, k: int) -> torch.Tensor:
+    """(k, 3, T) bool on the CPU: masked, clipped, reweighted of the first k rows of LossMarks."""
+    return torch.stack([marks.masked[:k], marks.clipped[:k], marks.reweighted[:k]], dim=1).cpu()

@@ -88,6 +88,12 @@ def ref_token_objective(name, logp, behav, adv, mask, prox=None, **p):
     if name == "decoupled_ppo":
         u = torch.exp(logp - prox)
         return torch.exp(prox - behav) * ppo_min(u, adv, 1 - p.get("eps_low", 0.2), 1 + p.get("eps_high", 0.2))
+    if name == "cispo":  # MiniMax-M1 eq. 4-5: sg(clip(r)) A log pi, no lower bound by default
+        w = r.clamp(1 - p.get("eps_low", 1.0), 1 + p.get("eps_high", 0.2)).detach()
+        return w * adv * torch.where(mask, logp, 0.0)
+    if name == "sapo":  # SAPO: (4 / tau) sigmoid(tau (r - 1)) A, tau by the sign of A
+        tau = torch.where(adv > 0, p.get("sapo_tau_pos", 1.0), p.get("sapo_tau_neg", 1.05)).to(r.dtype)
+        return 4 / tau * torch.sigmoid(tau * (r - 1)) * adv
     raise AssertionError(name)
 
 
@@ -374,7 +380,9 @@ def _gradcheck_inputs(seed=11):
 
 
 @pytest.mark.parametrize("agg", AGG_MODES)
-@pytest.mark.parametrize("name", [n for n in OBJECTIVES if n != "m2po_cap"])  # see the next test
+# m2po_cap: see the next test. cispo's gradient is by design not its value's derivative (the weight is
+# a stop-gradient): test_corrections.py checks it against sg(w) A d log pi.
+@pytest.mark.parametrize("name", [n for n in OBJECTIVES if n not in ("m2po_cap", "cispo")])
 def test_gradcheck(name, agg):
     logp, behav, adv, mask, prox, rollout = _gradcheck_inputs()
     p = {"agg": agg, "tis_cap": 2.0, "rollout_logp": rollout}
@@ -424,6 +432,10 @@ def test_m2po_gradient_is_zero_on_masked_tokens_and_r_a_over_n_elsewhere():
 # ---------------------------------------------------------------------------------------------
 
 
+OPTION_STATS_OFF = {k: 0.0 for k in ("actor/masked_frac", "actor/clipped_frac", "actor/reweighted_frac", "actor/dual_clip_frac",
+                                     "actor/token_mask_frac", "actor/seq_mask_frac", "actor/sq_log_ratio_penalty")}
+
+
 def test_m2po_stats_by_hand():
     # A = [1, 1, -1, 1], log r = [0.3, 0.1, -0.2, -0.4]. Trust region: tokens 0, 1, 2 (token 3 has
     # A > 0 with r < 1). Their M2: 0.09, 0.01, 0.04, mean 0.14/3 = 0.0467 > 0.04, so token 0 goes;
@@ -440,6 +452,8 @@ def test_m2po_stats_by_hand():
         "actor/clip_frac": 0.25,
         "actor/clip_frac_low": 0.0,
         "actor/clip_frac_high": 0.25,
+        **OPTION_STATS_OFF,
+        "actor/masked_frac": 0.25,
         "actor/m2": 0.14 / 3,
         "actor/m2_after": 0.025,
         "actor/m2_all": (0.09 + 0.01 + 0.04 + 0.16) / 4,
@@ -467,6 +481,8 @@ def test_grpo_stats_by_hand_with_padding():
         "actor/clip_frac": 0.5,
         "actor/clip_frac_low": 0.25,
         "actor/clip_frac_high": 0.25,
+        **OPTION_STATS_OFF,
+        "actor/clipped_frac": 0.5,
         "actor/m2": (lr[0] ** 2 + lr[1] ** 2) / 2,  # trust region: tokens 0 and 1
         "actor/m2_after": 0.0,  # both clipped: no trust-region token keeps a gradient
         "actor/m2_all": sum(x * x for x in lr) / 4,

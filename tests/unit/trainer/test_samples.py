@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from trainer.config import ReportingConfig
-from trainer.objectives import MARK_KINDS, OBJECTIVES, m2po_mask, policy_loss, policy_loss_marked
+from trainer.objectives import DUAL_CLIP_OBJECTIVES, OBJECTIVES, m2po_mask, policy_loss, policy_loss_marked
 from trainer.reporting import MAX_SAMPLES_PER_POST, MetricSpool, Pusher, read_offset, read_rejected, truncate_spool
 
 from .fake_dashboard import Dashboard
@@ -39,27 +39,63 @@ PARAMS = {
     "no_clip": {},
     "gspo": {"eps_low": 0.01, "eps_high": 0.02},
     "decoupled_ppo": {"eps_low": 0.1, "eps_high": 0.1},
+    "cispo": {"eps_low": 0.1, "eps_high": 0.1},
+    "sapo": {"sapo_tau_pos": 6.0, "sapo_tau_neg": 6.0},
 }
+OPTIONS = {
+    "plain": {},
+    "dual_clip": {"dual_clip_c": 1.2},
+    "token_mask": {"token_mask": True, "token_mask_low": 0.8, "token_mask_high": 1.3},
+    "seq_mask": {"seq_mask": True, "seq_mask_high": 1.05},
+    "tis": {"tis_cap": 1.1},
+}
+REWEIGHTING = ("cispo", "sapo")  # and TIS: the token keeps a gradient, with a changed weight
 
 
-@pytest.mark.parametrize("name", OBJECTIVES)
-def test_marked_tokens_are_exactly_those_the_loss_takes_out_of_the_gradient(name):
-    logp, behav, adv, mask = _batch(seed=OBJECTIVES.index(name))
-    params = dict(PARAMS[name])
+def _case(name, option):
+    logp, behav, adv, mask = _batch(seed=OBJECTIVES.index(name) + 10 * list(OPTIONS).index(option), spread=0.5)
+    params = {**PARAMS[name], **OPTIONS[option]}
     if name == "decoupled_ppo":
         params["prox_logp"] = (logp.detach() + 0.2 * torch.randn(logp.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(9)))
+    if option == "tis":
+        params["rollout_logp"] = behav + 0.3 * torch.randn(behav.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    return logp, behav, adv, mask, params
+
+
+CASES = [(n, o) for o in OPTIONS for n in OBJECTIVES if o != "dual_clip" or n in DUAL_CLIP_OBJECTIVES]
+
+
+@pytest.mark.parametrize("name, option", CASES)
+def test_marked_tokens_are_exactly_those_the_loss_takes_out_of_the_gradient(name, option):
+    logp, behav, adv, mask, params = _case(name, option)
     loss, stats, marks = policy_loss_marked(name, logp, behav, adv, mask, **params)
     (grad,) = torch.autograd.grad(loss, logp)
     out_of_gradient = mask & (grad == 0)
-    assert marks.kind == MARK_KINDS[name]
-    assert torch.equal(marks.tokens, out_of_gradient), name
+    assert torch.equal(marks.no_gradient, out_of_gradient), (name, option)
+    assert not (marks.masked & marks.clipped).any() and not (marks.reweighted & marks.no_gradient).any()
+    assert not ((marks.masked | marks.clipped | marks.reweighted) & ~mask).any()
     assert torch.equal(marks.log_ratio, (logp.detach() - behav).masked_fill(~mask, 0.0))
-    assert stats["actor/clip_frac"] == pytest.approx(int(marks.tokens.sum()) / int(mask.sum()))
-    if name == "no_clip":
-        assert marks.kind is None and not marks.tokens.any()
+    assert stats["actor/clip_frac"] == pytest.approx(int(marks.no_gradient.sum()) / int(mask.sum()))
+    assert stats["actor/reweighted_frac"] == pytest.approx(int(marks.reweighted.sum()) / int(mask.sum()))
+    if name in REWEIGHTING or option == "tis":
+        assert marks.reweighted.any(), f"{name}+{option}: the test data should reweight some tokens"
+    if name in REWEIGHTING and option in ("plain", "tis"):
+        assert not marks.no_gradient.any(), f"{name} never takes a token out of the gradient"
+    elif name == "no_clip" and option in ("plain", "tis"):
+        assert not marks.no_gradient.any()
     else:
-        assert marks.tokens.any(), f"{name}: the test data should mark some tokens"
+        assert marks.no_gradient.any(), f"{name}+{option}: the test data should mark some tokens"
     assert torch.equal(policy_loss(name, logp, behav, adv, mask, **params)[0], loss)  # same loss either way
+
+
+@pytest.mark.parametrize("name", REWEIGHTING)
+def test_reweighted_tokens_keep_a_gradient_other_than_the_plain_ratios(name):
+    logp, behav, adv, mask, params = _case(name, "plain")
+    loss, _, marks = policy_loss_marked(name, logp, behav, adv, mask, **params)
+    (grad,) = torch.autograd.grad(loss, logp)
+    plain = -torch.exp(logp.detach() - behav) * adv / mask.sum()  # d(-r A / n) / d logp: no_clip's gradient
+    assert (grad[marks.reweighted] != 0).all()
+    assert not torch.isclose(grad, plain)[marks.reweighted].any()
 
 
 def test_m2po_marks_are_the_mask_handed_in_from_the_minibatch():
@@ -67,8 +103,8 @@ def test_m2po_marks_are_the_mask_handed_in_from_the_minibatch():
     keep = m2po_mask(logp.detach() - behav, adv, mask, 0.01)
     rows = slice(2, 5)  # one micro-batch of the minibatch, with the minibatch's mask
     _, _, marks = policy_loss_marked("m2po", logp[rows], behav[rows], adv[rows], mask[rows], tau_m2=0.01, m2po_keep=keep[rows])
-    assert marks.kind == "masked"
-    assert torch.equal(marks.tokens, ~keep[rows] & mask[rows]) and marks.tokens.any()
+    assert not marks.clipped.any() and not marks.reweighted.any()
+    assert torch.equal(marks.masked, ~keep[rows] & mask[rows]) and marks.masked.any()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,89 @@
+"""Off-policy diagnostics on every optimizer update, for every objective (issue 23).
+
+One job: from the log-ratios the loss pass already computed (no extra forward pass), say how far the
+current policy is from the behaviour policy, and whether a few tokens carry the update. The loop
+hands in the whole minibatch (every micro-batch of one update, concatenated); under torchrun each
+rank computes its own share and the step's metrics take the mean over ranks (`*_max`: the largest).
+
+    update_diagnostics(log_r, adv, mask) -> {UPDATE_KEYS: float}
+    engine_diagnostics(rollout_logp, behav_logp, mask) -> {ENGINE_KEYS: float}
+
+Tensors are (batch, tokens); log_r = log pi_theta - log pi_behav, detached; mask True on valid
+response tokens. r = exp(log r); everything below is over valid tokens, in float64 (a log-ratio
+of 100 is a ratio of 2.7e43, which float32 cannot hold).
+
+    actor/ratio_{pos,neg}_{p50,p99,max}  r over the tokens with A > 0 (pos) and A < 0 (neg): the
+        nearest-rank quantile sorted(r)[ceil(q n) - 1] (q = 0.5, 0.99) and the largest; 1 when there are none.
+        The A < 0, r >> 1 tail is the quadrant neither M2PO's mask nor PPO's clip touches.
+    actor/top_token_share_max  max_i r_i |A_i| / sum_i r_i |A_i|: the share of the update's weight
+        carried by its single largest token (1 = one token sets the direction); 0 when all A = 0.
+    actor/kl_k3  mean(r - 1 - log r): Schulman's K3 estimator of KL(pi_behav || pi_theta) from samples
+        of pi_behav; every term is >= 0, so it does not cancel like mean(-log r) (actor/ppo_kl).
+    actor/chi2   mean((r - 1)^2): the chi^2(pi_theta || pi_behav) estimate that M2 bounds (M2PO, Theorem 1).
+    actor/ess_frac  (sum r)^2 / (n sum r^2): Kish's effective sample size of the weights, as a
+        fraction of n (1: all weights equal); 1 when there are no tokens.
+
+Engine (per training step, the batch's sampled tokens; pi_trainer is the trainer's recomputation of
+the behaviour policy, pi_engine the sampler's log-probs):
+    rollout/engine_abs_dlogp(_max)  mean (and largest) |log pi_engine - log pi_trainer|
+    rollout/engine_kl_k3  mean(rho - 1 - log rho), rho = pi_trainer / pi_engine: K3 of
+        KL(pi_engine || pi_trainer) from the engine's samples. rollout/engine_kl stays the K1 mean.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+UPDATE_KEYS = (
+    "actor/ratio_pos_p50", "actor/ratio_pos_p99", "actor/ratio_pos_max",
+    "actor/ratio_neg_p50", "actor/ratio_neg_p99", "actor/ratio_neg_max",
+    "actor/top_token_share_max", "actor/kl_k3", "actor/chi2", "actor/ess_frac",
+)
+ENGINE_KEYS = ("rollout/engine_abs_dlogp", "rollout/engine_abs_dlogp_max", "rollout/engine_kl_k3")
+
+
+@torch.no_grad()
+def update_diagnostics(log_r: Tensor, adv: Tensor, mask: Tensor) -> dict[str, float]:
+    valid = mask.bool()
+    lr = log_r.detach()[valid].double()  # (n,)
+    a = adv.detach()[valid].double()  # (n,)
+    r = torch.exp(lr)  # (n,)
+    out: dict[str, float] = {}
+    for side, sel in (("pos", a > 0), ("neg", a < 0)):
+        values = r[sel]
+        out[f"actor/ratio_{side}_p50"] = _quantile(values, 50)
+        out[f"actor/ratio_{side}_p99"] = _quantile(values, 99)
+        out[f"actor/ratio_{side}_max"] = float(values.max()) if values.numel() else 1.0
+    weight = r * a.abs()  # (n,) r |A|
+    total = float(weight.sum())
+    out["actor/top_token_share_max"] = float(weight.max()) / total if total > 0 else 0.0
+    n = r.numel()
+    out["actor/kl_k3"] = float((torch.expm1(lr) - lr).sum()) / n if n else 0.0  # r - 1 - log r
+    out["actor/chi2"] = float(torch.expm1(lr).square().sum()) / n if n else 0.0  # (r - 1)^2
+    sum_sq = float(r.square().sum())
+    out["actor/ess_frac"] = float(r.sum()) ** 2 / (n * sum_sq) if n and sum_sq > 0 else 1.0
+    return out
+
+
+@torch.no_grad()
+def engine_diagnostics(rollout_logp: Tensor, behav_logp: Tensor, mask: Tensor) -> dict[str, float]:
+    valid = mask.bool()
+    d = (rollout_logp.detach()[valid] - behav_logp.detach()[valid]).double()  # (n,) log pi_engine - log pi_trainer
+    n = d.numel()
+    if not n:
+        return dict.fromkeys(ENGINE_KEYS, 0.0)
+    return {
+        "rollout/engine_abs_dlogp": float(d.abs().sum()) / n,
+        "rollout/engine_abs_dlogp_max": float(d.abs().max()),
+        "rollout/engine_kl_k3": float((torch.expm1(-d) + d).sum()) / n,  # rho - 1 - log rho, log rho = -d
+    }
+
+
+def _quantile(values: Tensor, percent: int) -> float:
+    """Nearest rank: the ceil(percent n / 100)-th smallest, in integers (k-th order statistic)."""
+    n = values.numel()
+    if not n:
+        return 1.0
+    k = max(1, -(-percent * n // 100))
+    return float(torch.kthvalue(values, k).values)
