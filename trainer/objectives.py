@@ -403,7 +403,7 @@ def _cispo(b: _Batch, p: LossParams):
 
 def _sapo(b: _Batch, p: LossParams):
     ratio = torch.exp(b.log_r)  # (B, T) r, with gradient
-    tau = torch.where(b.adv > 0, p.sapo_tau_pos, p.sapo_tau_neg).to(ratio.dtype)  # (B, T)
+    tau = torch.full_like(b.adv, p.sapo_tau_neg).masked_fill_(b.adv > 0, p.sapo_tau_pos)  # (B, T), in the inputs' dtype
     gate = torch.sigmoid(tau * (ratio - 1.0))  # (B, T) sigma(tau (r - 1))
     j = (4.0 / tau) * gate * b.adv  # (B, T) f(r) A
     with torch.no_grad():

@@ -92,7 +92,7 @@ def ref_token_objective(name, logp, behav, adv, mask, prox=None, **p):
         w = r.clamp(1 - p.get("eps_low", 1.0), 1 + p.get("eps_high", 0.2)).detach()
         return w * adv * torch.where(mask, logp, 0.0)
     if name == "sapo":  # SAPO: (4 / tau) sigmoid(tau (r - 1)) A, tau by the sign of A
-        tau = torch.where(adv > 0, p.get("sapo_tau_pos", 1.0), p.get("sapo_tau_neg", 1.05)).to(r.dtype)
+        tau = torch.where(adv > 0, torch.tensor(p.get("sapo_tau_pos", 1.0), dtype=r.dtype), torch.tensor(p.get("sapo_tau_neg", 1.05), dtype=r.dtype))
         return 4 / tau * torch.sigmoid(tau * (r - 1)) * adv
     raise AssertionError(name)
 
