@@ -1,9 +1,15 @@
 """Which corrections a recorded sample is also marked by (trainer/counterfactual.py; docs/SAMPLES.md)."""
 
-import pytest
+import json
 
+import pytest
+import torch
+
+from trainer.advantages import grpo_advantages
 from trainer.config import parse_config
 from trainer.counterfactual import MAX_VARIANTS, counterfactual_variants, run_variant
+from trainer.loop import Trainer
+from trainer.objectives import m2po_mask
 
 
 def _alg(**algorithm):
@@ -52,3 +58,102 @@ def test_never_more_than_the_bound_and_names_fit_64_characters(objective):
         if objective != "decoupled_ppo":  # only a decoupled_ppo run has pi_prox (its own option variants use it)
             assert "decoupled_ppo" not in {n.split("+")[0] for n in names}
         assert all(len(n) <= 64 for n in names + [run_variant(alg)])
+
+
+# ---------------------------------------------------------------------------------------------
+# In the loop: a counterfactual entry is what that correction's own run marks on the same batch
+# ---------------------------------------------------------------------------------------------
+
+
+STALE = {"tau_m2": 0.002, "eps_low": 0.05, "eps_high": 0.05, "dual_clip_c": None, "token_mask_low": 0.9, "token_mask_high": 1.1,
+         "seq_mask_high": 1.02, "updates_per_step": 1}
+
+
+class _OneUpdate:
+    """A tiny model and a stale batch, and recorded updates of it under any algorithm section: the
+    weights never move (no optimizer step), so every recording sees the same tensors."""
+
+    def __init__(self, tmp_path, name, micro, **algorithm):
+        cfg = parse_config({
+            "task": {"eval_sets": []},
+            "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 8},
+            "algorithm": {**STALE, **algorithm},
+            "train": {"steps": 1, "device": "cpu", "seed": 3, "micro_batch_size": micro, "torch_threads": 1},
+            "eval": {"every": 0, "at_start": False},
+            "samples": {"per_step": 16},
+        })
+        self.trainer = Trainer(cfg, tmp_path / name)
+        self.trainer.setup()
+        torch.manual_seed(11)
+        self.batch = self.trainer.generate_batch()
+        self.batch.behav_logp = (self.batch.behav_logp + 0.1 * torch.randn_like(self.batch.behav_logp)) * self.batch.response_mask
+        self.adv = grpo_advantages(self.batch.rewards, self.batch.group_size, True, 1e-6) + torch.linspace(-0.5, 0.5, len(self.batch))
+        self.lines = 0
+        self.base = self.trainer.cfg.algorithm
+
+    def record(self, **algorithm):
+        """The rows one recorded update writes, under the run's algorithm section changed by `algorithm`."""
+        t = self.trainer
+        t.cfg = t.cfg.model_copy(update={"algorithm": self.base.model_copy(update=algorithm)})
+        t.samples.objective, t.samples.variant = t.cfg.algorithm.objective, run_variant(t.cfg.algorithm)
+        t.model.train()
+        t._recording = True
+        t.samples.arm(self.batch, t.version)
+        t.accumulate_gradients(self.batch, self.adv, None)
+        t.samples.write_train(1)
+        lines = (t.run_dir / "samples.jsonl").read_text().splitlines()
+        rows, self.lines = [json.loads(line) for line in lines[self.lines:]], len(lines)
+        return rows
+
+    def close(self):
+        self.trainer.close()
+
+
+def _own(rows):
+    return [{k: r[k] for k in ("masked", "clipped", "reweighted")} for r in rows]
+
+
+def test_each_counterfactual_entry_is_that_corrections_own_marks_on_the_same_batch(tmp_path):
+    one = _OneUpdate(tmp_path, "run", micro=4, objective="m2po")
+    try:
+        rows = one.record()
+        variants = counterfactual_variants(one.trainer.cfg.algorithm, has_engine=True)
+        assert [r["variant"] for r in rows] == ["m2po"] * 16 and all(list(r["counterfactual"]) == [v.name for v in variants] for r in rows)
+        marked = 0
+        for v in variants:
+            theirs = one.record(objective=v.objective, **v.overrides)
+            assert [r["variant"] for r in theirs] == [v.name] * 16
+            assert [r["log_ratio"] for r in theirs] == [r["log_ratio"] for r in rows]  # the very same tensors
+            assert [r["counterfactual"][v.name] for r in rows] == _own(theirs), v.name
+            marked += sum(len(m) for r in _own(theirs) for m in r.values())
+        assert marked > 0
+    finally:
+        one.close()
+
+
+def test_a_counterfactual_m2po_mask_takes_the_runs_scope(tmp_path):
+    """In a grpo run with 4 micro-batches of 4 rows: m2po_scope minibatch gives Algorithm 1 over all
+    16 rows (as with one micro-batch), microbatch gives it over each micro-batch alone."""
+    masks = {}
+    for micro in (4, 0):
+        one = _OneUpdate(tmp_path, f"micro-{micro}", micro=micro, objective="grpo")
+        try:
+            for scope in ("minibatch", "microbatch"):
+                masks[micro, scope] = [r["counterfactual"]["m2po"]["masked"] for r in one.record(m2po_scope=scope)]
+            batch, adv = one.batch, one.adv
+        finally:
+            one.close()
+    mask = batch.response_mask.bool()
+    adv_tok = adv[:, None].expand(mask.shape).contiguous()
+    log_r = torch.zeros(mask.shape)  # the log-ratios the loss saw, as the recorded file holds them
+    for i, r in enumerate(json.loads(line) for line in (tmp_path / "micro-0" / "samples.jsonl").read_text().splitlines()[:16]):
+        log_r[i, : len(r["log_ratio"])] = torch.tensor(r["log_ratio"])
+
+    def listed(keep):
+        return [torch.nonzero(~keep[i] & mask[i]).squeeze(1).tolist() for i in range(16)]
+
+    whole = listed(m2po_mask(log_r, adv_tok, mask, STALE["tau_m2"]))
+    per = listed(torch.cat([m2po_mask(log_r[s:s + 4], adv_tok[s:s + 4], mask[s:s + 4], STALE["tau_m2"]) for s in range(0, 16, 4)]))
+    assert masks[4, "minibatch"] == masks[0, "minibatch"] == masks[0, "microbatch"] == whole  # one micro-batch: the minibatch
+    assert masks[4, "microbatch"] == per
+    assert whole != per, "the batch should be noisy enough for the scope to matter"
