@@ -46,21 +46,23 @@ ENGINE_KEYS = ("rollout/engine_abs_dlogp", "rollout/engine_abs_dlogp_max", "roll
 @torch.no_grad()
 def update_diagnostics(log_r: Tensor, adv: Tensor, mask: Tensor) -> dict[str, float]:
     valid = mask.bool()
-    lr = log_r.detach()[valid].double()  # (n,)
-    a = adv.detach()[valid].double()  # (n,)
-    r = torch.exp(lr)  # (n,)
+    lr = log_r.detach().masked_fill(~valid, 0.0)  # (B, T)
+    a = adv.detach().masked_fill(~valid, 0.0)  # (B, T), 0 on padding: neither side
     out: dict[str, float] = {}
     for side, sel in (("pos", a > 0), ("neg", a < 0)):
-        values = r[sel]
-        out[f"actor/ratio_{side}_p50"] = _quantile(values, 50)
-        out[f"actor/ratio_{side}_p99"] = _quantile(values, 99)
-        out[f"actor/ratio_{side}_max"] = float(values.max()) if values.numel() else 1.0
-    weight = r * a.abs()  # (n,) r |A|
+        values = lr.masked_select(sel)  # (n_side,) log r; exp is monotone, so r's order statistics are exp of these
+        out[f"actor/ratio_{side}_p50"] = _exp(_order_statistic(values, 50))
+        out[f"actor/ratio_{side}_p99"] = _exp(_order_statistic(values, 99))
+        out[f"actor/ratio_{side}_max"] = _exp(values.max()) if values.numel() else 1.0
+    lr64 = lr.double()  # (B, T)
+    r = torch.exp(lr64).masked_fill_(~valid, 0.0)  # (B, T) r, 0 on padding
+    weight = r * a.abs().double()  # (B, T) r |A|
     total = float(weight.sum())
     out["actor/top_token_share_max"] = float(weight.max()) / total if total > 0 else 0.0
-    n = r.numel()
-    out["actor/kl_k3"] = float((torch.expm1(lr) - lr).sum()) / n if n else 0.0  # r - 1 - log r
-    out["actor/chi2"] = float(torch.expm1(lr).square().sum()) / n if n else 0.0  # (r - 1)^2
+    n = int(torch.count_nonzero(valid))
+    excess = torch.expm1(lr64)  # (B, T) r - 1, 0 on padding
+    out["actor/kl_k3"] = float((excess - lr64).sum()) / n if n else 0.0  # r - 1 - log r
+    out["actor/chi2"] = float(excess.square().sum()) / n if n else 0.0  # (r - 1)^2
     sum_sq = float(r.square().sum())
     out["actor/ess_frac"] = float(r.sum()) ** 2 / (n * sum_sq) if n and sum_sq > 0 else 1.0
     return out
@@ -80,10 +82,14 @@ def engine_diagnostics(rollout_logp: Tensor, behav_logp: Tensor, mask: Tensor) -
     }
 
 
-def _quantile(values: Tensor, percent: int) -> float:
+def _order_statistic(values: Tensor, percent: int) -> Tensor | None:
     """Nearest rank: the ceil(percent n / 100)-th smallest, in integers (k-th order statistic)."""
     n = values.numel()
     if not n:
-        return 1.0
-    k = max(1, -(-percent * n // 100))
-    return float(torch.kthvalue(values, k).values)
+        return None
+    return torch.kthvalue(values, max(1, -(-percent * n // 100))).values
+
+
+def _exp(log_value: Tensor | None) -> float:
+    """exp of a log-ratio in float64 (inf past its range, never an OverflowError); 1 for none."""
+    return 1.0 if log_value is None else float(torch.exp(log_value.double()))

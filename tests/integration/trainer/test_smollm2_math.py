@@ -38,7 +38,8 @@ def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path)
             "model": {"name": "smollm2-135m", "chat_template": "none"},
             "task": {"name": "math", "train_file": str(train), "prompt_template": TEMPLATE, "eval_sets": ["gsm8k"], "eval_max_problems": 3},
             "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8, "temperature": 0.7},
-            "algorithm": {"objective": "m2po", "lr": 1.0e-6, "updates_per_step": 1},
+            # m2po with the dual clip on A < 0 tokens (issue 23): the study's m2po+dual-clip arm
+            "algorithm": {"objective": "m2po", "lr": 1.0e-6, "updates_per_step": 1, "dual_clip_c": 3.0},
             "staleness": {"mode": "stale_k", "k": 1},
             "train": {"steps": 2, "seed": 1, "device": "cpu"},
             "eval": {"every": 0, "at_start": True, "samples_per_problem": 2, "temperature": 0.5},
@@ -52,6 +53,10 @@ def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path)
     assert len(trained) == 2
     assert max(m["train/reward_mean"] for m in trained) > 0, trained
     assert all(m["reward/errors"] == 0 and m["reward/timeouts"] == 0 for m in trained)
+    for m in trained:  # the correction's own stats and the off-policy diagnostics, every step
+        assert m["actor/dual_clip_frac"] >= 0 and 0 < m["actor/ess_frac"] <= 1 and m["actor/kl_k3"] >= 0
+        assert m["actor/ratio_neg_p50"] <= m["actor/ratio_neg_p99"] <= m["actor/ratio_neg_max"]
+        assert m["rollout/engine_kl_k3"] >= 0 and m["rollout/engine_abs_dlogp"] <= m["rollout/engine_abs_dlogp_max"]
     evals = [m["eval/gsm8k/acc"] for m in steps.values() if "eval/gsm8k/acc" in m]
     assert len(evals) == 2 and max(evals) > 0, evals
     print("rewards", [m["train/reward_mean"] for m in trained], "eval acc", evals)
@@ -67,7 +72,11 @@ def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path)
         assert questions[question] == s["reference"] and s["objective"] == "m2po"
         assert len(s["tokens"]) == len(s["log_ratio"]) <= 8
         assert s["response"].strip() in "".join(s["tokens"])  # the pieces, spaces included, make the text
-        assert s["correct"] == (s["reward"] >= 1.0) and s["clipped"] == []
+        assert s["correct"] == (s["reward"] >= 1.0) and s["clipped"] == []  # r stays far below c = 3 at lr 1e-6
+        assert s["variant"] == "m2po+dual_clip" and set(s["counterfactual"]) == {
+            "m2po_cap+dual_clip", "grpo+dual_clip", "no_clip+dual_clip", "gspo+dual_clip", "cispo", "sapo",
+            "m2po+dual_clip+token_mask", "m2po+dual_clip+seq_mask"}
+        assert len(s["entropy"]) == len(s["tokens"]) and all(e >= 0 for e in s["entropy"])
     assert any(" " in t for s in train for t in s["tokens"]), "decode([id]) keeps a word's leading space"
     answers = [s for s in samples if s["kind"] == "eval"]
     assert sorted({s["step"] for s in answers}) == [0, 2] and {s["eval_set"] for s in answers} == {"gsm8k"}
