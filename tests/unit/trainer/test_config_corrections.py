@@ -39,3 +39,11 @@ def test_bad_values_name_the_field(algorithm, rollout, field):
     with pytest.raises(ConfigError) as err:
         parse_config({"algorithm": algorithm, "rollout": rollout})
     assert field in [p for p, _ in err.value.problems], err.value.problems
+
+
+def test_the_configs_names_are_the_objectives_own():
+    # config.py stays torch-free, so it keeps its own copies of these tuples
+    from trainer import config, objectives
+
+    assert config.OBJECTIVE_NAMES == objectives.OBJECTIVES
+    assert config.DUAL_CLIP_OBJECTIVES == objectives.DUAL_CLIP_OBJECTIVES
