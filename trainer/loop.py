@@ -80,6 +80,7 @@ class _Seen:
     rmask: torch.Tensor
     log_r: torch.Tensor
     params: dict
+    rollout: torch.Tensor | None  # (b, T) the engine's log-probs, when the batch has them
 
 
 class RewardFailure(RuntimeError):
@@ -384,7 +385,8 @@ class Trainer:
         }
         if alg.tis_cap is not None:
             params["tis_cap"] = alg.tis_cap
-        if mb.rollout_logp is not None:  # TIS and the "engine" masks (also the counterfactual ones)
+        engine_masks = (alg.token_mask and alg.token_mask_ref == "engine") or (alg.seq_mask and alg.seq_mask_ref == "engine")
+        if alg.tis_cap is not None or engine_masks:
             params["rollout_logp"] = mb.rollout_logp[rows].to(self.device)
         if prox is not None:
             params["prox_logp"] = prox[rows].to(self.device)
@@ -434,7 +436,8 @@ class Trainer:
             loss, part, marks = policy_loss_marked(alg.objective, logp, behav, adv_tok, rmask, **params)
             if self.samples is not None and self.samples.armed:
                 self.samples.take(rows, marks, ent.detach(), adv[rows])  # the samples show this very loss's marks
-            seen.append(_Seen(rows, logp.detach() if self._recording else None, behav, adv_tok, rmask, marks.log_ratio, params))
+            rollout = mb.rollout_logp[rows].to(self.device) if self._recording and mb.rollout_logp is not None else None
+            seen.append(_Seen(rows, logp.detach() if self._recording else None, behav, adv_tok, rmask, marks.log_ratio, params, rollout))
             share = float(rmask.sum()) if token_weighted else float(rmask.shape[0])
             self.precision.backward(loss * (share * scale))
             entropy_sum += (ent * rmask).sum().item()
@@ -458,7 +461,10 @@ class Trainer:
         rows are evaluated."""
         alg = self.cfg.algorithm
         wanted = self.samples.recorded_rows if self.samples is not None else 0
-        for variant in counterfactual_variants(alg, has_engine=seen[0].params.get("rollout_logp") is not None):
+        has_engine = all(s.rollout is not None and bool(torch.isfinite(s.rollout).all()) for s in seen)
+        if self.dist.enabled:  # every rank must choose the same variants: their m2po masks are collective
+            has_engine = max_across(int(not has_engine), self.dist) == 0
+        for variant in counterfactual_variants(alg, has_engine=has_engine):
             keep = None
             if variant.objective == "m2po" and alg.m2po_scope == "minibatch" and (several_micro or self.dist.enabled):
                 cat = {f: torch.cat([getattr(s, f) for s in seen]) for f in ("log_r", "adv_tok", "rmask")}
@@ -473,6 +479,8 @@ class Trainer:
                 cut = slice(None) if whole else slice(0, k)
                 params = {**s.params, **variant.overrides}
                 params.pop("m2po_keep", None)
+                if has_engine:
+                    params["rollout_logp"] = s.rollout
                 for name in ("rollout_logp", "prox_logp"):
                     if params.get(name) is not None:
                         params[name] = params[name][cut]
@@ -508,8 +516,8 @@ class Trainer:
             prox = micro_batched_logprobs(self.model, batch, self.cfg.rollout.temperature, self.cfg.train.micro_batch_size, self.device, self.precision)
         per_update: dict[str, list[float]] = defaultdict(list)
         staleness = []
-        record = train_due(self.cfg.samples, self.version, self.U, self.train_step)  # on every rank: counterfactual
-        # m2po masks over the minibatch are collective under torchrun
+        # every rank knows: a counterfactual m2po mask over the minibatch is collective under torchrun
+        record = train_due(self.cfg.samples, self.version, self.U, self.train_step)
         t0 = time.perf_counter()
         for epoch in range(alg.epochs):
             order = list(range(n_groups))
