@@ -10,4 +10,4 @@ class RolloutSampleAdmin(admin.ModelAdmin):
     list_filter = ("kind", "correct", "objective")
     search_fields = ("prompt", "prompt_hash")
     raw_id_fields = ("run",)
-    exclude = ("log_ratio",)  # packed float32; the run page colours the tokens by it
+    exclude = ("log_ratio", "entropy")  # packed float32; the run page colours the tokens by the log ratio

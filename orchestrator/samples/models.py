@@ -14,6 +14,7 @@ import struct
 from django.db import models
 
 from orchestrator.experiments.models import Run
+from orchestrator.samples import marks
 
 LOG_RATIO = "<f4"  # little-endian float32, one per token
 
@@ -60,6 +61,15 @@ class RolloutSample(models.Model):
     n_clipped = models.PositiveIntegerField(default=0)
     n_masked = models.PositiveIntegerField(default=0)
     max_abs_log_ratio = models.FloatField(null=True)
+    # issue 23, the correction lab (marks.py): the run's own correction by name, what it reweighted,
+    # each token's entropy, and what every other correction would have done to the same tokens
+    variant = models.CharField(max_length=40, blank=True, default="", help_text="objective and its options, e.g. m2po+dual_clip")
+    advantage = models.FloatField(null=True, help_text="the sample's advantage as the loss saw it")
+    reweighted = models.JSONField(default=list, help_text="token indices the objective reweighted")
+    n_reweighted = models.PositiveIntegerField(default=0)
+    entropy = models.BinaryField(default=b"", help_text="packed float32 per token, nats (NaN: null)")
+    counterfactual = models.JSONField(default=dict, help_text="{variant: marks string, one character per token}")
+    counterfactual_counts = models.JSONField(default=dict, help_text="{variant: [masked, clipped, reweighted]}")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "kind", "step", "index"], name="sample_once_per_index")]
@@ -71,6 +81,21 @@ class RolloutSample(models.Model):
 
     def log_ratios(self) -> list[float | None]:
         return unpack_log_ratios(self.log_ratio)
+
+    def entropies(self) -> list[float | None]:
+        return unpack_log_ratios(self.entropy)
+
+    @property
+    def own_variant(self) -> str:
+        """The run's own correction (a sample from before issue 23: its objective)."""
+        return self.variant or self.objective or ""
+
+    def marks_of(self, variant: str) -> str | None:
+        """The marks string (marks.py) of `variant` on this sample's tokens: the run's own, or a
+        counterfactual one; None when the trainer did not record that variant for it."""
+        if variant == self.own_variant:
+            return marks.encode(len(self.tokens), self.masked, self.clipped, self.reweighted)
+        return self.counterfactual.get(variant)
 
 
 class ThinnedStep(models.Model):

@@ -9,7 +9,10 @@ from urllib.parse import urlencode
 
 from orchestrator.experiments.models import Run
 from orchestrator.metrics.access import ParamError
-from orchestrator.samples import selectors
+from orchestrator.samples import marks as mark_names, selectors
+from orchestrator.metrics.corrections import describe
+from orchestrator.samples.contrast import contrast_steps
+from orchestrator.samples.marks import MARKS
 from orchestrator.samples.models import RolloutSample
 from orchestrator.samples.tokens import DEFAULT_SCALE, SCALES, legend_stops, token_spans
 
@@ -23,6 +26,10 @@ class SampleQuery:
     scale: float = DEFAULT_SCALE
     steps: list[dict] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    run_id: int = 0
+    marks: str = ""  # the correction whose marks the tokens show: the run's own unless chosen
+    beside: str = ""  # a second correction shown beside it ("" for none)
+    variants: list[dict] = field(default_factory=list)  # the corrections recorded at the step (selectors.step_variants)
 
     @classmethod
     def from_params(cls, params, run_id: int) -> "SampleQuery":
@@ -40,7 +47,33 @@ class SampleQuery:
                 raise ParamError("step", f"no {kind} samples recorded at step {step}")
         else:
             step = steps[0]["step"] if steps else None
-        return cls(kind=kind, step=step, verdict=verdict, sort=sort, scale=scale, steps=steps, counts=counts)
+        query = cls(kind=kind, step=step, verdict=verdict, sort=sort, scale=scale, steps=steps, counts=counts, run_id=run_id)
+        if kind == "train" and step is not None:
+            query.choose_marks(params, run_id)
+        return query
+
+    def choose_marks(self, params, run_id: int) -> None:
+        """The corrections chosen (`marks`, `beside`), checked against those recorded at the step;
+        the step list's counts become those of the chosen correction."""
+        self.variants = selectors.step_variants(run_id, self.step)
+        names = [v["name"] for v in self.variants]
+        own = names[0] if names else ""
+        for name in ("marks", "beside"):
+            value = params.get(name) or ""
+            if value and value not in names:
+                raise ParamError(name, f"step {self.step} recorded no marks of {value[:50]!r}; "
+                                       f"it has {', '.join(names) or 'none'}")
+            setattr(self, name, value)
+        self.marks = self.marks or own
+        if self.beside == self.marks:
+            self.beside = ""
+        if self.marks != own:
+            per_step = selectors.variant_steps(run_id, self.marks)
+            self.steps = [{**st, **dict(zip(MARKS, per_step.get(st["step"], (None, None, None))))} for st in self.steps]
+
+    @property
+    def own(self) -> str:
+        return self.variants[0]["name"] if self.variants else ""
 
 
 def whole_number(params, name: str) -> int | None:
@@ -83,11 +116,23 @@ def newer_context(run: Run, params) -> dict:
         raise ParamError("kind", "must be train or eval")
     after = whole_number(params, "after")
     verdict, sort, scale = view_choices(params)
-    choices = {"kind": kind or "", "verdict": verdict, "sort": sort, "scale": scale}
+    choices = {"kind": kind or "", "verdict": verdict, "sort": sort, "scale": scale, **chosen_marks(params)}
     return {"run": run, "newer": selectors.steps_after(run.pk, kind, after), "had_any": after is not None,
             "watch": not run.is_terminal, "poll_seconds": POLL_SECONDS,
             "poll_query": urlencode({**choices, "after": "" if after is None else after}),
             "show_query": urlencode({k: v for k, v in choices.items() if v != ""})}
+
+
+def chosen_marks(params) -> dict[str, str]:
+    """The corrections a reader chose (`marks`, `beside`), carried along as they are when they
+    are variant names; the card checks them against the step it shows."""
+    out = {}
+    for name in ("marks", "beside"):
+        value = params.get(name) or ""
+        if value and mark_names.variant_errors(name, value):
+            raise ParamError(name, mark_names.variant_errors(name, value)[0]["message"])
+        out[name] = value
+    return out
 
 
 LABEL_CHARS = 90
@@ -116,16 +161,58 @@ def prompt_labels(heads: list[str], tails: list[str], width: int = LABEL_CHARS) 
     return labels
 
 
-def sample_view(sample: RolloutSample, scale: float, prompt_label: str = "") -> dict:
-    """What a sample card shows (prompt_label: the one-line prompt the closed prompt shows)."""
-    return {"s": sample, "tokens_html": token_spans(sample.tokens, sample.log_ratios(), sample.masked, sample.clipped, scale)
-            if sample.tokens else "", "verdict": verdict_of(sample),
+def sample_view(sample: RolloutSample, scale: float, prompt_label: str = "", *, shown: str = "",
+                beside: str = "") -> dict:
+    """What a sample card shows (prompt_label: the one-line prompt the closed prompt shows). The
+    tokens carry the marks of correction `shown` (default: the run's own); with `beside`, a second
+    copy carries that correction's, and the tokens the two mark differently are outlined."""
+    view = {"s": sample, "verdict": verdict_of(sample), "tokens_html": "",
             "prompt_label": prompt_label or prompt_labels([sample.prompt], [sample.prompt])[0]}
+    if not sample.tokens:
+        return view
+    shown = shown or sample.own_variant
+    sides = [shown, beside] if beside else [shown]
+    strings = [sample.marks_of(name) for name in sides]
+    ratios, entropy = sample.log_ratios(), sample.entropies()
+    view["sides"] = []
+    for k, (name, marks) in enumerate(zip(sides, strings)):
+        other = (sides[1 - k], strings[1 - k]) if beside and strings[1 - k] is not None else None
+        side = {"name": name, "own": name == sample.own_variant, "recorded": marks is not None}
+        if marks is not None:
+            decoded = mark_names.decode(marks)
+            side.update(decoded, html=token_spans(sample.tokens, ratios, decoded["masked"], decoded["clipped"], scale,
+                                                  reweighted=decoded["reweighted"], entropy=entropy, other=other))
+            if other is not None:
+                side["only"] = len(mark_names.dropped(marks) - mark_names.dropped(other[1]))
+        view["sides"].append(side)
+    view["tokens_html"] = view["sides"][0].get("html", "")
+    return view
 
 
-def sample_views(samples: list[RolloutSample], scale: float) -> list[dict]:
+def sample_views(samples: list[RolloutSample], scale: float, *, shown: str = "", beside: str = "") -> list[dict]:
     labels = prompt_labels([s.prompt for s in samples], [s.prompt for s in samples])
-    return [sample_view(s, scale, label) for s, label in zip(samples, labels)]
+    return [sample_view(s, scale, label, shown=shown, beside=beside) for s, label in zip(samples, labels)]
+
+
+def marks_table(query: SampleQuery) -> dict | None:
+    """The step's corrections at a glance: per correction its masked, clipped and reweighted
+    tokens (the shown and the beside one marked), and with a correction beside the shown one, the
+    tokens each drops that the other keeps, with their mean entropy."""
+    if len(query.variants) < 2:  # a sample from before issue 23: nothing to choose from
+        return None
+    rows = [{**v, "shown": v["name"] == query.marks, "beside": v["name"] == query.beside,
+             "does": "; ".join(how for _, _, how in describe(v["name"]))} for v in query.variants]
+    table = {"rows": rows, "contrast": None, "recorded": True}
+    if query.beside:
+        _, total = contrast_steps(selectors.contrast_rows(query.run_id, query.marks, query.beside, query.step))
+        table["contrast"] = total
+    return table
+
+
+def mark_legend(query: SampleQuery) -> list[dict]:
+    """What the shown correction (and the one beside it) does to a token, part by part."""
+    return [{"name": name, "parts": [{"part": p, "mark": m, "how": how} for p, m, how in describe(name)]}
+            for name in (query.marks, query.beside) if name]
 
 
 def verdict_of(sample: RolloutSample) -> str:
@@ -142,13 +229,15 @@ def run_samples_context(run: Run, query: SampleQuery) -> dict:
         "run": run, "q": query, "sorts": [(k, label) for k, (label, _) in selectors.SORTS.items()],
         "verdicts": selectors.VERDICTS, "scales": SCALES, "legend": legend_stops(query.scale),
         "summary": selectors.step_summary(run.pk, query.kind, query.step) if query.step is not None else None,
-        "samples": sample_views(samples, query.scale),
+        "samples": sample_views(samples, query.scale, shown=query.marks, beside=query.beside),
+        "marks_table": marks_table(query), "marks_legend": mark_legend(query),
         "total": sum(query.counts.values()),
         "per_step": samples_cfg.get("per_step"), "every": samples_cfg.get("every"),
         # a live run: the card asks every POLL_SECONDS whether newer steps were recorded
         "watch": not run.is_terminal, "poll_seconds": POLL_SECONDS,
         "poll_query": urlencode({"kind": query.kind if query.counts.get(query.kind) else "", "verdict": query.verdict,
-                                 "sort": query.sort, "scale": query.scale,
+                                 "sort": query.sort, "scale": query.scale, "marks": query.marks if query.marks != query.own else "",
+                                 "beside": query.beside,
                                  "after": query.steps[0]["step"] if query.steps else ""}),
     }
 
@@ -175,4 +264,9 @@ def sample_dict(s: RolloutSample) -> dict:
             "reward": s.reward, "correct": s.correct, "policy_version": s.policy_version, "staleness": s.staleness,
             "objective": s.objective or None, "tokens": s.tokens, "log_ratio": s.log_ratios(), "clipped": s.clipped,
             "masked": s.masked, "truncated": s.truncated, "time": s.time, "n_masked": s.n_masked,
-            "n_clipped": s.n_clipped, "max_abs_log_ratio": s.max_abs_log_ratio}
+            "n_clipped": s.n_clipped, "max_abs_log_ratio": s.max_abs_log_ratio,
+            # issue 23: the run's own correction by name, its reweighted tokens, entropy, and what every other
+            # correction would have done to the same tokens (the spool's lists)
+            "variant": s.own_variant or None, "advantage": s.advantage, "reweighted": s.reweighted,
+            "n_reweighted": s.n_reweighted, "entropy": s.entropies(),
+            "counterfactual": {name: mark_names.decode(m) for name, m in s.counterfactual.items()}}

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.api import pydantic_errors
 from orchestrator.metrics.schemas import MAX_STEP
+from orchestrator.samples import marks
 
 MAX_TEXT = 8_000            # characters of prompt, response and reference each
 MAX_TOKENS = 4_096          # response tokens kept per sample (the rest cut, truncated: true)
@@ -26,6 +27,16 @@ MAX_TOKEN_CHARS = 1_000     # one decoded token
 MAX_LIST = 65_536           # tokens, log ratios or indices sent for one sample (cut to MAX_TOKENS)
 MAX_INDEX = 1_000_000
 LOG_RATIO_CLAMP = 1e30      # stored as float32
+
+
+class MarksIn(BaseModel):
+    """What one counterfactual correction would have done to the sample's tokens (issue 23)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    masked: list[int] = Field(default_factory=list, max_length=MAX_LIST)
+    clipped: list[int] = Field(default_factory=list, max_length=MAX_LIST)
+    reweighted: list[int] = Field(default_factory=list, max_length=MAX_LIST)
 
 
 class SampleIn(BaseModel):
@@ -49,6 +60,12 @@ class SampleIn(BaseModel):
     masked: list[int] = Field(default_factory=list, max_length=MAX_LIST)
     truncated: bool = False
     time: float = Field(allow_inf_nan=False)
+    # issue 23, the correction lab (docs/SAMPLES.md); absent from older trainers' samples
+    variant: str | None = Field(default=None, max_length=marks.MAX_VARIANT_CHARS)
+    advantage: float | None = Field(default=None, allow_inf_nan=False)
+    reweighted: list[int] = Field(default_factory=list, max_length=MAX_LIST)
+    entropy: list[float | None] = Field(default_factory=list, max_length=MAX_LIST)
+    counterfactual: dict[str, MarksIn] = Field(default_factory=dict, max_length=marks.MAX_VARIANTS)
 
 
 class SampleBatchIn(BaseModel):
@@ -102,6 +119,27 @@ def _cross_field_errors(i: int, s: SampleIn) -> list[dict[str, str]]:
         bad = [t for t in getattr(s, name) if not 0 <= t < len(s.tokens)]
         if bad:
             errors.append({"field": f"{at}.{name}", "message": f"index {bad[0]} is outside the {len(s.tokens)} tokens"})
+    return errors + correction_errors(at, s)
+
+
+def correction_errors(at: str, s: SampleIn) -> list[dict[str, str]]:
+    """The issue-23 fields: entropy one value per token, never negative; reweighted and every
+    counterfactual entry's indices inside the tokens, one mark per token; variant names."""
+    errors = []
+    if s.entropy and len(s.entropy) != len(s.tokens):
+        errors.append({"field": f"{at}.entropy", "message": f"has {len(s.entropy)} values for {len(s.tokens)} tokens: "
+                                                            "one per token (null where not finite), or none"})
+    negative = next((v for v in s.entropy if v is not None and v < 0), None)
+    if negative is not None:
+        errors.append({"field": f"{at}.entropy", "message": f"{negative} is negative: an entropy is at least 0"})
+    bad = [t for t in s.reweighted if not 0 <= t < len(s.tokens)]
+    if bad:
+        errors.append({"field": f"{at}.reweighted", "message": f"index {bad[0]} is outside the {len(s.tokens)} tokens"})
+    if s.variant is not None:
+        errors += marks.variant_errors(f"{at}.variant", s.variant)
+    for name, entry in s.counterfactual.items():
+        errors += marks.variant_errors(f"{at}.counterfactual", name) \
+            or marks.entry_errors(f"{at}.counterfactual.{name}", entry.model_dump(), len(s.tokens))
     return errors
 
 

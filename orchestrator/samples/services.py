@@ -19,6 +19,7 @@ from django.db.models import Count
 
 from orchestrator.experiments.models import Run
 from orchestrator.metrics.pipeline import Busy, lock_timeout_sql
+from orchestrator.samples import marks
 from orchestrator.samples.models import RolloutSample, ThinnedStep, pack_log_ratios
 from orchestrator.samples.schemas import (
     MAX_TOKEN_CHARS,
@@ -65,8 +66,18 @@ def sample_row(run: Run, attempt: int, s: SampleIn) -> RolloutSample:
         objective=clean_text(s.objective or "", 40), tokens=tokens, log_ratio=pack_log_ratios(ratios),
         clipped=clipped, masked=masked, truncated=s.truncated or cut, time=s.time,
         n_tokens=len(tokens), n_clipped=len(clipped), n_masked=len(masked),
-        max_abs_log_ratio=max(finite) if finite else None,
+        max_abs_log_ratio=max(finite) if finite else None, **correction_fields(s, len(tokens)),
     )
+
+
+def correction_fields(s: SampleIn, n_tokens: int) -> dict:
+    """The issue-23 columns of a checked sample whose tokens were cut to `n_tokens`."""
+    reweighted = sorted({i for i in s.reweighted if i < n_tokens})
+    entropy = [v if v is not None and math.isfinite(v) else None for v in s.entropy[:n_tokens]]
+    counterfactual = {name: marks.encode(n_tokens, e.masked, e.clipped, e.reweighted) for name, e in s.counterfactual.items()}
+    return {"variant": s.variant or "", "advantage": s.advantage, "reweighted": reweighted, "n_reweighted": len(reweighted),
+            "entropy": pack_log_ratios(entropy), "counterfactual": counterfactual,
+            "counterfactual_counts": {name: marks.counts(m) for name, m in counterfactual.items()}}
 
 
 def samples_ingest(*, run: Run, attempt: int, samples: list[SampleIn]) -> IngestResult:
