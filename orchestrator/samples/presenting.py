@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from orchestrator.experiments.models import Run
 from orchestrator.metrics.access import ParamError
 from orchestrator.samples import marks as mark_names, selectors
-from orchestrator.metrics.corrections import describe
+from orchestrator.metrics.corrections import OBJECTIVES, describe, objective_of
 from orchestrator.samples.contrast import contrast_steps
 from orchestrator.samples.marks import MARKS
 from orchestrator.samples.models import RolloutSample
@@ -270,3 +270,66 @@ def sample_dict(s: RolloutSample) -> dict:
             "variant": s.own_variant or None, "advantage": s.advantage, "reweighted": s.reweighted,
             "n_reweighted": s.n_reweighted, "entropy": s.entropies(),
             "counterfactual": {name: mark_names.decode(m) for name, m in s.counterfactual.items()}}
+
+
+# ---- the correction lab's contrast (issue 23): which tokens one correction drops that another keeps
+
+
+def corrections_context(run: Run, params) -> dict:
+    """The run page's contrast card: corrections `a` and `b` (default: the run's own, and clip
+    beside M2PO or M2PO beside anything else) over every recorded train step. ParamError names
+    a correction the run did not record."""
+    recorded = selectors.newest_variants(run.pk)
+    context = {"run": run, "recorded": recorded is not None and len(recorded[1]) > 1}
+    if not context["recorded"]:
+        return context
+    own, names = recorded
+    a = _chosen(params, "a", names) or own
+    b = _chosen(params, "b", names) or mark_names.contrast_default(a, names) or own
+    steps, total = contrast_steps(selectors.contrast_rows(run.pk, a, b))
+    return {**context, "own": own, "names": names, "a": a, "b": b, "steps": steps, "total": total,
+            "finding": finding(a, b, total)}
+
+
+def compare_corrections_context(run_ids: list[int], params) -> dict:
+    """The compare page's contrast card: objectives `a` and `b` (default m2po and grpo), each run
+    read at its own options (marks.variant_for), one row per run over its recorded train steps."""
+    runs = {r.pk: r for r in Run.objects.filter(pk__in=run_ids)}
+    recorded = {rid: selectors.newest_variants(rid) for rid in run_ids if rid in runs}
+    recorded = {rid: v for rid, v in recorded.items() if v is not None and len(v[1]) > 1}
+    objectives = [o for o in OBJECTIVES if any(objective_of(n) == o for _, names in recorded.values() for n in names)]
+    a = _chosen(params, "a", objectives) or ("m2po" if "m2po" in objectives else objectives[0] if objectives else "")
+    b = _chosen(params, "b", objectives) or next((o for o in ("grpo", "m2po", *objectives) if o != a and o in objectives), a)
+    rows = []
+    for rid, (own, names) in recorded.items():
+        va, vb = mark_names.variant_for(a, own, names), mark_names.variant_for(b, own, names)
+        row = {"run": runs[rid], "own": own, "a": va, "b": vb, "total": None}
+        if va and vb:
+            steps, row["total"] = contrast_steps(selectors.contrast_rows(rid, va, vb))
+            row["steps"] = len(steps)
+        rows.append(row)
+    return {"objectives": objectives, "a": a, "b": b, "rows": rows, "runs_param": ",".join(map(str, run_ids)),
+            "without": [runs[rid] for rid in run_ids if rid in runs and rid not in recorded]}
+
+
+def _chosen(params, name: str, allowed: list[str]) -> str:
+    value = params.get(name) or ""
+    if value and value not in allowed:
+        raise ParamError(name, f"{value[:50]!r} was not recorded; choose one of {', '.join(allowed) or 'none'}")
+    return value
+
+
+MIN_FINDING_TOKENS = 5  # fewer tokens dropped by one side alone say nothing about their entropy
+
+
+def finding(a: str, b: str, total) -> str:
+    """One sentence on the entropy of the tokens one correction alone drops, or "" when either
+    side dropped too few tokens alone to say."""
+    if a == b or min(total.a_only.n, total.b_only.n) < MIN_FINDING_TOKENS \
+            or total.a_only.entropy is None or total.b_only.entropy is None:
+        return ""
+    high, low = (b, a) if total.b_only.entropy > total.a_only.entropy else (a, b)
+    h = max(total.a_only.entropy, total.b_only.entropy)
+    lo = min(total.a_only.entropy, total.b_only.entropy)
+    return (f"The tokens only {high} drops have the higher mean entropy ({h:.3f} against {lo:.3f} for those only "
+            f"{low} drops): {low} keeps more of the uncertain, informative tokens.")

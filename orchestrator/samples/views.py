@@ -18,7 +18,15 @@ from orchestrator.metrics.ingest_queue import busy_response
 from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.access import ParamError, run_ids_param, visible_ids
 from orchestrator.samples import selectors
-from orchestrator.samples.presenting import SampleQuery, compare_context, newer_context, run_samples_context, sample_dict
+from orchestrator.samples.presenting import (
+    SampleQuery,
+    compare_context,
+    compare_corrections_context,
+    corrections_context,
+    newer_context,
+    run_samples_context,
+    sample_dict,
+)
 from orchestrator.samples.schemas import PROMPT_HASH, BatchError, parse_batch
 from orchestrator.samples.services import samples_ingest
 
@@ -103,3 +111,29 @@ def compare_samples_fragment(request: HttpRequest):
         return HttpResponse(f"prompt: must be a prompt's hash (32 hex digits), got {prompt[:40]!r}", status=400,
                             content_type="text/plain")
     return render(request, "samples/_compare_samples.html", compare_context(ids, request.GET))
+
+
+@require_GET
+def run_corrections_fragment(request: HttpRequest, run_id: int):
+    """The run page's contrast card (issue 23): which tokens correction `a` drops that `b` keeps,
+    and the reverse, over the run's recorded steps."""
+    run = get_run_for_user(request.user, run_id)
+    try:
+        context = corrections_context(run, request.GET)
+    except ParamError as exc:
+        return render(request, "samples/_run_corrections.html", {"run": run, "error": f"{exc.field}: {exc.message}"},
+                      status=400)
+    return render(request, "samples/_run_corrections.html", context)
+
+
+@require_GET
+def compare_corrections_fragment(request: HttpRequest):
+    """The compare page's contrast card: ?runs=1,2,3[&a=m2po&b=grpo], one row per run."""
+    try:
+        ids = visible_ids(request.user, run_ids_param(request))
+        context = compare_corrections_context(ids, request.GET)
+    except ParamError as exc:
+        if exc.field not in ("a", "b"):
+            raise Http404(exc.message) from None
+        return render(request, "samples/_compare_corrections.html", {"error": f"{exc.field}: {exc.message}"}, status=400)
+    return render(request, "samples/_compare_corrections.html", context)
