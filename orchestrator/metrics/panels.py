@@ -3,11 +3,15 @@
 Each panel says what to look for (`description`, shown under its title). `panels_for` resolves a
 panel against the keys a run (or a set of runs) logged and the configs they ran with: one eval
 line per benchmark (the average only when it averages several), the M2 threshold tau from the
-config, and the token-fraction panel named by what the objective does to those tokens.
+config, and the token-fraction panels named by what the run's correction (its objective and
+options, corrections.py) does to those tokens. The Corrections group (issue 23) reads the
+runaway A<0 tail: its ratios, the one token's share of the update, and what each correction did.
 """
 import re
 from collections.abc import Iterable
 from typing import Any
+
+from orchestrator.metrics.corrections import DOES, marks_of, options_of, variant_of
 
 # x-axis choices: the step itself, or the counter/clock a key provides at each step.
 # "step" on every chart and in the API is the optimizer update count (see trainer/metric_keys.py).
@@ -18,11 +22,10 @@ X_AXES = [
     {"id": "time", "label": "wall time", "key": "train/reward_mean", "field": "time"},
 ]
 
+CORRECTIONS = "Corrections and the A<0 tail"
 EVAL_SET = re.compile(r"^eval/[^/]+/acc$")
 EVAL_AVG = "eval/avg_acc"
 FRACTION_KEY = "actor/clip_frac"
-MASKING = ("m2po", "m2po_cap")  # objectives that mask tokens; the clip objectives clip them
-NO_TRUST_REGION = ("no_clip",)
 THRESHOLD_OBJECTIVES = ("m2po", "m2po_cap")  # tau_m2 is their bound on M2
 
 PANELS: list[dict[str, Any]] = [
@@ -36,10 +39,11 @@ PANELS: list[dict[str, Any]] = [
     {"id": "clip_frac", "title": "Masked / clipped token fraction", "keys": [FRACTION_KEY],
      "description": "Share of tokens that carry no gradient: masked by M2PO (high-M2 tokens), clipped by PPO-style objectives. "
                     "Lower keeps more signal; M2PO masks about 1%."},
-    {"id": "m2", "title": "M2 before / after masking", "keys": ["actor/m2", "actor/m2_after"], "log_y": True,
+    {"id": "m2", "title": "M2 before / after masking", "keys": ["actor/m2", "actor/m2_after", "actor/m2_all"], "log_y": True,
      "threshold": "tau_m2",
-     "description": "M2 = mean (log r)² of the importance ratios, log axis. M2PO masks until M2 after masking is under τ (dashed); "
-                    "spikes before masking are stale batches. Zeros are not drawn on a log axis."},
+     "description": "M2 = mean (log r)² of the importance ratios over trust-region tokens, log axis. M2PO masks until M2 after "
+                    "masking is under τ (dashed); spikes before masking are stale batches. actor/m2_all counts every token, "
+                    "the A<0, r≫1 ones M2PO never masks included. Zeros are not drawn on a log axis."},
     {"id": "ppo_kl", "title": "PPO KL (mean −log r)", "keys": ["actor/ppo_kl"],
      "description": "How far the trained policy is from the one that generated the batch; grows with staleness."},
     {"id": "entropy", "title": "Entropy", "keys": ["actor/entropy"],
@@ -52,6 +56,40 @@ PANELS: list[dict[str, Any]] = [
      "description": "Mean response length in tokens of the trained batch."},
     {"id": "throughput", "title": "Throughput (tokens/s)", "keys": ["perf/tokens_per_s"],
      "description": "Trained response tokens per wall second of a step."},
+    # the Corrections group (issue 23, docs/SAMPLES.md): the runaway A<0 tail and what each correction does about it;
+    # shown for runs whose trainer logs them (or whose config has the issue-23 fields, before the first point)
+    {"id": "neg_tail", "group": CORRECTIONS, "title": "A<0 tail: ratios of tokens with A < 0", "log_y": True,
+     "keys": ["actor/ratio_neg_max", "actor/ratio_neg_p99", "actor/ratio_neg_p50"], "threshold": "dual_clip_c",
+     "description": "r = π_θ/π_behav over tokens with a negative advantage: largest, 99th percentile, median (log axis). "
+                    "Neither M2PO's mask nor PPO's clip bounds this quadrant: a largest r in the tens to thousands, with the "
+                    "share below near 1, is the runaway tail that collapsed stale M2PO. The dual clip (dashed c) clips every "
+                    "A<0 token above it."},
+    {"id": "top_share", "group": CORRECTIONS, "title": "Largest token's share of Σ r·|A|", "keys": ["actor/top_token_share_max"],
+     "description": "The one token that carries most of the update, as a share of the minibatch's Σ r·|A| (1: one token is the "
+                    "whole update, and with gradient clipping it sets the direction). Read it with the A<0 tail: in the "
+                    "collapsing minibatches one A<0 token with r of 50–2,870 carried 88–99.7%."},
+    {"id": "pos_ratio", "group": CORRECTIONS, "title": "A>0 ratios", "log_y": True,
+     "keys": ["actor/ratio_pos_max", "actor/ratio_pos_p99", "actor/ratio_pos_p50"],
+     "description": "r over tokens with a positive advantage: largest, 99th percentile, median (log axis). PPO clips these "
+                    "above 1+ε_high; M2PO masks the extreme ones when M2 is over τ."},
+    {"id": "corrections_frac", "group": CORRECTIONS, "title": "Tokens each correction acts on",
+     "keys": ["actor/masked_frac", "actor/clipped_frac", "actor/reweighted_frac", "actor/dual_clip_frac",
+              "actor/token_mask_frac", "actor/seq_mask_frac"],
+     "description": "Fractions of valid tokens: masked (no gradient, by a mask), clipped (no gradient, a clip bound is active), "
+                    "reweighted (kept with a changed weight); the option lines split them (seq_mask: a fraction of sequences)."},
+    {"id": "divergence", "group": CORRECTIONS, "title": "Divergence from the behaviour policy", "log_y": True,
+     "keys": ["actor/kl_k3", "actor/chi2"],
+     "description": "K3 = mean(r − 1 − log r), never negative per token (the K1 mean −log r above can cancel); "
+                    "χ² = mean (r − 1)² weighs the large ratios, so it jumps with the tail. Log axis."},
+    {"id": "ess", "group": CORRECTIONS, "title": "Effective sample size of the ratios", "keys": ["actor/ess_frac"],
+     "description": "(Σ r)² / (N Σ r²): 1 when every token weighs the same, towards 0 when a few tokens carry the update."},
+    {"id": "engine", "group": CORRECTIONS, "title": "Engine against trainer log-probs", "log_y": True, "needs": "engine",
+     "keys": ["rollout/engine_abs_dlogp", "rollout/engine_abs_dlogp_max", "rollout/engine_kl_k3"],
+     "description": "|Δ log p| between the inference engine's log-probs and the trainer's recomputation of the same policy "
+                    "(mean and largest), and their K3 KL. Token and sequence masks against the engine act on this gap."},
+    {"id": "sq_penalty", "group": CORRECTIONS, "title": "Squared-log-ratio penalty", "keys": ["actor/sq_log_ratio_penalty"],
+     "needs": "sq_penalty",
+     "description": "β·mean (log r)² added to the loss (prime-rl style): the soft cousin of M2PO's mask; it marks no token."},
     # the System group (trainer/system_metrics.py); the GPU panels only where a GPU reported
     {"id": "system_cpu", "group": "System", "title": "System · CPU (%)", "keys": ["system/cpu_pct", "system/host_cpu_pct"],
      "description": "The trainer's process tree (100 = one core) and the whole machine (100 = all cores)."},
@@ -89,16 +127,55 @@ def eval_keys(keys: Iterable[str]) -> list[str]:
 
 
 def fraction_label(objective: str | None) -> str:
-    """What actor/clip_frac counts under an objective."""
-    if objective in MASKING:
-        return f"masked ({objective})"
-    if objective in NO_TRUST_REGION:
+    """What actor/clip_frac (the tokens with no gradient) counts under an objective or a variant
+    (`m2po+dual_clip`: masked or clipped)."""
+    if not objective:
+        return "masked or clipped"
+    dropping = [m for m in marks_of(objective) if m != "reweighted"]
+    if not dropping:
         return f"none ({objective})"
-    return f"clipped ({objective})" if objective else "masked or clipped"
+    return f"{' or '.join(dropping)} ({objective})"
 
 
 def _objective(config: dict) -> str | None:
     return ((config or {}).get("algorithm") or {}).get("objective")
+
+
+def _has_corrections(config: dict) -> bool:
+    """A run created with the issue-23 fields: its trainer logs the Corrections group."""
+    return "dual_clip_c" in ((config or {}).get("algorithm") or {})
+
+
+DUAL_CLIP_DEFAULT = 3.0
+
+
+def dual_clip_lines(configs: Iterable[dict]) -> list[dict[str, Any]]:
+    """The distinct dual-clip bounds c of the runs that turn it on, as lines on the A<0 tail panel."""
+    cs = {float(c) for c in (((cfg or {}).get("algorithm") or {}).get("dual_clip_c") for cfg in configs) if c is not None}
+    return [{"y": c, "label": f"dual clip c = {c:g}"} for c in sorted(cs)]
+
+
+# what each split of the Corrections fraction panel counts, and the part of a variant that makes it
+FRACTION_KEYS = {"actor/masked_frac": "masked", "actor/clipped_frac": "clipped", "actor/reweighted_frac": "reweighted",
+                 "actor/dual_clip_frac": "dual_clip", "actor/token_mask_frac": "token_mask", "actor/seq_mask_frac": "seq_mask"}
+
+
+def correction_fractions(variants: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The fraction keys the runs' variants can move, and (one variant) their labels named by the
+    part that makes each mark: `masked: m2po`, `clipped: grpo, dual_clip`."""
+    keys, labels = [], {}
+    for key, what in FRACTION_KEYS.items():
+        if what in DOES:  # an option's own line: only where a run turns it on
+            if any(what in options_of(v) for v in variants):
+                keys.append(key)
+                labels[key] = f"{what} ({DOES[what][0]})"
+            continue
+        makers = sorted({part for v in variants for part in v.split("+") if DOES.get(part, ("",))[0] == what},
+                        key=lambda p: list(DOES).index(p))
+        if makers:
+            keys.append(key)
+            labels[key] = f"{what}: {', '.join(makers)}"
+    return keys, labels if len(variants) == 1 else {}
 
 
 def thresholds(configs: Iterable[dict]) -> list[dict[str, Any]]:
@@ -116,8 +193,14 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
     configs): eval lines per benchmark, the tau lines, and the fraction panel's names."""
     configs = list(configs)
     objectives = sorted({o for o in (_objective(c) or "m2po" for c in configs)})
+    variants = sorted({variant_of(c) for c in configs})
+    logged = set(keys)
+    corrections_on = any(_has_corrections(c) for c in configs) or any(k in logged for p in PANELS
+                                                                     if p.get("group") == CORRECTIONS for k in p["keys"])
     out = []
     for panel in PANELS:
+        if panel.get("group") == CORRECTIONS and not _shown_correction_panel(panel, configs, logged, corrections_on):
+            continue
         resolved = {"id": panel["id"], "title": panel["title"], "keys": list(panel["keys"]),
                     "description": panel["description"], "log_y": panel.get("log_y", False),
                     "lines": [], "labels": {}}
@@ -129,15 +212,40 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
             continue
         if panel.get("group"):
             resolved["group"] = panel["group"]
-        if panel.get("threshold"):
+        if panel.get("threshold") == "tau_m2":
             resolved["lines"] = thresholds(configs)
+        elif panel.get("threshold") == "dual_clip_c":
+            resolved["lines"] = dual_clip_lines(configs)
+        if panel["id"] == "corrections_frac":
+            resolved["keys"], resolved["labels"] = correction_fractions(variants or ["m2po"])
+            if not resolved["keys"]:
+                continue
+            if len(variants) == 1:
+                resolved["title"] = f"Tokens each correction acts on ({variants[0]})"
         if panel["id"] == "clip_frac" and objectives:
-            names = [fraction_label(o) for o in objectives]
+            names = [fraction_label(v) for v in variants]
             resolved["title"] = "Token fraction " + " / ".join(names)
-            if len(objectives) == 1:
-                resolved["labels"] = {FRACTION_KEY: f"{names[0].split(' ')[0]} fraction"}
+            if len(variants) == 1:
+                resolved["labels"] = {FRACTION_KEY: f"{names[0].split(' (')[0]} fraction"}
         out.append(resolved)
     return out
+
+
+def _shown_correction_panel(panel: dict, configs: list[dict], logged: set[str], corrections_on: bool) -> bool:
+    """The Corrections group's panels: for runs that log them; the engine panel only with the
+    engine's log-probs (rollout.behav_logp recompute) or its keys logged, the penalty panel only
+    where a run turns the penalty on."""
+    if not corrections_on:
+        return False
+    if any(k in logged for k in panel["keys"]) and panel.get("needs") != "sq_penalty":
+        return True
+    needs = panel.get("needs")
+    if needs == "engine":
+        return any(((c or {}).get("rollout") or {}).get("behav_logp", "recompute") == "recompute" and _has_corrections(c)
+                   for c in configs)
+    if needs == "sq_penalty":
+        return any(float(((c or {}).get("algorithm") or {}).get("sq_log_ratio_coef") or 0) > 0 for c in configs)
+    return True
 
 
 def panel_keys(panels: list[dict[str, Any]]) -> list[str]:

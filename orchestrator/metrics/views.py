@@ -20,6 +20,7 @@ from orchestrator.metrics import live, selectors
 from orchestrator.metrics.access import MAX_COMPARE_RUNS  # noqa: F401 (metrics_tags imports it from here)
 from orchestrator.metrics.access import ParamError, authenticated_run, run_ids_param, visible_ids
 from orchestrator.metrics.compare import differing_fields, flatten, fork_steps
+from orchestrator.metrics.corrections import variant_of
 from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics import ingest_queue
@@ -261,7 +262,7 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
         "keys": keys,  # what the runs logged: the charts ask for these only
         "runs": [{"id": r.pk, "name": r.name, "state": r.state, "seed": r.seed,
                   "objective": flat[r.pk].get("algorithm.objective", "m2po"),
-                  "fraction_label": fraction_label(flat[r.pk].get("algorithm.objective", "m2po")),
+                  "fraction_label": fraction_label(variant_of(r.config)),
                   "config": {f: flat[r.pk].get(f) for f in differing}} for r in runs],
         "fields": differing,
         "panels": panels,

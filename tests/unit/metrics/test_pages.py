@@ -66,7 +66,7 @@ def test_run_page_carries_the_default_panels_and_eval_sets(client, alice, tiny_c
     panels = {p["id"]: p["keys"] for p in cfg["panels"]}
     assert panels["push_failures"] == ["metrics/push_failures", "samples/push_failures"]
     assert panels["eval"] == ["eval/avg_acc", "eval/gsm8k/acc", "eval/math500/acc"]
-    assert panels["m2"] == ["actor/m2", "actor/m2_after"]
+    assert panels["m2"] == ["actor/m2", "actor/m2_after", "actor/m2_all"]
     assert {"reward", "clip_frac", "ppo_kl", "entropy", "grad_norm", "staleness", "response_len", "throughput"} <= set(panels)
     assert [a["id"] for a in cfg["x_axes"]] == ["step", "tokens", "samples", "time"]
 
