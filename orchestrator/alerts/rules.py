@@ -5,6 +5,12 @@ Metric rules look at the points of one ingested batch, and only at their own key
 - `reward_drop`: train/reward_mean, smoothed (EMA), fell by `threshold` from its best smoothed value;
 - `entropy_floor`: actor/entropy under `threshold`;
 - `clip_ceiling`: actor/clip_frac (masked or clipped tokens) over `threshold`.
+- `neg_adv_tail`: the runaway A<0 tail (issue 23): at one update, a token with A < 0 has a ratio
+  r = pi_theta/pi_behav over `threshold` (actor/ratio_neg_max) while the largest token carries at
+  least TAIL_SHARE of the update's sum r|A| (actor/top_token_share_max). Neither M2PO's mask nor
+  PPO's clip bounds that quadrant; with gradient clipping that one token sets the update's
+  direction (the collapsing minibatches: r 50-2,870 carrying 88-99.7%). A batch that split the
+  update's points, so that its share is not in the batch, is judged on the ratio alone.
 Time rules run on beat, over active runs:
 - `no_heartbeat`: a running run has not sent a heartbeat for `window_s` seconds;
 - `no_progress`: a running run's update count has not moved for `window_s` seconds.
@@ -15,8 +21,9 @@ import math
 from dataclasses import dataclass
 
 NONFINITE, REWARD_DROP, ENTROPY_FLOOR, CLIP_CEILING = "nonfinite", "reward_drop", "entropy_floor", "clip_ceiling"
+NEG_ADV_TAIL = "neg_adv_tail"
 NO_HEARTBEAT, NO_PROGRESS = "no_heartbeat", "no_progress"
-KINDS = (NONFINITE, REWARD_DROP, ENTROPY_FLOOR, CLIP_CEILING, NO_HEARTBEAT, NO_PROGRESS)
+KINDS = (NONFINITE, REWARD_DROP, ENTROPY_FLOOR, CLIP_CEILING, NEG_ADV_TAIL, NO_HEARTBEAT, NO_PROGRESS)
 TIME_KINDS = (NO_HEARTBEAT, NO_PROGRESS)
 
 KEYS: dict[str, tuple[str, ...]] = {
@@ -24,7 +31,9 @@ KEYS: dict[str, tuple[str, ...]] = {
     REWARD_DROP: ("train/reward_mean",),
     ENTROPY_FLOOR: ("actor/entropy",),
     CLIP_CEILING: ("actor/clip_frac",),
+    NEG_ADV_TAIL: ("actor/ratio_neg_max", "actor/top_token_share_max"),
 }
+TAIL_SHARE = 0.5  # neg_adv_tail: the largest token's share of sum r|A| that makes a large A<0 ratio a runaway
 WATCHED_KEYS = frozenset(k for keys in KEYS.values() for k in keys)
 REWARD_SMOOTHING = 0.8  # EMA weight of the previous value; about the last 5 points
 REWARD_MIN_POINTS = 5  # no drop is judged before this many reward points
@@ -36,7 +45,7 @@ class Rule:
 
     kind: str
     enabled: bool = True
-    threshold: float = 0.0  # reward_drop: drop; entropy_floor: floor; clip_ceiling: ceiling
+    threshold: float = 0.0  # reward_drop: drop; entropy_floor: floor; clip_ceiling: ceiling; neg_adv_tail: ratio
     window_s: int = 0  # time rules: seconds without a heartbeat / without progress
     action: str = "notify"  # "notify", "stop" (cancel after a checkpoint) or "cancel" (without one)
     source: str = "default"  # "default", "project" or "run"
@@ -47,6 +56,7 @@ class Rule:
             REWARD_DROP: f"smoothed reward falls {self.threshold:g} below its best",
             ENTROPY_FLOOR: f"entropy below {self.threshold:g}",
             CLIP_CEILING: f"masked/clipped token fraction above {self.threshold:g}",
+            NEG_ADV_TAIL: f"a token with A<0 and ratio above {self.threshold:g} carries {TAIL_SHARE:.0%} or more of the update",
             NO_HEARTBEAT: f"no heartbeat for {self.window_s} s while running",
             NO_PROGRESS: f"no new update for {self.window_s} s while running",
         }[self.kind]
@@ -57,6 +67,7 @@ DEFAULTS: dict[str, Rule] = {
     REWARD_DROP: Rule(REWARD_DROP, threshold=0.3),
     ENTROPY_FLOOR: Rule(ENTROPY_FLOOR, threshold=0.01),
     CLIP_CEILING: Rule(CLIP_CEILING, threshold=0.2),
+    NEG_ADV_TAIL: Rule(NEG_ADV_TAIL, threshold=20.0),
     NO_HEARTBEAT: Rule(NO_HEARTBEAT, window_s=300),
     NO_PROGRESS: Rule(NO_PROGRESS, window_s=1800),
 }
@@ -102,6 +113,22 @@ def check_above(kind: str, key: str, ceiling: float, points) -> Firing | None:
     return None
 
 
+def check_neg_adv_tail(ratio_bound: float, points) -> Firing | None:
+    """The first update whose largest A<0 ratio is over `ratio_bound` while one token carries at
+    least TAIL_SHARE of the update (its share absent from the batch: on the ratio alone)."""
+    ratio_key, share_key = KEYS[NEG_ADV_TAIL]
+    shares = {step: value for step, value in points.get(share_key, ())}
+    for step, ratio in points.get(ratio_key, ()):
+        share = shares.get(step)
+        if not math.isfinite(ratio) or ratio <= ratio_bound or (share is not None and not share >= TAIL_SHARE):
+            continue
+        carried = "" if share is None else f" while one token carries {share:.1%} of Σ r|A|"
+        return Firing(NEG_ADV_TAIL, step, ratio,
+                      f"{ratio_key} = {ratio:.4g} at update {step}{carried}: a runaway A<0 tail (over {ratio_bound:g}"
+                      f"{'' if share is None else f' and {TAIL_SHARE:.0%}'}); algorithm.dual_clip_c bounds it")
+    return None
+
+
 def check_reward_drop(track: RewardTrack, drop: float, points) -> Firing | None:
     """Fold the batch's rewards (in step order) into `track`; fire when the EMA is `drop` under its best."""
     fired = None
@@ -130,5 +157,7 @@ def check_batch(rules: dict[str, Rule], points, track: RewardTrack) -> list[Firi
     if ENTROPY_FLOOR in on and (f := check_below(ENTROPY_FLOOR, KEYS[ENTROPY_FLOOR][0], on[ENTROPY_FLOOR].threshold, points)):
         out.append(f)
     if CLIP_CEILING in on and (f := check_above(CLIP_CEILING, KEYS[CLIP_CEILING][0], on[CLIP_CEILING].threshold, points)):
+        out.append(f)
+    if NEG_ADV_TAIL in on and (f := check_neg_adv_tail(on[NEG_ADV_TAIL].threshold, points)):
         out.append(f)
     return out

@@ -77,6 +77,8 @@ def alert_rule_set(*, kind: str, run: Run | None = None, project=None, enabled: 
         raise RuleError("threshold", f"must be a finite number under 1e12 in size, got {threshold}")
     if kind == rules.CLIP_CEILING and not 0 < threshold < 1:
         raise RuleError("threshold", f"{kind}: a fraction between 0 and 1 (exclusive), got {threshold}")
+    if kind == rules.NEG_ADV_TAIL and not threshold > 1:
+        raise RuleError("threshold", f"{kind}: an importance ratio above 1, got {threshold}")
     if kind in (rules.REWARD_DROP, rules.ENTROPY_FLOOR) and not threshold > 0:
         raise RuleError("threshold", f"{kind}: must be above 0, got {threshold}")
     rule, _ = AlertRule.objects.update_or_create(

@@ -76,7 +76,7 @@ def test_the_api_lists_a_runs_alerts_and_effective_rules(fired, api_client, alic
     body = api_client(alice).get(f"/api/v1/runs/{fired.run_id}/alerts").json()
     assert [a["kind"] for a in body["alerts"]] == ["nonfinite"] and body["alerts"][0]["value"] == "nan"
     assert {r["kind"] for r in body["rules"]} == {"nonfinite", "reward_drop", "entropy_floor", "clip_ceiling",
-                                                   "no_heartbeat", "no_progress"}
+                                                   "neg_adv_tail", "no_heartbeat", "no_progress"}
     assert api_client(charlie).get(f"/api/v1/runs/{fired.run_id}/alerts").status_code == 404
 
 
