@@ -1,5 +1,50 @@
-"""Comparing runs: which config fields differ, for the diff table, grouping and heatmaps."""
+"""Comparing runs: which config fields differ, for the diff table, grouping and heatmaps.
+
+Configs are compared as `comparable` makes them: the correction options added in issue 23 read as
+off in a config from before them (so an older m2po run and a new one do not differ in a dozen
+fields that neither uses), an option's settings read "n/a" where the option is off, a cap that is
+null reads "off", and `correction` names each run's objective with its options (m2po+dual_clip),
+a field to group by whenever a run turns an option on."""
 from typing import Any
+
+from orchestrator.metrics.corrections import variant_of
+
+CORRECTION = "correction"
+NOT_APPLIED = "n/a"
+# issue 23's options: a config from before them ran with each at its default (off)
+ADDED_OFF = ("dual_clip_c", "token_mask", "token_mask_ref", "token_mask_low", "token_mask_high", "seq_mask", "seq_mask_ref",
+             "seq_mask_low", "seq_mask_high", "sq_log_ratio_coef", "sapo_tau_pos", "sapo_tau_neg")
+SETTING_OF = {  # a setting: the switch it belongs to (a boolean field, or the objective it tunes)
+    "algorithm.token_mask_ref": "algorithm.token_mask", "algorithm.token_mask_low": "algorithm.token_mask",
+    "algorithm.token_mask_high": "algorithm.token_mask", "algorithm.seq_mask_ref": "algorithm.seq_mask",
+    "algorithm.seq_mask_low": "algorithm.seq_mask", "algorithm.seq_mask_high": "algorithm.seq_mask",
+    "algorithm.sapo_tau_pos": "sapo", "algorithm.sapo_tau_neg": "sapo",
+}
+OFF_WHEN_NULL = ("algorithm.dual_clip_c", "algorithm.tis_cap")
+
+
+def _added_defaults() -> dict[str, Any]:
+    """The defaults of the ADDED_OFF fields the schema has (trainer.config, torch-free)."""
+    from trainer.config import AlgorithmConfig
+
+    fields = AlgorithmConfig.model_fields
+    return {f"algorithm.{name}": fields[name].default for name in ADDED_OFF if name in fields}
+
+
+def comparable(config: dict[str, Any]) -> dict[str, Any]:
+    """The flattened config as the compare page compares and groups it (see the module)."""
+    flat = flatten(config)
+    for field, default in _added_defaults().items():
+        flat.setdefault(field, default)
+    for setting, switch in SETTING_OF.items():
+        on = flat.get("algorithm.objective", "m2po") == switch if "." not in switch else bool(flat.get(switch))
+        if setting in flat and not on:
+            flat[setting] = NOT_APPLIED
+    for field in OFF_WHEN_NULL:
+        if field in flat and flat[field] is None:
+            flat[field] = "off"
+    flat[CORRECTION] = variant_of(config)
+    return flat
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -17,11 +62,14 @@ def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def differing_fields(configs: list[dict[str, Any]]) -> list[str]:
-    """Dotted fields whose value is not the same in every config (missing counts as different)."""
-    flat = [flatten(c) for c in configs]
-    fields = sorted({f for c in flat for f in c})
+    """Dotted fields whose value is not the same in every config (missing counts as different),
+    compared as `comparable` makes them; `correction` first, when any run turns an option on."""
+    flat = [comparable(c) for c in configs]
+    fields = sorted({f for c in flat for f in c} - {CORRECTION})
     missing = object()
-    return [f for f in fields if len({repr(c.get(f, missing)) for c in flat}) > 1]
+    differ = [f for f in fields if len({repr(c.get(f, missing)) for c in flat}) > 1]
+    with_options = any(c[CORRECTION] != c.get("algorithm.objective", "m2po") for c in flat)
+    return ([CORRECTION] if with_options and len({c[CORRECTION] for c in flat}) > 1 else []) + differ
 
 
 def fork_steps(runs) -> tuple[dict[int, int], dict[int, int]]:

@@ -19,7 +19,7 @@ from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics import live, selectors
 from orchestrator.metrics.access import MAX_COMPARE_RUNS  # noqa: F401 (metrics_tags imports it from here)
 from orchestrator.metrics.access import ParamError, authenticated_run, run_ids_param, visible_ids
-from orchestrator.metrics.compare import differing_fields, flatten, fork_steps
+from orchestrator.metrics.compare import comparable, differing_fields, fork_steps
 from orchestrator.metrics.corrections import variant_of
 from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
@@ -256,7 +256,7 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
     keys = selectors.keys_of(ids)
     panels = panels_for(keys, [r.config for r in runs])
     differing = differing_fields([r.config for r in runs])
-    flat = {r.pk: flatten(r.config) for r in runs}
+    flat = {r.pk: comparable(r.config) for r in runs}
     diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f)) for r in runs]} for f in differing]
     page = {
         "keys": keys,  # what the runs logged: the charts ask for these only

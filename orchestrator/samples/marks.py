@@ -25,7 +25,7 @@ NONE = "."
 DROPS = frozenset("mc")  # the marks that take a token's gradient away
 
 MAX_VARIANTS = 10  # counterfactual entries per sample
-MAX_VARIANT_CHARS = 40
+MAX_VARIANT_CHARS = 64  # decoupled_ppo with every option is 58
 VARIANT = re.compile(r"^[a-z][a-z0-9_]*(\+[a-z][a-z0-9_]*)*$")
 
 

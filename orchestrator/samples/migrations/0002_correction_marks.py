@@ -43,6 +43,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='rolloutsample',
             name='variant',
-            field=models.CharField(blank=True, default='', help_text='objective and its options, e.g. m2po+dual_clip', max_length=40),
+            field=models.CharField(blank=True, default='', help_text='objective and its options, e.g. m2po+dual_clip', max_length=64),
         ),
     ]

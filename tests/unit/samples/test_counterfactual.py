@@ -68,7 +68,7 @@ BAD = [
     ({"counterfactual": {"GRPO; drop": {}}}, "samples.1.counterfactual", "not a variant name"),
     ({"counterfactual": {f"v{i}": {} for i in range(11)}}, "samples.1.counterfactual", "at most 10"),
     ({"variant": "m2po++x"}, "samples.1.variant", "not a variant name"),
-    ({"variant": "m2po+" + "x" * 40}, "samples.1.variant", "at most 40"),
+    ({"variant": "m2po+" + "x" * 64}, "samples.1.variant", "at most 64"),
     ({"entropy": [0.1, 0.2]}, "samples.1.entropy", "2 values for 6 tokens"),
     ({"entropy": [0.1, -0.5, 0, 0, 0, 0]}, "samples.1.entropy", "negative"),
     ({"reweighted": [9]}, "samples.1.reweighted", "outside the 6 tokens"),
