@@ -27,6 +27,12 @@ TOKENS_JS = """() => Array.from(document.querySelectorAll('#run-samples [data-sa
         bg: getComputedStyle(t).backgroundColor, title: t.title}))}))"""
 
 
+SIDES_JS = """() => Array.from(document.querySelectorAll('#run-samples [data-sample]')).map((card) => ({
+    index: Number(card.dataset.index), sides: Object.fromEntries(Array.from(card.querySelectorAll('[data-side]')).map((side) =>
+        [side.dataset.side, Array.from(side.querySelectorAll('.tok[data-i]')).map((t) => ({
+            i: Number(t.dataset.i), flag: t.dataset.flag, only: t.classList.contains('tok-only'), other: t.dataset.other || ''}))]))}))"""
+
+
 def post_samples(server, run_id, token, samples):
     answer = httpx.post(f"{server}/api/v1/runs/{run_id}/samples", json={"attempt": 1, "samples": samples},
                         headers={"Authorization": f"Bearer {token}"}, timeout=30)
@@ -129,6 +135,10 @@ def test_compare_shows_each_runs_answers_to_the_same_prompt(page_as, server, ali
         page.locator("#compare-samples").screenshot(path=os.path.join(folder, "compare-samples.png"))
 
 
+def flagged(tokens, flag):
+    return [t["i"] for t in tokens if t["flag"] == flag]
+
+
 def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, tmp_path, alice, tiny_config):
     from orchestrator.cluster.jobspec import run_dir_for
     from orchestrator.cluster.services import run_submit, sync_active_runs
@@ -179,6 +189,47 @@ def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, 
     most = max({s["step"] for s in train}, key=lambda st: sum(len(s["masked"]) for s in train if s["step"] == st))
     choose(page, "step", str(most))
     screenshot(page, "samples-real-run.png")
+    check_counterfactual_marks(page, server, run, train)
+
+
+def check_counterfactual_marks(page, server, run, train):
+    """Issue 23, on the same run: the marks the trainer recorded for grpo's clip on these very tokens
+    (its samples.jsonl `counterfactual`), shown alone and beside the run's own m2po mask, token by
+    token; the tokens the two mark differently are outlined, and the contrast card counts them."""
+    assert all(s["variant"] == "m2po" and "grpo" in s["counterfactual"] for s in train)
+    clip = lambda s: s["counterfactual"]["grpo"]  # noqa: E731
+    assert sum(len(clip(s)["clipped"]) for s in train) > 0, "grpo should clip some of the tokens m2po saw"
+    steps = sorted({s["step"] for s in train})
+    choose(page, "marks", "grpo")
+    for step in steps:
+        choose(page, "step", str(step))
+        shown = {c["index"]: c["tokens"] for c in cards(page)}
+        for s in (s for s in train if s["step"] == step):
+            tokens = shown[s["index"]]
+            for flag in ("masked", "clipped", "reweighted"):
+                assert flagged(tokens, flag) == clip(s)[flag], (step, s["index"], flag)
+    choose(page, "marks", "m2po")
+    choose(page, "beside", "grpo")
+    only_a = only_b = 0
+    for step in steps:
+        choose(page, "step", str(step))
+        sides = {c["index"]: c["sides"] for c in page.evaluate(SIDES_JS)}
+        for s in (s for s in train if s["step"] == step):
+            own, theirs = sides[s["index"]]["m2po"], sides[s["index"]]["grpo"]
+            assert flagged(own, "masked") == s["masked"] and flagged(theirs, "clipped") == clip(s)["clipped"]
+            mine = dict.fromkeys(s["masked"], "masked")
+            other = {i: flag for flag in ("masked", "clipped", "reweighted") for i in clip(s)[flag]}
+            differ = [i for i in range(len(s["tokens"])) if mine.get(i, "") != other.get(i, "")]
+            assert [t["i"] for t in own if t["only"]] == differ == [t["i"] for t in theirs if t["only"]], (step, s["index"])
+            assert all(t["other"] == other.get(t["i"], "") for t in own if t["only"])
+            dropped_a, dropped_b = set(s["masked"]), set(clip(s)["masked"] + clip(s)["clipped"])
+            only_a, only_b = only_a + len(dropped_a - dropped_b), only_b + len(dropped_b - dropped_a)
+    page.wait_for_selector("#run-corrections [data-total]")
+    total = page.eval_on_selector_all("#run-corrections [data-total] [data-only]", "els => els.map((e) => Number(e.textContent))")
+    assert total == [only_a, only_b]
+    screenshot(page, "samples-real-run-beside.png")
+    if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
+        page.locator("#run-corrections").screenshot(path=os.path.join(folder, "run-corrections-real.png"))
 
 
 FEW_SHOT = "".join(f"Question: Natalia sold clips to {n} of her friends in April, and then she sold half as many clips in May. "
@@ -188,6 +239,14 @@ FEW_SHOT = "".join(f"Question: Natalia sold clips to {n} of her friends in April
 LONG_TOKENS = ([" Let", "'s", " think", " step", " by", " step", ".", "\n", " The", " robe", " needs", " 2", " bolts", " of", " blue"]
                + [" and", " 2", "/", "2", " =", " 1", " bolt", " of", " white", ".", "\n"] * 12
                + [" https://example.org/" + "a" * 120, " \\frac{" + "1" * 90 + "}{2}", " So", " 3", " bolts", "."])
+
+
+# issue 23: the longest variant names the contract allows, as a decoupled_ppo run with every option records them
+LONGEST = "decoupled_ppo+dual_clip+token_mask+seq_mask+tis+sq_penalty"
+LONG_COUNTERFACTUAL_NAMES = [f"{o}+dual_clip+token_mask+seq_mask+tis+sq_penalty" for o in ("m2po", "m2po_cap", "grpo", "no_clip", "gspo")] \
+    + ["cispo+token_mask+seq_mask+tis+sq_penalty", "sapo+token_mask+seq_mask+tis+sq_penalty"]
+LONG_COUNTERFACTUAL = {name: {"masked": list(range(k, len(LONG_TOKENS), 9)), "clipped": list(range(k + 4, len(LONG_TOKENS), 9)),
+                              "reweighted": [k + 2]} for k, name in enumerate(LONG_COUNTERFACTUAL_NAMES)}
 
 
 def overflow(page, selector):
@@ -216,8 +275,9 @@ def test_long_prompts_and_answers_fit_the_card(page_as, server, alice, tiny_conf
         run.save()
         post_samples(server, run.pk, derive_token(run.pk, 1, "s"), [
             sample(step, i, prompt=FEW_SHOT, tokens=LONG_TOKENS, reward=float(i % 2), masked=list(range(8 + i, n, 7 + r)),
-                   clipped=list(range(3, n, 11)), log_ratio=[((j * 37) % 17 - 8) / 10 for j in range(n)],
-                   eval_set=None) for step in (10, 20, 1000000) for i in range(4)]
+                   log_ratio=[((j * 37) % 17 - 8) / 10 for j in range(n)], eval_set=None, variant=LONGEST,
+                   entropy=[(j % 13) / 4 for j in range(n)], advantage=-0.5 + i / 4,
+                   counterfactual=LONG_COUNTERFACTUAL) for step in (10, 20, 1000000) for i in range(4)]
             + [sample(1000000, 0, kind="eval", prompt=FEW_SHOT, response=" The robe takes 3 bolts.", eval_set="gsm8k_platinum_test",
                       reward=float(r % 2))])
     page = page_as(alice)
@@ -227,6 +287,12 @@ def test_long_prompts_and_answers_fit_the_card(page_as, server, alice, tiny_conf
     page.click("#run-samples [data-sample] .sample-prompt summary")  # a reader opens the long prompt
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     assert overflow(page, "#run-samples") == [0, []]
+    choose(page, "beside", LONG_COUNTERFACTUAL_NAMES[0])  # two corrections side by side, the longest names
+    page.wait_for_selector("#run-samples [data-side]")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    assert overflow(page, "#run-samples") == [0, []]
+    page.wait_for_selector("#run-corrections [data-total]")
+    assert overflow(page, "#run-corrections") == [0, []]
     step = page.locator("#run-samples [data-control=step]").bounding_box()
     card = page.locator("#run-samples").bounding_box()
     assert step["x"] + step["width"] <= card["x"] + card["width"]
@@ -234,10 +300,14 @@ def test_long_prompts_and_answers_fit_the_card(page_as, server, alice, tiny_conf
         os.makedirs(folder, exist_ok=True)
         page.locator("#run-samples").screenshot(path=os.path.join(folder, f"run-samples-{width}.png"))
         page.locator("#run-samples [data-sample]").first.screenshot(path=os.path.join(folder, f"run-sample-{width}.png"))
+        page.locator("#run-corrections").screenshot(path=os.path.join(folder, f"run-corrections-{width}.png"))
 
     page.goto(f"{server}/compare/?runs={','.join(str(r.pk) for r in runs)}")
     page.wait_for_selector("#compare-samples .samples-column")
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     assert overflow(page, "#compare-samples") == [0, []]
+    page.wait_for_selector("#compare-corrections [data-contrast-runs]")
+    assert overflow(page, "#compare-corrections") == [0, []]
     if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
         page.locator("#compare-samples").screenshot(path=os.path.join(folder, f"compare-samples-{width}.png"))
+        page.locator("#compare-corrections").screenshot(path=os.path.join(folder, f"compare-corrections-{width}.png"))
