@@ -206,7 +206,7 @@ def test_the_compare_page_contrasts_each_run_at_its_own_settings(client, alice, 
     ids = f"{m2po_run.pk},{grpo_run.pk},{old_run.pk}"
     assert 'hx-get="/compare/samples/corrections/?runs=' in client.get("/compare/", {"runs": ids}).content.decode()
     html = client.get("/compare/samples/corrections/", {"runs": ids}).content.decode()
-    rows = dict(re.findall(r'<tr data-run="(\d+)">.*?<td class="muted">([^<]+)</td>', html, re.S))
+    rows = dict(re.findall(r'<tr data-run="(\d+)">.*?<td class="muted variant-names">([^<]+)</td>', html, re.S))
     assert rows == {str(m2po_run.pk): "m2po / grpo", str(grpo_run.pk): "m2po+dual_clip / grpo+dual_clip"}
     only = re.findall(r'<tr data-run="(\d+)">.*?data-only="a">(\d+)<.*?data-only="b">(\d+)<.*?<td class="num">(\d+)</td>\s*</tr>', html, re.S)
     # the grpo run: m2po+dual_clip drops 0 and 5, grpo+dual_clip drops 1, 2 and 5 -> 1 alone, 2 alone, 1 both
