@@ -3,7 +3,7 @@
     opl submit sweep.yaml [--project P] [--preview] [--wait]
     opl runs [-q "staleness.k >= 4 and state = running"] [--experiment N] [--json]
     opl metrics RUN KEY [KEY ...] [--csv] [--max-points N]
-    opl samples RUN [--step N] [--kind train|eval] [--marks] [--json]
+    opl samples RUN [--step N] [--kind train|eval] [--marks] [--as VARIANT] [--json]
     opl cancel RUN [RUN ...]
 
 The dashboard's URL and a personal API token come from OPL_URL and OPL_TOKEN, or from
@@ -95,8 +95,11 @@ def cmd_samples(lab: Client, args, out) -> int:
             return 0
         _table(rows, out)
         return 0
+    if args.variant and args.variant not in (recorded := samples_text.recorded_variants(answer)):
+        out.write(f"step {answer['step']} recorded no marks of {args.variant}; it has {', '.join(recorded) or 'none'}\n")
+        return 2
     out.write(samples_text.render_step(answer, marks=args.marks, colour=_colour(args.color, out), full=args.full,
-                                       indices=args.index))
+                                       indices=args.index, variant=args.variant))
     return 0
 
 
@@ -144,7 +147,11 @@ def parser() -> argparse.ArgumentParser:
     sm.add_argument("--sort", choices=["index", "ratio", "masked", "clipped", "reward"], default="index",
                     help="ratio: largest |log ratio| first; reward: lowest first")
     sm.add_argument("--index", type=int, action="append", metavar="I", help="only sample I (repeatable)")
-    sm.add_argument("--marks", action="store_true", help="mark tokens in the text: [[masked]] __clipped__ (no colour needed)")
+    sm.add_argument("--marks", action="store_true",
+                    help="mark tokens in the text: [[masked]] __clipped__ {{reweighted}} (no colour needed)")
+    sm.add_argument("--as", dest="variant", metavar="VARIANT",
+                    help="the marks another correction would have made on the same tokens (e.g. grpo, m2po+dual_clip), "
+                         "as the trainer recorded them")
     sm.add_argument("--color", "--colour", choices=["auto", "always", "never"], default="auto",
                     help="ANSI colour for verdicts and marked tokens (auto: on a terminal, unless NO_COLOR)")
     sm.add_argument("--full", action="store_true", help="whole prompts (a long one shows its start and end)")

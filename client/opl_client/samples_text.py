@@ -3,16 +3,21 @@ API's answer, so they are tested without a server.
 
 Masked and clipped tokens are shown with ANSI styles when colour is on (masked: struck through,
 magenta; clipped: underlined, yellow) and, with marks=True, also as text that survives a pipe or
-a colourless terminal: [[masked]] and __clipped__ (a token both masked and clipped: [[__both__]]).
-Consecutive tokens with the same mark share one pair of markers."""
+a colourless terminal: [[masked]] and __clipped__ (a token both masked and clipped: [[__both__]]),
+and {{reweighted}} (kept its gradient with a changed weight: CISPO, TIS, SAPO).
+Consecutive tokens with the same mark share one pair of markers.
+
+`variant` (opl samples --as grpo) shows the marks another correction would have made on the same
+tokens, which the trainer records with each sample (issue 23, docs/SAMPLES.md `counterfactual`)."""
 from __future__ import annotations
 
 import math
 
 MASK_OPEN, MASK_CLOSE = "[[", "]]"
 CLIP_OPEN, CLIP_CLOSE = "__", "__"
+REWEIGHT_OPEN, REWEIGHT_CLOSE = "{{", "}}"
 RESET = "\x1b[0m"
-STYLE = {"masked": "\x1b[9;35m", "clipped": "\x1b[4;33m", "both": "\x1b[9;4;35m",
+STYLE = {"masked": "\x1b[9;35m", "clipped": "\x1b[4;33m", "both": "\x1b[9;4;35m", "reweighted": "\x1b[4;36m",
          "right": "\x1b[32m", "wrong": "\x1b[31m", "dim": "\x1b[2m", "bold": "\x1b[1m"}
 PROMPT_HEAD, PROMPT_TAIL = 160, 320  # a long prompt (few-shot) shows its start and its end, where the question is
 INDENT = "    "
@@ -31,32 +36,61 @@ def verdict(sample: dict) -> str:
 
 
 def marked_tokens(tokens: list[str], masked: list[int], clipped: list[int], *, marks: bool = True,
-                  colour: bool = False) -> str:
-    """The response rebuilt from its tokens, masked and clipped runs marked. Whitespace that
-    starts a marked run stays outside its markers (" [[is 12]]", not "[[ is 12]]")."""
-    masked_set, clipped_set = set(masked or ()), set(clipped or ())
+                  colour: bool = False, reweighted: list[int] = ()) -> str:
+    """The response rebuilt from its tokens, masked, clipped and reweighted runs marked. Whitespace
+    that starts a marked run stays outside its markers (" [[is 12]]", not "[[ is 12]]")."""
+    masked_set, clipped_set, reweighted_set = set(masked or ()), set(clipped or ()), set(reweighted or ())
+
+    def flag_at(i):
+        return i in masked_set, i in clipped_set, i in reweighted_set and i not in masked_set and i not in clipped_set
+
     out: list[str] = []
     i = 0
     while i < len(tokens):
-        flag = (i in masked_set, i in clipped_set)
+        flag = flag_at(i)
         j = i
-        while j < len(tokens) and (j in masked_set, j in clipped_set) == flag:
+        while j < len(tokens) and flag_at(j) == flag:
             j += 1
         text = "".join(tokens[i:j])
-        if flag == (False, False):
+        if flag == (False, False, False):
             out.append(text)
         else:
             lead = text[:len(text) - len(text.lstrip())] if text.strip() else ""
             body = text[len(lead):]
             if marks:
+                if flag[2]:
+                    body = f"{REWEIGHT_OPEN}{body}{REWEIGHT_CLOSE}"
                 if flag[1]:
                     body = f"{CLIP_OPEN}{body}{CLIP_CLOSE}"
                 if flag[0]:
                     body = f"{MASK_OPEN}{body}{MASK_CLOSE}"
-            style = "both" if all(flag) else ("masked" if flag[0] else "clipped")
+            style = "both" if flag[0] and flag[1] else ("masked" if flag[0] else "clipped" if flag[1] else "reweighted")
             out.append(lead + _paint(body, style, colour))
         i = j
     return "".join(out)
+
+
+def own_variant(sample: dict) -> str | None:
+    return sample.get("variant") or sample.get("objective")
+
+
+def variant_marks(sample: dict, variant: str | None) -> dict | None:
+    """{"masked", "clipped", "reweighted"} of `variant` on the sample's tokens (None or the run's
+    own: its own marks); None when the trainer did not record that variant for it."""
+    if variant is None or variant == own_variant(sample):
+        return {"masked": sample.get("masked") or [], "clipped": sample.get("clipped") or [],
+                "reweighted": sample.get("reweighted") or []}
+    return (sample.get("counterfactual") or {}).get(variant)
+
+
+def recorded_variants(answer: dict) -> list[str]:
+    """The corrections whose marks the step's samples carry, the run's own first."""
+    names: list[str] = []
+    for sample in answer.get("samples") or []:
+        for name in [own_variant(sample), *(sample.get("counterfactual") or {})]:
+            if name and name not in names:
+                names.append(name)
+    return names
 
 
 def _number(value, digits: int = 4) -> str:
@@ -79,7 +113,7 @@ def _block(label: str, text: str) -> list[str]:
 
 
 def sample_lines(sample: dict, *, marks: bool = False, colour: bool = False, full: bool = False,
-                 same_prompt_as: int | None = None) -> list[str]:
+                 same_prompt_as: int | None = None, variant: str | None = None) -> list[str]:
     """One sample: a header (index, verdict, reward, policy version, staleness, masked and
     clipped counts), its prompt, its response with the marked tokens, its reference."""
     v = verdict(sample)
@@ -93,8 +127,8 @@ def sample_lines(sample: dict, *, marks: bool = False, colour: bool = False, ful
                  f"of {len(sample.get('tokens') or [])} tokens"]
         if sample.get("max_abs_log_ratio") is not None:
             head.append(f"max |log r| {sample['max_abs_log_ratio']:.3f}")
-        if sample.get("objective"):
-            head.append(sample["objective"])
+        if own_variant(sample):
+            head.append(own_variant(sample))
     if sample.get("truncated"):
         head.append("truncated")
     lines = ["── " + "  ".join(head)]
@@ -104,8 +138,15 @@ def sample_lines(sample: dict, *, marks: bool = False, colour: bool = False, ful
         prompt = sample.get("prompt") or ""
         lines += _block("prompt", prompt if full else short_prompt(prompt))
     tokens = sample.get("tokens") or []
+    shown = variant_marks(sample, variant) if tokens else None
+    if variant is not None and variant != own_variant(sample) and tokens:
+        lines.append(f"  marks of {variant}, what it would have done: " + (
+            "not recorded for this sample" if shown is None else
+            f"{len(shown['masked'])} masked, {len(shown['clipped'])} clipped, {len(shown['reweighted'])} reweighted"))
     if tokens:
-        response = marked_tokens(tokens, sample.get("masked") or [], sample.get("clipped") or [], marks=marks, colour=colour)
+        shown = shown or {"masked": [], "clipped": [], "reweighted": []}
+        response = marked_tokens(tokens, shown["masked"], shown["clipped"], marks=marks, colour=colour,
+                                 reweighted=shown["reweighted"])
         if sample.get("truncated"):
             response += _paint(f" [… cut at {len(tokens)} tokens (samples.max_tokens)]", "dim", colour)
     else:
@@ -147,17 +188,22 @@ def legend(*, marks: bool, colour: bool) -> str | None:
         return None
     masked = _paint(f"{MASK_OPEN}masked{MASK_CLOSE}" if marks else "masked", "masked", colour)
     clipped = _paint(f"{CLIP_OPEN}clipped{CLIP_CLOSE}" if marks else "clipped", "clipped", colour)
-    return (f"tokens: {masked} = dropped from the loss by the objective (M2PO / TIS-style mask), "
-            f"{clipped} = PPO clip took its gradient away")
+    reweighted = _paint(f"{REWEIGHT_OPEN}reweighted{REWEIGHT_CLOSE}" if marks else "reweighted", "reweighted", colour)
+    return (f"tokens: {masked} = a mask took it out of the loss (M2PO, token or sequence mask), "
+            f"{clipped} = a clip took its gradient away (PPO clip, dual clip), "
+            f"{reweighted} = kept its gradient with a changed weight (CISPO, TIS, SAPO)")
 
 
 def render_step(answer: dict, *, marks: bool = False, colour: bool = False, full: bool = False,
-                indices: list[int] | None = None) -> str:
-    """The whole `opl samples` text of one step (or of the samples whose index is in `indices`)."""
+                indices: list[int] | None = None, variant: str | None = None) -> str:
+    """The whole `opl samples` text of one step (or of the samples whose index is in `indices`),
+    its tokens marked by `variant` (default: the run's own correction)."""
     if answer.get("step") is None:
         return (f"run {answer['run']} has no {answer['kind']} samples recorded yet "
                 "(the trainer records samples.per_step rollouts every samples.every updates).\n")
     lines = [step_summary(answer), steps_line(answer)]
+    if answer["kind"] == "train" and len(recorded_variants(answer)) > 1:
+        lines.append(f"corrections recorded (--as NAME shows one's marks): {', '.join(recorded_variants(answer))}")
     if answer["kind"] == "train" and (note := legend(marks=marks, colour=colour)):
         lines.append(note)
     samples = [s for s in answer["samples"] if indices is None or s["index"] in indices]
@@ -170,6 +216,6 @@ def render_step(answer: dict, *, marks: bool = False, colour: bool = False, full
         same = first_with.get(prompt) if previous == prompt else None
         first_with.setdefault(prompt, sample["index"])
         lines.append("")
-        lines += sample_lines(sample, marks=marks, colour=colour, full=full, same_prompt_as=same)
+        lines += sample_lines(sample, marks=marks, colour=colour, full=full, same_prompt_as=same, variant=variant)
         previous = prompt
     return "\n".join(lines) + "\n"

@@ -35,3 +35,18 @@ def test_the_verdict_is_the_verifiers_else_the_reward():
 def test_a_run_without_samples_says_so():
     text = render_step({"run": 4, "kind": "train", "steps": [], "step": None, "samples": []})
     assert text.startswith("run 4 has no train samples recorded yet")
+
+
+def test_as_shows_another_corrections_marks_on_the_same_tokens():
+    sample = {"kind": "train", "index": 0, "prompt": "7+5=", "reward": 0.0, "correct": False, "tokens": [" 1", "2", "."],
+              "masked": [1], "clipped": [], "reweighted": [], "variant": "m2po", "objective": "m2po",
+              "counterfactual": {"grpo": {"masked": [], "clipped": [0, 1], "reweighted": []},
+                                 "cispo": {"masked": [], "clipped": [], "reweighted": [2]}}}
+    answer = {"run": 3, "kind": "train", "step": 6, "steps": [{"step": 6, "n": 1}], "samples": [sample]}
+    own = render_step(answer, marks=True)
+    assert "corrections recorded (--as NAME shows one's marks): m2po, grpo, cispo" in own and " 1[[2]]." in own
+    clip = render_step(answer, marks=True, variant="grpo")
+    assert " __12__." in clip and "marks of grpo, what it would have done: 0 masked, 2 clipped, 0 reweighted" in clip
+    assert " 12{{.}}" in render_step(answer, marks=True, variant="cispo")
+    assert "not recorded for this sample" in render_step(answer, variant="sapo")
+    assert marked_tokens(["a", "b"], [], [], reweighted=[1], marks=False, colour=True) == "a\x1b[4;36mb\x1b[0m"
