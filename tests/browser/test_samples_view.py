@@ -190,6 +190,19 @@ def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, 
     choose(page, "step", str(most))
     screenshot(page, "samples-real-run.png")
     check_counterfactual_marks(page, server, run, train)
+    check_correction_panels(page, run_dir)
+
+
+def check_correction_panels(page, run_dir):
+    """The run's Corrections panels draw the diagnostics its trainer logged (metrics.jsonl)."""
+    logged = {json.loads(line)["key"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()}
+    assert {"actor/ratio_neg_max", "actor/top_token_share_max", "actor/masked_frac"} <= logged
+    page.wait_for_function("""() => { const el = document.querySelector('.panel-chart[data-panel="neg_tail"]');
+        return el && el.data && el.data.some((t) => t.meta && t.meta.role === "line"); }""")
+    assert "Corrections and the A<0 tail" in page.eval_on_selector_all("#run-metrics .panel-group", "els => els.map((e) => e.textContent)")
+    lines = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="corrections_frac"]').data
+        .filter((t) => t.meta && t.meta.role === "line").map((t) => t.name)""")
+    assert lines == ["masked: m2po"]  # a plain m2po run: only its mask can act
 
 
 def check_counterfactual_marks(page, server, run, train):
