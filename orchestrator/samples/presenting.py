@@ -280,7 +280,7 @@ def corrections_context(run: Run, params) -> dict:
     beside M2PO or M2PO beside anything else) over every recorded train step. ParamError names
     a correction the run did not record."""
     recorded = selectors.newest_variants(run.pk)
-    context = {"run": run, "recorded": recorded is not None and len(recorded[1]) > 1}
+    context = {"run": run, "recorded": recorded is not None and len(recorded[1]) > 1, "has_samples": recorded is not None}
     if not context["recorded"]:
         return context
     own, names = recorded

@@ -203,6 +203,8 @@ def check_correction_panels(page, run_dir):
     lines = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="corrections_frac"]').data
         .filter((t) => t.meta && t.meta.role === "line").map((t) => t.name)""")
     assert lines == ["masked: m2po"]  # a plain m2po run: only its mask can act
+    if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
+        page.locator("#run-metrics").screenshot(path=os.path.join(folder, "run-panels-real.png"))
 
 
 def check_counterfactual_marks(page, server, run, train):
