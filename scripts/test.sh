@@ -16,4 +16,4 @@ export REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/15}"
 export SECRET_KEY="test-secret-key-not-for-production"
 export HF_HUB_OFFLINE=1
 # GPU tests are deselected here (no GPU on CI machines); scripts/gpu-check.sh runs them on one.
-exec .venv/bin/python -m pytest -m "not gpu" "$@"
+exec .venv/bin/python -m pytest -m "not gpu" --durations=40 "$@"
