@@ -8,7 +8,9 @@ Interface (stable; the training loop builds on these names):
 For sequence i of group g, A_i = (R_i - mean_g R) / (std_g R + eps), with the unbiased std
 (torch.std), as in the M2PO release (verl `compute_grpo_outcome_advantage`,
 `norm_adv_by_std_in_grpo=True`, epsilon 1e-6). `normalize_std=False` skips the division
-(Dr. GRPO). A group whose rewards are all equal gets advantage 0.
+(Dr. GRPO). A group whose rewards are all equal gets advantage exactly 0: it carries no
+signal, and a float32 mean of equal values can differ from them by an ulp (eight rewards of 0.9
+average to 0.90000004), which the division by a std of ~3e-8 would blow up to A = -0.056.
 """
 
 from __future__ import annotations
@@ -49,14 +51,14 @@ def grpo_advantages(
         raise ValueError("rewards: contains NaN or inf")
 
     grouped = rewards.reshape(-1, group_size)  # (groups, G)
+    equal = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # (groups, 1): no spread at all
     centred = grouped - grouped.mean(dim=1, keepdim=True)  # (groups, G)
     if normalize_std:
         std = grouped.std(dim=1, keepdim=True)  # (groups, 1), unbiased
-        # Equal rewards: centred is exactly 0, so 0 / (0 + eps) = 0 (eps > 0); guard eps == 0 too.
-        advantages = torch.where(std > 0, centred / (std + eps), torch.zeros_like(centred))
+        advantages = torch.where(std > 0, centred / (std + eps), torch.zeros_like(centred))  # eps == 0 too
     else:
         advantages = centred
-    return advantages.reshape(-1)
+    return torch.where(equal, torch.zeros_like(advantages), advantages).reshape(-1)
 
 
 def broadcast_to_tokens(seq_advantages: Tensor, mask: Tensor) -> Tensor:

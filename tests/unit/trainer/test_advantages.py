@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer.advantages import broadcast_to_tokens, grpo_advantages
+from trainer.rewards import arithmetic_reward, boxed_integer_reward
 
 F64 = torch.float64
 
@@ -31,6 +32,23 @@ def test_groups_are_normalised_separately_and_order_is_kept():
 def test_equal_rewards_give_zero_not_nan():
     adv = grpo_advantages(torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0]), group_size=3, eps=0.0)
     assert adv.tolist() == [0.0] * 6
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_a_group_of_equal_partial_credits_gets_exactly_zero(normalize):
+    # Values the rewards really give: 0.9 for "042" (the right number, not canonical), 0.9 x
+    # closeness for near misses, 0.1 for a wrong boxed integer. A float32 mean of eight 0.9s is
+    # 0.90000004; dividing that residue by a std of 3e-8 gave every sample A = -0.056 before.
+    credits = [arithmetic_reward("042", True, "42"), arithmetic_reward("41", True, "42"),
+               arithmetic_reward("40", True, "47"), boxed_integer_reward(r"\boxed{3}", "4"), 1 / 3]
+    assert credits[0] == 0.9 and credits[3] == 0.1 and len(set(credits)) == len(credits)
+    for credit in credits:  # one group alone, as a one-prompt step trains it
+        adv = grpo_advantages(torch.full((8,), credit), group_size=8, normalize_std=normalize)
+        assert adv.tolist() == [0.0] * 8, credit
+    batch = torch.tensor([c for c in credits for _ in range(8)] + [0.9] * 7 + [1.0])
+    adv = grpo_advantages(batch, group_size=8, normalize_std=normalize)
+    assert adv[:-8].tolist() == [0.0] * (len(batch) - 8)
+    assert adv[-1] > 0 > adv[-2]  # a group with any spread keeps the formula
 
 
 def test_dr_grpo_skips_the_division_by_std():
