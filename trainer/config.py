@@ -45,7 +45,7 @@ from trainer.benchmarks import BENCHMARK_SETS, MATH_PROMPT_TEMPLATE, QUESTION_SL
 
 OBJECTIVE_NAMES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo")
 DUAL_CLIP_OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")  # = objectives.DUAL_CLIP_OBJECTIVES
-PROCEDURAL_EVAL_SETS = ("arithmetic",)
+PROCEDURAL_EVAL_SETS = ("arithmetic", "forks")
 KNOWN_EVAL_SETS = PROCEDURAL_EVAL_SETS + tuple(BENCHMARK_SETS)
 
 Objective = Literal["m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo"]
@@ -88,9 +88,12 @@ class TaskConfig(_Section):
 
     model_config = ConfigDict(extra="forbid", title="Task")
 
-    name: Literal["arithmetic", "math"] = Field(
+    name: Literal["arithmetic", "forks", "math"] = Field(
         "arithmetic",
         description="'arithmetic': procedural sums generated offline, dense reward for CPU runs. "
+        "'forks': restate pairs of letters and decide each pair's order ('ca?bd?=' -> 'ca>bd<'): mostly "
+        "near-deterministic tokens with one forking decision per pair, like an LLM's answer (the CPU "
+        "staleness study's task). "
         "'math': problems with answers from train_file or hf_dataset, 1/0 reward from math-verify "
         "on the last \\boxed{} answer.",
     )
@@ -127,6 +130,29 @@ class TaskConfig(_Section):
         "bare",
         description="arithmetic: 'bare' prompts '3+4=' and wants just the digits (for the tiny model); "
         "'boxed' asks in words for the answer in \\boxed{} (for instruct models such as smollm2-135m).",
+    )
+    fork_pairs: int = Field(
+        4, ge=1, le=16, description="forks: pairs per problem, one decision token each; the answer is 3 x pairs characters, then EOS."
+    )
+    fork_letters: int = Field(8, ge=2, le=26, description="forks: letters the pairs are drawn from (a, b, c, ...).")
+    fork_rule: Literal["alphabet", "table"] = Field(
+        "alphabet",
+        description="forks: how a pair's order is decided: 'alphabet' (a model learns the rule), or 'table': a fixed "
+        "arbitrary order of each pair, the same in every run, which a model can only memorise pair by pair (slow, non-saturating).",
+    )
+    fork_reward_power: float = Field(
+        8.0,
+        gt=0,
+        le=64,
+        description="forks: the reward is (fraction of the answer's positions right, EOS included) to this power; "
+        "a steep power needs every decision right at once (a study), 1 gives dense credit (a warm-up).",
+    )
+    demonstrations: int = Field(
+        0,
+        ge=0,
+        description="Samples of each group replaced by the reference answer (arithmetic with bare answers, forks): "
+        "a warm-up's stand-in for pretraining, since GRPO from random init does not find a structured answer; "
+        "0 (a study's runs) trains on the policy's own samples alone.",
     )
     reward_timeout_s: float = Field(
         5.0,
@@ -597,6 +623,21 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
         problems.append(("task.prompt_template", f"must contain {QUESTION_SLOT}, where each problem goes"))
     if task.min_digits > task.max_digits:
         problems.append(("task.min_digits", "greater than task.max_digits"))
+    if task.demonstrations:
+        if task.demonstrations >= roll.group_size:
+            problems.append(("task.demonstrations", f"{task.demonstrations} leaves no sampled row in groups of {roll.group_size}"))
+        if task.name == "math" or (task.name == "arithmetic" and task.answer_format != "bare"):
+            problems.append(("task.demonstrations", "needs a task whose reference answer is the whole response "
+                             "(arithmetic with answer_format bare, or forks)"))
+        if roll.behav_logp != "recompute" or alg.tis_cap is not None:
+            problems.append(("task.demonstrations", "demonstration rows have no engine log-probs: use rollout.behav_logp "
+                             "recompute and no algorithm.tis_cap"))
+        if st.mode != "stale_k":
+            problems.append(("task.demonstrations", "only in stale_k mode (the async generator does not add them)"))
+    forks_evaluated = "forks" in task.eval_sets and cfg.eval.max_new_tokens is None
+    if (task.name == "forks" or forks_evaluated) and cfg.model.name == "tiny" and roll.max_new_tokens < 3 * task.fork_pairs + 1:
+        problems.append(("rollout.max_new_tokens", f"{roll.max_new_tokens} is too short for a forks answer of "
+                         f"{task.fork_pairs} pairs: {3 * task.fork_pairs} characters and EOS need {3 * task.fork_pairs + 1}"))
     if task.name == "math":
         if task.train_file is None and task.hf_dataset is None:
             problems.append(("task.train_file", "the math task needs train_file or hf_dataset"))

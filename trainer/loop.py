@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from trainer import checkpoint as ckpt
+from trainer import demonstrations
 from trainer.advantages import broadcast_to_tokens, grpo_advantages
 from trainer.cli import NO_CHECKPOINT_MARKER
 from trainer.config import ConfigError, RunConfig, check_world_size, derive_sizes
@@ -58,7 +59,8 @@ from trainer.system_metrics import SystemSampler
 from trainer.rewards import MathVerifier, RewardBatch
 from trainer.samples import SampleRecorder, train_due
 from trainer.rollout import Batch, HFEngine, make_batch, micro_batched_logprobs, recompute_behaviour_logp, token_logprobs
-from trainer.tasks import TEXT_ALPHABET, build_eval_sets, build_task
+from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
+from trainer.token_classes import TokenClassTally
 
 log = logging.getLogger("trainer")
 
@@ -128,7 +130,9 @@ class Trainer:
         # Data before the model: a missing file fails before any model loads.
         self.task = build_task(cfg.task)
         self.eval_sets = build_eval_sets(cfg.task, self.task, self._new_verifier)
-        self.alphabet = self.task.alphabet + (TEXT_ALPHABET if any(e.name != "arithmetic" for e in self.eval_sets) else "")
+        self.alphabet = tokenizer_alphabet(self.task, self.eval_sets)
+        # Decision positions index character tokens: only the tiny model's tokenizer has them.
+        self.decision_positions = self.task.decision_positions() if cfg.model.name == "tiny" else None
         # Reporting starts before the model loads, so the dashboard hears a heartbeat at once.
         resume_from = self._prepare_run_dir()
 
@@ -336,6 +340,9 @@ class Trainer:
             self.weight_sync_s = time.perf_counter() - t_sync  # gather + hand-over + in-place load
         prompts = [self.task.prompt_text(p) for p in problems]
         gen = self.engine.generate(prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
+        if self.cfg.task.demonstrations:  # a warm-up's stand-in for pretraining (trainer/demonstrations.py)
+            gen = demonstrations.inject(gen, [p.answer for p in problems], self.policy.tokenizer, self.policy.eos_token_ids[0],
+                                        roll.group_size, self.cfg.task.demonstrations)
         expanded = [p for p in problems for _ in range(roll.group_size)]
         rewards = self.task.train_rewards(expanded, gen.texts, gen.finished)
         self._check_rewards(rewards, f"generation step {self.gen_step}")
@@ -423,6 +430,7 @@ class Trainer:
         stats: dict[str, float] = defaultdict(float)
         lows, highs, entropy_sum = [], [], 0.0
         seen = []  # per micro-batch: what the loss saw, for the diagnostics and the counterfactual marks
+        classes = TokenClassTally(self.decision_positions)
         for start in range(0, n, micro):
             rows = slice(start, min(n, start + micro))
             rmask = mb.response_mask[rows].to(self.device)
@@ -441,6 +449,7 @@ class Trainer:
             share = float(rmask.sum()) if token_weighted else float(rmask.shape[0])
             self.precision.backward(loss * (share * scale))
             entropy_sum += (ent * rmask).sum().item()
+            classes.add(rmask, ent, marks.no_gradient, marks.log_ratio, adv_tok)
             for k, v in part.items():
                 stats[k] += v * share / max(local_total, 1.0)
             lows.append(part.get("actor/ratio_min", math.nan))
@@ -451,6 +460,7 @@ class Trainer:
         stats.update(update_diagnostics(*(torch.cat([getattr(s, f) for s in seen]) for f in ("log_r", "adv_tok", "rmask"))))
         if self._recording:
             self._record_counterfactuals(seen, micro < n)
+        stats.update(classes.stats())
         return stats
 
     def _record_counterfactuals(self, seen: list["_Seen"], several_micro: bool) -> None:

@@ -55,6 +55,15 @@ METRIC_KEYS: dict[str, str] = {
     # training loop
     "actor/entropy": "mean token entropy of the current policy over trained response tokens (nats)",
     "actor/grad_norm": "global gradient norm before clipping, mean over the step's updates",
+    # trainer/token_classes.py: near-deterministic tokens (any task) and the forks task's token classes
+    "actor/near_det_frac": "fraction of valid response tokens where the current policy's entropy is below 0.1 nats",
+    "actor/decision_frac": "forks: the decision (forking) tokens' share of the valid response tokens",
+    "actor/m2_decision": "forks: M2 before masking over the decision tokens in the trust region",
+    "actor/m2_format": "forks: M2 before masking over the format tokens (restated letters, EOS) in the trust region",
+    "actor/marked_frac_decision": "forks: decision tokens masked (m2po) or clipped (clip objectives), of all decision tokens",
+    "actor/marked_frac_format": "forks: format tokens masked or clipped, of all format tokens",
+    "actor/entropy_decision": "forks: mean policy entropy over the decision tokens (nats)",
+    "actor/entropy_format": "forks: mean policy entropy over the format tokens (nats)",
     "actor/lr": "learning rate at the step's last update",
     "train/reward_mean": "mean reward of the batch trained on this step",
     "train/reward_std": "std of that reward",

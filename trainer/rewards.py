@@ -1,6 +1,7 @@
 """Rule-based rewards. Kept free of torch so reward worker processes start fast.
 
 - `arithmetic_reward`: exact answer 1, a close number partial credit (the procedural task).
+- `forks_reward`: (fraction of the answer's positions right)^power (the restate-and-decide task).
 - `MathVerifier`: 1/0 from math-verify on the last \\boxed{} answer, as in the paper's
   `latex_math.compute_score`. math-verify's own timeout uses signal.alarm, which only works in a
   main thread and only takes whole seconds, so checks run in a process pool (each worker runs
@@ -64,6 +65,29 @@ def arithmetic_reward(response: str, finished: bool, answer: str) -> float:
         return 1.0
     scale = max(5.0, want / 2)
     return 0.9 * max(0.0, 1.0 - abs(got - want) / scale)
+
+
+def forks_positions_right(response: str, finished: bool, answer: str) -> tuple[int, int]:
+    """(positions right, positions) of a forks answer: each of its characters, and its end.
+
+    Position i is right when the response has the answer's character there; the last position is
+    right when the response ends (EOS) exactly after the answer's length. A response that runs on,
+    stops early or never stops loses that last position and every character it does not match.
+    """
+    right = sum(1 for got, want in zip(response, answer) if got == want)
+    return right + int(finished and len(response) == len(answer)), len(answer) + 1
+
+
+def forks_reward(response: str, finished: bool, answer: str, power: float = 8.0) -> float:
+    """(positions right / positions) ** power: 1 only for the exact answer then EOS.
+
+    A steep power makes the reward roughly the product of per-position accuracies, as an LLM's
+    answer is right only when a long chain of steps is: with 13 positions and power 8, one wrong
+    position costs 47% of the reward, so a few percent of probability moved on each forking token
+    moves the reward by tens of percent. Power 1 gives a warm-up dense credit.
+    """
+    right, total = forks_positions_right(response, finished, answer)
+    return (right / total) ** power
 
 
 def boxed_integer_reward(response: str, answer: str) -> float:

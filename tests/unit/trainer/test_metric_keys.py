@@ -58,3 +58,17 @@ def test_math_task_with_math_verify_rewards_and_a_benchmark_eval_set(tmp_path):
 def test_an_unlisted_key_is_not_known():
     assert not is_known("actor/made_up") and is_known("eval/aime24/acc")
     assert all(desc for desc in METRIC_KEYS.values())
+
+
+def test_the_forks_task_logs_its_token_classes(tmp_path):
+    """A stale m2po run on forks with a demonstration per group: the per-class stats are logged,
+    documented, and consistent (one decision in every 3 response positions, at most)."""
+    keys = _run(tmp_path, task={"name": "forks", "eval_sets": ["forks"], "demonstrations": 1},
+                rollout={"max_new_tokens": 13}, algorithm={"objective": "m2po", "updates_per_step": 2})
+    assert all(is_known(k) for k in keys), sorted(k for k in keys if not is_known(k))
+    classes = {"actor/near_det_frac", "actor/decision_frac", "actor/m2_decision", "actor/m2_format",
+               "actor/marked_frac_decision", "actor/marked_frac_format", "actor/entropy_decision", "actor/entropy_format"}
+    assert classes <= keys and "eval/forks/acc" in keys
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    share = [r["value"] for r in rows if r["key"] == "actor/decision_frac"]
+    assert share and all(0 < v <= 1 / 3 for v in share)
