@@ -36,10 +36,19 @@ def wall_time(runs: list[Run]) -> tuple[datetime | None, datetime | None, float 
     return first, last, (last - first).total_seconds() / 60
 
 
+CHECK_MARKS = {True: "✓", False: "✗", None: "○"}  # passed, failed, not measured
+
+
+def _check_text(check) -> str:
+    return f"{CHECK_MARKS[check.passed]} {check.text}".replace("|", "\\|")
+
+
 def _verdict_rows(report: StudyReport) -> list[str]:
-    rows = ["| claim | verdict | measured |", "|---|---|---|"]
+    rows = ["| claim | verdict | measured | regime checks |", "|---|---|---|---|"]
     for v in report.verdicts or []:
-        rows.append(f"| ({v.claim}) {CLAIMS[v.claim]} | **{v.status}** | {v.reason} |")
+        arm = f" [{v.numbers['arm']}]" if v.numbers.get("arm") else ""
+        checks = "<br>".join(_check_text(c) for c in v.checks) or "–"
+        rows.append(f"| ({v.claim}) {CLAIMS[v.claim]}{arm} | **{v.status}** | {v.reason} | {checks} |")
     return rows
 
 
@@ -51,7 +60,7 @@ def _state_counts(runs: list[Run]) -> str:
 
 
 def study_markdown(*, experiment: Experiment, warmup: Run | None, report: StudyReport, figures: list[Figure],
-                   commands: list[str], machine: str, preset_path: str | None) -> str:
+                   commands: list[str], machine: str, preset_path: str | None, notes: list[str] | None = None) -> str:
     runs = list(experiment.runs.order_by("id"))
     everything = ([warmup] if warmup else []) + runs
     first, last, minutes = wall_time(everything)
@@ -69,12 +78,22 @@ def study_markdown(*, experiment: Experiment, warmup: Run | None, report: StudyR
         f"- Runs: {len(runs)} in the sweep ({_state_counts(runs)})" + (f", after 1 warm-up run ({warmup.state})." if warmup else "."),
         f"- Wall time, first start to last finish: **{minutes:.1f} min** ({first:%Y-%m-%d %H:%M} to {last:%H:%M} UTC)."
         if minutes is not None else "- Wall time: the study has not finished.",
+        *[f"- {note}" for note in notes or []],
         f"- Study metric: `{report.table.metric}`, per run the {report.table.how.replace('_', ' ')} "
         "(the mean over the last 10% of updates unless said otherwise); per cell the mean over seeds with a 95% "
-        "percentile bootstrap CI (scipy.stats.bootstrap, 9,999 resamples).",
+        "percentile bootstrap CI (scipy.stats.bootstrap, 9,999 resamples). Beside it the IQM (interquartile mean) "
+        "with the same bootstrap within the cell, rliable's stratified convention with one cell as one task. "
+        "The verdicts use the mean: with 5 seeds the IQM is the mean of the middle three, so a single collapsed "
+        "seed, the event this study must show, vanishes from it; the mean keeps every seed, and each cell also counts "
+        "its collapsed seeds.",
         f"- Verdict thresholds: (a) gap ≥ {th.gap:g} of the metric's range ({th.reward_range:g}) with CIs apart; "
         f"(b) CIs overlap (and neither is wider than {2 * th.gap:g}); (c) mask fraction ≤ {th.mask_ratio:g} × clip fraction; "
         f"(d) a majority of seeds end ≥ {th.collapse_margin:g} below their smoothed peak, or any non-finite loss or gradient.",
+        f"- Regime checks (the paper's regime): M2 before masking at the highest staleness ≤ {th.m2_regime:g} × τ, "
+        f"≥ {th.near_det_min:.0%} of tokens near-deterministic (entropy < 0.1 nats), on-policy's reward moving by ≥ "
+        f"{th.gap * th.reward_range:g}, no-clip's tail more than {th.collapse_margin * th.reward_range:g} below the ceiling, "
+        "≥ 2 seeds. A claim whose checks fail is 'outside the paper's regime' with the measured reason; 'not reproduced' "
+        "means every check passed.",
         "",
         "## Verdicts",
         "",
@@ -82,7 +101,7 @@ def study_markdown(*, experiment: Experiment, warmup: Run | None, report: StudyR
         "",
         "## Seed statistics",
         "",
-        as_markdown(report.table),
+        as_markdown(report.table, report.stability),
     ]
     if figures:
         out += ["## Curves (exported from the compare page)", ""]

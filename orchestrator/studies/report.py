@@ -2,16 +2,21 @@
 heatmap grid and the verdicts, as plain data for the template and the exports."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics.models import MetricSeries
+
 from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.statistics import DEFAULT_SUMMARY, SUMMARIES
-from orchestrator.studies.table import DEFAULT_METRIC, StudyTable, build_table, grid, group_cells
+from orchestrator.studies.table import DEFAULT_METRIC, StudyTable, build_table, grid, group_cells, run_summaries
 from orchestrator.studies.verdicts import study_verdicts, thresholds_from
 
+NEG_RATIO_KEY = "actor/ratio_neg_max"  # largest r of an A < 0 token in a step: the tail no mask or clip touches
 MAX_STUDY_RUNS = 2000  # one page computes every run's summary; a larger sweep uses the exports' filters
 # The reward of fresh rollouts from the current policy first: a stale run's train/reward_mean is the
 # reward of rollouts s updates old, which lags its policy by construction.
@@ -65,6 +70,35 @@ def experiment_runs(experiment: Experiment) -> list[Run]:
     return list(experiment.runs.order_by("id").only("id", "sweep_values", "seed", "state")[:MAX_STUDY_RUNS])
 
 
+@dataclass(frozen=True)
+class CellStability:
+    """How a cell's seeds held up: how many collapsed, and the A < 0 ratio tail (the largest
+    importance ratio of a token with negative advantage over each run: median over seeds, max)."""
+
+    collapsed: int
+    seeds: int
+    neg_ratio_median: float = math.nan
+    neg_ratio_max: float = math.nan
+
+    @property
+    def neg_ratio_text(self) -> str:
+        if math.isnan(self.neg_ratio_median):
+            return ""
+        return f"{self.neg_ratio_median:.3g} [max {self.neg_ratio_max:.3g}]"
+
+
+def cell_stability(table: StudyTable, th: Thresholds) -> dict[str, CellStability]:
+    """Per cell (by key): seeds that collapsed (Cell.collapsed at the (d) margin) and the A < 0 tail."""
+    runs = [rid for c in table.cells.values() for rid in c.shapes]
+    tails = run_summaries(runs, NEG_RATIO_KEY, "best") if runs else {}
+    out = {}
+    for key, cell in table.cells.items():
+        values = [tails[r] for r in cell.shapes if r in tails and math.isfinite(tails[r])]
+        out[key] = CellStability(cell.collapsed(th.collapse_margin * th.reward_range), len(cell.shapes),
+                                 float(np.median(values)) if values else math.nan, max(values) if values else math.nan)
+    return out
+
+
 @dataclass
 class StudyReport:
     table: StudyTable
@@ -73,6 +107,7 @@ class StudyReport:
     options: StudyOptions
     keys: list[str]
     cells: list  # (index, label) for the reference picker
+    stability: dict[str, CellStability] = field(default_factory=dict)  # by cell key
 
 
 def study_report(experiment: Experiment, params) -> StudyReport | None:
@@ -85,4 +120,5 @@ def study_report(experiment: Experiment, params) -> StudyReport | None:
     table = build_table(runs, opts.metric, opts.how, opts.reference, include_unfinished=opts.include_unfinished)
     verdicts = study_verdicts(table, opts.thresholds)
     return StudyReport(table=table, grid=grid(table), verdicts=verdicts, options=opts, keys=keys,
-                       cells=[(str(i), c.label) for i, c in enumerate(table.cells.values())])
+                       cells=[(str(i), c.label) for i, c in enumerate(table.cells.values())],
+                       stability=cell_stability(table, opts.thresholds))

@@ -4,6 +4,10 @@
   noise: the mean over the last 10% of updates ("tail_mean"). "last", "best" (max) and "mean"
   stay selectable.
 - `seed_interval`: the mean over seeds with a percentile bootstrap CI (scipy.stats.bootstrap).
+  `statistic="iqm"` gives the interquartile mean instead (the mean of the middle 50% of seeds,
+  scipy.stats.trim_mean(x, 0.25)) with the same bootstrap: rliable's convention (Agarwal et al.,
+  "Deep RL at the Edge of the Statistical Precipice", 2021), whose stratified bootstrap resamples
+  runs within each task; one cell is one task here, so within the cell.
 - `difference_interval`: a cell minus a reference cell (e.g. the same objective at staleness 0),
   with a bootstrap CI of the difference of means (independent seeds).
 
@@ -23,6 +27,8 @@ DEFAULT_SUMMARY = "tail_mean"
 TAIL_FRACTION = 0.1
 CONFIDENCE = 0.95
 RESAMPLES = 9999
+STATISTICS = ("mean", "iqm")
+IQM_CUT = 0.25  # trimmed from each end: the interquartile mean
 
 
 def summarize(steps, values, how: str = DEFAULT_SUMMARY, tail_fraction: float = TAIL_FRACTION) -> float:
@@ -43,6 +49,30 @@ def summarize(steps, values, how: str = DEFAULT_SUMMARY, tail_fraction: float = 
     first, last = steps[0], steps[-1]
     start = last - tail_fraction * (last - first)  # the last 10% of the run's updates
     return float(np.nanmean(values[steps >= start]))
+
+
+def head_mean(steps, values, fraction: float = TAIL_FRACTION) -> float:
+    """The mean over the first 10% of a run's updates: where a curve starts (a fork's warm-up)."""
+    steps, values = np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return math.nan
+    first, last = steps.min(), steps.max()
+    return float(np.nanmean(values[steps <= first + fraction * (last - first)]))
+
+
+SMOOTHING_FRACTION = 0.05  # moving-average window for a curve's peak, as a fraction of its points
+
+
+def smoothed_peak(values) -> float:
+    """The highest moving average (window: 5% of the points, at least 1) of a curve in step order."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return math.nan
+    window = max(1, int(round(values.size * SMOOTHING_FRACTION)))
+    if window >= values.size:
+        return float(np.mean(values))
+    kernel = np.ones(window) / window
+    return float(np.max(np.convolve(values, kernel, mode="valid")))
 
 
 @dataclass(frozen=True)
@@ -68,19 +98,32 @@ def _finite(values) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
-def seed_interval(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:
-    """Mean over seeds and its percentile bootstrap CI; non-finite seeds are left out (and counted
-    out of n)."""
+def iqm(values, axis=-1):
+    """The interquartile mean: the mean after cutting 25% of the values from each end (with 5
+    seeds, int(0.25 x 5) = 1 each: the mean of the middle three)."""
+    return stats.trim_mean(values, IQM_CUT, axis=axis)
+
+
+_STATISTIC = {"mean": np.mean, "iqm": iqm}
+
+
+def seed_interval(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0,
+                  statistic: str = "mean") -> Estimate:
+    """The mean (or IQM) over seeds and its percentile bootstrap CI; non-finite seeds are left out
+    (and counted out of n)."""
+    if statistic not in _STATISTIC:
+        raise ValueError(f"statistic: unknown {statistic!r}; known: {', '.join(STATISTICS)}")
+    fn = _STATISTIC[statistic]
     arr = _finite(values)
     if arr.size == 0:
         return Estimate(math.nan, math.nan, math.nan, 0)
-    mean = float(arr.mean())
+    point = float(fn(arr))
     if arr.size < 2:
-        return Estimate(mean, math.nan, math.nan, 1)
+        return Estimate(point, math.nan, math.nan, 1)
     if np.all(arr == arr[0]):  # every resample is the same: the interval is the point
-        return Estimate(mean, mean, mean, int(arr.size))
-    res = stats.bootstrap((arr,), np.mean, confidence_level=confidence, n_resamples=resamples, method="percentile", rng=np.random.default_rng(seed))
-    return Estimate(mean, float(res.confidence_interval.low), float(res.confidence_interval.high), int(arr.size))
+        return Estimate(point, point, point, int(arr.size))
+    res = stats.bootstrap((arr,), fn, confidence_level=confidence, n_resamples=resamples, method="percentile", rng=np.random.default_rng(seed))
+    return Estimate(point, float(res.confidence_interval.low), float(res.confidence_interval.high), int(arr.size))
 
 
 def difference_interval(values, reference, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:

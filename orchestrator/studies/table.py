@@ -20,12 +20,15 @@ from typing import Any
 import numpy as np
 
 from orchestrator.metrics.chunks import Points, live_points
-from orchestrator.studies.statistics import DEFAULT_SUMMARY, Estimate, difference_interval, seed_interval, summarize
+from orchestrator.studies.statistics import (
+    DEFAULT_SUMMARY, Estimate, difference_interval, head_mean, seed_interval, smoothed_peak, summarize,
+)
 
 SUCCEEDED = "succeeded"
 STALENESS_PATHS = ("staleness.k", "staleness.max_staleness")
 OBJECTIVE_PATH = "algorithm.objective"
 DEFAULT_METRIC = "train/reward_mean"
+NON_FINITE_KEYS = ("actor/pg_loss", "actor/grad_norm")  # a run whose loss or gradient turned NaN/inf
 
 
 def cell_label(values: dict[str, Any]) -> str:
@@ -36,12 +39,33 @@ def cell_key(values: dict[str, Any]) -> str:
     return json.dumps(values, sort_keys=True, default=str)
 
 
+@dataclass(frozen=True)
+class RunShape:
+    """One run's curve of the study metric, in the numbers the verdicts and checks need."""
+
+    head: float  # mean over the first 10% of updates
+    tail: float  # mean over the last 10%
+    auc: float  # mean over the run: the area under the curve per update
+    peak: float  # best 5% moving average
+    non_finite: bool  # the metric, the loss or the gradient norm turned NaN/inf somewhere
+
+    @property
+    def movement(self) -> float:
+        return self.tail - self.head
+
+    def fell(self, margin: float) -> bool:
+        """Collapsed: non-finite, or the tail at least `margin` below the smoothed peak."""
+        return self.non_finite or self.peak - self.tail >= margin
+
+
 @dataclass
 class Cell:
     values: dict[str, Any]  # the swept fields (seeds excluded)
     run_ids: list[int]
     run_values: dict[int, float] = field(default_factory=dict)  # run -> its summary, runs with data only
     estimate: Estimate = Estimate(math.nan, math.nan, math.nan, 0)
+    iqm: Estimate = Estimate(math.nan, math.nan, math.nan, 0)  # interquartile mean, same bootstrap
+    shapes: dict[int, RunShape] = field(default_factory=dict)  # run -> its curve's shape, runs with data only
     reference: str | None = None  # cell_key of the reference cell
     difference: Estimate | None = None
     left_out: Counter = field(default_factory=Counter)  # runs not counted, by reason
@@ -65,6 +89,17 @@ class Cell:
     @property
     def estimate_text(self) -> str:
         return interval_text(self.estimate)
+
+    @property
+    def iqm_text(self) -> str:
+        return interval_text(self.iqm)
+
+    def area(self) -> Estimate:
+        """Mean over seeds of each run's mean over the run (the area under the curve), with its CI."""
+        return seed_interval([shape.auc for shape in self.shapes.values()])
+
+    def collapsed(self, margin: float) -> int:
+        return sum(shape.fell(margin) for shape in self.shapes.values())
 
     @property
     def difference_text(self) -> str:
@@ -114,6 +149,25 @@ def run_summaries(run_ids: list[int], metric: str, how: str = DEFAULT_SUMMARY) -
     return out
 
 
+def run_shapes(run_ids: list[int], metric: str, how: str = DEFAULT_SUMMARY) -> tuple[dict[int, float], dict[int, RunShape]]:
+    """Each run's summary of `metric` (as run_summaries gives it) and its RunShape (finite points
+    only), from one read of the curves; runs without points are absent from both."""
+    curves = live_points(run_ids, [metric, *NON_FINITE_KEYS])
+    values, shapes = {}, {}
+    for rid in run_ids:
+        pts = curves.get((rid, metric))
+        if pts is None:
+            continue
+        finite = pts.specials == 0
+        steps, vals = pts.steps[finite], pts.values[finite]
+        values[rid] = math.nan if how != "best" and not finite.all() else summarize(steps, vals, how)
+        order = np.argsort(steps, kind="stable")
+        broken = not finite.all() or any(bool((curves[(rid, k)].specials != 0).any()) for k in NON_FINITE_KEYS if (rid, k) in curves)
+        shapes[rid] = RunShape(head=head_mean(steps, vals), tail=summarize(steps, vals, "tail_mean"),
+                               auc=summarize(steps, vals, "mean"), peak=smoothed_peak(vals[order]), non_finite=broken)
+    return values, shapes
+
+
 @dataclass
 class StudyTable:
     metric: str
@@ -130,6 +184,7 @@ class StudyTable:
                 "cell": cell.label, **{f"sweep:{k}": v for k, v in cell.values.items()},
                 "seeds": cell.estimate.n, "left_out": cell.left_out_text,
                 "mean": cell.estimate.mean, "ci_low": cell.estimate.low, "ci_high": cell.estimate.high,
+                "iqm": cell.iqm.mean, "iqm_ci_low": cell.iqm.low, "iqm_ci_high": cell.iqm.high,
                 "reference": ref.label if ref else "",
                 "difference": cell.difference.mean if cell.difference else math.nan,
                 "difference_ci_low": cell.difference.low if cell.difference else math.nan,
@@ -147,12 +202,14 @@ def build_table(runs, metric: str = DEFAULT_METRIC, how: str = DEFAULT_SUMMARY, 
     cells = group_cells(runs)
     state = {r.pk: r.state for r in runs}
     counted = [r.pk for r in runs if include_unfinished or r.state == SUCCEEDED]
-    summaries = run_summaries(counted, metric, how)
+    summaries, shapes = run_shapes(counted, metric, how)
     for cell in cells.values():
         cell.run_values = {rid: summaries[rid] for rid in cell.run_ids if rid in summaries}
+        cell.shapes = {rid: shapes[rid] for rid in cell.run_ids if rid in shapes}
         cell.left_out = Counter("without data" if rid in counted else state[rid] for rid in cell.run_ids
                                 if rid not in cell.run_values)
         cell.estimate = seed_interval(list(cell.run_values.values()))
+        cell.iqm = seed_interval(list(cell.run_values.values()), statistic="iqm")
     fixed = cell_key(reference) if reference is not None else None
     if fixed is not None and fixed not in cells:
         raise ValueError(f"reference: no cell with {cell_label(reference)}")
@@ -166,8 +223,8 @@ def build_table(runs, metric: str = DEFAULT_METRIC, how: str = DEFAULT_SUMMARY, 
 
 # --- export --------------------------------------------------------------------------------------
 
-EXPORT_COLUMNS = ("cell", "seeds", "left_out", "mean", "ci_low", "ci_high", "reference", "difference",
-                  "difference_ci_low", "difference_ci_high")
+EXPORT_COLUMNS = ("cell", "seeds", "left_out", "mean", "ci_low", "ci_high", "iqm", "iqm_ci_low", "iqm_ci_high",
+                  "reference", "difference", "difference_ci_low", "difference_ci_high")
 
 
 def _num(value) -> str:
@@ -213,14 +270,22 @@ def interval_text(e: Estimate | None, digits: int = 3, signed: bool = False) -> 
     return f"{e.mean:{sign}.{digits}f} [{e.low:{sign}.{digits}f}, {e.high:{sign}.{digits}f}]"
 
 
-def as_markdown(table: StudyTable) -> str:
-    lines = [f"{table.metric}, {table.how} per run; mean over seeds with a 95% bootstrap CI; "
-             f"difference against {table.reference_mode}.", "",
-             "| cell | seeds | mean [95% CI] | difference [95% CI] |", "|---|---|---|---|"]
+def as_markdown(table: StudyTable, stability: dict | None = None) -> str:
+    """The cells as a Markdown table; with `stability` (report.cell_stability) also each cell's
+    collapsed seeds and A < 0 ratio tail."""
+    lines = [f"{table.metric}, {table.how} per run; mean over seeds with a 95% bootstrap CI, and the IQM with its CI; "
+             f"difference against {table.reference_mode}.", ""]
+    extra = " collapsed | A<0 r max, median [max] |" if stability is not None else ""
+    lines += [f"| cell | seeds | mean [95% CI] | IQM [95% CI] |{extra} difference [95% CI] |",
+              "|---|---|---|---|" + ("---|---|" if stability is not None else "") + "---|"]
     for cell in table.cells.values():
         seeds = f"{cell.estimate.n}" + (f" ({cell.left_out_text} left out)" if cell.left_out else "")
         diff = interval_text(cell.difference, signed=True) if cell.difference else "(reference)" if _is_reference(table, cell) else "–"
-        lines.append(f"| {cell.label} | {seeds} | {interval_text(cell.estimate)} | {diff} |")
+        more = ""
+        if stability is not None:
+            st = stability.get(cell.key)
+            more = f" {st.collapsed}/{st.seeds} | {st.neg_ratio_text or '–'} |" if st else " – | – |"
+        lines.append(f"| {cell.label} | {seeds} | {interval_text(cell.estimate)} | {interval_text(cell.iqm)} |{more} {diff} |")
     return "\n".join(lines) + "\n"
 
 

@@ -72,9 +72,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-figures", action="store_true")
         parser.add_argument("--command", action="append", default=[], help="a reproduce command to list (repeatable)")
         parser.add_argument("--appendix", type=Path, help="a Markdown file appended as is (e.g. how the preset was calibrated)")
+        parser.add_argument("--note", action="append", default=[], help="a line added to the set-up list, e.g. the load "
+                            "average at start and end (repeatable)")
 
     def handle(self, *args, experiment: int, user: str, base_url: str, out: Path, no_figures=False, command=(),
-               appendix: Path | None = None, **options):
+               appendix: Path | None = None, note=(), **options):
         if appendix is not None and not appendix.is_file():
             raise CommandError(f"--appendix: no such file: {appendix}")
         found = Experiment.objects.filter(pk=experiment).first()
@@ -107,7 +109,7 @@ class Command(BaseCommand):
             f"python manage.py study_report <experiment id> --user {user} --base-url <dashboard URL>",
         ]
         text = study_markdown(experiment=found, warmup=warmup, report=report, figures=figures, commands=commands,
-                              machine=_machine(), preset_path=None)
+                              machine=_machine(), preset_path=None, notes=list(note))
         if appendix is not None:
             text = text.rstrip() + "\n\n" + appendix.read_text()
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,153 @@
+"""Regime checks in every verdict: crafted sweeps whose runs log what the trainer logs (M2 before
+masking, the near-deterministic fraction, the reward curve), stored through the real ingestion
+path, and the verdicts they give: "outside the paper's regime" with the measured reason where a
+check fails, "not reproduced" only where every check passed."""
+import pytest
+
+from orchestrator.experiments.services import experiment_create
+from orchestrator.metrics.services import metrics_ingest
+from orchestrator.studies import claims
+from orchestrator.studies.claims import NOT_REPRODUCED, OUTSIDE_REGIME, REPRODUCED, RegimeCheck, Verdict
+from orchestrator.studies.report import study_report
+from orchestrator.studies.table import build_table
+from orchestrator.studies.verdicts import study_verdicts
+
+STEPS = list(range(4, 404, 4))  # 100 points; head: steps <= 43.6, tail: steps >= 364.4
+
+
+def _ingest(run, key, values):
+    metrics_ingest(run=run, attempt=1, points=[{"step": s, "key": key, "value": v, "time": 1.0e9 + s}
+                                                for s, v in zip(STEPS, values, strict=True)])
+
+
+def _ramp(start, end):
+    return [start + (end - start) * i / (len(STEPS) - 1) for i in range(len(STEPS))]
+
+
+def _sweep(owner, config, *, rewards, m2, near_det, fractions, seeds=3, neg_ratio=None):
+    """rewards[(k, objective)] = (start, end) of a linear curve; m2 and fractions per cell."""
+    experiment = experiment_create(owner=owner, name="crafted", config=config, seeds=seeds,
+                                   sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po", "no_clip"]})
+    for run in experiment.runs.all():
+        cell = (run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"])
+        start, end = rewards[cell]
+        jitter = 0.01 * (run.seed - config["train"]["seed"])
+        _ingest(run, "rollout/reward_mean", [v + jitter for v in _ramp(start, end)])
+        _ingest(run, "actor/m2", [m2.get(cell, 0.01)] * len(STEPS))
+        _ingest(run, "actor/near_det_frac", [near_det] * len(STEPS))
+        _ingest(run, "actor/clip_frac", [fractions.get(cell, 0.01)] * len(STEPS))
+        if neg_ratio is not None:
+            _ingest(run, "actor/ratio_neg_max", [neg_ratio.get(cell, 1.5) * (1 + run.seed)] * len(STEPS))
+    experiment.runs.update(state="succeeded")
+    return experiment
+
+
+IN_REGIME = dict(
+    rewards={(0, "grpo"): (0.3, 0.9), (8, "grpo"): (0.3, 0.5), (0, "m2po"): (0.3, 0.9), (8, "m2po"): (0.3, 0.88),
+             (0, "no_clip"): (0.3, 0.9), (8, "no_clip"): (0.3, 0.6)},
+    m2={(8, "m2po"): 0.06, (8, "grpo"): 0.05},  # 1.5x tau = 0.04
+    near_det=0.8,
+    fractions={(8, "m2po"): 0.004, (8, "grpo"): 0.02},  # 0.2x: more than the 0.1x the paper shows
+)
+
+
+@pytest.fixture
+def crafted(alice, tiny_config, settings, tmp_path):
+    settings.RUNS_DIR = tmp_path / "runs"
+    return lambda **kw: _sweep(alice, tiny_config, **{**IN_REGIME, **kw})
+
+
+def _verdicts(experiment):
+    return {v.claim: v for v in study_verdicts(build_table(list(experiment.runs.all()), metric="rollout/reward_mean"))}
+
+
+def test_every_check_passes_and_a_failed_claim_stays_not_reproduced(db, crafted):
+    v = _verdicts(crafted())
+    assert v["a"].status == REPRODUCED and "on the tail" in v["a"].reason
+    assert v["b"].status == REPRODUCED
+    c = v["c"]
+    assert c.status == NOT_REPRODUCED, c.reason  # in the regime, and M2PO still masks 0.2x: a real failure
+    assert {ch.name: ch.passed for ch in c.checks} == {"seeds": True, "m2": True, "near_det": True}
+    m2 = next(ch for ch in c.checks if ch.name == "m2")
+    assert m2.value == pytest.approx(0.06) and "1.5x tau" in m2.text
+    assert v["d"].status == NOT_REPRODUCED  # a linear rise never falls: stagnation, with headroom left
+    assert [ch.name for ch in v["d"].checks] == ["seeds", "headroom"] and all(ch.passed for ch in v["d"].checks)
+    movement = next(ch for ch in v["a"].checks if ch.name == "movement")
+    # on-policy: tail minus first 10%, each the mean of 10 of the 100 points (indices 90..99 and 0..9)
+    assert movement.value == pytest.approx(0.6 * 90 / 99)
+
+
+def test_m2_far_above_tau_puts_the_mask_claim_outside_the_regime(db, crafted):
+    v = _verdicts(crafted(m2={(8, "m2po"): 1.6}, fractions={(8, "m2po"): 0.07, (8, "grpo"): 0.1}))
+    c = v["c"]
+    assert c.status == OUTSIDE_REGIME and c.numbers["measured_status"] == NOT_REPRODUCED
+    assert c.reason.startswith("M2 before masking (m2po at s=8, median update) is 1.6 = 40x tau, above the paper's regime")
+    assert "As measured: not reproduced, M2PO masks 7.000%" in c.reason
+    assert v["b"].status == REPRODUCED  # a claim that holds outside the regime stays reproduced
+
+
+def test_few_near_deterministic_tokens_put_the_mask_claim_outside_the_regime(db, crafted):
+    c = _verdicts(crafted(near_det=0.1))["c"]
+    assert c.status == OUTSIDE_REGIME and c.reason.startswith("10% of tokens near-deterministic")
+
+
+def test_a_flat_on_policy_run_makes_a_match_vacuous(db, crafted):
+    flat = {(0, "grpo"): (0.5, 0.52), (8, "grpo"): (0.5, 0.5), (8, "m2po"): (0.5, 0.51)}
+    v = _verdicts(crafted(rewards={**IN_REGIME["rewards"], **flat}))
+    assert v["b"].numbers["measured_status"] == REPRODUCED  # the CIs overlap ...
+    assert v["b"].status == OUTSIDE_REGIME  # ... but nothing moved, so nothing was tested
+    assert "on-policy's reward moves +0.0182" in v["b"].reason  # 0.02 x 90/99
+    assert v["a"].status == OUTSIDE_REGIME and v["a"].numbers["measured_status"] == NOT_REPRODUCED
+
+
+def test_a_no_clip_run_at_the_ceiling_cannot_collapse(db, crafted):
+    saturated = {(8, "no_clip"): (0.3, 0.995)}
+    d = _verdicts(crafted(rewards={**IN_REGIME["rewards"], **saturated}))["d"]
+    assert d.status == OUTSIDE_REGIME and "it saturates" in d.reason
+
+
+def test_unmeasured_quantities_block_nothing(db, alice, tiny_config, settings, tmp_path):
+    settings.RUNS_DIR = tmp_path / "runs"
+    experiment = experiment_create(owner=alice, name="old", config=tiny_config, seeds=2,
+                                   sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]})
+    for run in experiment.runs.all():  # a sweep from before the trainer logged M2 or near_det_frac
+        _ingest(run, "rollout/reward_mean", _ramp(0.2, 0.8 if run.sweep_values["staleness.k"] == 0 else 0.4))
+        _ingest(run, "actor/clip_frac", [0.001 if run.sweep_values["algorithm.objective"] == "m2po" else 0.05] * len(STEPS))
+    experiment.runs.update(state="succeeded")
+    c = _verdicts(experiment)["c"]
+    assert c.status == REPRODUCED
+    assert {ch.name: ch.passed for ch in c.checks} == {"seeds": True, "m2": None, "near_det": None}
+
+
+def test_one_seed_stays_inconclusive_whatever_the_checks(db, crafted):
+    v = _verdicts(crafted(seeds=1, m2={(8, "m2po"): 5.0}))
+    assert v["a"].status == claims.INCONCLUSIVE and "too few seeds" in v["a"].reason
+    assert v["c"].status == claims.INCONCLUSIVE and v["c"].reason.startswith("1 seeds in the fewest cell")
+
+
+def test_the_report_counts_collapsed_seeds_and_the_negative_advantage_tail(db, crafted):
+    rewards = {**IN_REGIME["rewards"], (8, "m2po"): (0.3, 0.88)}
+    experiment = crafted(rewards=rewards, neg_ratio={(8, "m2po"): 100.0})
+    fell = experiment.runs.get(sweep_values={"staleness.k": 8, "algorithm.objective": "m2po"}, seed=2)
+    metrics_ingest(run=fell, attempt=1, points=[{"step": s, "key": "rollout/reward_mean", "value": 0.1, "time": 2.0e9 + s}
+                                                for s in STEPS[-20:]])  # its last fifth: a fall from ~0.8
+    report = study_report(experiment, {})
+    cells = {c.label: c.key for c in report.table.cells.values()}
+    st = report.stability[cells["algorithm.objective=m2po, staleness.k=8"]]
+    assert (st.collapsed, st.seeds) == (1, 3)
+    assert (st.neg_ratio_median, st.neg_ratio_max) == (300.0, 400.0)  # 100 x (1 + seed) for seeds 1, 2, 3
+    assert report.stability[cells["algorithm.objective=grpo, staleness.k=0"]].collapsed == 0
+    iqm = report.table.cells[cells["algorithm.objective=m2po, staleness.k=8"]].iqm
+    assert iqm.n == 3 and iqm.low <= iqm.mean <= iqm.high
+
+
+def test_within_regime_on_crafted_verdicts():
+    failing = RegimeCheck("m2", "M2 30x tau", False)
+    testable = RegimeCheck("movement", "flat", False, claims.TESTABLE)
+    unmeasured = RegimeCheck("near_det", "not measured", None)
+    assert claims.within_regime(Verdict("c", REPRODUCED, "ok"), [failing]).status == REPRODUCED
+    assert claims.within_regime(Verdict("c", NOT_REPRODUCED, "no"), [failing]).status == OUTSIDE_REGIME
+    assert claims.within_regime(Verdict("b", REPRODUCED, "ok"), [testable]).status == OUTSIDE_REGIME
+    assert claims.within_regime(Verdict("c", NOT_REPRODUCED, "no"), [unmeasured]).status == NOT_REPRODUCED
+    few = claims.within_regime(Verdict("c", NOT_REPRODUCED, "no"), [RegimeCheck("seeds", "1 seed", False), failing])
+    assert few.status == claims.INCONCLUSIVE and few.reason.startswith("1 seed") and len(few.checks) == 2
