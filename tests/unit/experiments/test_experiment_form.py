@@ -117,9 +117,10 @@ def test_the_study_preset_fills_the_warm_up_box_and_queues_warm_up_and_sweep(log
     response = logged_in.post("/experiments/new/", flat_from_spec(get_preset("cpu-staleness-study").spec()))
     assert response.status_code == 302, response.content.decode()[:3000]
     warm = Run.objects.get(experiment__name="cpu-staleness-study-warmup")
-    assert warm.config["algorithm"]["objective"] == "grpo" and warm.config["train"]["steps"] == 200
+    assert warm.config["algorithm"]["objective"] == "grpo" and warm.config["train"]["steps"] == 150
+    assert warm.config["task"]["demonstrations"] == 1
     forks = Run.objects.filter(experiment__name="cpu-staleness-study", parent=warm)
-    assert forks.count() == 27 and {r.config["algorithm"]["lr"] for r in forks} == {3.0e-4}
+    assert forks.count() == 30 and {r.config["algorithm"]["lr"] for r in forks} == {5.0e-5}
 
 
 def test_export_gives_the_file_the_trainer_takes(logged_in):
