@@ -62,20 +62,19 @@ def study_verdicts(table: StudyTable, th: Thresholds = Thresholds()) -> list[Ver
         levels = sorted({s for s, _ in by_point if isinstance(s, (int, float))})
         if len(levels) < 2:
             continue
-        for verdict in _arm_verdicts(table, by_point, levels[0], levels[-1], th):
+        for verdict in _arm_verdicts(table, by_point, levels[0], levels[-1], th, s_path):
             verdict.numbers.update({"staleness_path": s_path, "arm": arm})
             out.append(verdict)
     return out or None
 
 
-def _arm_verdicts(table: StudyTable, by_point: dict[tuple, Cell], low, high, th: Thresholds) -> list[Verdict]:
+def _arm_verdicts(table: StudyTable, by_point: dict[tuple, Cell], low, high, th: Thresholds, s_path: str) -> list[Verdict]:
     objectives = {o for _, o in by_point}
     clip = next((o for o in CLIP_OBJECTIVES if o in objectives), None)
     on_policy = by_point.get((low, clip)) if clip else None
     stale_clip = by_point.get((high, clip)) if clip else None
     m2po, no_clip = by_point.get((high, "m2po")), by_point.get((high, "no_clip"))
-    where = f"s={high}"
-    m2 = regime.m2_check(m2po or stale_clip, f"{'m2po' if m2po else clip} at {where}", th)
+    m2 = regime.m2_check(m2po or stale_clip, f"{'m2po' if m2po else clip} at {s_path}={high}", th)
     out = []
 
     if on_policy is None or stale_clip is None:

@@ -81,7 +81,7 @@ def test_m2_far_above_tau_puts_the_mask_claim_outside_the_regime(db, crafted):
     v = _verdicts(crafted(m2={(8, "m2po"): 1.6}, fractions={(8, "m2po"): 0.07, (8, "grpo"): 0.1}))
     c = v["c"]
     assert c.status == OUTSIDE_REGIME and c.numbers["measured_status"] == NOT_REPRODUCED
-    assert c.reason.startswith("M2 before masking (m2po at s=8, median update) is 1.6 = 40x tau, above the paper's regime")
+    assert c.reason.startswith("M2 before masking (m2po at staleness.k=8, median update) is 1.6 = 40x tau, above the paper's regime")
     assert "As measured: not reproduced, M2PO masks 7.000%" in c.reason
     assert v["b"].status == REPRODUCED  # a claim that holds outside the regime stays reproduced
 

@@ -1,5 +1,5 @@
 """Queue the bundled CPU staleness study: an on-policy warm-up run, then a sweep over staleness x
-{grpo, no_clip, m2po} x 3 seeds that forks from it (examples/presets/cpu-staleness-study.yaml).
+{grpo, no_clip, m2po} x 5 seeds that forks from it (examples/presets/cpu-staleness-study.yaml).
 
     python manage.py queue_study --user alice
     python manage.py queue_study --user alice --preset paper-staleness-x-objective-36 --dry-run

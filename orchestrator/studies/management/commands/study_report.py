@@ -32,8 +32,8 @@ def _machine() -> str:
 
 
 def figure_specs(experiment: Experiment, updates_per_step: int, keys: list[str]) -> list[FigureSpec]:
-    """Reward of fresh rollouts by objective at each staleness, and the token fraction and entropy
-    at the highest staleness (those the runs logged)."""
+    """Reward of fresh rollouts by objective at each staleness, and the token fraction, M2 and
+    entropy at the highest staleness (those the runs logged)."""
     runs = list(experiment.runs.order_by("id").values("id", "sweep_values"))
     paths = {p for r in runs for p in r["sweep_values"]}
     s_path = staleness_path(paths)
@@ -55,6 +55,10 @@ def figure_specs(experiment: Experiment, updates_per_step: int, keys: list[str])
         specs.append(FigureSpec(f"token-fraction-{s_path.split('.')[-1]}{top}.png",
                                 f"Masked (m2po) / clipped (grpo) token fraction at the highest staleness, {updates(top)}",
                                 at(top), OBJECTIVE_PATH, "clip_frac"))
+    if "actor/m2" in keys:
+        specs.append(FigureSpec(f"m2-{s_path.split('.')[-1]}{top}.png",
+                                f"M2 before / after masking at the highest staleness, {updates(top)} (log scale; tau = 0.04)",
+                                at(top), OBJECTIVE_PATH, "m2"))
     if "actor/entropy" in keys:
         specs.append(FigureSpec(f"entropy-{s_path.split('.')[-1]}{top}.png",
                                 f"Entropy at the highest staleness, {updates(top)}", at(top), OBJECTIVE_PATH, "entropy"))
