@@ -121,4 +121,8 @@ def test_the_gpu_check_runs_end_to_end_on_a_stand_in_of_the_gpu_machine(tmp_path
     assert bench["train_tokens_per_s"]["grpo"] > 0 and bench["train_tokens_per_s"]["m2po"] > 0
     assert bench["generate"]["tokens_per_s"] > 0
     study = figures["study"]
-    assert study["warmup"]["status"] == "done" and study["done"] == study["planned"] == 2
+    if "warmup_run" in preset.read_text():  # the GPU preset has none (the instruct model is the peaked start)
+        assert study["warmup"]["status"] == "done"
+    else:
+        assert "warmup" not in study
+    assert study["done"] == study["planned"] == 2, study  # GPU_CHECK_STUDY_MAX_RUNS' default in the dry run

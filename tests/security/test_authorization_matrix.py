@@ -118,6 +118,9 @@ MATRIX: dict[str, list[Case]] = {
     "samples-run": [Case("get", "/runs/{run}/samples/", RUN_READ_PAGE)],
     "samples-newer": [Case("get", "/runs/{run}/samples/newer/", RUN_READ_PAGE)],
     "samples-compare": [Case("get", "/compare/samples/?runs={run}", RUN_READ_PAGE)],
+    # the correction contrast cards (issue 23): fragments read like the pages they sit on
+    "samples-run-corrections": [Case("get", "/runs/{run}/samples/corrections/", RUN_READ_PAGE)],
+    "samples-compare-corrections": [Case("get", "/compare/samples/corrections/?runs={run}", RUN_READ_PAGE)],
     "cluster-run-job": [Case("get", "/runs/{run}/job", RUN_READ_PAGE)],
     "cluster-health": [Case("get", "/cluster/health", PAGE_READ)],
     "api-not-found": [Case("get", "/api/v1/no-such-thing", (404, 404, 404, 404, 404, 404))],
