@@ -1,5 +1,6 @@
 """Metric endpoints: ingestion (run token), series and compare JSON, the live SSE stream, and the
 compare page. Views stay thin: access helper, parameter check, one service or selector."""
+import difflib
 import json
 
 from asgiref.sync import sync_to_async
@@ -116,10 +117,12 @@ def _key_param(request: HttpRequest, *, many: bool = False) -> list[str]:
 
 
 def _unknown_keys(asked: list[str], known: list[str], whose: str):
-    """None when every asked key is known, else the 404 that names the known keys."""
+    """None when every asked key is known, else the 404 that names the known keys, the nearest first."""
     missing = [k for k in asked if k not in set(known)]
     if not missing:
         return None
+    near = [k for m in missing for k in difflib.get_close_matches(m, known, n=5, cutoff=0.6)]
+    known = list(dict.fromkeys(near + known))  # a run logs dozens of keys: the ones a typo meant come first
     shown = ", ".join(known[:SHOW_KNOWN]) + (f" and {len(known) - SHOW_KNOWN} more" if len(known) > SHOW_KNOWN else "")
     listed = f"known keys: {shown}" if known else "no metrics reported yet"
     return json_error(404, f"{whose} has no metric {', '.join(repr(k) for k in missing)[:300]}; {listed}",

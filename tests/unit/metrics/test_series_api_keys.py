@@ -36,10 +36,19 @@ def test_an_unknown_key_is_a_404_naming_the_known_ones(client, alice, tiny_confi
     answer = client.get(url, {"key": [A, "train/reward_maen"]})
     assert answer.status_code == 404
     assert answer.json()["error"] == (f"run {run.pk} has no metric 'train/reward_maen'; "
-                                      f"known keys: {B}, {A}")
-    assert answer.json()["errors"] == [{"field": "key", "message": f"known keys: {B}, {A}"}]
+                                      f"known keys: {A}, {B}")  # the key the typo meant first
+    assert answer.json()["errors"] == [{"field": "key", "message": f"known keys: {A}, {B}"}]
     compare = client.get("/api/v1/metrics/compare", {"runs": str(run.pk), "key": "nope"})
     assert compare.status_code == 404 and f"known keys: {B}, {A}" in compare.json()["error"]
+
+
+def test_the_nearest_keys_come_first_when_a_run_logs_more_than_are_named(client, alice, tiny_config):
+    run, _ = make_run(alice, tiny_config)  # a real trainer logs ~70 keys, and actor/* sort before train/*
+    many = [f"actor/diag_{i:02d}" for i in range(60)]
+    metrics_ingest(run=run, attempt=1, points=[p for key in many + [A] for p in points(key, range(1))])
+    client.force_login(alice)
+    error = client.get(f"/api/v1/runs/{run.pk}/metrics", {"key": "train/reward"}).json()["error"]
+    assert error.split("known keys: ")[1].startswith(f"{A}, actor/diag_00") and error.endswith("and 21 more")
 
 
 def test_compare_takes_one_key_and_says_so(client, alice, tiny_config):
