@@ -94,7 +94,8 @@ class Rows:
 
     def with_clause(self) -> tuple[str, list]:
         sql, params = self.source()
-        return f"WITH b({', '.join(self.names)}) AS ({sql}) ", params
+        # quoted: `values` is a column of the chunks table and a keyword that SQLite refuses bare
+        return "WITH b(" + ", ".join(f'"{name}"' for name in self.names) + f") AS ({sql}) ", params
 
 
 def _python_values(column) -> list:

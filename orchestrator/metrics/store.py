@@ -132,7 +132,7 @@ def chunks_by_id(db: Statements, ids: Iterable[int]) -> list[tuple]:
     ids = list(ids)
     if not ids:
         return []
-    rows = db.fetch(f"SELECT id, key, attempt, seq, first_step, steps, values, specials, times FROM {CHUNK} "
+    rows = db.fetch(f'SELECT id, key, attempt, seq, first_step, steps, "values", specials, times FROM {CHUNK} '
                     f"WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
     return [(cid, key, attempt, seq, first, unpack(*blobs)) for cid, key, attempt, seq, first, *blobs in rows]
 
@@ -146,8 +146,8 @@ def insert_chunks(db: Statements, run_id: int, attempt: int, seq: int | None, ba
                                                                  [run_id])
     return db.execute(
         with_b + f"INSERT INTO {CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, "
-        f"values, specials, times, sum_value, n_finite) SELECT %s, key, %s, {seq_sql}, %s, first_step, last_step, n, "
-        "steps, values, specials, times, sum_value, n_finite FROM b",
+        f'"values", specials, times, sum_value, n_finite) SELECT %s, key, %s, {seq_sql}, %s, first_step, last_step, n, '
+        'steps, "values", specials, times, sum_value, n_finite FROM b',
         [*params, run_id, attempt, *seq_params, superseded])
 
 
@@ -182,7 +182,7 @@ def rewrite_chunk(db: Statements, chunk_id: int, points: Points):
     """Store a chunk with fewer points (never none: callers delete emptied chunks)."""
     finite = points.specials == 0
     return db.execute(
-        f"UPDATE {CHUNK} SET first_step = %s, last_step = %s, n = %s, steps = %s, values = %s, specials = %s, "
+        f'UPDATE {CHUNK} SET first_step = %s, last_step = %s, n = %s, steps = %s, "values" = %s, specials = %s, '
         "times = %s, sum_value = %s, n_finite = %s WHERE id = %s",
         [int(points.steps[0]), int(points.steps[-1]), len(points), *pack(points).values(),
          float(points.values[finite].sum()), int(finite.sum()), chunk_id])
