@@ -5,10 +5,12 @@ batch is too big for the dashboard.
 The tiny random-init model ends its answers at EOS after about 20 tokens (its vocabulary is ~20
 characters), so its 64 samples are ~10 KB gzipped, not the ~2 MB of a model that writes 4,096
 tokens (and the pusher may read them in pieces while they are written); the dashboard's limit is
-lowered to 1 KiB here so that these real batches are really over it
+lowered to 2 KiB here so that these real batches are really over it while each sample alone fits
+(a sample carries per-token entropy and every correction's marks since issue 23: one went over 1 KiB)
 (tests/unit/metrics/test_pusher_to_server.py sends 64 full-length samples past a 1 MiB limit).
 On main the 413 (an HTML 400 before that) was taken for a bad batch and the samples were skipped.
 """
+import gzip
 import json
 
 import pytest
@@ -18,7 +20,7 @@ from orchestrator.samples.models import RolloutSample
 from tests.integration.trainer.cli_helpers import read_points, run_trainer, write_config
 from tests.unit.metrics.asgi_server import serve_asgi
 from tests.unit.metrics.helpers import make_run
-from trainer.reporting import read_rejected
+from trainer.reporting import batch_body, read_rejected
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -37,7 +39,7 @@ CONFIG = {
 
 
 def test_a_real_run_whose_samples_batch_is_too_big_stores_every_sample(alice, tmp_path, settings):
-    settings.OPL_INGEST_MAX_BODY_BYTES = 1024
+    settings.OPL_INGEST_MAX_BODY_BYTES = LIMIT = 2048
     run, token = make_run(alice, CONFIG)
     run_dir = tmp_path / "run"
     with serve_asgi() as url:
@@ -46,7 +48,10 @@ def test_a_real_run_whose_samples_batch_is_too_big_stores_every_sample(alice, tm
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert "as too large (HTTP 413" in done.stderr, "the batch should really have been too big"
 
-    spooled = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    lines = (run_dir / "samples.jsonl").read_text().splitlines()
+    alone = max(len(gzip.compress(batch_body(1, "samples", [line.encode()]), compresslevel=1)) for line in lines)
+    assert alone < LIMIT, f"a single sample ({alone} bytes gzipped) is over the limit: the test's premise broke"
+    spooled = [json.loads(line) for line in lines]
     assert sum(s["kind"] == "train" for s in spooled) == 64  # and the final evaluation's answers
     stored = RolloutSample.objects.filter(run=run)
     assert sorted(stored.values_list("kind", "step", "index")) == sorted((s["kind"], s["step"], s["index"]) for s in spooled)
