@@ -43,7 +43,7 @@ CKPT_DIR = "ckpt"
 WEIGHTS = "weights.pt"
 META = "meta.json"
 PINS = "pins.json"
-_NAME = re.compile(r"^step-(\d{8})$")
+_NAME = re.compile(r"^step-(\d{8})\Z")
 
 
 log = logging.getLogger(__name__)

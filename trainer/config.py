@@ -520,7 +520,7 @@ class RunConfig(BaseModel):
 
 
 PATH_ROOTS_ENV = "OPL_PATH_ROOTS"  # set by the dashboard in a job's environment
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?\Z")
 
 
 def is_hub_id(name: str) -> bool:

@@ -106,12 +106,12 @@ METRIC_KEYS: dict[str, str] = {
 }
 
 PATTERNS = {
-    re.compile(r"^eval/[A-Za-z0-9_\-]+/acc$"): "mean@k accuracy on one eval set",
-    re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures$"): "eval answers whose reward errored or timed out",
-    re.compile(r"^system/gpu[0-9]+/util_pct$"): "NVML: GPU i's utilisation (% of time a kernel ran)",
-    re.compile(r"^system/gpu[0-9]+/mem_gb$"): "NVML: GPU i's memory in use (GiB, all processes)",
-    re.compile(r"^system/gpu[0-9]+/mem_pct$"): "NVML: the same as % of the GPU's memory",
-    re.compile(r"^system/gpu[0-9]+/power_w$"): "NVML: GPU i's power draw (W)",
+    re.compile(r"^eval/[A-Za-z0-9_\-]+/acc\Z"): "mean@k accuracy on one eval set",
+    re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures\Z"): "eval answers whose reward errored or timed out",
+    re.compile(r"^system/gpu[0-9]+/util_pct\Z"): "NVML: GPU i's utilisation (% of time a kernel ran)",
+    re.compile(r"^system/gpu[0-9]+/mem_gb\Z"): "NVML: GPU i's memory in use (GiB, all processes)",
+    re.compile(r"^system/gpu[0-9]+/mem_pct\Z"): "NVML: the same as % of the GPU's memory",
+    re.compile(r"^system/gpu[0-9]+/power_w\Z"): "NVML: GPU i's power draw (W)",
 }
 
 MAX, MIN = "max", "min"
@@ -133,8 +133,8 @@ DIRECTIONS: dict[str, str] = {
     "perf/gen_s": MIN, "perf/train_s": MIN, "perf/weight_sync_s": MIN, "perf/wait_s": MIN, "perf/step_s": MIN,
 }
 PATTERN_DIRECTIONS = {
-    re.compile(r"^eval/[A-Za-z0-9_\-]+/acc$"): MAX,
-    re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures$"): MIN,
+    re.compile(r"^eval/[A-Za-z0-9_\-]+/acc\Z"): MAX,
+    re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures\Z"): MIN,
 }
 
 assert set(DIRECTIONS) <= set(METRIC_KEYS), "direction declared for a key missing from the table"

@@ -16,7 +16,7 @@ MAX_TAG_LENGTH = 50
 MAX_MEMBERS_PER_REQUEST = 100
 MAX_YAML_BYTES = 256 * 1024  # an uploaded or pasted experiment file
 MAX_STRING = 100_000  # any one string value inside a config
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # names used in URLs and headers
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")  # names used in URLs and headers
 ID = re.compile(r"[0-9]{1,18}\Z")  # ASCII digits only ("²".isdigit() is True), within bigint; \Z: `$` allows a final newline
 
 

@@ -15,7 +15,7 @@ from orchestrator.cluster.jobspec import run_dir_for
 from orchestrator.experiments.models import Run
 from trainer import checkpoint as ckpt
 
-_HOLDER = re.compile(r"^run (\d+)$")
+_HOLDER = re.compile(r"^run (\d+)\Z")
 PINNED = "pinned by "
 
 

@@ -36,7 +36,7 @@ def data_roots() -> list[Path]:
     return [(REPO_ROOT / "examples").resolve(), (REPO_ROOT.parent / "shared" / "data").resolve()]
 
 
-RUN_FOLDER = re.compile(r"^run-(\d+)$")
+RUN_FOLDER = re.compile(r"^run-(\d+)\Z")
 OUTSIDE = "must lie under the data folders (OPL_DATA_ROOTS) or in the folder of a run you may read"
 MayReadRun = Callable[[int], bool]
 

@@ -23,7 +23,7 @@ X_AXES = [
 ]
 
 CORRECTIONS = "Corrections and the A<0 tail"
-EVAL_SET = re.compile(r"^eval/[^/]+/acc$")
+EVAL_SET = re.compile(r"^eval/[^/]+/acc\Z")
 EVAL_AVG = "eval/avg_acc"
 FRACTION_KEY = "actor/clip_frac"
 THRESHOLD_OBJECTIVES = ("m2po", "m2po_cap")  # tau_m2 is their bound on M2

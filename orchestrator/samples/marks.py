@@ -26,7 +26,7 @@ DROPS = frozenset("mc")  # the marks that take a token's gradient away
 
 MAX_VARIANTS = 10  # counterfactual entries per sample
 MAX_VARIANT_CHARS = 64  # decoupled_ppo with every option is 58
-VARIANT = re.compile(r"^[a-z][a-z0-9_]*(\+[a-z][a-z0-9_]*)*$")
+VARIANT = re.compile(r"^[a-z][a-z0-9_]*(\+[a-z][a-z0-9_]*)*\Z")
 
 
 def encode(n_tokens: int, masked: Iterable[int] = (), clipped: Iterable[int] = (),

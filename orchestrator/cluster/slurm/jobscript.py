@@ -19,10 +19,10 @@ from orchestrator.cluster.backends.base import JobSpec
 
 from .schemas import JobRequest
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 # absolute, no '..', and no character a shell or Slurm's %-expansion would act on
-PATH_RE = re.compile(r"^/[A-Za-z0-9_./+-]*$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PATH_RE = re.compile(r"^/[A-Za-z0-9_./+-]*\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 

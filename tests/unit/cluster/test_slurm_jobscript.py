@@ -28,7 +28,7 @@ def test_golden_job_script():
 
 
 @pytest.mark.parametrize("field", ["partition", "account", "qos", "gpu_type"])
-@pytest.mark.parametrize("value", ["gpu;reboot", "$(id)", "a b", "gpu`x`", "a|b", "a>b", "-x", "a&b"])
+@pytest.mark.parametrize("value", ["gpu;reboot", "$(id)", "a b", "gpu`x`", "a|b", "a>b", "-x", "a&b", "gpu\n"])
 def test_shell_metacharacters_in_profile_names_are_refused_naming_the_field(field, value):
     with pytest.raises(ValidationError) as err:
         SlurmProfile(**{field: value})
@@ -47,6 +47,8 @@ def test_unsafe_paths_are_refused_naming_the_field(tmp_path, value):
 def test_bad_environment_names_are_refused(tmp_path):
     with pytest.raises(UnsafeValue, match=r"env\['A B'\]"):
         build_request(spec(tmp_path, env={"A B": "x"}), SlurmProfile())
+    with pytest.raises(UnsafeValue, match=r"env\['A\\n'\]"):  # Python's $ would match before the newline
+        build_request(spec(tmp_path, env={"A\n": "x"}), SlurmProfile())
 
 
 def test_request_carries_ids_profile_and_resources(tmp_path):
