@@ -621,23 +621,31 @@ def _solve_cap_tau(delta_sq: Tensor, budget: float) -> float | None:
     n = delta_sq.numel()
     if n == 0:
         return None
-    values = torch.sort(delta_sq.to(torch.float64)).values  # (n,) ascending
-    total = float(values.sum())
+    total = float(delta_sq.sum(dtype=torch.float64))
     target = budget * n
     if total / n <= budget + 1e-12 or target >= total - 1e-12:
         return None
     if target <= 1e-12:
         return 0.0
-    csum = torch.cumsum(values, dim=0)  # (n,)
-    rest = torch.arange(n - 1, -1, -1, dtype=torch.float64, device=values.device)  # (n,) n - k - 1
-    capped = (values - 1e-12) * rest + csum  # (n,)
+    # Only the values above `low` need sorting: for a sorted v_k < low, capped_k below is at most
+    # sum_i min(v_i, v_k) <= n v_k < target minus a margin far above the 1e-12 offsets and float64's
+    # rounding, so k is never one of them (a stale batch's M2 is mostly tiny: this sorts ~1/5 of it).
+    low = budget * (1.0 - 1e-6)
+    below = delta_sq < low if target * 1e-6 > 1e-9 else torch.zeros_like(delta_sq, dtype=torch.bool)
+    m = int(torch.count_nonzero(below))
+    # sorted in the input's dtype (half the bytes of float64 for float32), then summed in float64
+    values = torch.sort(delta_sq[~below]).values.to(torch.float64)  # (n - m,) the sorted array's entries m..n-1
+    csum = torch.cumsum(values, dim=0) + float(delta_sq[below].sum(dtype=torch.float64))  # (n - m,) csum_k
+    rest = torch.arange(n - m - 1, -1, -1, dtype=torch.float64, device=values.device)  # (n - m,) n - k - 1
+    capped = (values - 1e-12) * rest + csum  # (n - m,)
     reached = torch.nonzero(capped >= target - 1e-12).squeeze(1)
     if reached.numel() == 0:
         return None
-    k = int(reached[0])
+    k = m + int(reached[0])
     if k == 0:
         return 0.0
-    return math.sqrt(max(float(values[k - 1]) - 1e-12, 0.0))
+    before = float(values[k - m - 1]) if k > m else float(delta_sq[below].max())  # v_{k-1}
+    return math.sqrt(max(before - 1e-12, 0.0))
 
 
 # ---------------------------------------------------------------------------------------------

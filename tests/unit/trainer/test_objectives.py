@@ -512,6 +512,34 @@ def test_m2po_cap_follows_the_released_solver_by_hand():
     assert stats["actor/m2_after"] == pytest.approx(0.01)
 
 
+@pytest.mark.parametrize("seed", range(300))
+def test_m2po_cap_solver_equals_the_released_one(seed):
+    """The solver sorts only the M2 values at or above the budget (a stale batch's M2 is mostly
+    tiny); tau must still be the released loop's over the whole sorted list, ties and edges included."""
+    from trainer.objectives import _solve_cap_tau
+
+    gen = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(1, 400, (1,), generator=gen))
+    budget = [0.04, 0.001, 1e-9, 0.3][seed % 4]
+    kind = seed % 5
+    if kind == 0:  # heavy tails: most values far below the budget, a few far above
+        torch.manual_seed(seed)
+        delta_sq = (0.14 * torch.distributions.StudentT(3.0).sample((n,))) ** 2
+    elif kind == 1:  # ties, some exactly at the budget
+        delta_sq = torch.tensor([0.01, budget, budget, 0.2])[torch.randint(0, 4, (n,), generator=gen)]
+    elif kind == 2:  # everything just under the budget but one
+        delta_sq = torch.full((n,), budget * 0.999999)
+        delta_sq[-1] = 5.0
+    else:
+        delta_sq = torch.rand(n, generator=gen) * [0.01, 0.1, 1.0][seed % 3]
+    delta_sq = delta_sq.to(torch.float32)
+    expected = ref_cap_tau(delta_sq.double().tolist(), budget)
+    got = _solve_cap_tau(delta_sq, budget)
+    assert (got is None) == (expected is None), (got, expected)
+    if expected is not None:
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-15)
+
+
 def test_m2po_cap_sets_no_constraint_within_the_budget():
     log_r = torch.tensor([[0.1, -0.1, 0.15]], dtype=F64)
     adv = torch.tensor([[1.0, -1.0, 1.0]], dtype=F64)
