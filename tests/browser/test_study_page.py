@@ -98,7 +98,7 @@ def test_the_regime_checks_show_beside_each_verdict(page_as, server, alice, off_
     assert a.get_attribute("data-status") == "reproduced" and "on-policy's reward moves" in a.inner_text()
     box = c.locator("td").nth(3).bounding_box()  # the checks sit in their own column, beside the verdict
     assert box and box["x"] > c.locator(".verdict").bounding_box()["x"]
-    # a stricter regime bound from the thresholds form turns the check, in place
+    # a looser regime bound (50 tau) from the thresholds form turns the check, in place
     page.locator("details.thresholds summary").click()
     page.fill("input[name=m2_regime]", "50")
     page.locator("input[name=m2_regime]").dispatch_event("change")

@@ -10,8 +10,8 @@ What stands in for the machine (no GPU here, so this is a stand-in by necessity)
 - the machine's offline install: the wheels are fetched for the stand-in's Python (3.11 here, 3.12
   there) and installed with pip --no-index into a --target folder;
 - the device: OPL_GPU_TEST_DEVICE=cpu for the gpu tests, benchmarks/gpu_check.py --tiny, and the
-  study preset under scripts/gpu_check/study-cpu-override.yaml (the cpu study preset stands in until
-  the GPU one exists).
+  GPU study preset under scripts/gpu_check/study-cpu-override.yaml (the CPU study preset only where
+  the GPU one is missing).
 The stand-in and the wheels are cached in GPU_CHECK_CACHE (default ~/.cache/opl-gpu-check), kept
 between clones, so only a machine's first run needs PyPI and builds the stand-in.
 """

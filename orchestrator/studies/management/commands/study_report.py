@@ -51,13 +51,15 @@ def figure_specs(experiment: Experiment, updates_per_step: int, keys: list[str])
                         f"Reward of fresh rollouts by objective, staleness {s_path}={lvl} ({updates(lvl)}); mean and min-max band over seeds",
                         at(lvl), OBJECTIVE_PATH, "rollout_reward") for lvl in levels]
     top = levels[-1]
+    taus = {str(tau_m2) for tau_m2 in Run.objects.filter(experiment=experiment).values_list("config__algorithm__tau_m2", flat=True)}
+    tau = " / ".join(sorted(taus)) if taus else "the runs' tau_m2"
     if "actor/clip_frac" in keys:
         specs.append(FigureSpec(f"token-fraction-{s_path.split('.')[-1]}{top}.png",
                                 f"Masked (m2po) / clipped (grpo) token fraction at the highest staleness, {updates(top)}",
                                 at(top), OBJECTIVE_PATH, "clip_frac"))
     if "actor/m2" in keys:
         specs.append(FigureSpec(f"m2-{s_path.split('.')[-1]}{top}.png",
-                                f"M2 before / after masking at the highest staleness, {updates(top)} (log scale; tau = 0.04)",
+                                f"M2 before / after masking at the highest staleness, {updates(top)} (log scale; tau = {tau})",
                                 at(top), OBJECTIVE_PATH, "m2"))
     if "actor/entropy" in keys:
         specs.append(FigureSpec(f"entropy-{s_path.split('.')[-1]}{top}.png",
