@@ -50,3 +50,23 @@ def test_the_runs_own_rule_moves_the_bound(client, alice, tiny_config):
     assert not Alert.objects.filter(run=run).exists()
     with pytest.raises(RuleError, match="an importance ratio above 1"):
         alert_rule_set(kind="neg_adv_tail", run=run, threshold=0.5)
+
+
+def test_the_crafted_tail_minibatchs_own_diagnostics_fire_it_and_the_healthy_ones_do_not(client, alice, tiny_config):
+    """The trainer's diagnostics of the crafted minibatch (tests/unit/trainer/test_diagnostics.py:
+    one A<0 token with r = 1000 that sets the gradient's direction) fire the default rule; the same
+    minibatch with that token on-policy does not."""
+    from tests.unit.trainer.test_diagnostics import _tail_minibatch
+    from trainer.diagnostics import update_diagnostics
+
+    weights, logp_of, behav, adv, mask, tail = _tail_minibatch()
+    log_r = logp_of(weights).detach() - behav
+    fresh = log_r.clone()
+    fresh[tail] = 0.0
+    runaway, healthy = update_diagnostics(log_r, adv, mask), update_diagnostics(fresh, adv, mask)
+    run, token = make_run(alice, tiny_config)
+    assert push(client, run.pk, token, batch((1, healthy), (2, healthy))).status_code == 202
+    assert not Alert.objects.filter(run=run).exists()
+    assert push(client, run.pk, token, batch((3, runaway))).status_code == 202
+    alert = Alert.objects.get(run=run)
+    assert (alert.kind, alert.step, alert.value) == ("neg_adv_tail", 3, pytest.approx(1000.0))
