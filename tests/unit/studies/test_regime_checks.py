@@ -151,3 +151,34 @@ def test_within_regime_on_crafted_verdicts():
     assert claims.within_regime(Verdict("c", NOT_REPRODUCED, "no"), [unmeasured]).status == NOT_REPRODUCED
     few = claims.within_regime(Verdict("c", NOT_REPRODUCED, "no"), [RegimeCheck("seeds", "1 seed", False), failing])
     assert few.status == claims.INCONCLUSIVE and few.reason.startswith("1 seed") and len(few.checks) == 2
+
+
+def test_a_third_swept_field_makes_arms_each_judged_on_its_own(db, alice, tiny_config, settings, tmp_path):
+    """docs/STUDY.md's recipe for the dual-clip arm: algorithm.dual_clip_c [null, 3] beside staleness
+    and the objective gives each arm its own four verdicts. Here stale M2PO falls short of on-policy
+    without the dual clip and matches it with c = 3, so (b) differs between the arms."""
+    settings.RUNS_DIR = tmp_path / "runs"
+    experiment = experiment_create(owner=alice, name="arms", config=tiny_config, seeds=3, sweep={
+        "staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po", "no_clip"], "algorithm.dual_clip_c": [None, 3.0]})
+    assert experiment.runs.count() == 2 * 3 * 2 * 3
+    for run in experiment.runs.all():
+        values = run.sweep_values
+        cell = (values["staleness.k"], values["algorithm.objective"])
+        start, end = IN_REGIME["rewards"][cell]
+        if cell == (8, "m2po") and values["algorithm.dual_clip_c"] is None:
+            end = 0.6  # stale M2PO without the dual clip ends 0.3 below on-policy
+        _ingest(run, "rollout/reward_mean", [v + 0.01 * (run.seed - 1) for v in _ramp(start, end)])
+        _ingest(run, "actor/m2", [IN_REGIME["m2"].get(cell, 0.01)] * len(STEPS))
+        _ingest(run, "actor/near_det_frac", [0.8] * len(STEPS))
+        _ingest(run, "actor/clip_frac", [IN_REGIME["fractions"].get(cell, 0.01)] * len(STEPS))
+    experiment.runs.update(state="succeeded")
+
+    verdicts = study_verdicts(build_table(list(experiment.runs.all()), metric="rollout/reward_mean"))
+    by_arm: dict[str, dict[str, Verdict]] = {}
+    for v in verdicts:
+        by_arm.setdefault(v.numbers["arm"], {})[v.claim] = v
+    assert len(by_arm) == 2 and all(set(claims_) == {"a", "b", "c", "d"} for claims_ in by_arm.values())
+    off, on = sorted(by_arm, key=lambda arm: "3" in arm)
+    assert "dual_clip_c" in off and "dual_clip_c" in on and "3" in on
+    assert by_arm[off]["b"].status == NOT_REPRODUCED and by_arm[on]["b"].status == REPRODUCED
+    assert by_arm[off]["a"].status == by_arm[on]["a"].status == REPRODUCED  # the clip cells are alike in both arms
