@@ -86,6 +86,16 @@ def test_a_model_name_that_is_not_a_hub_id_is_a_path(api, roots):
         assert preview(api, {"model": {"name": hub_id}})[0] == 200, hub_id
 
 
+def test_a_dataset_name_that_is_not_a_hub_id_is_a_path(api, roots):
+    def dataset(name):
+        return {"task": {"name": "math", "hf_dataset": name, "eval_sets": []}}
+
+    for name in ("logs/../../../../etc", "a/b/c", "/etc", "../run-1"):
+        assert preview(api, dataset(name))[1][0]["field"] == "config.task.hf_dataset", name
+    for hub_id in ("openai/gsm8k", "gsm8k"):
+        assert preview(api, dataset(hub_id))[0] == 200, hub_id
+
+
 def test_paths_are_stored_resolved_and_symlinks_are_followed(alice, roots, charlies_run, tmp_path):
     (roots / "link").symlink_to(run_dir_for(charlies_run))
     (roots / "models" / "escape").symlink_to("/etc")
