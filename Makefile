@@ -14,8 +14,9 @@ $(PY):
 	$(PIP) install --quiet --upgrade pip
 
 # Installed-marker files make a second `make` instant while still noticing edited requirements.
+# The dashboard (requirements.txt, no torch) and the trainer its local backend runs (requirements-trainer.txt).
 $(VENV)/.deps: $(PY) requirements.txt requirements-trainer.txt requirements-nodeps.txt
-	$(PIP) install --quiet -r requirements.txt
+	$(PIP) install --quiet -r requirements.txt -r requirements-trainer.txt
 	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 

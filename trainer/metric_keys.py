@@ -16,8 +16,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 
-from trainer.diagnostics import ENGINE_KEYS, UPDATE_KEYS
-from trainer.objectives import STATS_KEYS
+from trainer.loss_keys import ENGINE_KEYS, STATS_KEYS, UPDATE_KEYS
 
 METRIC_KEYS: dict[str, str] = {
     # the objective's own stats (trainer/objectives.py), averaged over the step's updates

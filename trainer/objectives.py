@@ -108,6 +108,8 @@ from fractions import Fraction
 import torch
 from torch import Tensor
 
+from trainer.loss_keys import STATS_KEYS  # noqa: F401 (callers import it from here; defined torch-free for the dashboard)
+
 OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo")
 DUAL_CLIP_OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -116,29 +118,6 @@ MARK_KINDS = ("masked", "clipped", "reweighted")
 TIS_DEFAULT_CAP = 2.0
 DUAL_CLIP_DEFAULT_C = 3.0  # verl's clip_ratio_c; what a counterfactual dual clip uses when the run sets none
 SAPO_REWEIGHTED_BELOW = 0.5  # sapo marks a token reweighted where its gate g <= this (the gradient at least halved)
-
-STATS_KEYS = (
-    "actor/pg_loss",  # the aggregated loss, penalty included
-    "actor/clip_frac",  # fraction of valid tokens with no gradient: masked or clipped
-    "actor/clip_frac_low",  # ... of them, those with A < 0 (PPO's r < 1 side; the dual clip's r > c)
-    "actor/clip_frac_high",  # ... of them, those with A > 0 (r > 1 side)
-    "actor/masked_frac",  # fraction of valid tokens masked (m2po, token_mask, seq_mask)
-    "actor/clipped_frac",  # ... clipped (PPO clip, m2po_cap, dual clip)
-    "actor/reweighted_frac",  # ... reweighted (cispo, the TIS cap, sapo's gate <= 1/2)
-    "actor/dual_clip_frac",  # ... where the dual clip's c A bound is active
-    "actor/token_mask_frac",  # ... removed by the token mask
-    "actor/seq_mask_frac",  # fraction of non-empty sequences removed by the sequence mask
-    "actor/sq_log_ratio_penalty",  # beta agg((log r)^2), the penalty term of the loss
-    "actor/m2",  # mean (log r)^2 over trust-region tokens, before masking or clipping
-    "actor/m2_after",  # the same over trust-region tokens that still carry gradient
-    "actor/m2_all",  # mean (log r)^2 over all valid tokens
-    "actor/ppo_kl",  # mean of -log r over valid tokens
-    "actor/ratio_mean",  # r over valid tokens
-    "actor/ratio_min",
-    "actor/ratio_max",
-    "actor/tr_frac",  # fraction of valid tokens in the trust region
-    "actor/m2po_tau",  # m2po: tau_m2; m2po_cap: the solved tau on |log r|; others: 0
-)
 
 _OBJECTIVE_DEFAULTS = {
     "gspo": {"eps_low": 3e-4, "eps_high": 4e-4, "agg": "seq-mean-token-mean"},

@@ -11,7 +11,7 @@ from orchestrator.cluster.backends.base import BackendError, JobSpec
 from orchestrator.experiments.config_paths import runs_named
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.runconfig import data_roots
-from trainer.checkpoint import add_pin, checkpoint_step, find_init_checkpoint
+from trainer.checkpoint_files import add_pin, checkpoint_step, find_init_checkpoint
 from trainer.config import PATH_ROOTS_ENV, ResourcesConfig
 from trainer.reporting import atomic_write_text
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from orchestrator.cluster.jobspec import run_dir_for
 from orchestrator.experiments.models import Run
-from trainer import checkpoint as ckpt
+from trainer import checkpoint_files as ckpt
 
 _HOLDER = re.compile(r"^run (\d+)\Z")
 PINNED = "pinned by "

@@ -28,7 +28,7 @@ from orchestrator.cluster.jobspec import run_dir_for
 from orchestrator.experiments.access import role_in, visible_runs
 from orchestrator.experiments.models import Membership, Run
 from orchestrator.experiments.runconfig import ConfigError
-from trainer import checkpoint as ckpt
+from trainer import checkpoint_files as ckpt
 from trainer.config import RunConfig, derive_sizes
 
 log = logging.getLogger(__name__)
