@@ -26,10 +26,9 @@ from pathlib import Path
 
 from trainer.benchmarks import DataError
 from trainer.config import ConfigError, RunConfig, load_config
+from trainer.run_markers import CANCEL_MARKER, NO_CHECKPOINT_MARKER
 
 EX_CONFIG = 2
-CANCEL_MARKER = "cancel-requested"  # written into the run directory by the orchestrator's cancel
-NO_CHECKPOINT_MARKER = "cancel-no-checkpoint"  # written by an alert's cancel (orchestrator/alerts)
 
 
 def _parser() -> argparse.ArgumentParser:

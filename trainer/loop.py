@@ -33,7 +33,6 @@ import torch
 from trainer import checkpoint as ckpt
 from trainer import demonstrations
 from trainer.advantages import broadcast_to_tokens, grpo_advantages
-from trainer.cli import NO_CHECKPOINT_MARKER
 from trainer.config import ConfigError, RunConfig, check_world_size, derive_sizes
 from trainer.distributed import (
     barrier,
@@ -61,6 +60,7 @@ from trainer.samples import SampleRecorder, train_due
 from trainer.rollout import Batch, HFEngine, make_batch, micro_batched_logprobs, recompute_behaviour_logp, token_logprobs
 from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
 from trainer.token_classes import TokenClassTally
+from trainer.run_markers import NO_CHECKPOINT_MARKER
 
 log = logging.getLogger("trainer")
 

@@ -18,7 +18,7 @@ from orchestrator.alerts import rules, webhook
 from orchestrator.alerts.models import Alert, AlertRule, ProjectNotifications, RunWatch
 from orchestrator.experiments.models import Run
 from orchestrator.metrics.chunks import as_float
-from trainer.cli import NO_CHECKPOINT_MARKER
+from trainer.run_markers import NO_CHECKPOINT_MARKER
 from trainer.reporting import atomic_write_text
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from orchestrator.cluster.models import Job
 from orchestrator.experiments.models import Run, RunEvent
 from orchestrator.experiments.services import run_transition
 from orchestrator.experiments.tokens import derive_token, new_salt, token_hash
-from trainer.cli import CANCEL_MARKER
+from trainer.run_markers import CANCEL_MARKER
 from trainer.reporting import atomic_write_text
 
 log = logging.getLogger(__name__)

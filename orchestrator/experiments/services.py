@@ -13,6 +13,7 @@ from orchestrator.experiments.forks import fork_plan, pin_sources, release_pins
 from orchestrator.experiments.limits import limit, profile_gpus, run_gpus
 from orchestrator.experiments.models import Experiment, Membership, Project, Run, RunEvent, Tag
 from orchestrator.experiments.schemas import NAME_RE, TAG_RE
+from orchestrator.experiments.signals import cancel_requested
 from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.runconfig import ConfigError, MayReadRun, set_dotted, validate_run_config
 from orchestrator.experiments.sweeps import parse_sweep, staleness_in_updates, sweep_count, sweep_points
@@ -309,14 +310,12 @@ def run_request_cancel(*, run: Run) -> bool:
 
 def run_stop(*, run: Run) -> bool:
     """Cancel a run on a user's request: a queued run at once, an active one through the cluster
-    (the cancel task is enqueued once the transaction commits)."""
-    from orchestrator.cluster.tasks import cancel_run
-
+    (signals.cancel_requested once the transaction commits; the cluster app enqueues its task)."""
     if not run_request_cancel(run=run):
         return False
     if run.is_active:
         run_id = run.pk
-        transaction.on_commit(lambda: cancel_run.delay(run_id))
+        transaction.on_commit(lambda: cancel_requested.send(sender=Run, run_id=run_id))
     return True
 
 
