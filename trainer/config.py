@@ -43,7 +43,6 @@ from pydantic.json_schema import SkipJsonSchema
 
 from trainer.benchmarks import BENCHMARK_SETS, MATH_PROMPT_TEMPLATE, QUESTION_SLOT, resolve_data_path
 
-OBJECTIVE_NAMES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo")
 DUAL_CLIP_OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")  # = objectives.DUAL_CLIP_OBJECTIVES
 PROCEDURAL_EVAL_SETS = ("arithmetic", "forks")
 KNOWN_EVAL_SETS = PROCEDURAL_EVAL_SETS + tuple(BENCHMARK_SETS)

@@ -328,9 +328,6 @@ class Pusher:
             return False
         return waiting >= stream.early_bytes or time.monotonic() - stream.last_push >= self.cfg.push_interval_s
 
-    def pending_bytes(self) -> int:
-        return self._pending(self._metrics)
-
     def _pending(self, stream: _Stream) -> int:
         try:
             size = (self.run_dir / stream.spool_name).stat().st_size

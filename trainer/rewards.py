@@ -132,11 +132,6 @@ def math_verify_outcome(response: str, answer: str, timeout_s: float = 5.0) -> t
         return 0.0, ERROR, f"{type(exc).__name__}: {exc}"
 
 
-def math_verify_score(response: str, answer: str, timeout_s: float = 5.0) -> float:
-    """The score alone (evaluation scripts); the trainer uses `MathVerifier`, which counts failures."""
-    return math_verify_outcome(response, answer, timeout_s)[0]
-
-
 def ignore_stop_signals() -> None:
     """Child processes (reward pool, async generator) leave SIGTERM/SIGUSR1 (the cluster's stop)
     and SIGINT (a person's cancel, or Ctrl-C on the process group) to the trainer, which

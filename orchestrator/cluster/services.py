@@ -16,7 +16,7 @@ from orchestrator.cluster.backends import BackendError, JobState, JobStatus, get
 from orchestrator.cluster.backends.base import job_name
 from orchestrator.cluster.jobspec import build_job_spec, run_dir_for
 from orchestrator.cluster.models import Job
-from orchestrator.experiments.models import Run, RunEvent
+from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
 from orchestrator.experiments.tokens import derive_token, new_salt, token_hash
 from trainer.run_markers import CANCEL_MARKER
@@ -373,9 +373,3 @@ def clear_cancel_marker(run: Run) -> None:
         (Path(run.run_dir or run_dir_for(run)) / CANCEL_MARKER).unlink(missing_ok=True)
     except OSError:
         pass
-
-
-def cancel_requested_event(run: Run, *, by: str = "") -> None:
-    """The history line for a cancel request (the state itself changes when the job stops)."""
-    RunEvent.objects.create(run=run, from_state=run.state, to_state=run.state, attempt=run.attempt,
-                            detail=f"cancel requested{f' by {by}' if by else ''}")

@@ -144,15 +144,6 @@ class SlurmBackend:
         """SIGUSR1 makes the trainer checkpoint and exit (status 75)."""
         self.client.signal(job_id, signal)
 
-    def hold(self, job_id: str) -> None:
-        self.client.hold(job_id)
-
-    def release(self, job_id: str) -> None:
-        self.client.release(job_id)
-
-    def set_priority(self, job_id: str, priority: int) -> None:
-        self.client.set_priority(job_id, priority)
-
     def status(self, job_id: str) -> JobStatus | None:
         try:
             return to_status(self.client.job(job_id))

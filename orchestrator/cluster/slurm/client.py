@@ -215,16 +215,6 @@ class SlurmClient:
         """Change a job: hold=, priority=, comment=, time_limit_min=."""
         self._call("POST", f"job/{job_id}", job_id=str(job_id), json=self.wire.update_body(**fields))
 
-    def hold(self, job_id: str) -> None:
-        self.update(job_id, hold=True)
-
-    def release(self, job_id: str) -> None:
-        self.update(job_id, hold=False)
-
-    def set_priority(self, job_id: str, priority: int) -> None:
-        """Usually needs an operator or admin account; the cluster's refusal is raised as is."""
-        self.update(job_id, priority=priority)
-
     def nodes(self) -> list[NodeInfo]:
         return [self.wire.parse_node(n) for n in self._call("GET", "nodes").get("nodes") or []]
 
