@@ -1,16 +1,10 @@
 """Migration 0003: the members table becomes Membership without losing a member; each project's
 earliest member becomes its owner, and names that cannot go into a URL are renamed."""
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migrations import latest, migrate
 
 BEFORE = ("experiments", "0002_queue_tags_limits")
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)
@@ -22,7 +16,7 @@ def test_members_keep_their_access_the_first_owns_and_unsafe_names_are_renamed(a
     slashed.members.add(alice.pk)
     Project.objects.create(name="team_a_b")  # the first safe spelling is taken
 
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    migrate(latest())
 
     from orchestrator.experiments.models import Membership
     from orchestrator.experiments.models import Project as NewProject

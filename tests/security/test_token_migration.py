@@ -3,17 +3,11 @@ lifetime a new one may have, from the upgrade on, so no token is valid forever."
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
+from tests.migrations import latest, migrate
+
 BEFORE = ("accounts", "0002_token_expiry_and_scope")
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)
@@ -26,7 +20,7 @@ def test_a_token_made_before_expiry_gets_the_longest_lifetime(alice, settings):
                                     expires_at=timezone.now() + timedelta(days=7))
     started = timezone.now()
 
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    migrate(latest())
 
     from orchestrator.accounts.models import ApiToken as NewToken
 

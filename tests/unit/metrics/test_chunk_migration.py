@@ -1,22 +1,16 @@
 """Migration 0005: points stored one row each before it become chunks, with nothing lost."""
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from orchestrator.metrics import selectors
 from orchestrator.metrics.chunks import live_rows
 from orchestrator.metrics.models import MetricChunk, MetricRollup, MetricSeries
+from tests.migrations import latest, migrate
 
 from .helpers import T0, make_run
 
 BEFORE = ("metrics", "0004_rollup_levels_fanout_4")
 KEY = "train/reward_mean"
-
-
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.migrate(target)
-    return executor.loader.project_state(target).apps
 
 
 @pytest.mark.django_db(transaction=True)
@@ -34,7 +28,7 @@ def test_points_of_every_batch_attempt_and_kind_move_into_chunks(alice, tiny_con
         + [point(s, seq=2, superseded=True) for s in range(6, 9)]  # attempt 1, superseded by attempt 2
         + [point(s, seq=3, attempt=2, value=-1.0) for s in range(6, 9)])
 
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    migrate(latest())
 
     assert live_rows(run.pk, KEY) == [(s, s / 10, 0) for s in range(5)] + [(5, None, 1)] + [(s, -1.0, 0) for s in range(6, 9)]
     chunks = sorted(MetricChunk.objects.filter(run=run).values_list("seq", "attempt", "superseded", "first_step", "n"))

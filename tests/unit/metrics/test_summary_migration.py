@@ -1,22 +1,15 @@
 """Migrations 0006/0007 on stored data: chunk sums, counts and spans filled, summaries rebuilt."""
 import numpy as np
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from orchestrator.metrics.models import MetricSeries
 from orchestrator.metrics.summaries import run_summaries
+from tests.migrations import latest, migrate
 
 from .helpers import make_run
 
 BEFORE = ("metrics", "0005_points_in_chunks")
 KEY = "train/reward_mean"
-
-
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.migrate(target)
-    return executor.loader.project_state(target).apps
 
 
 @pytest.mark.django_db(transaction=True)
@@ -32,7 +25,7 @@ def test_stored_chunks_get_their_sums_and_runs_their_summaries(alice, tiny_confi
         Chunk.objects.create(run_id=run.pk, key=KEY, attempt=1, seq=seq, superseded=False, first_step=lo,
                              last_step=lo + 24, n=25, steps=steps.tobytes(), values=values.tobytes(),
                              specials=specials.tobytes(), times=(1.7e9 + steps).astype("<f8").tobytes())
-    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    migrate(latest())
     got = run_summaries([run.pk])[run.pk][KEY]
     assert (got["count"], got["min"], got["max"], got["last"], got["last_step"]) == (100, 0.0, 99.0, 99.0, 99)
     assert got["tail_mean"] == pytest.approx(np.mean([s for s in range(90, 100) if s != 97]))
