@@ -22,16 +22,18 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from orchestrator.metrics.summaries import TAIL_DIVISOR, tail_start
+
 SUMMARIES = ("tail_mean", "last", "best", "mean")
 DEFAULT_SUMMARY = "tail_mean"
-TAIL_FRACTION = 0.1
+HEAD_FRACTION = 1 / TAIL_DIVISOR  # the head mirrors the tail: the first 10% of the updates
 CONFIDENCE = 0.95
 RESAMPLES = 9999
 STATISTICS = ("mean", "iqm")
 IQM_CUT = 0.25  # trimmed from each end: the interquartile mean
 
 
-def summarize(steps, values, how: str = DEFAULT_SUMMARY, tail_fraction: float = TAIL_FRACTION) -> float:
+def summarize(steps, values, how: str = DEFAULT_SUMMARY) -> float:
     """One number for one run's curve (points at `steps`, in any order). NaN when it has no points."""
     if how not in SUMMARIES:
         raise ValueError(f"summary: unknown {how!r}; known: {', '.join(SUMMARIES)}")
@@ -46,12 +48,11 @@ def summarize(steps, values, how: str = DEFAULT_SUMMARY, tail_fraction: float = 
         return float(np.nanmax(values))
     if how == "mean":
         return float(np.nanmean(values))
-    first, last = steps[0], steps[-1]
-    start = last - tail_fraction * (last - first)  # the last 10% of the run's updates
-    return float(np.nanmean(values[steps >= start]))
+    # the run page's tail mean (metrics.summaries): steps are whole updates
+    return float(np.nanmean(values[steps >= tail_start(int(steps[0]), int(steps[-1]))]))
 
 
-def head_mean(steps, values, fraction: float = TAIL_FRACTION) -> float:
+def head_mean(steps, values, fraction: float = HEAD_FRACTION) -> float:
     """The mean over the first 10% of a run's updates: where a curve starts (a fork's warm-up)."""
     steps, values = np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64)
     if values.size == 0:

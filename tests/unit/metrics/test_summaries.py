@@ -109,3 +109,16 @@ def test_the_cached_tail_mean_follows_new_and_changed_points(alice, tiny_config)
     metrics_ingest(run=run, attempt=1, points=points(KEY, [20], value=lambda s: 6.0))  # a retry: no change
     assert run_summaries([run.pk])[run.pk][KEY] == {"last": 6.0, "min": 1.0, "max": 6.0, "tail_mean": 4.0,
                                                     "count": 21, "last_step": 20}
+
+
+@pytest.mark.parametrize("last_step", [95, 100, 137, 1001])
+def test_a_studys_tail_mean_is_the_run_pages(alice, tiny_config, last_step):
+    """One tail: studies.statistics.summarize gives the run summary's tail_mean on the same points,
+    for spans that are and are not multiples of 10."""
+    from orchestrator.studies.statistics import summarize
+
+    run, _ = make_run(alice, tiny_config)
+    steps = list(range(3, last_step + 1, 2))
+    metrics_ingest(run=run, attempt=1, points=points(KEY, steps, lambda s: math.sin(s / 7.0)))
+    page = run_summaries([run.pk], [KEY])[run.pk][KEY]["tail_mean"]
+    assert summarize(steps, [math.sin(s / 7.0) for s in steps]) == pytest.approx(page, rel=1e-12)
