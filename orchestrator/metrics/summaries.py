@@ -28,15 +28,10 @@ from django.db.models import F, Q, Sum
 
 from orchestrator.metrics.chunks import as_float, unpack
 from orchestrator.metrics.models import MetricChunk, MetricSeries
+from orchestrator.metrics.tail import tail_start
 
 FIELDS = ("last", "min", "max", "tail_mean", "count", "last_step")
-TAIL_DIVISOR = 10  # the tail is the last 1/10 of the step span (run pages, filters, studies alike)
 _PAIRS_PER_QUERY = 400
-
-
-def tail_start(first_step: int, last_step: int) -> int:
-    """The first step of a key's tail: the last 10% of its step span."""
-    return last_step - (last_step - first_step) // TAIL_DIVISOR
 
 
 def run_summaries(run_ids: Iterable[int], keys: list[str] | None = None) -> dict[int, dict[str, dict]]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from orchestrator.metrics.summaries import TAIL_DIVISOR, tail_start
+from orchestrator.metrics.tail import TAIL_DIVISOR, tail_start
 
 SUMMARIES = ("tail_mean", "last", "best", "mean")
 DEFAULT_SUMMARY = "tail_mean"

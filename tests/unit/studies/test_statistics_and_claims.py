@@ -27,6 +27,17 @@ def test_bootstrap_interval_matches_the_exact_bootstrap_distribution_by_hand():
     assert seed_interval([0, 0, 0, 1]) == Estimate(0.25, 0.0, 0.75, 4)
 
 
+def test_the_iqm_is_the_middle_seeds_mean_with_the_exact_bootstrap_interval():
+    # 5 seeds, one collapsed: int(0.25 x 5) = 1 cut from each end, so the IQM is the middle three's
+    # mean and the collapse vanishes from it (why the verdicts use the mean)
+    seeds = [0.28, 0.56, 0.57, 0.63, 0.65]
+    assert seed_interval(seeds, statistic="iqm").mean == pytest.approx((0.56 + 0.57 + 0.63) / 3)
+    assert seed_interval(seeds).mean == pytest.approx(0.538)
+    # [0, 0, 0, 1]: of the 256 equally likely resamples, the IQM (the middle two of four) is 0 in
+    # 73.8% and at most 0.5 in 94.9% (< 97.5%), so the exact 95% percentile interval is [0, 1]
+    assert seed_interval([0, 0, 0, 1], statistic="iqm") == Estimate(0.0, 0.0, 1.0, 4)
+
+
 def test_intervals_need_two_finite_seeds_and_collapse_on_identical_ones():
     one = seed_interval([0.7, math.nan])
     assert (one.mean, one.n) == (0.7, 1) and math.isnan(one.low) and not one.has_interval
