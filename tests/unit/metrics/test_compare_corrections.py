@@ -76,3 +76,24 @@ def test_the_dashboard_names_each_correction_as_the_trainer_does():
         assert variant_of(stored) == run_variant(cfg.algorithm) == comparable(stored)["correction"], algorithm
         names.add(variant_of(stored))
     assert len(names) == 7 * 16 + 5 * 16
+
+
+def test_a_sweep_over_the_sequence_mask_the_penalty_and_sapos_gate_groups_by_correction(client, alice, tiny_config):
+    """The options the first tests do not sweep: seq_mask with its band, the squared-log-ratio
+    penalty's coefficient, and sapo's gate temperatures, each as a sweep axis on the compare page."""
+    seq = experiment_create(owner=alice, name="seq", config=tiny_config,
+                            sweep={"algorithm.seq_mask": [False, True], "algorithm.sq_log_ratio_coef": [0.0, 1e-3]})
+    sapo_config = {**tiny_config, "algorithm": {**tiny_config["algorithm"], "objective": "sapo"}}
+    sapo = experiment_create(owner=alice, name="sapo", config=sapo_config, sweep={"algorithm.sapo_tau_neg": [1.05, 2.0]})
+    runs = list(seq.runs.order_by("id")) + list(sapo.runs.order_by("id"))
+    client.force_login(alice)
+    page, rows = compare(client, runs)
+    assert page["fields"][0] == "correction"
+    assert [r["config"]["correction"] for r in page["runs"]] == [
+        "m2po", "m2po+sq_penalty", "m2po+seq_mask", "m2po+seq_mask+sq_penalty", "sapo", "sapo"]
+    by_correction = {r["config"]["correction"]: r["config"] for r in page["runs"][:4]}
+    assert by_correction["m2po"]["algorithm.seq_mask_high"] == "n/a"  # the band reads n/a where the mask is off
+    assert by_correction["m2po+seq_mask"]["algorithm.seq_mask_high"] == 1.001
+    assert [r["config"]["algorithm.sq_log_ratio_coef"] for r in page["runs"][:4]] == [0.0, 0.001, 0.0, 0.001]  # as typed
+    assert [r["config"]["algorithm.sapo_tau_neg"] for r in page["runs"][4:]] == [1.05, 2.0]
+    assert page["runs"][0]["config"]["algorithm.sapo_tau_neg"] == "n/a"  # an m2po run has no gate
