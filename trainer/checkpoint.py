@@ -13,6 +13,8 @@ Clean-up (`retention`, applied at every commit): a checkpoint stays while it is 
 holds the last value of every metric logged up to it (what "best" is judged on, readable without
 torch). Pins live in DIR/pins.json, written by the dashboard when a run is forked from a step of
 this one: the step may not exist yet, and a pin outlives the checkpoints it guards.
+The torch-free half (folder names, meta.json, pins, retention, a fork's look-up) lives in
+trainer/checkpoint_files.py, which the dashboard imports; this module re-exports it.
 
 Every file is read with `torch.load(weights_only=True)`: tensors and plain types only, so a crafted
 checkpoint under a readable path cannot run code in the job. Everything a resume needs is stored
