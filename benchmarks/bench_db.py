@@ -1,4 +1,5 @@
 """A benchmark's own PostgreSQL database: created fresh and migrated, dropped afterwards."""
+
 from __future__ import annotations
 
 ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"

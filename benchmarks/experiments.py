@@ -13,6 +13,7 @@ repeats, a baseline measured in the same run on the same data, and their ratio:
     replaced, to show what fairness costs.
 Targets: sweep under 2 s, runs table under 300 ms (server time: the whole Django request).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/opl_be
 os.environ.setdefault("SECRET_KEY", "benchmark-only")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,127.0.0.1")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
@@ -66,6 +67,7 @@ class Rollback(Exception):
 
 def rolled_back(fn):
     """Run fn in a transaction that is rolled back, so each repeat starts from the same data."""
+
     def wrapper():
         try:
             with transaction.atomic():
@@ -73,19 +75,29 @@ def rolled_back(fn):
                 raise Rollback
         except Rollback:
             pass
+
     return wrapper
 
 
 def naive_sweep(owner: User) -> None:
-    experiment = Experiment.objects.create(name="naive", project=project_for("bench", owner), owner=owner,
-                                           base_config=validate_run_config(CONFIG))
+    experiment = Experiment.objects.create(
+        name="naive", project=project_for("bench", owner), owner=owner, base_config=validate_run_config(CONFIG)
+    )
     for point in sweep_points(parse_sweep(SWEEP_1000, None, 10)):
         cfg = CONFIG
         for path, value in point.values.items():
             cfg = set_dotted(cfg, path, value)
         cfg = validate_run_config(set_dotted(cfg, "train.seed", 1 + point.seed_offset))
-        Run.objects.create(experiment=experiment, owner=owner, name="x", config=cfg, sweep_values=point.values,
-                           seed=cfg["train"]["seed"], gpus=run_gpus(cfg), queued_at=timezone.now())
+        Run.objects.create(
+            experiment=experiment,
+            owner=owner,
+            name="x",
+            config=cfg,
+            sweep_values=point.values,
+            seed=cfg["train"]["seed"],
+            gpus=run_gpus(cfg),
+            queued_at=timezone.now(),
+        )
 
 
 def fill_10k(alice: User, bob: User) -> None:
@@ -93,22 +105,37 @@ def fill_10k(alice: User, bob: User) -> None:
     for i, owner in enumerate([alice, bob, alice, bob, alice]):
         if (lab := Project.objects.filter(name="lab").first()) is not None:
             lab.members.add(owner)  # projects are private: bob joins alice's "lab" before adding to it
-        experiment_create(owner=owner, name=f"big{i}", project="lab", config=CONFIG, seeds=10,
-                          sweep={"staleness.k": [0, 16, 64, 256, 512], "algorithm.objective": ["grpo", "no_clip", "m2po", "gspo"],
-                                 "algorithm.tau_m2": [0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2]})
+        experiment_create(
+            owner=owner,
+            name=f"big{i}",
+            project="lab",
+            config=CONFIG,
+            seeds=10,
+            sweep={
+                "staleness.k": [0, 16, 64, 256, 512],
+                "algorithm.objective": ["grpo", "no_clip", "m2po", "gspo"],
+                "algorithm.tau_m2": [0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2],
+            },
+        )
 
 
 def naive_table(user: User) -> str:
-    rows = [run for run in visible_runs(user).order_by("-id")
-            if run.config["algorithm"]["objective"] == "m2po" and run.config["staleness"]["k"] >= 64]
+    rows = [
+        run
+        for run in visible_runs(user).order_by("-id")
+        if run.config["algorithm"]["objective"] == "m2po" and run.config["staleness"]["k"] >= 64
+    ]
     for run in rows:
         run.latest = [None, None, None]
     return "".join(render_to_string("experiments/_run_row.html", {"run": run}) for run in rows)
 
 
 def fifo_pick() -> list[int]:
-    return list(Run.objects.filter(state=Run.State.QUEUED, experiment__state=Experiment.State.ACTIVE)
-                .order_by("-priority", "id").values_list("id", flat=True)[:4])
+    return list(
+        Run.objects.filter(state=Run.State.QUEUED, experiment__state=Experiment.State.ACTIVE)
+        .order_by("-priority", "id")
+        .values_list("id", flat=True)[:4]
+    )
 
 
 def main() -> None:
@@ -123,8 +150,14 @@ def main() -> None:
         bob = User.objects.create_user("bob")
         rows = []
 
-        ours = median_ms(rolled_back(lambda: experiment_create(owner=alice, name="sweep", project="bench", config=CONFIG,
-                                                               sweep=SWEEP_1000, seeds=10)), args.repeats)
+        ours = median_ms(
+            rolled_back(
+                lambda: experiment_create(
+                    owner=alice, name="sweep", project="bench", config=CONFIG, sweep=SWEEP_1000, seeds=10
+                )
+            ),
+            args.repeats,
+        )
         naive = median_ms(rolled_back(lambda: naive_sweep(alice)), max(1, args.repeats // 2))
         rows.append(("expand + queue a 1,000-run sweep", ours, naive, "naive: validate + INSERT per run", 2000))
 
@@ -139,21 +172,34 @@ def main() -> None:
         ours = median_ms(lambda: client.get("/", url_params, HTTP_HX_REQUEST="true"), args.repeats * 2)
         full = median_ms(lambda: client.get("/", url_params), args.repeats * 2)
         naive = median_ms(lambda: naive_table(alice), max(1, args.repeats // 2))
-        rows.append((f"runs table, 10k runs, filter ({matches} match, htmx fragment)", ours, naive,
-                     "naive: load all, filter in Python, no paging", 300))
+        rows.append(
+            (
+                f"runs table, 10k runs, filter ({matches} match, htmx fragment)",
+                ours,
+                naive,
+                "naive: load all, filter in Python, no paging",
+                300,
+            )
+        )
         rows.append(("runs table, 10k runs, filter (full page)", full, naive, "same naive baseline", 300))
 
         ours = median_ms(runs_to_dispatch, args.repeats * 2)
         fifo = median_ms(fifo_pick, args.repeats * 2)
-        rows.append(("dispatcher decision over 10k queued runs", ours, fifo, "plain FIFO pick (no limits, no fairness)", None))
+        rows.append(
+            ("dispatcher decision over 10k queued runs", ours, fifo, "plain FIFO pick (no limits, no fairness)", None)
+        )
 
         print(f"\ndatabase: {connection.vendor}, runs: {Run.objects.count():,}, repeats: {args.repeats} (median)\n")
-        print(f"| {'benchmark':<58} | {'ours ms':>8} | {'baseline ms':>11} | {'baseline/ours':>13} | {'target':>8} | met |")
+        print(
+            f"| {'benchmark':<58} | {'ours ms':>8} | {'baseline ms':>11} | {'baseline/ours':>13} | {'target':>8} | met |"
+        )
         print(f"|{'-' * 60}|{'-' * 10}|{'-' * 13}|{'-' * 15}|{'-' * 10}|-----|")
         for name, ours_ms, base_ms, _, target in rows:
             met = "-" if target is None else ("yes" if ours_ms < target else "NO")
             target_text = "-" if target is None else f"< {target}"
-            print(f"| {name:<58} | {ours_ms:>8.1f} | {base_ms:>11.1f} | {base_ms / ours_ms:>12.1f}x | {target_text:>8} | {met:>3} |")
+            print(
+                f"| {name:<58} | {ours_ms:>8.1f} | {base_ms:>11.1f} | {base_ms / ours_ms:>12.1f}x | {target_text:>8} | {met:>3} |"
+            )
         print("\nbaselines:")
         for name, _, _, why, _ in rows:
             print(f"  {name}: {why}")

@@ -31,6 +31,7 @@ Rows:
         delivers again, the run ends, 0 points lost.
   postgres-restart  a throwaway PostgreSQL restarted during ingestion: ingestion resumes, 0 lost.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,16 @@ sys.path.insert(0, str(REPO))
 
 from tests.faults.stack import EmbeddedStack, free_port, wait_until  # noqa: E402
 
-ROWS = ["submit-kill-local", "trainer-kill", "worker-restart", "dashboard-down", "redis-restart",
-        "postgres-restart", "submit-kill-slurm", "restd-outage"]
+ROWS = [
+    "submit-kill-local",
+    "trainer-kill",
+    "worker-restart",
+    "dashboard-down",
+    "redis-restart",
+    "postgres-restart",
+    "submit-kill-slurm",
+    "restd-outage",
+]
 SLURM_ENV = Path(os.environ.get("OPL_SLURM_ENV_DIR", "/run/opl-slurm")) / "host.env"
 SLURM_SHARED = Path(os.environ.get("OPL_SLURM_SHARED_DIR", "/var/lib/opl-test"))
 
@@ -78,6 +87,7 @@ def config(steps: int, ckpt_every: int = 0) -> dict:
 
 
 # ================================================================== child side (Django loaded)
+
 
 def setup_django(stack: EmbeddedStack) -> None:
     os.environ.pop("DATABASE_URL", None)
@@ -157,7 +167,9 @@ def points_lost(run) -> tuple[int, int]:
         if have == "missing":
             lost += 1
         elif isinstance(value, float) and isinstance(have, float):
-            lost += not (value == have or (math.isnan(value) and math.isnan(have)) or math.isclose(value, have, rel_tol=1e-6))
+            lost += not (
+                value == have or (math.isnan(value) and math.isnan(have)) or math.isclose(value, have, rel_tol=1e-6)
+            )
     return lost, len(spool)
 
 
@@ -175,13 +187,31 @@ def stop_run(run) -> None:
         run_cancel(run_id=run.pk)
 
 
-def result(row: str, trials: int, failures: int, *, duplicates: int = 0, stuck: int = 0,
-           lost: int | None = None, points: int | None = None, detail: str = "") -> dict:
-    return {"row": row, "trials": trials, "failures": failures, "duplicates": duplicates, "stuck": stuck,
-            "points_lost": lost, "points": points, "detail": detail}
+def result(
+    row: str,
+    trials: int,
+    failures: int,
+    *,
+    duplicates: int = 0,
+    stuck: int = 0,
+    lost: int | None = None,
+    points: int | None = None,
+    detail: str = "",
+) -> dict:
+    return {
+        "row": row,
+        "trials": trials,
+        "failures": failures,
+        "duplicates": duplicates,
+        "stuck": stuck,
+        "points_lost": lost,
+        "points": points,
+        "detail": detail,
+    }
 
 
 # ------------------------------------------------------------------ rows
+
 
 def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
     from orchestrator.cluster.tasks import submit_run
@@ -227,7 +257,9 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
         os.kill(child, signal.SIGKILL)
         killed.add(child)
         fresh(run)
-        where = "before claim" if run.state == "queued" else ("claimed, no job id" if not run.job_id else "job recorded")
+        where = (
+            "before claim" if run.state == "queued" else ("claimed, no job id" if not run.job_id else "job recorded")
+        )
         landed[where] = landed.get(where, 0) + 1
         Experiment.objects.filter(pk=run.experiment_id).update(state=Experiment.State.ACTIVE)  # beat may dispatch it
         runs.append(run)
@@ -245,9 +277,12 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
         except AssertionError:
             stuck += 1
     duplicates = count_duplicates(stack, backend, runs)
-    detail = (f"submit takes {done * 1000:.0f} ms (claim at {claim * 1000:.0f}); kills landed: "
-              + ", ".join(f"{k} {v}" for k, v in sorted(landed.items())))
-    return result(f"submit-kill-{backend}", trials, stuck + duplicates, duplicates=duplicates, stuck=stuck, detail=detail)
+    detail = f"submit takes {done * 1000:.0f} ms (claim at {claim * 1000:.0f}); kills landed: " + ", ".join(
+        f"{k} {v}" for k, v in sorted(landed.items())
+    )
+    return result(
+        f"submit-kill-{backend}", trials, stuck + duplicates, duplicates=duplicates, stuck=stuck, detail=detail
+    )
 
 
 def count_duplicates(stack: EmbeddedStack, backend: str, runs) -> int:
@@ -257,8 +292,11 @@ def count_duplicates(stack: EmbeddedStack, backend: str, runs) -> int:
         jobs = Path(stack.env["OPL_VAR_DIR"]) / "local-jobs"
         for run in runs:
             dirs = list(jobs.glob(f"opl-{run.pk}-a*"))
-            starts = sum((d / "supervisor.log").read_text().count("started job pid")
-                         for d in dirs if (d / "supervisor.log").exists())
+            starts = sum(
+                (d / "supervisor.log").read_text().count("started job pid")
+                for d in dirs
+                if (d / "supervisor.log").exists()
+            )
             dup += max(0, starts - 1)
         return dup
     from orchestrator.cluster.backends.slurm import client_from_settings
@@ -288,9 +326,16 @@ def row_trainer_kill(stack: EmbeddedStack) -> dict:
         failures += 1
     notes.append(resumed[0].split("] ")[-1].split(";")[0] if resumed else "no resume line")
     lost, points = points_lost(run)
-    return result("trainer-kill", 1, failures + (lost > 0), stuck=int(run.state != "succeeded"), lost=lost, points=points,
-                  detail=f"failed: {run.events.filter(to_state='failed').values_list('detail', flat=True).first()}; "
-                         f"attempt 2 {', '.join(notes)}")
+    return result(
+        "trainer-kill",
+        1,
+        failures + (lost > 0),
+        stuck=int(run.state != "succeeded"),
+        lost=lost,
+        points=points,
+        detail=f"failed: {run.events.filter(to_state='failed').values_list('detail', flat=True).first()}; "
+        f"attempt 2 {', '.join(notes)}",
+    )
 
 
 def row_worker_restart(stack: EmbeddedStack, pause_s: float) -> dict:
@@ -313,9 +358,16 @@ def row_worker_restart(stack: EmbeddedStack, pause_s: float) -> dict:
     ok = sum(fresh(run).state == "succeeded" for run in runs)
     lost = sum(points_lost(run)[0] for run in runs)
     points = sum(points_lost(run)[1] for run in runs)
-    return result("worker-restart", len(runs), len(runs) - ok + (alive < len(runs)), stuck=stuck, lost=lost,
-                  points=points, detail=f"worker and beat down {pause_s:.0f} s; {alive}/{len(runs)} trainers kept running; "
-                                        f"{ok} finalised succeeded")
+    return result(
+        "worker-restart",
+        len(runs),
+        len(runs) - ok + (alive < len(runs)),
+        stuck=stuck,
+        lost=lost,
+        points=points,
+        detail=f"worker and beat down {pause_s:.0f} s; {alive}/{len(runs)} trainers kept running; "
+        f"{ok} finalised succeeded",
+    )
 
 
 def kept_running(stack: EmbeddedStack, run, since: float) -> bool:
@@ -340,9 +392,15 @@ def row_dashboard_down(stack: EmbeddedStack, down_s: float) -> dict:
     stop_run(run)
     wait_run(run, {"cancelled", "failed", "succeeded"}, 120)
     lost, points = points_lost(run)
-    return result("dashboard-down", 1, int(lost > 0 or run.state != "cancelled"), lost=lost, points=points,
-                  stuck=int(run.state not in ("cancelled",)),
-                  detail=f"down {down_s:.0f} s from step {down_at_step}; {trained} steps in the spool when it came back")
+    return result(
+        "dashboard-down",
+        1,
+        int(lost > 0 or run.state != "cancelled"),
+        lost=lost,
+        points=points,
+        stuck=int(run.state not in ("cancelled",)),
+        detail=f"down {down_s:.0f} s from step {down_at_step}; {trained} steps in the spool when it came back",
+    )
 
 
 class StreamReader(threading.Thread):
@@ -401,11 +459,18 @@ def row_redis_restart(stack: EmbeddedStack) -> dict:
     wait_caught_up(run, 60)
     lost, points = points_lost(run)
     stuck = int(fresh(run).state != "cancelled")
-    return result("redis-restart", 1, failures + stuck + (lost > 0), stuck=stuck, lost=lost, points=points,
-                  detail="; ".join(notes))
+    return result(
+        "redis-restart",
+        1,
+        failures + stuck + (lost > 0),
+        stuck=stuck,
+        lost=lost,
+        points=points,
+        detail="; ".join(notes),
+    )
 
 
-def row_postgres_restart(stack: EmbeddedStack, pg: "ThrowawayPostgres") -> dict:
+def row_postgres_restart(stack: EmbeddedStack, pg: ThrowawayPostgres) -> dict:
     run = new_run("postgres-restart", config(100000, ckpt_every=1000))
     wait_until(lambda: fresh(run).state == "running" and run.step >= 5, 180, "the run to train")
     pg.stop()
@@ -421,15 +486,21 @@ def row_postgres_restart(stack: EmbeddedStack, pg: "ThrowawayPostgres") -> dict:
         pass
     lost, points = points_lost(run)
     stuck = int(fresh(run).state != "cancelled")
-    return result("postgres-restart", 1, stuck + (lost > 0), stuck=stuck, lost=lost, points=points,
-                  detail="PostgreSQL down 5 s during ingestion")
+    return result(
+        "postgres-restart",
+        1,
+        stuck + (lost > 0),
+        stuck=stuck,
+        lost=lost,
+        points=points,
+        detail="PostgreSQL down 5 s during ingestion",
+    )
 
 
-def row_restd_outage(stack: EmbeddedStack, restd: "OwnSlurmrestd", outage_s: float) -> dict:
+def row_restd_outage(stack: EmbeddedStack, restd: OwnSlurmrestd, outage_s: float) -> dict:
     running = [new_run(f"outage-run-{i}", config(200)) for i in range(2)]
     for run in running:
-        wait_until(lambda: fresh(run).state not in ("queued", "submitted", "pending"), 180,
-                   "runs running on Slurm")
+        wait_until(lambda: fresh(run).state not in ("queued", "submitted", "pending"), 180, "runs running on Slurm")
         if run.state != "running":
             err = Path(run.run_dir) / "logs" / f"attempt-{run.attempt}.err"
             tail = err.read_text()[-800:] if err.exists() else "(no stderr)"
@@ -449,9 +520,17 @@ def row_restd_outage(stack: EmbeddedStack, restd: "OwnSlurmrestd", outage_s: flo
     dup = count_duplicates(stack, "slurm", runs)
     lost = sum(points_lost(run)[0] for run in runs)
     points = sum(points_lost(run)[1] for run in runs)
-    return result("restd-outage", len(runs), len(runs) - ok + dup, duplicates=dup, stuck=stuck, lost=lost, points=points,
-                  detail=f"slurmrestd down {outage_s:.0f} s with 2 runs running and 2 queued; {ok} succeeded"
-                  + "".join(f"; {line}" for line in what_went_wrong(runs)))
+    return result(
+        "restd-outage",
+        len(runs),
+        len(runs) - ok + dup,
+        duplicates=dup,
+        stuck=stuck,
+        lost=lost,
+        points=points,
+        detail=f"slurmrestd down {outage_s:.0f} s with 2 runs running and 2 queued; {ok} succeeded"
+        + "".join(f"; {line}" for line in what_went_wrong(runs)),
+    )
 
 
 def what_went_wrong(runs) -> list[str]:
@@ -469,12 +548,15 @@ def what_went_wrong(runs) -> list[str]:
             continue
         err = Path(run.run_dir or "/nonexistent") / "logs" / f"attempt-{run.attempt}.err"
         tail = " / ".join(err.read_text(errors="replace").strip().splitlines()[-3:]) if err.exists() else "no stderr"
-        lines.append(f"run {run.pk} {run.state} ({run.state_reason!r}), attempt {run.attempt}, job {run.job_id}; "
-                     f"Slurm jobs: {', '.join(mine) or 'none'}; stderr: {tail[-400:]}")
+        lines.append(
+            f"run {run.pk} {run.state} ({run.state_reason!r}), attempt {run.attempt}, job {run.job_id}; "
+            f"Slurm jobs: {', '.join(mine) or 'none'}; stderr: {tail[-400:]}"
+        )
     return lines
 
 
 # ------------------------------------------------------------------ external pieces of our own
+
 
 class ThrowawayPostgres:
     """A PostgreSQL cluster of our own (initdb in a temp folder, its own port), never the shared one."""
@@ -501,8 +583,17 @@ class ThrowawayPostgres:
             raise RuntimeError(f"{Path(argv[0]).name} failed: {done.stderr.strip()[-500:]}")
 
     def start(self) -> None:
-        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-l", str(self.data / "log"),
-                          "-o", f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1", "start")
+        self._as_postgres(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-w",
+            "-l",
+            str(self.data / "log"),
+            "-o",
+            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1",
+            "start",
+        )
 
     def stop(self) -> None:
         self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-m", "fast", "stop")
@@ -528,15 +619,41 @@ class OwnSlurmrestd:
         # as cluster-up.sh does: started as root with -u/-g it drops privileges itself; the
         # slurmdbd plugins are fatal without slurmdbd, so only the others are loaded
         if not self.plugins:
-            listed = subprocess.run(["setpriv", "--reuid=slurmrestd", "--regid=slurmrestd", "--clear-groups",
-                                     "/usr/sbin/slurmrestd", "-s", "list"], capture_output=True, text=True, cwd="/")
+            listed = subprocess.run(
+                [
+                    "setpriv",
+                    "--reuid=slurmrestd",
+                    "--regid=slurmrestd",
+                    "--clear-groups",
+                    "/usr/sbin/slurmrestd",
+                    "-s",
+                    "list",
+                ],
+                capture_output=True,
+                text=True,
+                cwd="/",
+            )
             names = [line.split()[-1] for line in (listed.stdout + listed.stderr).splitlines() if "openapi/" in line]
             self.plugins = ",".join(n for n in names if not n.startswith(("openapi/dbv", "openapi/slurmdbd")))
         self.proc = subprocess.Popen(
-            ["/usr/sbin/slurmrestd", "-a", "rest_auth/jwt", "-s", self.plugins, "-u", "slurmrestd", "-g", "slurmrestd",
-             f"127.0.0.1:{self.port}"],
-            env={**os.environ, "SLURM_JWT": "daemon"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, cwd="/")
+            [
+                "/usr/sbin/slurmrestd",
+                "-a",
+                "rest_auth/jwt",
+                "-s",
+                self.plugins,
+                "-u",
+                "slurmrestd",
+                "-g",
+                "slurmrestd",
+                f"127.0.0.1:{self.port}",
+            ],
+            env={**os.environ, "SLURM_JWT": "daemon"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd="/",
+        )
         wait_until(lambda: EmbeddedStack._port_open(self.port), 30, "our slurmrestd")
 
     def stop(self) -> None:
@@ -546,7 +663,11 @@ class OwnSlurmrestd:
 
 
 def read_env(path: Path) -> dict[str, str]:
-    return {k.strip(): v.strip().strip('"') for k, _, v in (line.partition("=") for line in path.read_text().splitlines()) if _}
+    return {
+        k.strip(): v.strip().strip('"')
+        for k, _, v in (line.partition("=") for line in path.read_text().splitlines())
+        if _
+    }
 
 
 def slurm_env(root: Path, rest_url: str) -> dict[str, str]:
@@ -555,9 +676,16 @@ def slurm_env(root: Path, rest_url: str) -> dict[str, str]:
     runs.mkdir(parents=True)
     os.chmod(runs, 0o1777)
     os.chmod(SLURM_SHARED, 0o1777) if SLURM_SHARED.stat().st_uid == os.geteuid() else None
-    return {"CLUSTER_BACKEND": "slurm", "SLURM_REST_URL": rest_url, "SLURM_REST_USER": env["SLURM_REST_USER"],
-            "SLURM_JWT_KEY_FILE": env["SLURM_JWT_KEY_FILE"], "SLURM_JWT": "", "SLURM_RUN_DIR_MODE": "1777",
-            "OPL_RUNS_DIR": str(runs), "OPL_TRAINER_PYTHON": sys.executable}
+    return {
+        "CLUSTER_BACKEND": "slurm",
+        "SLURM_REST_URL": rest_url,
+        "SLURM_REST_USER": env["SLURM_REST_USER"],
+        "SLURM_JWT_KEY_FILE": env["SLURM_JWT_KEY_FILE"],
+        "SLURM_JWT": "",
+        "SLURM_RUN_DIR_MODE": "1777",
+        "OPL_RUNS_DIR": str(runs),
+        "OPL_TRAINER_PYTHON": sys.executable,
+    }
 
 
 def slurm_profile() -> None:
@@ -565,8 +693,12 @@ def slurm_profile() -> None:
     offline models (as the live Slurm tests do)."""
     from orchestrator.cluster.models import ClusterProfile
 
-    ClusterProfile.objects.create(name="faults", is_default=True, partition=read_env(SLURM_ENV).get("SLURM_PARTITION", ""),
-                                  setup_lines=f"export PYTHONPATH={REPO}\nexport HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1")
+    ClusterProfile.objects.create(
+        name="faults",
+        is_default=True,
+        partition=read_env(SLURM_ENV).get("SLURM_PARTITION", ""),
+        setup_lines=f"export PYTHONPATH={REPO}\nexport HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1",
+    )
 
 
 def offset_run_ids(stack: EmbeddedStack) -> None:
@@ -602,8 +734,9 @@ def child(row: str, args) -> dict:
         if row.startswith("submit-kill"):
             extra["OPL_MAX_ACTIVE_RUNS"] = "1000"
             concurrency = 1
-        stack = EmbeddedStack(root / "stack", redis_url=None, database_url=database_url,
-                              worker_concurrency=concurrency, extra_env=extra)
+        stack = EmbeddedStack(
+            root / "stack", redis_url=None, database_url=database_url, worker_concurrency=concurrency, extra_env=extra
+        )
         stack.env.update(extra)  # OPL_MAX_ACTIVE_RUNS too, which the stack leaves to the default
         setup_django(stack)
         try:
@@ -655,15 +788,28 @@ def cancel_slurm_leftovers() -> None:
         for job in client.jobs():
             if job.state in ("PENDING", "RUNNING") and any(job.name.startswith(p) for p in ours):
                 client.cancel(job.job_id)
-    except Exception as exc:  # noqa: BLE001 - best effort clean-up
+    except Exception as exc:
         print(f"could not cancel leftover Slurm jobs: {exc}", file=sys.stderr)
 
 
 # ================================================================== parent side (the table)
 
+
 def run_child(row: str, args) -> dict:
-    argv = [sys.executable, __file__, "--child", row, "--trials", str(args.trials), "--outage-s", str(args.outage_s),
-            "--dashboard-down-s", str(args.dashboard_down_s), "--pause-s", str(args.pause_s)]
+    argv = [
+        sys.executable,
+        __file__,
+        "--child",
+        row,
+        "--trials",
+        str(args.trials),
+        "--outage-s",
+        str(args.outage_s),
+        "--dashboard-down-s",
+        str(args.dashboard_down_s),
+        "--pause-s",
+        str(args.pause_s),
+    ]
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     for line in done.stderr.splitlines():
@@ -672,16 +818,31 @@ def run_child(row: str, args) -> dict:
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr or done.stdout)[-1500:]
-        return {**result(row, 0, 1, detail=f"row crashed: {tail.strip().splitlines()[-1] if tail.strip() else done.returncode}"),
-                "error": tail, "seconds": round(time.monotonic() - started)}
+        return {
+            **result(
+                row, 0, 1, detail=f"row crashed: {tail.strip().splitlines()[-1] if tail.strip() else done.returncode}"
+            ),
+            "error": tail,
+            "seconds": round(time.monotonic() - started),
+        }
     return {**json.loads(lines[-1]), "seconds": round(time.monotonic() - started)}
 
 
 def table(results: list[dict]) -> str:
     head = ["fault", "trials", "failures", "duplicate jobs", "stuck runs", "points lost", "time", "detail"]
-    rows = [[r["row"], str(r["trials"]), str(r["failures"]), str(r["duplicates"]), str(r["stuck"]),
-             "–" if r["points_lost"] is None else f"{r['points_lost']} of {r['points']}", f"{r.get('seconds', 0)} s",
-             r["detail"]] for r in results]
+    rows = [
+        [
+            r["row"],
+            str(r["trials"]),
+            str(r["failures"]),
+            str(r["duplicates"]),
+            str(r["stuck"]),
+            "–" if r["points_lost"] is None else f"{r['points_lost']} of {r['points']}",
+            f"{r.get('seconds', 0)} s",
+            r["detail"],
+        ]
+        for r in results
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)

@@ -25,12 +25,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from benchmarks.trainer import QWEN_05B, time_objectives  # noqa: E402
+from benchmarks.trainer import QWEN_05B, time_objectives
 
-TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2)
+TINY = dict(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
 TINY_SIZES = dict(batch=2, prompt=16, response=32, repeats=1, gen_batch=2, gen_tokens=8)
 
 
@@ -46,11 +52,25 @@ def generation_tokens_per_s(shape: dict, device: torch.device, batch: int, promp
     cfg = Qwen2Config(**shape, tie_word_embeddings=True, max_position_embeddings=4096)
     model = Qwen2ForCausalLM(cfg).to(device, torch.bfloat16).eval()
     ids = torch.randint(0, cfg.vocab_size, (batch, prompt), device=device)
-    gen = GenerationConfig(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
-                           min_new_tokens=new_tokens, pad_token_id=0, eos_token_id=None, use_cache=True)
+    gen = GenerationConfig(
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        pad_token_id=0,
+        eos_token_id=None,
+        use_cache=True,
+    )
     with torch.no_grad():
-        model.generate(input_ids=ids[:, :8], attention_mask=torch.ones_like(ids[:, :8]), generation_config=GenerationConfig(
-            do_sample=True, top_k=0, max_new_tokens=8, min_new_tokens=8, pad_token_id=0, eos_token_id=None))  # warm-up
+        model.generate(
+            input_ids=ids[:, :8],
+            attention_mask=torch.ones_like(ids[:, :8]),
+            generation_config=GenerationConfig(
+                do_sample=True, top_k=0, max_new_tokens=8, min_new_tokens=8, pad_token_id=0, eos_token_id=None
+            ),
+        )  # warm-up
         synchronize(device)
         t0 = time.perf_counter()
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=gen)
@@ -96,7 +116,9 @@ def main() -> None:
         raise SystemExit("gpu_check: torch sees no CUDA device")
     where = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     print(f"{where}, torch {torch.__version__} (CUDA {torch.version.cuda})")
-    print(f"model: random-init Qwen2, {shape_name}, bf16; train batch {args.batch} x ({args.prompt} prompt + {args.response} response)")
+    print(
+        f"model: random-init Qwen2, {shape_name}, bf16; train batch {args.batch} x ({args.prompt} prompt + {args.response} response)"
+    )
 
     with PeakMemory(device) as train_mem:
         train = time_objectives(shape, device, torch.bfloat16, args.batch, args.prompt, args.response, args.repeats)
@@ -104,11 +126,16 @@ def main() -> None:
         gen_tps = generation_tokens_per_s(shape, device, args.gen_batch, args.prompt, args.gen_tokens)
 
     figures = {
-        "device": where, "model": shape_name, "train_batch": [args.batch, args.prompt, args.response],
+        "device": where,
+        "model": shape_name,
+        "train_batch": [args.batch, args.prompt, args.response],
         "train_tokens_per_s": {"grpo": round(train["grpo"], 1), "m2po": round(train["m2po"], 1)},
         "m2po_over_grpo_time": round(train["grpo"] / train["m2po"], 4),
         "generate": {"batch": args.gen_batch, "new_tokens": args.gen_tokens, "tokens_per_s": round(gen_tps, 1)},
-        "peak_gib": {"train": train_mem.gib and round(train_mem.gib, 2), "generate": gen_mem.gib and round(gen_mem.gib, 2)},
+        "peak_gib": {
+            "train": train_mem.gib and round(train_mem.gib, 2),
+            "generate": gen_mem.gib and round(gen_mem.gib, 2),
+        },
     }
     gib = lambda v: "n/a (cpu)" if v is None else f"{v:.2f}"  # noqa: E731
     rows = [

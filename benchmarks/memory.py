@@ -53,9 +53,16 @@ def _model(seed: int = 0):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
-        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=HIDDEN * 2, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, num_key_value_heads=HEADS, tie_word_embeddings=True,
-        max_position_embeddings=4096, eos_token_id=VOCAB - 1, pad_token_id=0,
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=HIDDEN * 2,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        num_key_value_heads=HEADS,
+        tie_word_embeddings=True,
+        max_position_embeddings=4096,
+        eos_token_id=VOCAB - 1,
+        pad_token_id=0,
     )
     torch.manual_seed(seed)
     return Qwen2ForCausalLM(config)
@@ -69,11 +76,21 @@ def previous_generate_logp(model, ids, mask, new_tokens: int, temperature: float
     import torch.nn.functional as F
     from transformers import GenerationConfig
 
-    config = GenerationConfig(do_sample=True, temperature=temperature, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
-                              min_new_tokens=new_tokens, eos_token_id=VOCAB - 1, pad_token_id=0,
-                              return_dict_in_generate=True, output_logits=True, use_cache=True)
+    config = GenerationConfig(
+        do_sample=True,
+        temperature=temperature,
+        top_p=1.0,
+        top_k=0,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        eos_token_id=VOCAB - 1,
+        pad_token_id=0,
+        return_dict_in_generate=True,
+        output_logits=True,
+        use_cache=True,
+    )
     out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-    responses = out.sequences[:, ids.shape[1]:]
+    responses = out.sequences[:, ids.shape[1] :]
     logits = torch.stack(out.logits, dim=1).float() / temperature  # (B, R, V)
     return F.log_softmax(logits, -1).gather(-1, responses[..., None]).squeeze(-1)
 
@@ -83,7 +100,13 @@ def previous_token_logprobs(model, input_ids, attention_mask, prompt_len: int, t
 
     response_len = input_ids.shape[1] - prompt_len
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False, logits_to_keep=response_len + 1)
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        use_cache=False,
+        logits_to_keep=response_len + 1,
+    )
     logits = out.logits[:, :-1].float() / temperature  # (B, R, V)
     return F.log_softmax(logits, dim=-1).gather(-1, input_ids[:, prompt_len:, None]).squeeze(-1)
 
@@ -95,7 +118,14 @@ def run_phase(phase: str, impl: str, rows: int, tokens: int, micro: int) -> dict
     import torch
 
     from trainer.objectives import policy_loss
-    from trainer.rollout import Batch, LogitsProcessorList, SampledLogprobRecorder, micro_batched_logprobs, sampling_config, token_logprobs
+    from trainer.rollout import (
+        Batch,
+        LogitsProcessorList,
+        SampledLogprobRecorder,
+        micro_batched_logprobs,
+        sampling_config,
+        token_logprobs,
+    )
 
     torch.set_num_threads(2)
     model = _model()
@@ -116,14 +146,28 @@ def run_phase(phase: str, impl: str, rows: int, tokens: int, micro: int) -> dict
                 recorder = SampledLogprobRecorder(1.0)
                 cfg = sampling_config(1.0, 1.0, new_tokens, [VOCAB - 1], 0)
                 cfg.min_new_tokens = new_tokens  # every row runs the full length
-                out = model.generate(input_ids=ids[:, :PROMPT], attention_mask=mask[:, :PROMPT], generation_config=cfg, logits_processor=LogitsProcessorList([recorder]))
+                out = model.generate(
+                    input_ids=ids[:, :PROMPT],
+                    attention_mask=mask[:, :PROMPT],
+                    generation_config=cfg,
+                    logits_processor=LogitsProcessorList([recorder]),
+                )
                 recorder.finish(out.sequences, new_tokens)
     elif phase == "logprobs":
         with torch.no_grad():
             if impl == "previous":
                 previous_token_logprobs(model, ids, mask, PROMPT, 1.0)
             else:
-                batch = Batch(ids.int(), mask.to(torch.int8), torch.ones(rows, new_tokens), torch.zeros(rows, new_tokens), torch.zeros(rows), torch.zeros(rows, dtype=torch.long), PROMPT, 1)
+                batch = Batch(
+                    ids.int(),
+                    mask.to(torch.int8),
+                    torch.ones(rows, new_tokens),
+                    torch.zeros(rows, new_tokens),
+                    torch.zeros(rows),
+                    torch.zeros(rows, dtype=torch.long),
+                    PROMPT,
+                    1,
+                )
                 micro_batched_logprobs(model, batch, 1.0, micro, torch.device("cpu"))
     else:  # update
         model.train()
@@ -169,7 +213,10 @@ def child(phase: str, impl: str, rows: int, tokens: int, micro: int) -> dict | N
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     if done.returncode != 0:
-        print(f"  {phase}/{impl} at {rows}x{tokens} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}", file=sys.stderr)
+        print(
+            f"  {phase}/{impl} at {rows}x{tokens} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}",
+            file=sys.stderr,
+        )
         return None
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -190,12 +237,19 @@ def main() -> None:
         print(json.dumps(run_phase(phase, impl, int(rows), int(tokens), int(micro))))
         return
 
-    print(f"vocabulary {VOCAB:,}, hidden {HIDDEN}, {LAYERS} layers, micro-batch {args.micro} rows; peaks above set-up, MiB\n")
-    header = f"{'phase':<9} {'shape':>9} {'previous':>10} {'ours':>9} {'prev/ours':>10} {'budget':>8} {'ours/budget':>12}"
+    print(
+        f"vocabulary {VOCAB:,}, hidden {HIDDEN}, {LAYERS} layers, micro-batch {args.micro} rows; peaks above set-up, MiB\n"
+    )
+    header = (
+        f"{'phase':<9} {'shape':>9} {'previous':>10} {'ours':>9} {'prev/ours':>10} {'budget':>8} {'ours/budget':>12}"
+    )
     print(header)
     print("-" * len(header))
     for phase in args.phases:
-        for rows, tokens, with_baseline in ((args.baseline_rows, args.baseline_tokens, True), (args.rows, args.tokens, False)):
+        for rows, tokens, with_baseline in (
+            (args.baseline_rows, args.baseline_tokens, True),
+            (args.rows, args.tokens, False),
+        ):
             ours = child(phase, "ours", rows, tokens, args.micro)
             prev = child(phase, "previous", rows, tokens, args.micro) if with_baseline else None
             budget = budget_mib(phase, rows, tokens, args.micro)
@@ -203,8 +257,10 @@ def main() -> None:
             p = f"{prev['peak_mib']:10.0f}" if prev else f"{'(no run)':>10}"
             ratio = f"{prev['peak_mib'] / o:9.1f}x" if prev and ours else f"{'-':>10}"
             print(f"{phase:<9} {f'{rows}x{tokens}':>9} {p} {o:9.0f} {ratio} {budget:8.0f} {o / budget:11.2f}x")
-    print("\n(previous at the full shape is not run: its logits alone would need "
-          f"{args.rows * args.tokens * VOCAB * 4 * 2 / (1 << 30):.0f} GiB)")
+    print(
+        "\n(previous at the full shape is not run: its logits alone would need "
+        f"{args.rows * args.tokens * VOCAB * 4 * 2 / (1 << 30):.0f} GiB)"
+    )
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ benchmarks/mlflow_baseline.py), over HTTP with the same client, 1,000-point requ
 
 OPL_BENCH_DB and OPL_BENCH_REDIS_URL name another database and Redis db (two benchmarks on one machine).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,17 +92,30 @@ def make_runs(n: int, name: str):
     project, _ = Project.objects.get_or_create(name="bench")
     project.members.add(user)
     experiment = Experiment.objects.create(name=name, project=project, owner=user, base_config={})
-    return [Run.objects.create(experiment=experiment, owner=user, name=f"{name}-{i}", config={"seed": i},
-                               state=Run.State.RUNNING, attempt=1) for i in range(n)]
+    return [
+        Run.objects.create(
+            experiment=experiment,
+            owner=user,
+            name=f"{name}-{i}",
+            config={"seed": i},
+            state=Run.State.RUNNING,
+            attempt=1,
+        )
+        for i in range(n)
+    ]
 
 
 def batch_rows(writer: int, start_step: int) -> list[dict]:
     t = 1.7e9 + start_step
-    return [{"step": start_step + s, "key": k, "value": (writer + s) * 0.001, "time": t + s}
-            for s in range(BATCH // len(KEYS)) for k in KEYS]
+    return [
+        {"step": start_step + s, "key": k, "value": (writer + s) * 0.001, "time": t + s}
+        for s in range(BATCH // len(KEYS))
+        for k in KEYS
+    ]
 
 
 # --- ingestion --------------------------------------------------------------------------------
+
 
 def _writer(run_id: int, writer: int, batches: int, barrier, out) -> None:
     from django.db import connections
@@ -151,8 +165,10 @@ def row_per_point_rate(batches: int) -> float:
 
     [run] = make_runs(1, "rows")
     with connection.cursor() as cur:
-        cur.execute(f"CREATE TABLE {ROW_TABLE} (id bigserial PRIMARY KEY, run_id int8, attempt int4, key text, "
-                    "step int8, value float8, special int2, time float8, seq int8, superseded bool)")
+        cur.execute(
+            f"CREATE TABLE {ROW_TABLE} (id bigserial PRIMARY KEY, run_id int8, attempt int4, key text, "
+            "step int8, value float8, special int2, time float8, seq int8, superseded bool)"
+        )
         cur.execute(f"CREATE UNIQUE INDEX ON {ROW_TABLE} (run_id, key, step) WHERE NOT superseded")
         cur.execute(f"CREATE INDEX ON {ROW_TABLE} (run_id, seq) WHERE NOT superseded")
     payloads = [batch_rows(0, b * (BATCH // len(KEYS))) for b in range(batches)]
@@ -162,9 +178,13 @@ def row_per_point_rate(batches: int) -> float:
         batch = batch_ops.sort_batch(cols)
         with transaction.atomic():
             db = store.direct()
-            with db.cursor() as cur, cur.copy(
+            with (
+                db.cursor() as cur,
+                cur.copy(
                     f"COPY {ROW_TABLE} (run_id, attempt, key, step, value, special, time, seq, superseded) "
-                    "FROM STDIN (FORMAT BINARY)") as copy:
+                    "FROM STDIN (FORMAT BINARY)"
+                ) as copy,
+            ):
                 copy.set_types(["int8", "int4", "text", "int8", "float8", "int2", "float8", "int8", "bool"])
                 for row in zip(cols.keys, cols.steps, cols.values, cols.specials, cols.times, strict=True):
                     copy.write_row((run.pk, 1, *row, seq, False))
@@ -174,6 +194,7 @@ def row_per_point_rate(batches: int) -> float:
 
 
 # --- big series --------------------------------------------------------------------------------
+
 
 def generate(run_ids: list[int], n: int, chunk: int = 1_000) -> None:
     """n points of KEY per run, as chunks of `chunk` steps, then summaries and rollups."""
@@ -190,8 +211,15 @@ def generate(run_ids: list[int], n: int, chunk: int = 1_000) -> None:
             for seq, lo in enumerate(range(0, n, chunk), 1):
                 steps = np.arange(lo, min(n, lo + chunk), dtype=np.int64)
                 values = np.sin(steps / 5000.0) + rng.random(len(steps)) * 0.1
-                store.insert_chunks(store.direct(), rid, 1, seq, from_points({KEY: Points(
-                    steps, values, np.zeros(len(steps), np.int8), 1.7e9 + steps.astype(np.float64))}))
+                store.insert_chunks(
+                    store.direct(),
+                    rid,
+                    1,
+                    seq,
+                    from_points(
+                        {KEY: Points(steps, values, np.zeros(len(steps), np.int8), 1.7e9 + steps.astype(np.float64))}
+                    ),
+                )
             store.rebuild_series(rid)
             store.rebuild_rollups(rid)
     with connection.cursor() as cur:
@@ -226,6 +254,7 @@ def naive_series(run_ids: list[int], budget: int = 1500):
 
 # --- live latency ------------------------------------------------------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -253,12 +282,14 @@ def live_latency(samples: int) -> tuple[list[float], list[float]]:
         ready = threading.Event()
 
         def listen():
-            with httpx.stream("GET", f"{base}/api/v1/runs/{run.pk}/metrics/stream", params={"keys": KEY},
-                              cookies=cookies, timeout=30) as response:
+            with httpx.stream(
+                "GET", f"{base}/api/v1/runs/{run.pk}/metrics/stream", params={"keys": KEY}, cookies=cookies, timeout=30
+            ) as response:
                 ready.set()
                 for line in response.iter_lines():
                     if line.startswith("data:") and '"points"' in line:
                         import json
+
                         for step, _ in json.loads(line[5:])["points"][KEY]:
                             received[step] = time.perf_counter()
                     if len(received) >= samples:
@@ -286,7 +317,9 @@ def live_latency(samples: int) -> tuple[list[float], list[float]]:
         def poll():
             with httpx.Client(base_url=base, cookies=cookies, timeout=10) as http:
                 while not stop.is_set():
-                    pts = http.get(f"/api/v1/runs/{run.pk}/metrics", params={"key": KEY, "start": samples}).json()["points"]
+                    pts = http.get(f"/api/v1/runs/{run.pk}/metrics", params={"key": KEY, "start": samples}).json()[
+                        "points"
+                    ]
                     now = time.perf_counter()
                     for step, _ in pts:
                         if step > seen["last"]:
@@ -300,8 +333,10 @@ def live_latency(samples: int) -> tuple[list[float], list[float]]:
             for step in range(samples, samples + 12):
                 time.sleep(random.uniform(0.4, 0.9))
                 sent[step] = time.perf_counter()
-                http.post(f"/api/v1/runs/{run.pk}/metrics",
-                          json={"attempt": 1, "points": [{"step": step, "key": KEY, "value": 0.5, "time": 1.7e9}]})
+                http.post(
+                    f"/api/v1/runs/{run.pk}/metrics",
+                    json={"attempt": 1, "points": [{"step": step, "key": KEY, "value": 0.5, "time": 1.7e9}]},
+                )
         time.sleep(2.5)
         stop.set()
         poller.join(5)
@@ -323,9 +358,15 @@ def compare_rows(n_runs: int) -> list[tuple]:
     rows = []
     for budget in (1500, 300):
         ours = timed(lambda b=budget: selectors.series(ids, KEY, max_points=b), repeats=5)
-        rows.append((f"compare query, {n_runs} runs x 100k points, {budget:,}-point budget per run",
-                     f"{ours * 1000:.1f} ms", f"{base * 1000:,.0f} ms (read all + MinMaxLTTB at 1,500)",
-                     f"{base / ours:,.0f}x", "—"))
+        rows.append(
+            (
+                f"compare query, {n_runs} runs x 100k points, {budget:,}-point budget per run",
+                f"{ours * 1000:.1f} ms",
+                f"{base * 1000:,.0f} ms (read all + MinMaxLTTB at 1,500)",
+                f"{base / ours:,.0f}x",
+                "—",
+            )
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -334,9 +375,23 @@ def start_uvicorn(workers: int = 1):
     import httpx
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "orchestrator.asgi:application", "--port", str(port),
-                               "--workers", str(workers), "--log-level", "warning", "--no-access-log"],
-                              cwd=ROOT, env={**os.environ, "DATABASE_POOL": os.environ.get("DATABASE_POOL", "1")})
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "orchestrator.asgi:application",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_POOL": os.environ.get("DATABASE_POOL", "1")},
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -363,13 +418,22 @@ def http_ingest_rate(writers: int, points_per_writer: int) -> float:
         r.token_hash = token_hash(tokens[r.pk])
         r.save()
     batches = max(1, points_per_writer // BATCH)
-    bodies = {r.pk: [json.dumps({"attempt": 1, "points": batch_rows(i, b * (BATCH // len(KEYS)))}).encode()
-                     for b in range(batches)] for i, r in enumerate(runs)}
+    bodies = {
+        r.pk: [
+            json.dumps({"attempt": 1, "points": batch_rows(i, b * (BATCH // len(KEYS)))}).encode()
+            for b in range(batches)
+        ]
+        for i, r in enumerate(runs)
+    }
     server, base = start_uvicorn(workers=2)
     try:
+
         def post_all(run_id):
-            with httpx.Client(base_url=base, timeout=60, headers={"Authorization": f"Bearer {tokens[run_id]}",
-                                                                  "Content-Type": "application/json"}) as http:
+            with httpx.Client(
+                base_url=base,
+                timeout=60,
+                headers={"Authorization": f"Bearer {tokens[run_id]}", "Content-Type": "application/json"},
+            ) as http:
                 for body in bodies[run_id]:
                     http.post(f"/api/v1/runs/{run_id}/metrics", content=body).raise_for_status()
 
@@ -390,13 +454,44 @@ def http_ingest_rate(writers: int, points_per_writer: int) -> float:
 # The keys one training step of a tiny CPU run logs (m2po, stale_k; `python -m trainer run`, its
 # metrics.jsonl): 5 of them are watched by the alert rules (orchestrator/alerts/rules.py KEYS).
 TRAINER_STEP_KEYS = (
-    "actor/clip_frac", "actor/clip_frac_high", "actor/clip_frac_low", "actor/entropy", "actor/grad_norm", "actor/lr",
-    "actor/m2", "actor/m2_after", "actor/m2_all", "actor/m2po_tau", "actor/pg_loss", "actor/ppo_kl", "actor/ratio_max",
-    "actor/ratio_mean", "actor/ratio_min", "actor/tr_frac", "perf/gen_s", "perf/samples_per_s", "perf/step_s",
-    "perf/tokens_per_s", "perf/train_s", "reward/errors", "reward/timeouts", "rollout/engine_kl",
-    "rollout/queue_batches", "rollout/reward_mean", "rollout/staleness_max", "rollout/staleness_mean",
-    "rollout/staleness_min", "train/adv_abs_mean", "train/response_len_mean", "train/reward_mean", "train/reward_std",
-    "train/samples_seen", "train/solved_frac", "train/tokens_seen", "train/train_step")
+    "actor/clip_frac",
+    "actor/clip_frac_high",
+    "actor/clip_frac_low",
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/lr",
+    "actor/m2",
+    "actor/m2_after",
+    "actor/m2_all",
+    "actor/m2po_tau",
+    "actor/pg_loss",
+    "actor/ppo_kl",
+    "actor/ratio_max",
+    "actor/ratio_mean",
+    "actor/ratio_min",
+    "actor/tr_frac",
+    "perf/gen_s",
+    "perf/samples_per_s",
+    "perf/step_s",
+    "perf/tokens_per_s",
+    "perf/train_s",
+    "reward/errors",
+    "reward/timeouts",
+    "rollout/engine_kl",
+    "rollout/queue_batches",
+    "rollout/reward_mean",
+    "rollout/staleness_max",
+    "rollout/staleness_mean",
+    "rollout/staleness_min",
+    "train/adv_abs_mean",
+    "train/response_len_mean",
+    "train/reward_mean",
+    "train/reward_std",
+    "train/samples_seen",
+    "train/solved_frac",
+    "train/tokens_seen",
+    "train/train_step",
+)
 
 
 def alert_rows(requests: int) -> list[tuple]:
@@ -420,13 +515,29 @@ def alert_rows(requests: int) -> list[tuple]:
             client = Client(HTTP_HOST="127.0.0.1")
 
             def body(i, steps=steps, rename=rename):
-                return json.dumps({"attempt": 1, "points": [
-                    {"step": 2 * (i * steps + s + 1), "key": rename(k), "value": 0.5 + 0.001 * (i % 7), "time": 1.7e9 + i}
-                    for s in range(steps) for k in TRAINER_STEP_KEYS]})
+                return json.dumps(
+                    {
+                        "attempt": 1,
+                        "points": [
+                            {
+                                "step": 2 * (i * steps + s + 1),
+                                "key": rename(k),
+                                "value": 0.5 + 0.001 * (i % 7),
+                                "time": 1.7e9 + i,
+                            }
+                            for s in range(steps)
+                            for k in TRAINER_STEP_KEYS
+                        ],
+                    }
+                )
 
             def post(i, token=token, run=run, body=body):
-                return client.post(f"/api/v1/runs/{run.pk}/metrics", data=body(i), content_type="application/json",
-                                   HTTP_AUTHORIZATION=f"Bearer {token}")
+                return client.post(
+                    f"/api/v1/runs/{run.pk}/metrics",
+                    data=body(i),
+                    content_type="application/json",
+                    HTTP_AUTHORIZATION=f"Bearer {token}",
+                )
 
             post(0)
             times = []
@@ -440,17 +551,22 @@ def alert_rows(requests: int) -> list[tuple]:
         assert not run.alerts.exists()
         (ours, ours_trips), (base, base_trips) = measured["watched"], measured["unwatched"]
         watched = sum(k in WATCHED_KEYS for k in TRAINER_STEP_KEYS)
-        rows.append((f"trainer batch, {steps} step(s) x {len(TRAINER_STEP_KEYS)} keys ({watched} watched by alerts): "
-                     "server time median, round trips",
-                     f"{ours * 1000:.1f} ms, {ours_trips} round trips",
-                     f"{base * 1000:.1f} ms, {base_trips} round trips (keys unwatched)",
-                     f"{ours / base:.2f}x time, {ours_trips - base_trips:+d} round trips",
-                     "+0 round trips"))
+        rows.append(
+            (
+                f"trainer batch, {steps} step(s) x {len(TRAINER_STEP_KEYS)} keys ({watched} watched by alerts): "
+                "server time median, round trips",
+                f"{ours * 1000:.1f} ms, {ours_trips} round trips",
+                f"{base * 1000:.1f} ms, {base_trips} round trips (keys unwatched)",
+                f"{ours / base:.2f}x time, {ours_trips - base_trips:+d} round trips",
+                "+0 round trips",
+            )
+        )
         print(rows[-1], flush=True)
     return rows
 
 
 # --- issue 18: many writers to one run, small batches, batches behind the head, the trainer ---
+
 
 def tokened_run(name: str):
     from orchestrator.experiments.tokens import derive_token, token_hash
@@ -474,17 +590,33 @@ def scenario_rows(scenario: str, writers: int, total: int) -> list[list[list[dic
     for w in range(writers):
         if scenario == "own":
             steps = list(range(total // writers))
-            reqs = [[{"step": s, "key": f"bench/w{w:02d}", "value": (s % 97) * 0.01, "time": t0 + s} for s in steps[i:i + 1000]]
-                    for i in range(0, len(steps), 1000)]
+            reqs = [
+                [
+                    {"step": s, "key": f"bench/w{w:02d}", "value": (s % 97) * 0.01, "time": t0 + s}
+                    for s in steps[i : i + 1000]
+                ]
+                for i in range(0, len(steps), 1000)
+            ]
         elif scenario == "interleaved":
             steps = list(range(w, total, writers))
-            reqs = [[{"step": s, "key": "bench/shared", "value": (s % 97) * 0.01, "time": t0 + s} for s in steps[i:i + 1000]]
-                    for i in range(0, len(steps), 1000)]
+            reqs = [
+                [
+                    {"step": s, "key": "bench/shared", "value": (s % 97) * 0.01, "time": t0 + s}
+                    for s in steps[i : i + 1000]
+                ]
+                for i in range(0, len(steps), 1000)
+            ]
         else:
             per = total // len(KEYS) // writers
             lo = w * per
-            reqs = [[{"step": s, "key": k, "value": (s % 97) * 0.01, "time": t0 + s} for s in range(a, min(a + 20, lo + per))
-                     for k in KEYS] for a in range(lo, lo + per, 20)]
+            reqs = [
+                [
+                    {"step": s, "key": k, "value": (s % 97) * 0.01, "time": t0 + s}
+                    for s in range(a, min(a + 20, lo + per))
+                    for k in KEYS
+                ]
+                for a in range(lo, lo + per, 20)
+            ]
         out.append(reqs)
     return out
 
@@ -522,10 +654,16 @@ def ours_rate(base: str, scenario: str, writers: int, total: int) -> tuple[float
     import json
 
     run, token = tokened_run(f"{scenario}{writers}")
-    bodies = [[json.dumps({"attempt": 1, "points": r}).encode() for r in reqs] for reqs in scenario_rows(scenario, writers, total)]
+    bodies = [
+        [json.dumps({"attempt": 1, "points": r}).encode() for r in reqs]
+        for reqs in scenario_rows(scenario, writers, total)
+    ]
     n = sum(len(r) for reqs in scenario_rows(scenario, writers, total) for r in reqs)
-    seconds, busy = post_all(f"{base}/api/v1/runs/{run.pk}/metrics", bodies,
-                             {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    seconds, busy = post_all(
+        f"{base}/api/v1/runs/{run.pk}/metrics",
+        bodies,
+        {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     return n / seconds, busy
 
 
@@ -540,16 +678,24 @@ def mlflow_rate(mlflow, scenario: str, writers: int, total: int) -> float:
 def writers_rows(base: str, mlflow, total: int, mlflow_total: int) -> list[tuple]:
     rows, rates = [], {}
     for scenario, counts in (("own", (1, 8, 32)), ("interleaved", (1, 8, 32)), ("50x20", (1, 8))):
-        label = {"own": "own keys, 1,000-point requests", "interleaved": "one shared key, interleaved steps, 1,000-point requests",
-                 "50x20": "50 keys x 20 steps a request, own step ranges"}[scenario]
+        label = {
+            "own": "own keys, 1,000-point requests",
+            "interleaved": "one shared key, interleaved steps, 1,000-point requests",
+            "50x20": "50 keys x 20 steps a request, own step ranges",
+        }[scenario]
         for w in counts:
             rate, busy = ours_rate(base, scenario, w, total)
             rates[(scenario, w)] = rate
             theirs = mlflow_rate(mlflow, scenario, w, mlflow_total) if mlflow else None
-            rows.append((f"one run, {w} writer(s), {label}", f"{rate:,.0f} pts/s ({total // 1000}k pts, {busy} x 429)",
-                         f"{theirs:,.0f} pts/s ({mlflow_total // 1000}k pts)" if theirs else MLFLOW_NOTE[0],
-                         f"{rate / theirs:,.1f}x" if theirs else "—",
-                         ">= 10x MLflow" + ("; >= 100k pts/s" if (scenario, w) == ("own", 8) else "")))
+            rows.append(
+                (
+                    f"one run, {w} writer(s), {label}",
+                    f"{rate:,.0f} pts/s ({total // 1000}k pts, {busy} x 429)",
+                    f"{theirs:,.0f} pts/s ({mlflow_total // 1000}k pts)" if theirs else MLFLOW_NOTE[0],
+                    f"{rate / theirs:,.1f}x" if theirs else "—",
+                    ">= 10x MLflow" + ("; >= 100k pts/s" if (scenario, w) == ("own", 8) else ""),
+                )
+            )
             print(rows[-1], flush=True)
         for w in counts[1:]:
             ratio = rates[(scenario, w)] / rates[(scenario, 1)]
@@ -594,18 +740,30 @@ def small_batch_rows(base: str, mlflow, requests: int) -> list[tuple]:
 
     rows = []
     for size in (1, 50, 1000):
-        keys = KEYS[:min(50, size)]
+        keys = KEYS[: min(50, size)]
         steps_per = max(1, size // len(keys))
         run, token = tokened_run(f"small{size}")
         client = Client(HTTP_HOST="127.0.0.1")
 
         def body(i, run=run, keys=keys, steps_per=steps_per):
-            return json.dumps({"attempt": 1, "points": [
-                {"step": i * steps_per + s, "key": k, "value": 0.5, "time": 1.7e9 + i} for s in range(steps_per) for k in keys]})
+            return json.dumps(
+                {
+                    "attempt": 1,
+                    "points": [
+                        {"step": i * steps_per + s, "key": k, "value": 0.5, "time": 1.7e9 + i}
+                        for s in range(steps_per)
+                        for k in keys
+                    ],
+                }
+            )
 
         def post(i, token=token, run=run):
-            return client.post(f"/api/v1/runs/{run.pk}/metrics", data=body(i), content_type="application/json",
-                               HTTP_AUTHORIZATION=f"Bearer {token}")
+            return client.post(
+                f"/api/v1/runs/{run.pk}/metrics",
+                data=body(i),
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {token}",
+            )
 
         post(0)
         times = []
@@ -616,19 +774,29 @@ def small_batch_rows(base: str, mlflow, requests: int) -> list[tuple]:
         response, trips = round_trips(lambda i=requests + 1: post(i))
         assert response.status_code == 202
         run2, token2 = tokened_run(f"smallhttp{size}")
-        bodies = [[json.dumps({"attempt": 1, "points": json.loads(body(i))["points"]}).encode() for i in range(requests)]]
-        seconds, _ = post_all(f"{base}/api/v1/runs/{run2.pk}/metrics", bodies,
-                              {"Authorization": f"Bearer {token2}", "Content-Type": "application/json"})
+        bodies = [
+            [json.dumps({"attempt": 1, "points": json.loads(body(i))["points"]}).encode() for i in range(requests)]
+        ]
+        seconds, _ = post_all(
+            f"{base}/api/v1/runs/{run2.pk}/metrics",
+            bodies,
+            {"Authorization": f"Bearer {token2}", "Content-Type": "application/json"},
+        )
         ours = requests * size / seconds
         theirs = None
         if mlflow:
             mrun = mlflow.new_run()
             mbodies = [[mlflow.batch_body(mrun, json.loads(body(i))["points"]) for i in range(requests)]]
             theirs = requests * size / post_all(mlflow.log_url(), mbodies, {"Content-Type": "application/json"})[0]
-        rows.append((f"{size:,}-point requests, 1 writer: server time median, round trips; rate over HTTP",
-                     f"{statistics.median(times) * 1000:.1f} ms, {trips} round trips; {ours:,.0f} pts/s",
-                     f"{theirs:,.0f} pts/s" if theirs else MLFLOW_NOTE[0], f"{ours / theirs:,.1f}x" if theirs else "—",
-                     "<= 3 round trips (appending); >= 10x MLflow"))
+        rows.append(
+            (
+                f"{size:,}-point requests, 1 writer: server time median, round trips; rate over HTTP",
+                f"{statistics.median(times) * 1000:.1f} ms, {trips} round trips; {ours:,.0f} pts/s",
+                f"{theirs:,.0f} pts/s" if theirs else MLFLOW_NOTE[0],
+                f"{ours / theirs:,.1f}x" if theirs else "—",
+                "<= 3 round trips (appending); >= 10x MLflow",
+            )
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -656,13 +824,15 @@ def copy_limit_rate(requests: list[list[list[dict]]]) -> float:
     text = "".join(f"1\t{p['key']}\t{p['step']}\t{p['value']!r}\t{p['time']!r}\n" for p in rows).encode()
     with psycopg.connect(ADMIN_URL.rsplit("/", 1)[0] + f"/{BENCH_DB}", autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {COPY_TABLE}")
-        conn.execute(f"CREATE TABLE {COPY_TABLE} (id bigserial PRIMARY KEY, run_id int8, key text, step int8, "
-                     "value float8, time float8)")
+        conn.execute(
+            f"CREATE TABLE {COPY_TABLE} (id bigserial PRIMARY KEY, run_id int8, key text, step int8, "
+            "value float8, time float8)"
+        )
         conn.execute(f"CREATE UNIQUE INDEX ON {COPY_TABLE} (run_id, key, step)")
         start = time.perf_counter()
         with conn.cursor() as cur, cur.copy(f"COPY {COPY_TABLE} (run_id, key, step, value, time) FROM STDIN") as copy:
             for i in range(0, len(text), 1 << 20):
-                copy.write(text[i:i + (1 << 20)])
+                copy.write(text[i : i + (1 << 20)])
         seconds = time.perf_counter() - start
         conn.execute(f"DROP TABLE {COPY_TABLE}")
     return len(rows) / seconds
@@ -708,8 +878,11 @@ def side_by_side_rows(base: str, mlflow, totals: tuple[int, ...], mlflow_share: 
             run, token = tokened_run(f"side{scenario}{writers}-{total}")
             bodies = [[json.dumps({"attempt": 1, "points": r}).encode() for r in reqs] for reqs in requests]
             n = sum(len(r) for reqs in requests for r in reqs)
-            seconds, busy = post_all(f"{base}/api/v1/runs/{run.pk}/metrics", bodies,
-                                     {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+            seconds, busy = post_all(
+                f"{base}/api/v1/runs/{run.pk}/metrics",
+                bodies,
+                {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
             ours = rates[(scenario, writers, total)] = n / seconds
             lost = lost_points(expected_points(requests), ours_read_back(run.pk))
             theirs_text, ratio = MLFLOW_NOTE[0], "—"
@@ -722,16 +895,29 @@ def side_by_side_rows(base: str, mlflow, totals: tuple[int, ...], mlflow_share: 
                 mlost = lost_points(expected_points(mrequests), mlflow.read_back(mrun))
                 theirs_text = f"{theirs:,.0f} pts/s ({mn // 1000}k pts, {mlost} lost)"
                 ratio = f"{ours / theirs:,.1f}x"
-            rows.append((f"{label}, {total // 1000:,}k points, 1,000-point requests",
-                         f"{ours:,.0f} pts/s ({busy} x 429, {lost} lost)", theirs_text, ratio,
-                         f"{ours / limit:.0%} of raw COPY ({limit / 1e6:.2f}M rows/s)"))
+            rows.append(
+                (
+                    f"{label}, {total // 1000:,}k points, 1,000-point requests",
+                    f"{ours:,.0f} pts/s ({busy} x 429, {lost} lost)",
+                    theirs_text,
+                    ratio,
+                    f"{ours / limit:.0%} of raw COPY ({limit / 1e6:.2f}M rows/s)",
+                )
+            )
             print(rows[-1], flush=True)
     if len(totals) > 1:
         small, big = totals[0], totals[-1]
         for label, scenario, writers in SIDE_BY_SIDE:
             cost = rates[(scenario, writers, small)] / rates[(scenario, writers, big)]
-            rows.append((f"  cost per point, {big // 1000:,}k : {small // 1000:,}k, {label}", f"{cost:.2f}", "—", "—",
-                         "<= 1.2 (8 writers x 50 keys)" if (scenario, writers) == ("50x20", 8) else "—"))
+            rows.append(
+                (
+                    f"  cost per point, {big // 1000:,}k : {small // 1000:,}k, {label}",
+                    f"{cost:.2f}",
+                    "—",
+                    "—",
+                    "<= 1.2 (8 writers x 50 keys)" if (scenario, writers) == ("50x20", 8) else "—",
+                )
+            )
             print(rows[-1], flush=True)
     return rows
 
@@ -774,9 +960,16 @@ def behind_rows(lengths: tuple[int, ...], repeats: int) -> list[tuple]:
         steps_all = np.arange(0, 2 * n, 2, dtype=np.int64)  # even steps: odd ones are free behind the head
         with transaction.atomic():
             for seq, lo in enumerate(range(0, n, 1000), 1):
-                st = steps_all[lo:lo + 1000]
-                store.insert_chunks(store.direct(), run.pk, 1, seq, from_points({KEY: Points(
-                    st, np.sin(st / 500.0), np.zeros(len(st), np.int8), 1.7e9 + st.astype(np.float64))}))
+                st = steps_all[lo : lo + 1000]
+                store.insert_chunks(
+                    store.direct(),
+                    run.pk,
+                    1,
+                    seq,
+                    from_points(
+                        {KEY: Points(st, np.sin(st / 500.0), np.zeros(len(st), np.int8), 1.7e9 + st.astype(np.float64))}
+                    ),
+                )
             store.rebuild_series(run.pk)
             store.rebuild_rollups(run.pk)
         store.direct().execute(f"UPDATE {store.STREAM} SET last_seq = %s WHERE run_id = %s", [n // 1000 + 1, run.pk])
@@ -789,9 +982,7 @@ def behind_rows(lengths: tuple[int, ...], repeats: int) -> list[tuple]:
         for kind in ("behind", "retry", "append"):
             samples = []
             for r in range(repeats):
-                if kind == "behind":
-                    rows_ = batch(range(middle + 1 + 2000 * r, middle + 2000 * (r + 1), 2))
-                elif kind == "retry":
+                if kind == "behind" or kind == "retry":
                     rows_ = batch(range(middle + 1 + 2000 * r, middle + 2000 * (r + 1), 2))
                 else:
                     rows_ = batch(range(2 * n + 1000 * r, 2 * n + 1000 * (r + 1)))
@@ -800,10 +991,16 @@ def behind_rows(lengths: tuple[int, ...], repeats: int) -> list[tuple]:
                 samples.append(time.perf_counter() - start)
             timings[kind] = statistics.median(samples)
         base = base or timings
-        rows.append((f"1,000-point batch into a {n:,}-point series: behind the head / retried / appended",
-                     " / ".join(f"{timings[k] * 1000:.1f} ms" for k in ("behind", "retry", "append")),
-                     f"vs {lengths[0]:,}-point series: " + " / ".join(f"{timings[k] / base[k]:.2f}x" for k in ("behind", "retry", "append")),
-                     "—", "O(batch): ~1x at any length"))
+        rows.append(
+            (
+                f"1,000-point batch into a {n:,}-point series: behind the head / retried / appended",
+                " / ".join(f"{timings[k] * 1000:.1f} ms" for k in ("behind", "retry", "append")),
+                f"vs {lengths[0]:,}-point series: "
+                + " / ".join(f"{timings[k] / base[k]:.2f}x" for k in ("behind", "retry", "append")),
+                "—",
+                "O(batch): ~1x at any length",
+            )
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -851,8 +1048,15 @@ def trainer_step_rows(base: str, steps: int, rounds: int = 5) -> list[tuple]:
 
     def loop(url: str | None) -> list[float]:
         with tempfile.TemporaryDirectory() as d:
-            cfg = ReportingConfig(dashboard_url=url, run_id=str(run.pk), token=token, attempt=1,
-                                  push_interval_s=0.2, flush_timeout_s=1, heartbeat_s=5)
+            cfg = ReportingConfig(
+                dashboard_url=url,
+                run_id=str(run.pk),
+                token=token,
+                attempt=1,
+                push_interval_s=0.2,
+                flush_timeout_s=1,
+                heartbeat_s=5,
+            )
             spool, pusher = MetricSpool(Path(d)), Pusher(Path(d), cfg, total_steps=steps)
             pusher.start()
             times = []
@@ -870,8 +1074,11 @@ def trainer_step_rows(base: str, steps: int, rounds: int = 5) -> list[tuple]:
             return times
 
     servers, urls = [], {"no dashboard": None, "dashboard up (ours, uvicorn)": base}
-    for mode, name in (("slow", "dashboard slow (2 s an answer)"), ("hung", "dashboard hung (never answers)"),
-                       ("busy", "dashboard busy (always 429)")):
+    for mode, name in (
+        ("slow", "dashboard slow (2 s an answer)"),
+        ("hung", "dashboard hung (never answers)"),
+        ("busy", "dashboard busy (always 429)"),
+    ):
         port = free_port()
         servers.append(subprocess.Popen([sys.executable, "-c", FAKE_DASHBOARD, str(port), mode]))
         urls[name] = f"http://127.0.0.1:{port}"
@@ -894,9 +1101,15 @@ def trainer_step_rows(base: str, steps: int, rounds: int = 5) -> list[tuple]:
     rows = []
     for name, times in results.items():
         med = statistics.median(times)
-        rows.append((f"trainer step time, {name}: median / p95 (median CPU of the training thread)",
-                     f"{med * 1000:.1f} / {pct(times, .95) * 1000:.1f} ms ({statistics.median(cpus[name]) * 1000:.1f} ms)",
-                     f"{base_med * 1000:.1f} ms (no dashboard)", f"{med / base_med:.2f}x", "~1x whatever the dashboard does"))
+        rows.append(
+            (
+                f"trainer step time, {name}: median / p95 (median CPU of the training thread)",
+                f"{med * 1000:.1f} / {pct(times, 0.95) * 1000:.1f} ms ({statistics.median(cpus[name]) * 1000:.1f} ms)",
+                f"{base_med * 1000:.1f} ms (no dashboard)",
+                f"{med / base_med:.2f}x",
+                "~1x whatever the dashboard does",
+            )
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -914,6 +1127,7 @@ def chart_http_rows(base: str, mlflow, n: int) -> list[tuple]:
     client.force_login(run.owner)
     cookies = {"sessionid": client.cookies["sessionid"].value}
     with httpx.Client(base_url=base, cookies=cookies, timeout=120) as http:
+
         def ours():
             response = http.get(f"/api/v1/runs/{run.pk}/metrics", params={"key": KEY, "max_points": 1500})
             response.raise_for_status()
@@ -928,12 +1142,25 @@ def chart_http_rows(base: str, mlflow, n: int) -> list[tuple]:
         mlflow.load_points(mrun, KEY, steps, np.sin(steps / 5000.0))
         sampled = timed(lambda: mlflow.chart(mrun, KEY, 1500), repeats=3)
         full = timed(lambda: mlflow.full_history(mrun, KEY), repeats=1)
-        rows.append((f"chart query over HTTP, {n // 1_000_000}M-point key, 1,500 budget ({drawn} pts)", f"{ours_s * 1000:.0f} ms",
-                     f"{sampled * 1000:,.0f} ms (UI's sampled query) / {full * 1000:,.0f} ms (get-history)",
-                     f"{sampled / ours_s:,.0f}x / {full / ours_s:,.0f}x", ">= 20x MLflow"))
+        rows.append(
+            (
+                f"chart query over HTTP, {n // 1_000_000}M-point key, 1,500 budget ({drawn} pts)",
+                f"{ours_s * 1000:.0f} ms",
+                f"{sampled * 1000:,.0f} ms (UI's sampled query) / {full * 1000:,.0f} ms (get-history)",
+                f"{sampled / ours_s:,.0f}x / {full / ours_s:,.0f}x",
+                ">= 20x MLflow",
+            )
+        )
     else:
-        rows.append((f"chart query over HTTP, {n // 1_000_000}M-point key, 1,500 budget ({drawn} pts)", f"{ours_s * 1000:.0f} ms",
-                     MLFLOW_NOTE[0], "—", ">= 20x MLflow"))
+        rows.append(
+            (
+                f"chart query over HTTP, {n // 1_000_000}M-point key, 1,500 budget ({drawn} pts)",
+                f"{ours_s * 1000:.0f} ms",
+                MLFLOW_NOTE[0],
+                "—",
+                ">= 20x MLflow",
+            )
+        )
     print(rows[-1], flush=True)
     return rows
 
@@ -992,13 +1219,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (1M/2M points, 10 compare runs)")
     parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DB} database")
     measures = ["ingest", "chart", "compare", "live", "writers", "small", "behind", "trainer", "chart-http", "alerts"]
-    parser.add_argument("--only", nargs="+", choices=measures, default=None, help="measures to run (default: all, "
-                        "or none beside --mlflow)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=measures,
+        default=None,
+        help="measures to run (default: all, or none beside --mlflow)",
+    )
     parser.add_argument("--no-mlflow", action="store_true", help="leave out the MLflow column")
-    parser.add_argument("--mlflow", action="store_true",
-                        help="only the MLflow side by side (installs MLflow into its own environment if needed)")
-    parser.add_argument("--points", type=int, default=0,
-                        help="points per writers row (default 96k, --quick 32k); MLflow rows get a quarter")
+    parser.add_argument(
+        "--mlflow",
+        action="store_true",
+        help="only the MLflow side by side (installs MLflow into its own environment if needed)",
+    )
+    parser.add_argument(
+        "--points",
+        type=int,
+        default=0,
+        help="points per writers row (default 96k, --quick 32k); MLflow rows get a quarter",
+    )
     args = parser.parse_args()
     args.only = args.only if args.only is not None else ([] if args.mlflow else measures)
     big = 2_000_000 if args.quick else 10_000_000
@@ -1013,15 +1252,28 @@ def main() -> None:
         naive = row_per_point_rate(40) if "ingest" in args.only else 0
         for writers, per in ((1, 300_000), (8, 60_000), (32, 20_000)) if "ingest" in args.only else ():
             rate = ingest_rate(writers, per)
-            rows.append((f"ingestion, {writers} writer(s), {BATCH:,}-point batches", f"{rate:,.0f} pts/s",
-                         f"{naive:,.0f} pts/s (row per point, 1 writer)", f"{rate / naive:,.1f}x", ">= 100k pts/s"))
+            rows.append(
+                (
+                    f"ingestion, {writers} writer(s), {BATCH:,}-point batches",
+                    f"{rate:,.0f} pts/s",
+                    f"{naive:,.0f} pts/s (row per point, 1 writer)",
+                    f"{rate / naive:,.1f}x",
+                    ">= 100k pts/s",
+                )
+            )
             print(rows[-1], flush=True)
 
         for writers, per in ((1, 200_000), (8, 40_000)) if "ingest" in args.only else ():
             rate = http_ingest_rate(writers, per)
-            rows.append((f"ingestion over HTTP (uvicorn, 2 workers), {writers} writer(s), {BATCH:,}-point batches",
-                         f"{rate:,.0f} pts/s", f"{naive:,.0f} pts/s (row per point, no HTTP)", f"{rate / naive:,.1f}x",
-                         "(whole path)"))
+            rows.append(
+                (
+                    f"ingestion over HTTP (uvicorn, 2 workers), {writers} writer(s), {BATCH:,}-point batches",
+                    f"{rate:,.0f} pts/s",
+                    f"{naive:,.0f} pts/s (row per point, no HTTP)",
+                    f"{rate / naive:,.1f}x",
+                    "(whole path)",
+                )
+            )
             print(rows[-1], flush=True)
         for n, label in ((1_000_000, "1M"), (big, f"{big // 1_000_000}M")) if "chart" in args.only else ():
             [run] = make_runs(1, f"chart{label}")
@@ -1031,15 +1283,29 @@ def main() -> None:
             ours = timed(lambda rid=run.pk: selectors.series([rid], KEY, max_points=1500), repeats=7)
             points = len(selectors.series([run.pk], KEY, max_points=1500)[run.pk])
             base = timed(lambda rid=run.pk: naive_series([rid]), repeats=1 if n > 1_000_000 else 3)
-            rows.append((f"chart query, 1 key, {label} points, 1,500 budget ({points} pts)", f"{ours * 1000:.1f} ms",
-                         f"{base * 1000:,.0f} ms (read all + MinMaxLTTB)", f"{base / ours:,.0f}x",
-                         "<= 150 ms at 1M" if n == 1_000_000 else "—"))
+            rows.append(
+                (
+                    f"chart query, 1 key, {label} points, 1,500 budget ({points} pts)",
+                    f"{ours * 1000:.1f} ms",
+                    f"{base * 1000:,.0f} ms (read all + MinMaxLTTB)",
+                    f"{base / ours:,.0f}x",
+                    "<= 150 ms at 1M" if n == 1_000_000 else "—",
+                )
+            )
             print(rows[-1], flush=True)
             if n == 1_000_000:  # a zoom below the coarsest-level threshold reads the chunks themselves
-                zoom = timed(lambda rid=run.pk: selectors.series([rid], KEY, start=0, end=59_999, max_points=1500),
-                             repeats=7)
-                rows.append(("chart query, zoomed to 60k of the 1M steps (reads chunks), 1,500 budget",
-                             f"{zoom * 1000:.1f} ms", "—", "—", "—"))
+                zoom = timed(
+                    lambda rid=run.pk: selectors.series([rid], KEY, start=0, end=59_999, max_points=1500), repeats=7
+                )
+                rows.append(
+                    (
+                        "chart query, zoomed to 60k of the 1M steps (reads chunks), 1,500 budget",
+                        f"{zoom * 1000:.1f} ms",
+                        "—",
+                        "—",
+                        "—",
+                    )
+                )
                 print(rows[-1], flush=True)
 
         if args.mlflow:
@@ -1051,10 +1317,15 @@ def main() -> None:
             rows.extend(alert_rows(40 if args.quick else 100))
         if "live" in args.only:
             sse, polled = live_latency(200)
-            rows.append(("live latency POST -> SSE event, p50 / p95",
-                         f"{pct(sse, .5) * 1000:.0f} / {pct(sse, .95) * 1000:.0f} ms (n={len(sse)})",
-                         f"{pct(polled, .5) * 1000:.0f} / {pct(polled, .95) * 1000:.0f} ms (2 s polling, n={len(polled)})",
-                         f"{pct(polled, .95) / pct(sse, .95):,.1f}x at p95", "p95 <= 500 ms"))
+            rows.append(
+                (
+                    "live latency POST -> SSE event, p50 / p95",
+                    f"{pct(sse, 0.5) * 1000:.0f} / {pct(sse, 0.95) * 1000:.0f} ms (n={len(sse)})",
+                    f"{pct(polled, 0.5) * 1000:.0f} / {pct(polled, 0.95) * 1000:.0f} ms (2 s polling, n={len(polled)})",
+                    f"{pct(polled, 0.95) / pct(sse, 0.95):,.1f}x at p95",
+                    "p95 <= 500 ms",
+                )
+            )
             print(rows[-1], flush=True)
         print(f"load average at end: {os.getloadavg()}", flush=True)
     finally:

@@ -6,6 +6,7 @@ into its own environment (VENV, once; never into the project's .venv or requirem
 the executable OPL_BENCH_MLFLOW names. The other measures use it when it is there; without it (or
 with --no-mlflow) the MLflow column says why it is empty.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,9 @@ VENV = Path(os.environ.get("OPL_BENCH_MLFLOW_VENV", Path.home() / ".cache" / "op
 
 
 def executable() -> str | None:
-    exe = os.environ.get("OPL_BENCH_MLFLOW") or (str(VENV / "bin" / "mlflow") if (VENV / "bin" / "mlflow").exists()
-                                                 else shutil.which("mlflow"))
+    exe = os.environ.get("OPL_BENCH_MLFLOW") or (
+        str(VENV / "bin" / "mlflow") if (VENV / "bin" / "mlflow").exists() else shutil.which("mlflow")
+    )
     return exe if exe and Path(exe).exists() else None
 
 
@@ -33,8 +35,9 @@ def ensure_installed() -> str:
         return exe
     print(f"installing mlflow=={VERSION} into {VENV} (once)", flush=True)
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-    subprocess.run([str(VENV / "bin" / "pip"), "install", "--quiet", f"mlflow=={VERSION}", "psycopg2-binary==2.9.13"],
-                   check=True)
+    subprocess.run(
+        [str(VENV / "bin" / "pip"), "install", "--quiet", f"mlflow=={VERSION}", "psycopg2-binary==2.9.13"], check=True
+    )
     return str(VENV / "bin" / "mlflow")
 
 
@@ -49,8 +52,22 @@ class MLflow:
         self.db_url = f"postgresql+psycopg2://postgres@127.0.0.1:5432/{DB}"
         self.base = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
-            [exe, "server", "--backend-store-uri", self.db_url, "--host", "127.0.0.1", "--port", str(port),
-             "--workers", str(workers)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/tmp")
+            [
+                exe,
+                "server",
+                "--backend-store-uri",
+                self.db_url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/tmp",
+        )
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             try:
@@ -74,15 +91,18 @@ class MLflow:
 
     def new_run(self) -> str:
         self._runs += 1
-        return self.post("runs/create", {"experiment_id": self.experiment, "run_name": f"r{self._runs}"})["run"]["info"]["run_id"]
+        return self.post("runs/create", {"experiment_id": self.experiment, "run_name": f"r{self._runs}"})["run"][
+            "info"
+        ]["run_id"]
 
     @staticmethod
     def batch_body(run_id: str, rows: list[dict]) -> bytes:
         """A log-batch request of our wire points (MLflow takes at most 1,000 metrics a request)."""
         import json
 
-        metrics = [{"key": p["key"], "value": p["value"], "timestamp": int(p["time"] * 1000), "step": p["step"]}
-                   for p in rows]
+        metrics = [
+            {"key": p["key"], "value": p["value"], "timestamp": int(p["time"] * 1000), "step": p["step"]} for p in rows
+        ]
         return json.dumps({"run_id": run_id, "metrics": metrics}).encode()
 
     def log_url(self) -> str:
@@ -96,9 +116,11 @@ class MLflow:
             with cur.copy("COPY metrics (key, value, timestamp, run_uuid, step, is_nan) FROM STDIN") as copy:
                 for step, value in zip(steps.tolist(), values.tolist(), strict=True):
                     copy.write_row((key, value, 1_700_000_000_000 + step, run_id, step, False))
-            cur.execute("INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, run_uuid) "
-                        "VALUES (%s, %s, %s, %s, false, %s) ON CONFLICT DO NOTHING",
-                        [key, float(values[-1]), 1_700_000_000_000 + int(steps[-1]), int(steps[-1]), run_id])
+            cur.execute(
+                "INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, run_uuid) "
+                "VALUES (%s, %s, %s, %s, false, %s) ON CONFLICT DO NOTHING",
+                [key, float(values[-1]), 1_700_000_000_000 + int(steps[-1]), int(steps[-1]), run_id],
+            )
             cur.execute("ANALYZE metrics")
 
     def read_back(self, run_id: str) -> dict[str, dict[int, float]]:
@@ -113,8 +135,10 @@ class MLflow:
 
     def chart(self, run_id: str, key: str, max_results: int) -> int:
         """MLflow's chart query: the UI's sampled history (get-history-bulk-interval); points read."""
-        response = self.http.get("/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval",
-                                 params={"run_ids": run_id, "metric_key": key, "max_results": max_results})
+        response = self.http.get(
+            "/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval",
+            params={"run_ids": run_id, "metric_key": key, "max_results": max_results},
+        )
         response.raise_for_status()
         return len(response.json().get("metrics", []))
 
@@ -122,7 +146,12 @@ class MLflow:
         """Every point of a key (get-history, paged): what a client reads to draw it itself."""
         n, token = 0, None
         while True:
-            params = {"run_id": run_id, "metric_key": key, "max_results": 25_000, **({"page_token": token} if token else {})}
+            params = {
+                "run_id": run_id,
+                "metric_key": key,
+                "max_results": 25_000,
+                **({"page_token": token} if token else {}),
+            }
             response = self.http.get("/api/2.0/mlflow/metrics/get-history", params=params)
             response.raise_for_status()
             body = response.json()

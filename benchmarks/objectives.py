@@ -35,8 +35,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainer.diagnostics import update_diagnostics  # noqa: E402
-from trainer.objectives import OBJECTIVES, policy_loss  # noqa: E402
+from trainer.diagnostics import update_diagnostics
+from trainer.objectives import OBJECTIVES, policy_loss
 
 TOKENS_PER_ROW = 1024
 OPTION_PARAMS = {
@@ -48,8 +48,15 @@ OPTION_PARAMS = {
     "sq_penalty": {"sq_log_ratio_coef": 1e-3},
 }
 DEFAULT_VARIANTS = list(OBJECTIVES) + [
-    "m2po+dual_clip", "m2po_cap+dual_clip", "grpo+dual_clip", "no_clip+dual_clip", "grpo+token_mask",
-    "grpo+token_mask(engine)", "grpo+seq_mask", "grpo+tis", "m2po+sq_penalty",
+    "m2po+dual_clip",
+    "m2po_cap+dual_clip",
+    "grpo+dual_clip",
+    "no_clip+dual_clip",
+    "grpo+token_mask",
+    "grpo+token_mask(engine)",
+    "grpo+seq_mask",
+    "grpo+tis",
+    "m2po+sq_penalty",
     "m2po+dual_clip+token_mask+seq_mask+tis+sq_penalty",
 ]
 
@@ -68,7 +75,14 @@ def make_inputs(n_tokens: int, scale: float = 0.14, seed: int = 0) -> dict[str, 
     advantages = seq_adv.expand(rows, TOKENS_PER_ROW).contiguous()  # (B, T)
     prox = behav + 0.5 * log_r  # (B, T) a policy between behav and current
     rollout = behav + 0.02 * torch.randn(rows, TOKENS_PER_ROW, generator=g)  # (B, T) the engine's
-    return {"logp": logp, "behav_logp": behav, "advantages": advantages, "mask": mask, "prox_logp": prox, "rollout_logp": rollout}
+    return {
+        "logp": logp,
+        "behav_logp": behav,
+        "advantages": advantages,
+        "mask": mask,
+        "prox_logp": prox,
+        "rollout_logp": rollout,
+    }
 
 
 def variant_params(variant: str) -> tuple[str, dict]:
@@ -99,7 +113,9 @@ def time_once(variant: str, inputs: dict[str, torch.Tensor]) -> tuple[float, flo
 
 def time_diagnostics(inputs: dict[str, torch.Tensor]) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
-    update_diagnostics((inputs["logp"] - inputs["behav_logp"]).masked_fill(~inputs["mask"], 0.0), inputs["advantages"], inputs["mask"])
+    update_diagnostics(
+        (inputs["logp"] - inputs["behav_logp"]).masked_fill(~inputs["mask"], 0.0), inputs["advantages"], inputs["mask"]
+    )
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
@@ -126,7 +142,9 @@ def corrections(args) -> None:
                 wall["diagnostics"].append(seconds)
                 cpu["diagnostics"].append(cpu_seconds)
         print(f"\n{size}M tokens ({size * (1 << 20):,}), scale {args.scale}")
-        print(f"{'variant':<52} {'wall s':>8} {'x grpo wall':>11} {'x grpo cpu':>10}  {'masked':>7} {'clipped':>7} {'reweighted':>10}")
+        print(
+            f"{'variant':<52} {'wall s':>8} {'x grpo wall':>11} {'x grpo cpu':>10}  {'masked':>7} {'clipped':>7} {'reweighted':>10}"
+        )
         for name in names + ["diagnostics"]:
             w = statistics.median(a / b for a, b in zip(wall[name], wall["grpo"]))
             c = statistics.median(a / b for a, b in zip(cpu[name], cpu["grpo"]))
@@ -144,15 +162,17 @@ def recording(args) -> None:
     from trainer.config import parse_config
     from trainer.loop import Trainer
 
-    cfg = parse_config({
-        "model": {"name": "tiny"},
-        "task": {"eval_sets": []},
-        "rollout": {"group_size": 8, "prompts_per_step": 8, "max_new_tokens": 128},
-        "algorithm": {"objective": "m2po", "updates_per_step": 1},
-        "train": {"steps": 1, "device": "cpu", "seed": 1, "micro_batch_size": 16, "torch_threads": args.threads},
-        "eval": {"every": 0, "at_start": False},
-        "samples": {"per_step": 8},
-    })
+    cfg = parse_config(
+        {
+            "model": {"name": "tiny"},
+            "task": {"eval_sets": []},
+            "rollout": {"group_size": 8, "prompts_per_step": 8, "max_new_tokens": 128},
+            "algorithm": {"objective": "m2po", "updates_per_step": 1},
+            "train": {"steps": 1, "device": "cpu", "seed": 1, "micro_batch_size": 16, "torch_threads": args.threads},
+            "eval": {"every": 0, "at_start": False},
+            "samples": {"per_step": 8},
+        }
+    )
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Path(tmp) / "run")
         trainer.setup()
@@ -181,15 +201,21 @@ def recording(args) -> None:
                 plain.append(update(False))
                 recorded.append(update(True))
             tokens = int(batch.response_mask.sum())
-            size = (Path(tmp) / "run" / "samples.jsonl").stat().st_size / (args.record_rounds + 1) / cfg.samples.per_step
+            size = (
+                (Path(tmp) / "run" / "samples.jsonl").stat().st_size / (args.record_rounds + 1) / cfg.samples.per_step
+            )
         finally:
             trainer.close()
     ratio = statistics.median(r / p for r, p in zip(recorded, plain))
-    print(f"\nRecording: tiny model, {len(batch)} rows, {tokens:,} response tokens, micro-batches of 16, "
-          f"m2po, {cfg.samples.per_step} rows recorded with 9 counterfactual corrections, median of {args.record_rounds} rounds")
+    print(
+        f"\nRecording: tiny model, {len(batch)} rows, {tokens:,} response tokens, micro-batches of 16, "
+        f"m2po, {cfg.samples.per_step} rows recorded with 9 counterfactual corrections, median of {args.record_rounds} rounds"
+    )
     print(f"{'update':<12} {'wall s':>8}")
     print(f"{'unrecorded':<12} {statistics.median(plain):>8.4f}")
-    print(f"{'recorded':<12} {statistics.median(recorded):>8.4f}   x{ratio:.2f} of an unrecorded update; {size:,.0f} bytes per sample")
+    print(
+        f"{'recorded':<12} {statistics.median(recorded):>8.4f}   x{ratio:.2f} of an unrecorded update; {size:,.0f} bytes per sample"
+    )
 
 
 def main() -> None:
@@ -197,8 +223,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1], help="Millions of tokens (2^20).")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the dev box has 2 shared cores).")
-    parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS,
-                        help=f"objective[+option...]; options: {', '.join(OPTION_PARAMS)}")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=DEFAULT_VARIANTS,
+        help=f"objective[+option...]; options: {', '.join(OPTION_PARAMS)}",
+    )
     parser.add_argument("--scale", type=float, default=0.14, help="log r = scale * Student-t(3).")
     parser.add_argument("--record-rounds", type=int, default=7, help="Rounds of part 2 (0 skips it).")
     args = parser.parse_args()

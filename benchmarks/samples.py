@@ -24,6 +24,7 @@ admission, gzip, pydantic, storage, thinning) in this process.
 | log ratios | packed float32 (ours) against the same values as JSON numbers (jsonb), summed pg_column_size |
 | page | the run page's samples card for one step (per_step samples of max_tokens tokens) rendered, median of 5 |
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,38 @@ os.environ.setdefault("ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
 from benchmarks.bench_db import drop_database, fresh_database  # noqa: E402 (after the environment)
 
 BATCH = 64  # samples per post, as the trainer's pusher
-PIECES = [" the", " of", " x", " =", " 2", " 3", "7", "\\", "frac", "{", "}", " answer", " is", " so", " we",
-          " get", " sqrt", "(", ")", " +", " -", " *", "\n", " Let", " boxed", " therefore", ".", ",", " 1", "0"]
+PIECES = [
+    " the",
+    " of",
+    " x",
+    " =",
+    " 2",
+    " 3",
+    "7",
+    "\\",
+    "frac",
+    "{",
+    "}",
+    " answer",
+    " is",
+    " so",
+    " we",
+    " get",
+    " sqrt",
+    "(",
+    ")",
+    " +",
+    " -",
+    " *",
+    "\n",
+    " Let",
+    " boxed",
+    " therefore",
+    ".",
+    ",",
+    " 1",
+    "0",
+]
 
 
 def tokened_run(name: str):
@@ -63,8 +94,9 @@ def tokened_run(name: str):
     project, _ = Project.objects.get_or_create(name="bench")
     project.members.add(user)
     experiment = Experiment.objects.create(name=name, project=project, owner=user, base_config={})
-    run = Run.objects.create(experiment=experiment, owner=user, name=name, config={}, state=Run.State.RUNNING,
-                             attempt=1, token_salt="bench")
+    run = Run.objects.create(
+        experiment=experiment, owner=user, name=name, config={}, state=Run.State.RUNNING, attempt=1, token_salt="bench"
+    )
     token = derive_token(run.pk, 1, "bench")
     run.token_hash = token_hash(token)
     run.save()
@@ -92,30 +124,72 @@ def spool(updates: int, every: int, per_step: int, max_tokens: int, seed: int = 
             lr = [f32(rng.gauss(0, 0.05)) for _ in range(n)]
             masked = sorted(rng.sample(range(n), max(0, round(n * 0.01))))
             reward = rng.choice([0.0, 1.0])
-            out.append({"kind": "train", "step": step, "index": index, "eval_set": None, "prompt": prompt,
-                        "response": "".join(tokens), "reference": "42", "reward": reward, "correct": reward >= 1,
-                        "policy_version": max(0, step - 4), "staleness": 4, "objective": "m2po", "tokens": tokens,
-                        "log_ratio": lr, "clipped": [], "masked": masked, "truncated": n == max_tokens, "time": t})
+            out.append(
+                {
+                    "kind": "train",
+                    "step": step,
+                    "index": index,
+                    "eval_set": None,
+                    "prompt": prompt,
+                    "response": "".join(tokens),
+                    "reference": "42",
+                    "reward": reward,
+                    "correct": reward >= 1,
+                    "policy_version": max(0, step - 4),
+                    "staleness": 4,
+                    "objective": "m2po",
+                    "tokens": tokens,
+                    "log_ratio": lr,
+                    "clipped": [],
+                    "masked": masked,
+                    "truncated": n == max_tokens,
+                    "time": t,
+                }
+            )
         if step % 500 == 0:
             for index in range(8):
-                out.append({"kind": "eval", "step": step, "index": index, "eval_set": ["math500", "aime24"][index // 4],
-                            "prompt": prompts[index], "response": "".join(rng.choice(PIECES) for _ in range(200)),
-                            "reference": "42", "reward": 1.0, "correct": True, "policy_version": step,
-                            "staleness": None, "objective": None, "tokens": [], "log_ratio": [], "clipped": [],
-                            "masked": [], "truncated": False, "time": t})
+                out.append(
+                    {
+                        "kind": "eval",
+                        "step": step,
+                        "index": index,
+                        "eval_set": ["math500", "aime24"][index // 4],
+                        "prompt": prompts[index],
+                        "response": "".join(rng.choice(PIECES) for _ in range(200)),
+                        "reference": "42",
+                        "reward": 1.0,
+                        "correct": True,
+                        "policy_version": step,
+                        "staleness": None,
+                        "objective": None,
+                        "tokens": [],
+                        "log_ratio": [],
+                        "clipped": [],
+                        "masked": [],
+                        "truncated": False,
+                        "time": t,
+                    }
+                )
         t += 10
     return out
 
 
 def post_all(client, run_id: int, token: str, samples: list[dict]) -> tuple[float, dict]:
     """Post the spool in the pusher's gzip batches; (seconds, summed answers)."""
-    bodies = [gzip.compress(json.dumps({"attempt": 1, "samples": samples[i:i + BATCH]}).encode())
-              for i in range(0, len(samples), BATCH)]
+    bodies = [
+        gzip.compress(json.dumps({"attempt": 1, "samples": samples[i : i + BATCH]}).encode())
+        for i in range(0, len(samples), BATCH)
+    ]
     totals = {"stored": 0, "duplicates": 0, "dropped": 0}
     t0 = time.perf_counter()
     for body in bodies:
-        answer = client.post(f"/api/v1/runs/{run_id}/samples", data=body, content_type="application/json",
-                             HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_CONTENT_ENCODING="gzip")
+        answer = client.post(
+            f"/api/v1/runs/{run_id}/samples",
+            data=body,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+            HTTP_CONTENT_ENCODING="gzip",
+        )
         assert answer.status_code == 200, answer.content[:300]
         for key, value in answer.json().items():
             totals[key] += value
@@ -127,14 +201,25 @@ def sizes(run_id: int) -> dict:
 
     with connection.cursor() as cur:
         cur.execute("VACUUM FULL samples_rolloutsample")  # the thinning's dead rows: autovacuum's to reuse
-        cur.execute("SELECT count(*), coalesce(sum(pg_column_size(s.*)), 0), coalesce(sum(pg_column_size(log_ratio)), 0), "
-                    "count(DISTINCT (kind, step)), min(step), max(step), count(*) FILTER (WHERE kind = 'train') "
-                    "FROM samples_rolloutsample s WHERE run_id = %s", [run_id])
+        cur.execute(
+            "SELECT count(*), coalesce(sum(pg_column_size(s.*)), 0), coalesce(sum(pg_column_size(log_ratio)), 0), "
+            "count(DISTINCT (kind, step)), min(step), max(step), count(*) FILTER (WHERE kind = 'train') "
+            "FROM samples_rolloutsample s WHERE run_id = %s",
+            [run_id],
+        )
         kept, row_bytes, lr_bytes, steps, first, last, train = cur.fetchone()
         cur.execute("SELECT pg_total_relation_size('samples_rolloutsample')")
         (total,) = cur.fetchone()
-    return {"kept": kept, "train": train, "row_bytes": row_bytes, "lr_bytes": lr_bytes, "steps": steps, "first": first, "last": last,
-            "total": total}
+    return {
+        "kept": kept,
+        "train": train,
+        "row_bytes": row_bytes,
+        "lr_bytes": lr_bytes,
+        "steps": steps,
+        "first": first,
+        "last": last,
+        "total": total,
+    }
 
 
 def json_log_ratio_bytes(samples: list[dict], run_id: int) -> int:
@@ -195,7 +280,7 @@ def main() -> None:
     results = {}
     try:
         warm, warm_token, _ = tokened_run("warm-up")  # imports, connections and caches, before timing
-        post_all(client, warm.pk, warm_token, samples[:2 * BATCH])
+        post_all(client, warm.pk, warm_token, samples[: 2 * BATCH])
         for label, unbounded in (("bounded", False), ("baseline", True)):
             with connection.cursor() as cur:
                 cur.execute("TRUNCATE samples_rolloutsample, samples_thinnedstep")
@@ -206,9 +291,16 @@ def main() -> None:
             measured = sizes(run.pk)
             backfill_s, backfill = post_all(client, run.pk, token, samples)
             assert sizes(run.pk)["kept"] == measured["kept"], "a backfill must not change what is kept"
-            results[label] = {"run": run.pk, "seconds": seconds, "answers": answers, **measured,
-                              "backfill_s": backfill_s, "backfill": backfill, "page_ms": page_ms(client, user, run.pk),
-                              "lr_json": json_log_ratio_bytes(samples, run.pk)}
+            results[label] = {
+                "run": run.pk,
+                "seconds": seconds,
+                "answers": answers,
+                **measured,
+                "backfill_s": backfill_s,
+                "backfill": backfill,
+                "page_ms": page_ms(client, user, run.pk),
+                "lr_json": json_log_ratio_bytes(samples, run.pk),
+            }
             print(label, {k: v for k, v in results[label].items() if k != "run"}, flush=True)
         print(f"load average at end: {os.getloadavg()}", flush=True)
     finally:
@@ -221,29 +313,72 @@ def main() -> None:
     ours, base = results["bounded"], results["baseline"]
     rows = [
         ("samples posted", f"{len(samples):,}", f"{len(samples):,}", "—"),
-        ("samples kept: train + eval", f"{ours['train']:,} + {ours['kept'] - ours['train']:,} (bound {bounds['train']:,} + {bounds['eval']:,})",
-         f"{base['train']:,} + {base['kept'] - base['train']:,} (no bound)", f"{ours['kept'] / base['kept']:.2f}x"),
-        ("answers: stored / duplicates / dropped", "{stored:,} / {duplicates:,} / {dropped:,}".format(**ours["answers"]),
-         "{stored:,} / {duplicates:,} / {dropped:,}".format(**base["answers"]), "—"),
-        ("recorded steps kept (first .. newest)", f"{ours['steps']:,} ({ours['first']} .. {ours['last']})",
-         f"{base['steps']:,} ({base['first']} .. {base['last']})", "—"),
-        ("bytes stored per run: live rows, sum(pg_column_size)", mb(ours["row_bytes"]), mb(base["row_bytes"]),
-         f"{ours['row_bytes'] / base['row_bytes']:.2f}x"),
-        ("bytes stored per run: pg_total_relation_size (heap+TOAST+indexes, after VACUUM FULL)", mb(ours["total"]),
-         mb(base["total"]), f"{ours['total'] / base['total']:.2f}x"),
-        ("bytes per kept sample", f"{ours['row_bytes'] / ours['kept']:,.0f} B", f"{base['row_bytes'] / base['kept']:,.0f} B", "—"),
-        ("ingestion rate (gzip batches of 64, whole view)", f"{len(samples) / ours['seconds']:,.0f} samples/s",
-         f"{len(samples) / base['seconds']:,.0f} samples/s", f"{base['seconds'] / ours['seconds']:.2f}x"),
-        ("backfill: the whole spool posted again", "stored {stored:,}, {s:.1f} s".format(s=ours["backfill_s"], **ours["backfill"]),
-         "stored {stored:,}, {s:.1f} s".format(s=base["backfill_s"], **base["backfill"]), "—"),
-        ("log ratios of the kept samples: float32 packed (ours) vs jsonb numbers", mb(ours["lr_bytes"]), mb(ours["lr_json"]),
-         f"{ours['lr_bytes'] / ours['lr_json']:.2f}x"),
-        (f"run page samples card, one step ({args.per_step} samples), median of 5", f"{ours['page_ms']:.0f} ms",
-         f"{base['page_ms']:.0f} ms", "—"),
+        (
+            "samples kept: train + eval",
+            f"{ours['train']:,} + {ours['kept'] - ours['train']:,} (bound {bounds['train']:,} + {bounds['eval']:,})",
+            f"{base['train']:,} + {base['kept'] - base['train']:,} (no bound)",
+            f"{ours['kept'] / base['kept']:.2f}x",
+        ),
+        (
+            "answers: stored / duplicates / dropped",
+            "{stored:,} / {duplicates:,} / {dropped:,}".format(**ours["answers"]),
+            "{stored:,} / {duplicates:,} / {dropped:,}".format(**base["answers"]),
+            "—",
+        ),
+        (
+            "recorded steps kept (first .. newest)",
+            f"{ours['steps']:,} ({ours['first']} .. {ours['last']})",
+            f"{base['steps']:,} ({base['first']} .. {base['last']})",
+            "—",
+        ),
+        (
+            "bytes stored per run: live rows, sum(pg_column_size)",
+            mb(ours["row_bytes"]),
+            mb(base["row_bytes"]),
+            f"{ours['row_bytes'] / base['row_bytes']:.2f}x",
+        ),
+        (
+            "bytes stored per run: pg_total_relation_size (heap+TOAST+indexes, after VACUUM FULL)",
+            mb(ours["total"]),
+            mb(base["total"]),
+            f"{ours['total'] / base['total']:.2f}x",
+        ),
+        (
+            "bytes per kept sample",
+            f"{ours['row_bytes'] / ours['kept']:,.0f} B",
+            f"{base['row_bytes'] / base['kept']:,.0f} B",
+            "—",
+        ),
+        (
+            "ingestion rate (gzip batches of 64, whole view)",
+            f"{len(samples) / ours['seconds']:,.0f} samples/s",
+            f"{len(samples) / base['seconds']:,.0f} samples/s",
+            f"{base['seconds'] / ours['seconds']:.2f}x",
+        ),
+        (
+            "backfill: the whole spool posted again",
+            "stored {stored:,}, {s:.1f} s".format(s=ours["backfill_s"], **ours["backfill"]),
+            "stored {stored:,}, {s:.1f} s".format(s=base["backfill_s"], **base["backfill"]),
+            "—",
+        ),
+        (
+            "log ratios of the kept samples: float32 packed (ours) vs jsonb numbers",
+            mb(ours["lr_bytes"]),
+            mb(ours["lr_json"]),
+            f"{ours['lr_bytes'] / ours['lr_json']:.2f}x",
+        ),
+        (
+            f"run page samples card, one step ({args.per_step} samples), median of 5",
+            f"{ours['page_ms']:.0f} ms",
+            f"{base['page_ms']:.0f} ms",
+            "—",
+        ),
     ]
     print()
-    print(f"{args.updates:,} updates, samples every {args.every}, per_step {args.per_step}, max_tokens {args.max_tokens}; "
-          f"baseline: the same samples with no bound")
+    print(
+        f"{args.updates:,} updates, samples every {args.every}, per_step {args.per_step}, max_tokens {args.max_tokens}; "
+        f"baseline: the same samples with no bound"
+    )
     print("| measure | bounded (ours) | baseline | ratio |")
     print("|---|---|---|---|")
     for row in rows:

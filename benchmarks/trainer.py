@@ -30,14 +30,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from trainer.config import parse_config  # noqa: E402
-from trainer.loop import Trainer  # noqa: E402
+from trainer.config import parse_config
+from trainer.loop import Trainer
 
 
 def run_mode(mode: str, steps: int, hidden: int, layers: int) -> dict:
-    staleness = {"mode": "stale_k", "k": 0} if mode == "sync" else {"mode": "async", "max_staleness": 5, "sync_every": 1}
+    staleness = (
+        {"mode": "stale_k", "k": 0} if mode == "sync" else {"mode": "async", "max_staleness": 5, "sync_every": 1}
+    )
     cfg = parse_config(
         {
             "model": {"name": "tiny", "tiny_hidden_size": hidden, "tiny_layers": layers},
@@ -77,22 +79,40 @@ def cpu_section(args) -> None:
     asyn = run_mode("async", args.steps, args.hidden, args.layers)
     bound = (sync["gen_s"] + sync["train_s"]) / max(sync["gen_s"], sync["train_s"])
     speedup = asyn["samples_per_s"] / sync["samples_per_s"]
-    print(f"tiny Qwen2 (hidden {args.hidden}, {args.layers} layers), arithmetic, 32 prompts x 8 samples, {args.steps} steps, 1 thread per process")
-    print(f"{'mode':<8}{'samples/s':>12}{'tokens/s':>12}{'gen s/step':>12}{'train s/step':>14}{'wait s/step':>13}{'max stale':>11}")
+    print(
+        f"tiny Qwen2 (hidden {args.hidden}, {args.layers} layers), arithmetic, 32 prompts x 8 samples, {args.steps} steps, 1 thread per process"
+    )
+    print(
+        f"{'mode':<8}{'samples/s':>12}{'tokens/s':>12}{'gen s/step':>12}{'train s/step':>14}{'wait s/step':>13}{'max stale':>11}"
+    )
     for name, r in (("sync", sync), ("async", asyn)):
-        print(f"{name:<8}{r['samples_per_s']:>12.1f}{r['tokens_per_s']:>12.1f}{r['gen_s']:>12.3f}{r['train_s']:>14.3f}{r['wait_s']:>13.3f}{r['staleness_max']:>11.0f}")
+        print(
+            f"{name:<8}{r['samples_per_s']:>12.1f}{r['tokens_per_s']:>12.1f}{r['gen_s']:>12.3f}{r['train_s']:>14.3f}{r['wait_s']:>13.3f}{r['staleness_max']:>11.0f}"
+        )
     if load_before > 0.5 * (os.cpu_count() or 1):
-        print(f"note: load average {load_before:.1f} on {os.cpu_count()} cores before the benchmark: "
-              "other work shares the cores, so the overlap may fall short of its bound")
-    print(f"speedup async/sync: {speedup:.2f}x   ideal overlap bound (gen+train)/max(gen,train): {bound:.2f}x   "
-          f"ratio to bound: {speedup / bound:.2f} (target >= 0.90)")
+        print(
+            f"note: load average {load_before:.1f} on {os.cpu_count()} cores before the benchmark: "
+            "other work shares the cores, so the overlap may fall short of its bound"
+        )
+    print(
+        f"speedup async/sync: {speedup:.2f}x   ideal overlap bound (gen+train)/max(gen,train): {bound:.2f}x   "
+        f"ratio to bound: {speedup / bound:.2f} (target >= 0.90)"
+    )
 
 
-QWEN_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                num_attention_heads=14, num_key_value_heads=2)  # Qwen2.5-0.5B's shape, 494M parameters
+QWEN_05B = dict(
+    vocab_size=151936,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+)  # Qwen2.5-0.5B's shape, 494M parameters
 
 
-def time_objectives(shape: dict, device: torch.device, dtype, batch: int, prompt: int, response: int, repeats: int) -> dict:
+def time_objectives(
+    shape: dict, device: torch.device, dtype, batch: int, prompt: int, response: int, repeats: int
+) -> dict:
     """Trained tokens/s of one full step (forward, loss, backward, AdamW) per objective."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 

@@ -40,8 +40,13 @@ def main() -> None:
     from trainer.vllm_engine import VLLMEngine
 
     torch.set_num_threads(1)
-    cfg = RunConfig.model_validate({"model": {"name": "tiny", "tiny_hidden_size": args.hidden, "tiny_layers": args.layers},
-                                    "rollout": {"engine": "vllm"}, "train": {"device": "cpu"}})
+    cfg = RunConfig.model_validate(
+        {
+            "model": {"name": "tiny", "tiny_hidden_size": args.hidden, "tiny_layers": args.layers},
+            "rollout": {"engine": "vllm"},
+            "train": {"device": "cpu"},
+        }
+    )
     task = ArithmeticTask(1, 3)
     policy = load_policy(cfg.model, task.alphabet, seed=1, device=torch.device("cpu"))
     prompts = [task.prompt_text(q) for q in task.sample(random.Random(0), args.prompts)]
@@ -66,8 +71,10 @@ def main() -> None:
     engines["vllm"].close()
 
     params = sum(t.numel() for t in policy.model.parameters())
-    print(f"tiny Qwen2: hidden {args.hidden}, {args.layers} layers, {params / 1e6:.2f}M parameters; "
-          f"{args.prompts} prompts x {args.n} samples, up to {args.tokens} tokens; vLLM start-up {startup:.1f} s")
+    print(
+        f"tiny Qwen2: hidden {args.hidden}, {args.layers} layers, {params / 1e6:.2f}M parameters; "
+        f"{args.prompts} prompts x {args.n} samples, up to {args.tokens} tokens; vLLM start-up {startup:.1f} s"
+    )
     print(f"{'engine':<8}{'tokens/s':>12}{'x hf':>8}{'weight sync s':>16}")
     for name, (rate, sync) in rows.items():
         print(f"{name:<8}{rate:>12.0f}{rate / rows['hf'][0]:>8.2f}{sync:>16.4f}")

@@ -4,6 +4,7 @@ API views authenticate either with the browser session (CSRF enforced) or with
 `Authorization: Bearer <personal token>` (no cookies, so no CSRF). They answer 401 in JSON
 instead of redirecting to the login page.
 """
+
 import functools
 import json
 from typing import Any
@@ -89,8 +90,11 @@ def nul_in_url(request: HttpRequest) -> JsonResponse | None:
 def body_too_large(limit: int, setting: str, size: int | None = None) -> JsonResponse:
     """The 413 of a request body over `limit` bytes, naming the limit and the setting that sets it."""
     got = f"{size:,} bytes" if size is not None else "over the limit"
-    return json_error(413, f"request body is {got}; the limit is {limit:,} bytes ({setting}): send less per request",
-                      [{"field": "(body)", "message": f"at most {limit} bytes"}])
+    return json_error(
+        413,
+        f"request body is {got}; the limit is {limit:,} bytes ({setting}): send less per request",
+        [{"field": "(body)", "message": f"at most {limit} bytes"}],
+    )
 
 
 def method_not_allowed(allow: str) -> JsonResponse:

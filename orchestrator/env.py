@@ -1,4 +1,5 @@
 """Typed readers for settings from the environment. A malformed value stops start-up."""
+
 import os
 
 from django.core.exceptions import ImproperlyConfigured

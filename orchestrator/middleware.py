@@ -1,4 +1,5 @@
 """Middleware of the project itself."""
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
@@ -20,8 +21,11 @@ class ApiErrorsAsJson:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if (response.status_code < 400 or not request.path_info.startswith(API_PREFIX)
-                or response.get("Content-Type", "").startswith("application/json")):
+        if (
+            response.status_code < 400
+            or not request.path_info.startswith(API_PREFIX)
+            or response.get("Content-Type", "").startswith("application/json")
+        ):
             return response
         if response.status_code == 405:
             return method_not_allowed(response.get("Allow", ""))

@@ -1,5 +1,6 @@
 """OffPolicy Lab settings. Everything comes from the environment; with nothing set the app
 runs on a SQLite file under var/ and the `local` cluster backend (see README)."""
+
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -74,25 +75,28 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'opl.sqlite3'}"), conn_max_age=0
-    )
+    "default": dj_database_url.parse(env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'opl.sqlite3'}"), conn_max_age=0)
 }
 if env_bool("DATABASE_POOL") and DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # For the web server: requests borrow connections from a pool instead of opening one each
     # (~5 ms saved per API call). Not for Celery's forked workers, which must not share one.
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 2, "max_size": env_int("DATABASE_POOL_MAX", 10), "timeout": 10}
+        "min_size": 2,
+        "max_size": env_int("DATABASE_POOL_MAX", 10),
+        "timeout": 10,
+    }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # The demo runs web, worker, beat and the trainers' pushes against one file. WAL lets readers
     # go on while one writer writes; IMMEDIATE takes the write lock at BEGIN, where SQLite waits
     # for it (busy timeout) instead of failing at once with "database is locked" when a read
     # transaction later tries to write; synchronous=NORMAL is durable at each WAL checkpoint.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({
-        "timeout": env_int("OPL_SQLITE_BUSY_TIMEOUT_S", 30),
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    })
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": env_int("OPL_SQLITE_BUSY_TIMEOUT_S", 30),
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
@@ -133,18 +137,20 @@ HTTPS = env_bool("OPL_HTTPS", not DEBUG and env_str("OPL_PUBLIC_URL").startswith
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-PRODUCTION_CSP = {"DIRECTIVES": {
-    "default-src": ["'self'"],
-    "script-src": ["'self'"],  # no inline scripts or handlers, no eval: templates use static/js files
-    "style-src": ["'self'", "'unsafe-inline'"],  # Plotly and htmx set styles from script
-    "img-src": ["'self'", "data:", "blob:"],  # Plotly's image export
-    "connect-src": ["'self'"],
-    "font-src": ["'self'"],
-    "object-src": ["'none'"],
-    "base-uri": ["'self'"],
-    "form-action": ["'self'"],
-    "frame-ancestors": ["'none'"],
-}}
+PRODUCTION_CSP = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],  # no inline scripts or handlers, no eval: templates use static/js files
+        "style-src": ["'self'", "'unsafe-inline'"],  # Plotly and htmx set styles from script
+        "img-src": ["'self'", "data:", "blob:"],  # Plotly's image export
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 if HTTPS and not DEBUG:
     SECURE_HSTS_SECONDS = env_int("OPL_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("OPL_HSTS_INCLUDE_SUBDOMAINS", False)
@@ -199,7 +205,9 @@ OPL_MAX_GPUS = env_int("OPL_MAX_GPUS", 0)
 # rollout samples kept per run (issue 17); over the bound older steps are thinned
 OPL_SAMPLES_MAX_PER_RUN = env_int("OPL_SAMPLES_MAX_PER_RUN", 2000)
 OPL_SAMPLES_MAX_EVAL_PER_RUN = env_int("OPL_SAMPLES_MAX_EVAL_PER_RUN", 1000)
-OPL_METRIC_DIRECTIONS = env_str("OPL_METRIC_DIRECTIONS", "")  # "custom/score=max,custom/*_loss=min": "best" of keys the trainer table lacks
+OPL_METRIC_DIRECTIONS = env_str(
+    "OPL_METRIC_DIRECTIONS", ""
+)  # "custom/score=max,custom/*_loss=min": "best" of keys the trainer table lacks
 OPL_PRESETS_DIR = Path(env_str("OPL_PRESETS_DIR", str(BASE_DIR / "examples" / "presets")))
 LOST_GRACE_SECONDS = env_int("OPL_LOST_GRACE_SECONDS", 120)
 STALL_SECONDS = env_int("OPL_STALL_SECONDS", 600)  # no heartbeat this long while RUNNING: stalled
@@ -226,9 +234,15 @@ SLURM_REST_TIMEOUT = env_int("SLURM_REST_TIMEOUT", 10)
 SLURM_ACCOUNTING = env_bool("SLURM_ACCOUNTING", False)
 SLURM_RUN_DIR_MODE = env_str("SLURM_RUN_DIR_MODE")
 if CLUSTER_BACKEND == "slurm":
-    missing = [name for name, value in (("SLURM_REST_URL", SLURM_REST_URL), ("SLURM_REST_USER", SLURM_REST_USER),
-                                         ("SLURM_JWT or SLURM_JWT_KEY_FILE", SLURM_JWT or SLURM_JWT_KEY_FILE))
-               if not value]
+    missing = [
+        name
+        for name, value in (
+            ("SLURM_REST_URL", SLURM_REST_URL),
+            ("SLURM_REST_USER", SLURM_REST_USER),
+            ("SLURM_JWT or SLURM_JWT_KEY_FILE", SLURM_JWT or SLURM_JWT_KEY_FILE),
+        )
+        if not value
+    ]
     if missing:
         raise ImproperlyConfigured(f"CLUSTER_BACKEND=slurm needs {', '.join(missing)}")
 

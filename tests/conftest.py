@@ -6,7 +6,6 @@ from django.test import Client
 
 from orchestrator.accounts.services import api_token_create
 
-
 BROWSER_TESTS = Path(__file__).parent / "browser"
 
 

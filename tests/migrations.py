@@ -1,4 +1,5 @@
 """Migration tests' one helper: move the test database to a set of migrations and get its models."""
+
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 

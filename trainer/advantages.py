@@ -19,9 +19,7 @@ import torch
 from torch import Tensor
 
 
-def grpo_advantages(
-    rewards: Tensor, group_size: int, normalize_std: bool = True, eps: float = 1e-6
-) -> Tensor:
+def grpo_advantages(rewards: Tensor, group_size: int, normalize_std: bool = True, eps: float = 1e-6) -> Tensor:
     """Per-sequence GRPO advantages.
 
     `rewards` is either flat, shape (num_groups * group_size,), with each group's samples
@@ -42,9 +40,7 @@ def grpo_advantages(
             )
     elif rewards.dim() == 1:
         if rewards.numel() % group_size != 0:
-            raise ValueError(
-                f"rewards: {rewards.numel()} rewards is not a whole number of groups of {group_size}"
-            )
+            raise ValueError(f"rewards: {rewards.numel()} rewards is not a whole number of groups of {group_size}")
     else:
         raise ValueError(f"rewards: must be 1-D or 2-D, got shape {tuple(rewards.shape)}")
     if not torch.isfinite(rewards).all():
@@ -66,7 +62,5 @@ def broadcast_to_tokens(seq_advantages: Tensor, mask: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dim() != 2:
         raise ValueError("mask: must be a 2-D tensor (batch, tokens)")
     if not isinstance(seq_advantages, Tensor) or seq_advantages.shape != (mask.shape[0],):
-        raise ValueError(
-            f"seq_advantages: shape must be ({mask.shape[0]},) to match mask {tuple(mask.shape)}"
-        )
+        raise ValueError(f"seq_advantages: shape must be ({mask.shape[0]},) to match mask {tuple(mask.shape)}")
     return torch.where(mask.bool(), seq_advantages[:, None], 0.0)

@@ -41,12 +41,16 @@ class Control:
         self.committed = ctx.Value("q", start_version, lock=False)
 
 
-def admissible(committed: int, produced: int, consumed: int, updates_per_batch: int, weights_version: int, max_staleness: int) -> bool:
+def admissible(
+    committed: int, produced: int, consumed: int, updates_per_batch: int, weights_version: int, max_staleness: int
+) -> bool:
     worst = committed + (produced - consumed) * updates_per_batch + updates_per_batch - 1 - weights_version
     return worst <= max_staleness
 
 
-def generator_main(cfg_json: str, alphabet: str, shared: dict, ctrl: Control, out, seed: int, device: str, threads: int) -> None:
+def generator_main(
+    cfg_json: str, alphabet: str, shared: dict, ctrl: Control, out, seed: int, device: str, threads: int
+) -> None:
     """Entry point of the generator process."""
     from trainer.rewards import ignore_stop_signals
 
@@ -101,7 +105,9 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
             rows = [(t, p.answer) for t, p in zip(prompts, problems) for _ in range(roll.group_size)]
             batch = make_batch(gen, rewards, version, roll.group_size, 0.0, problems=rows)
             if roll.behav_logp == "recompute":
-                recompute_behaviour_logp(batch, policy.model, roll.temperature, cfg.train.micro_batch_size, dev, precision)
+                recompute_behaviour_logp(
+                    batch, policy.model, roll.temperature, cfg.train.micro_batch_size, dev, precision
+                )
             batch.gen_seconds = time.perf_counter() - t0
             out.put({**to_wire(batch.to_state()), WEIGHT_SYNC_KEY: sync_s})
             sync_s = None
@@ -139,7 +145,16 @@ def from_wire(state: dict) -> dict:
 class AsyncGenerator:
     """The trainer's handle on the generator process."""
 
-    def __init__(self, cfg, alphabet: str, model: torch.nn.Module, start_version: int, seed: int, device: torch.device, threads: int):
+    def __init__(
+        self,
+        cfg,
+        alphabet: str,
+        model: torch.nn.Module,
+        start_version: int,
+        seed: int,
+        device: torch.device,
+        threads: int,
+    ):
         self.ctx = tmp.get_context("spawn")
         self.cfg = cfg
         self.U = cfg.algorithm.updates_per_step * cfg.algorithm.epochs

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -86,11 +86,17 @@ class BenchmarkSet:
 BENCHMARK_SETS: dict[str, BenchmarkSet] = {
     s.name: s
     for s in [
-        BenchmarkSet("math500", lambda r: r["problem"], lambda r: str(r["answer"]), ("HuggingFaceH4/MATH-500", None, "test")),
-        BenchmarkSet("aime24", lambda r: r["problem"], lambda r: _number(r["answer"]), ("HuggingFaceH4/aime_2024", None, "train")),
+        BenchmarkSet(
+            "math500", lambda r: r["problem"], lambda r: str(r["answer"]), ("HuggingFaceH4/MATH-500", None, "test")
+        ),
+        BenchmarkSet(
+            "aime24", lambda r: r["problem"], lambda r: _number(r["answer"]), ("HuggingFaceH4/aime_2024", None, "train")
+        ),
         BenchmarkSet("amc23", lambda r: r["problem"], lambda r: _number(r["answer"]), ("math-ai/amc23", None, "test")),
         BenchmarkSet("minerva_math", lambda r: r["problem"], _minerva_answer, ("math-ai/minervamath", None, "test")),
-        BenchmarkSet("olympiadbench", lambda r: r["question"], _olympiad_answer, ("math-ai/olympiadbench", None, "test")),
+        BenchmarkSet(
+            "olympiadbench", lambda r: r["question"], _olympiad_answer, ("math-ai/olympiadbench", None, "test")
+        ),
         BenchmarkSet("gaokao2023en", lambda r: r["question"], lambda r: _strip_dollars(r["answer"]), None),
         BenchmarkSet("gsm8k", lambda r: r["question"], _gsm8k_answer, ("openai/gsm8k", "main", "test")),
     ]
@@ -114,7 +120,9 @@ class DataError(ValueError):
     """A data file or row that cannot be read; the message names the file and line."""
 
 
-def read_problem_rows(path: Path, question: Callable[[dict], str], answer: Callable[[dict], str], limit: int | None = None) -> list[Problem]:
+def read_problem_rows(
+    path: Path, question: Callable[[dict], str], answer: Callable[[dict], str], limit: int | None = None
+) -> list[Problem]:
     problems: list[Problem] = []
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -144,7 +152,10 @@ def load_benchmark(name: str, limit: int | None = None) -> list[Problem]:
             import datasets
 
             rows = datasets.load_dataset(dataset, config, split=split)
-            return [Problem(spec.question(r), spec.answer(r)) for r in rows.select(range(min(limit or len(rows), len(rows))))]
+            return [
+                Problem(spec.question(r), spec.answer(r))
+                for r in rows.select(range(min(limit or len(rows), len(rows))))
+            ]
         except Exception as exc:  # offline, unknown name, auth: all mean the set cannot be read there
             why_not_hub = f"loading it failed: {exc}"
     if path.is_file():

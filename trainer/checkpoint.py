@@ -37,12 +37,32 @@ import numpy as np
 import torch
 
 from trainer.checkpoint_files import (  # noqa: F401 (the torch-free half, re-exported)
-    CKPT_DIR, META, PINS, WEIGHTS, _NAME, Kept, RetentionPolicy, WEIGHT_DEFINING_FIELDS, add_pin, add_pins,
-    checkpoint_step, checkpoint_steps, find_init_checkpoint, folder_bytes, latest_checkpoint,
-    list_checkpoints, prepare_stage, prune, read_meta, read_pins, remove_pins, retention, same_weights_shape,
-    staging_dir, write_meta,
+    _NAME,
+    CKPT_DIR,
+    META,
+    PINS,
+    WEIGHT_DEFINING_FIELDS,
+    WEIGHTS,
+    Kept,
+    RetentionPolicy,
+    add_pin,
+    add_pins,
+    checkpoint_step,
+    checkpoint_steps,
+    find_init_checkpoint,
+    folder_bytes,
+    latest_checkpoint,
+    list_checkpoints,
+    prepare_stage,
+    prune,
+    read_meta,
+    read_pins,
+    remove_pins,
+    retention,
+    same_weights_shape,
+    staging_dir,
+    write_meta,
 )
-
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +74,24 @@ class CheckpointError(ValueError):
 def _numpy_rng_state() -> dict:
     """numpy's global RNG state as a tensor and plain numbers (weights_only loads it)."""
     state = np.random.get_state(legacy=False)
-    return {"bit_generator": state["bit_generator"], "key": torch.from_numpy(state["state"]["key"].astype(np.int64)),
-            "pos": int(state["state"]["pos"]), "has_gauss": int(state["has_gauss"]), "gauss": float(state["gauss"])}
+    return {
+        "bit_generator": state["bit_generator"],
+        "key": torch.from_numpy(state["state"]["key"].astype(np.int64)),
+        "pos": int(state["state"]["pos"]),
+        "has_gauss": int(state["has_gauss"]),
+        "gauss": float(state["gauss"]),
+    }
 
 
 def _numpy_from_saved(saved) -> dict | tuple:
     if not isinstance(saved, dict):  # an old checkpoint's ('MT19937', keys, pos, has_gauss, gauss)
         return saved
-    return {"bit_generator": saved["bit_generator"], "has_gauss": saved["has_gauss"], "gauss": saved["gauss"],
-            "state": {"key": saved["key"].numpy().astype(np.uint32), "pos": saved["pos"]}}
+    return {
+        "bit_generator": saved["bit_generator"],
+        "has_gauss": saved["has_gauss"],
+        "gauss": saved["gauss"],
+        "state": {"key": saved["key"].numpy().astype(np.uint32), "pos": saved["pos"]},
+    }
 
 
 def rng_state() -> dict:
@@ -86,7 +115,9 @@ def _load(path: Path, **kwargs):
     try:
         return torch.load(path, map_location="cpu", weights_only=True, **kwargs)
     except pickle.UnpicklingError as exc:
-        raise CheckpointError(f"{path}: not a checkpoint this trainer reads safely ({str(exc).splitlines()[-1][:300]})") from None
+        raise CheckpointError(
+            f"{path}: not a checkpoint this trainer reads safely ({str(exc).splitlines()[-1][:300]})"
+        ) from None
 
 
 def _legacy_numpy_globals() -> list:
@@ -94,7 +125,7 @@ def _legacy_numpy_globals() -> list:
     found = [np.ndarray, np.dtype, type(np.dtype(np.uint32))]
     for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
         try:
-            found.append(getattr(__import__(module, fromlist=["_reconstruct"]), "_reconstruct"))
+            found.append(__import__(module, fromlist=["_reconstruct"])._reconstruct)
         except (ImportError, AttributeError):
             pass
     return found
@@ -106,8 +137,13 @@ def _numpy_rng_to_plain(state: dict) -> dict:
         saved = rank_state.get("numpy")
         if isinstance(saved, tuple):
             name, keys, pos, has_gauss, gauss = saved
-            rank_state["numpy"] = {"bit_generator": str(name), "key": torch.from_numpy(np.asarray(keys).astype(np.int64)),
-                                   "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)}
+            rank_state["numpy"] = {
+                "bit_generator": str(name),
+                "key": torch.from_numpy(np.asarray(keys).astype(np.int64)),
+                "pos": int(pos),
+                "has_gauss": int(has_gauss),
+                "gauss": float(gauss),
+            }
     return state
 
 
@@ -157,8 +193,14 @@ def write_rank_queue(stage: Path, rank: int, queue_state: list) -> None:
     _save(queue_state, stage / f"queue-rank{rank}.pt")
 
 
-def commit(run_dir: Path, stage: Path, step: int, state: dict, keep: int | RetentionPolicy,
-           metrics: dict[str, float] | None = None) -> Path:
+def commit(
+    run_dir: Path,
+    stage: Path,
+    step: int,
+    state: dict,
+    keep: int | RetentionPolicy,
+    metrics: dict[str, float] | None = None,
+) -> Path:
     """Write state.pt (and meta.json) into the staged folder, rename it into place, then drop the
     checkpoints the retention policy no longer keeps (`keep` alone: the newest N)."""
     _save(state, stage / "state.pt")

@@ -55,7 +55,7 @@ class RetentionPolicy:
     best_mode: str = "max"  # "max" or "min"
 
     @classmethod
-    def from_config(cls, section) -> "RetentionPolicy":
+    def from_config(cls, section) -> RetentionPolicy:
         """From a CheckpointConfig (or its dict); mode "auto" takes the metric's own direction."""
         d = section if isinstance(section, dict) else section.model_dump(mode="json")
         metric = d.get("keep_best_metric") or None
@@ -64,8 +64,12 @@ class RetentionPolicy:
             from trainer.metric_keys import direction
 
             mode = direction(metric) or "max"
-        return cls(keep=int(d.get("keep", 2)), best_metric=metric, best_count=int(d.get("keep_best", 1)),
-                   best_mode=mode if mode in ("max", "min") else "max")
+        return cls(
+            keep=int(d.get("keep", 2)),
+            best_metric=metric,
+            best_count=int(d.get("keep_best", 1)),
+            best_mode=mode if mode in ("max", "min") else "max",
+        )
 
 
 @dataclass
@@ -76,8 +80,12 @@ class Kept:
     reasons: list[str] = field(default_factory=list)
 
 
-def retention(steps: list[int], policy: RetentionPolicy, metric_at: dict[int, float] | None = None,
-              pins: dict[int, list[str]] | None = None) -> dict[int, list[str]]:
+def retention(
+    steps: list[int],
+    policy: RetentionPolicy,
+    metric_at: dict[int, float] | None = None,
+    pins: dict[int, list[str]] | None = None,
+) -> dict[int, list[str]]:
     """For each checkpoint step, the reasons it is kept (an empty list: it may be deleted).
 
     Newest `keep` by step; best `best_count` by the metric value at each step (steps with no finite
@@ -85,7 +93,7 @@ def retention(steps: list[int], policy: RetentionPolicy, metric_at: dict[int, fl
     metric_at, pins = metric_at or {}, pins or {}
     ordered = sorted(steps)
     reasons: dict[int, list[str]] = {s: [] for s in ordered}
-    for s in ordered[-policy.keep:] if policy.keep > 0 else []:
+    for s in ordered[-policy.keep :] if policy.keep > 0 else []:
         reasons[s].append(f"newest {policy.keep}")
     if policy.best_metric and policy.best_count > 0:
         scored = [(metric_at[s], s) for s in ordered if s in metric_at and math.isfinite(metric_at[s])]
@@ -167,7 +175,11 @@ def add_pins(run_dir: Path, pins: list[tuple[int, str]]) -> None:
         path = run_dir / PINS
         data = json.loads(path.read_text()) if path.exists() else {"pins": []}
         have = {(p["step"], p["holder"]) for p in data["pins"]}
-        new = [{"step": int(step), "holder": holder} for step, holder in dict.fromkeys(pins) if (int(step), holder) not in have]
+        new = [
+            {"step": int(step), "holder": holder}
+            for step, holder in dict.fromkeys(pins)
+            if (int(step), holder) not in have
+        ]
         if new:
             data["pins"].extend(new)
             tmp = run_dir / f".{PINS}.tmp{os.getpid()}"
@@ -195,7 +207,9 @@ def folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in Path(folder).iterdir() if f.is_file())
 
 
-def checkpoint_steps(total_updates: int, updates_per_step: int, every: int, first_update: int | None = None) -> list[int]:
+def checkpoint_steps(
+    total_updates: int, updates_per_step: int, every: int, first_update: int | None = None
+) -> list[int]:
     """The update counts a run that is not stopped early writes checkpoints at: the first step end
     past each multiple of `every` (the loop's `_due`), and the end of training."""
     first = first_update if first_update is not None else updates_per_step

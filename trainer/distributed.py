@@ -147,7 +147,11 @@ def load_full_state(model, optimizer, model_sd: dict, optim_sd: dict | None, inf
     # pages are read as tensors are sharded, shared by the ranks of a node through the page cache,
     # and each rank keeps only its shard; no rank copies the whole optimizer into its memory.
     set_state_dict(
-        model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd, options=StateDictOptions(full_state_dict=True)
+        model,
+        optimizer,
+        model_state_dict=model_sd,
+        optim_state_dict=optim_sd,
+        options=StateDictOptions(full_state_dict=True),
     )
 
 

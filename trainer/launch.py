@@ -64,7 +64,9 @@ def _forward(signum, _frame) -> None:
 def first_host(nodelist: str) -> str:
     """The first host of a Slurm node list ("gpu[03-05,07],cpu1" -> "gpu03")."""
     try:
-        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=30, check=True)
+        out = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=30, check=True
+        )
         hosts = out.stdout.split()
         if hosts:
             return hosts[0]

@@ -34,6 +34,8 @@ from trainer import checkpoint as ckpt
 from trainer import demonstrations
 from trainer.advantages import broadcast_to_tokens, grpo_advantages
 from trainer.config import ConfigError, RunConfig, check_world_size, derive_sizes
+from trainer.counterfactual import counterfactual_variants, run_variant
+from trainer.diagnostics import engine_diagnostics, update_diagnostics
 from trainer.distributed import (
     barrier,
     full_state,
@@ -46,21 +48,26 @@ from trainer.distributed import (
     sum_across,
     wrap_fsdp,
 )
-from trainer.metric_keys import is_known
 from trainer.m2po_scope import minibatch_m2po_keep
+from trainer.metric_keys import is_known
 from trainer.models import load_policy
-from trainer.counterfactual import counterfactual_variants, run_variant
-from trainer.diagnostics import engine_diagnostics, update_diagnostics
 from trainer.objectives import policy_loss_marked
 from trainer.precision import Precision
 from trainer.reporting import MetricSpool, Pusher, truncate_spool, write_offset
-from trainer.system_metrics import SystemSampler
 from trainer.rewards import MathVerifier, RewardBatch
+from trainer.rollout import (
+    Batch,
+    HFEngine,
+    make_batch,
+    micro_batched_logprobs,
+    recompute_behaviour_logp,
+    token_logprobs,
+)
+from trainer.run_markers import NO_CHECKPOINT_MARKER
 from trainer.samples import SampleRecorder, train_due
-from trainer.rollout import Batch, HFEngine, make_batch, micro_batched_logprobs, recompute_behaviour_logp, token_logprobs
+from trainer.system_metrics import SystemSampler
 from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
 from trainer.token_classes import TokenClassTally
-from trainer.run_markers import NO_CHECKPOINT_MARKER
 
 log = logging.getLogger("trainer")
 
@@ -138,8 +145,14 @@ class Trainer:
 
         self.policy = load_policy(cfg.model, self.alphabet, seed, self.device)
         if self.dist.is_main:
-            self.samples = SampleRecorder(cfg.samples, self.run_dir, self.policy.tokenizer, self.policy.eos_token_ids,
-                                          cfg.algorithm.objective, run_variant(cfg.algorithm))
+            self.samples = SampleRecorder(
+                cfg.samples,
+                self.run_dir,
+                self.policy.tokenizer,
+                self.policy.eos_token_ids,
+                cfg.algorithm.objective,
+                run_variant(cfg.algorithm),
+            )
         self._recording = False  # every rank: the update being run is the one rank 0 records
         self.model = wrap_fsdp(self.policy.model, self.dist, self.precision.fsdp_policy())
         alg = cfg.algorithm
@@ -164,7 +177,10 @@ class Trainer:
             self._restore(resume_from)
         elif cfg.init.enabled:
             self._warm_start()
-        print(f"[trainer] {'resumed at update ' + str(self.version) if resume_from else 'fresh start'}; derived sizes:", flush=True)
+        print(
+            f"[trainer] {'resumed at update ' + str(self.version) if resume_from else 'fresh start'}; derived sizes:",
+            flush=True,
+        )
         for line in self.sizes.lines():
             print(f"[trainer]   {line}", flush=True)
 
@@ -179,7 +195,9 @@ class Trainer:
 
             # Every rank takes part (the full weights are gathered collectively); rank 0 writes the
             # folder, and each rank starts its own engine on its own device (vllm_engine.py says why).
-            return VLLMEngine.from_policy(self.policy, self.cfg, work_dir=self.run_dir / "vllm_model", dist_info=self.dist)
+            return VLLMEngine.from_policy(
+                self.policy, self.cfg, work_dir=self.run_dir / "vllm_model", dist_info=self.dist
+            )
         return self.eval_engine
 
     def _lr_factor(self, update: int) -> float:
@@ -225,8 +243,9 @@ class Trainer:
             # At the steps the trainer logs (the pusher's), from after the start: a point at 0 on a
             # resume would start the new attempt at 0 (ingestion supersedes an older attempt's
             # points from there), and one at the start step could repeat a point the spool kept.
-            self.system = SystemSampler(self.cfg.reporting.system_s, self.spool.log, lambda: self.pusher.step,
-                                        after_step=self.pusher.step)
+            self.system = SystemSampler(
+                self.cfg.reporting.system_s, self.spool.log, lambda: self.pusher.step, after_step=self.pusher.step
+            )
             self.system.start()
         barrier(self.dist)
         return latest if resume else None
@@ -253,7 +272,12 @@ class Trainer:
         init = self.cfg.init
         if init.from_path is None:
             raise ConfigError(
-                [("init.from_run", "the dashboard resolves a run to its checkpoint folder; running the trainer by hand, set init.from_path")]
+                [
+                    (
+                        "init.from_run",
+                        "the dashboard resolves a run to its checkpoint folder; running the trainer by hand, set init.from_path",
+                    )
+                ]
             )
         try:
             path = ckpt.find_init_checkpoint(init.from_path, init.from_step)
@@ -265,16 +289,23 @@ class Trainer:
         except ckpt.CheckpointError as exc:
             raise ConfigError([("init.from_path", str(exc))]) from None
         if not ckpt.same_weights_shape(state["config"]["model"], self.cfg.model):
-            raise ConfigError([("init.from_path", f"{path} holds weights of another model ({state['config']['model'].get('name')})")])
+            raise ConfigError(
+                [("init.from_path", f"{path} holds weights of another model ({state['config']['model'].get('name')})")]
+            )
         self._load_weights(path, with_optimizer=init.optimizer)
         if self.dist.is_main:
-            print(f"[trainer] warm start from {path} (update {ckpt.checkpoint_step(path)}; {'weights and optimizer' if init.optimizer else 'weights, fresh optimizer'})", flush=True)
+            print(
+                f"[trainer] warm start from {path} (update {ckpt.checkpoint_step(path)}; {'weights and optimizer' if init.optimizer else 'weights, fresh optimizer'})",
+                flush=True,
+            )
 
     def _load_weights(self, path: Path, with_optimizer: bool) -> None:
         """A checkpoint's model (and optimizer) state. Memory-mapped, not copied: each rank keeps
         only its shard (distributed.load_full_state)."""
         weights = ckpt.load_weights(path)
-        load_full_state(self.model, self.optimizer, weights["model"], weights["optimizer"] if with_optimizer else None, self.dist)
+        load_full_state(
+            self.model, self.optimizer, weights["model"], weights["optimizer"] if with_optimizer else None, self.dist
+        )
         del weights
 
     def save_checkpoint(self) -> None:
@@ -309,7 +340,14 @@ class Trainer:
             self.spool.sync()  # metrics up to this step are durable before the checkpoint is
             if self.samples is not None:
                 self.samples.sync()  # and so are the rollout samples
-            ckpt.commit(self.run_dir, stage, self.version, state, ckpt.RetentionPolicy.from_config(self.cfg.checkpoint), self.last_values)
+            ckpt.commit(
+                self.run_dir,
+                stage,
+                self.version,
+                state,
+                ckpt.RetentionPolicy.from_config(self.cfg.checkpoint),
+                self.last_values,
+            )
         barrier(self.dist)
         self.last_ckpt_version = self.version
 
@@ -341,15 +379,23 @@ class Trainer:
         prompts = [self.task.prompt_text(p) for p in problems]
         gen = self.engine.generate(prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
         if self.cfg.task.demonstrations:  # a warm-up's stand-in for pretraining (trainer/demonstrations.py)
-            gen = demonstrations.inject(gen, [p.answer for p in problems], self.policy.tokenizer, self.policy.eos_token_ids[0],
-                                        roll.group_size, self.cfg.task.demonstrations)
+            gen = demonstrations.inject(
+                gen,
+                [p.answer for p in problems],
+                self.policy.tokenizer,
+                self.policy.eos_token_ids[0],
+                roll.group_size,
+                self.cfg.task.demonstrations,
+            )
         expanded = [p for p in problems for _ in range(roll.group_size)]
         rewards = self.task.train_rewards(expanded, gen.texts, gen.finished)
         self._check_rewards(rewards, f"generation step {self.gen_step}")
         rows = [(t, p.answer) for t, p in zip(prompts, problems) for _ in range(roll.group_size)]
         batch = make_batch(gen, rewards, self.version, roll.group_size, 0.0, problems=rows)
         if roll.behav_logp == "recompute":
-            recompute_behaviour_logp(batch, self.model, roll.temperature, self.cfg.train.micro_batch_size, self.device, self.precision)
+            recompute_behaviour_logp(
+                batch, self.model, roll.temperature, self.cfg.train.micro_batch_size, self.device, self.precision
+            )
         batch.gen_seconds = time.perf_counter() - t0
         return batch
 
@@ -392,7 +438,9 @@ class Trainer:
         }
         if alg.tis_cap is not None:
             params["tis_cap"] = alg.tis_cap
-        engine_masks = (alg.token_mask and alg.token_mask_ref == "engine") or (alg.seq_mask and alg.seq_mask_ref == "engine")
+        engine_masks = (alg.token_mask and alg.token_mask_ref == "engine") or (
+            alg.seq_mask and alg.seq_mask_ref == "engine"
+        )
         if alg.tis_cap is not None or engine_masks:
             params["rollout_logp"] = mb.rollout_logp[rows].to(self.device)
         if prox is not None:
@@ -410,7 +458,9 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         stats = self.accumulate_gradients(mb, adv, prox)
-        stats["actor/grad_norm"] = self.precision.clip_and_step(self.optimizer, self.model.parameters(), self.cfg.algorithm.grad_clip)
+        stats["actor/grad_norm"] = self.precision.clip_and_step(
+            self.optimizer, self.model.parameters(), self.cfg.algorithm.grad_clip
+        )
         self.scheduler.step()
         return stats
 
@@ -435,7 +485,14 @@ class Trainer:
             rows = slice(start, min(n, start + micro))
             rmask = mb.response_mask[rows].to(self.device)
             with self.precision.autocast():
-                logp, ent = token_logprobs(self.model, mb.input_ids[rows].to(self.device), mb.attention_mask[rows].to(self.device), mb.prompt_len, self.cfg.rollout.temperature, with_entropy=True)
+                logp, ent = token_logprobs(
+                    self.model,
+                    mb.input_ids[rows].to(self.device),
+                    mb.attention_mask[rows].to(self.device),
+                    mb.prompt_len,
+                    self.cfg.rollout.temperature,
+                    with_entropy=True,
+                )
             adv_tok = broadcast_to_tokens(adv[rows].to(self.device), rmask)
             behav = mb.behav_logp[rows].to(self.device)
             params = self._loss_params(rows, mb, prox)
@@ -445,7 +502,18 @@ class Trainer:
             if self.samples is not None and self.samples.armed:
                 self.samples.take(rows, marks, ent.detach(), adv[rows])  # the samples show this very loss's marks
             rollout = mb.rollout_logp[rows].to(self.device) if self._recording and mb.rollout_logp is not None else None
-            seen.append(_Seen(rows, logp.detach() if self._recording else None, behav, adv_tok, rmask, marks.log_ratio, params, rollout))
+            seen.append(
+                _Seen(
+                    rows,
+                    logp.detach() if self._recording else None,
+                    behav,
+                    adv_tok,
+                    rmask,
+                    marks.log_ratio,
+                    params,
+                    rollout,
+                )
+            )
             share = float(rmask.sum()) if token_weighted else float(rmask.shape[0])
             self.precision.backward(loss * (share * scale))
             entropy_sum += (ent * rmask).sum().item()
@@ -457,13 +525,15 @@ class Trainer:
         stats["actor/ratio_min"] = min(lows)
         stats["actor/ratio_max"] = max(highs)
         stats["actor/entropy"] = entropy_sum / max(1.0, float(mb.response_mask.sum()))
-        stats.update(update_diagnostics(*(torch.cat([getattr(s, f) for s in seen]) for f in ("log_r", "adv_tok", "rmask"))))
+        stats.update(
+            update_diagnostics(*(torch.cat([getattr(s, f) for s in seen]) for f in ("log_r", "adv_tok", "rmask")))
+        )
         if self._recording:
             self._record_counterfactuals(seen, micro < n)
         stats.update(classes.stats())
         return stats
 
-    def _record_counterfactuals(self, seen: list["_Seen"], several_micro: bool) -> None:
+    def _record_counterfactuals(self, seen: list[_Seen], several_micro: bool) -> None:
         """The marks every other correction would have made in this very update (docs/SAMPLES.md):
         each variant's loss on the tensors the real loss saw, without gradient. m2po's mask takes the
         run's scope (the whole minibatch across ranks: collective, so every rank runs this); m2po_cap
@@ -497,7 +567,9 @@ class Trainer:
                 if keep is not None:
                     params["m2po_keep"] = keep[s.rows][cut].to(self.device)
                 with torch.no_grad():
-                    _, _, marks = policy_loss_marked(variant.objective, s.logp[cut], s.behav[cut], s.adv_tok[cut], s.rmask[cut], **params)
+                    _, _, marks = policy_loss_marked(
+                        variant.objective, s.logp[cut], s.behav[cut], s.adv_tok[cut], s.rmask[cut], **params
+                    )
                 self.samples.take_counterfactual(s.rows, variant.name, marks)
 
     def _minibatch_m2po_keep(self, mb: Batch, adv: torch.Tensor, micro: int) -> torch.Tensor | None:
@@ -523,7 +595,14 @@ class Trainer:
         per_mb = n_groups // alg.updates_per_step
         prox = None
         if alg.objective == "decoupled_ppo":  # AReaL's proximal policy: the weights before this step
-            prox = micro_batched_logprobs(self.model, batch, self.cfg.rollout.temperature, self.cfg.train.micro_batch_size, self.device, self.precision)
+            prox = micro_batched_logprobs(
+                self.model,
+                batch,
+                self.cfg.rollout.temperature,
+                self.cfg.train.micro_batch_size,
+                self.device,
+                self.precision,
+            )
         per_update: dict[str, list[float]] = defaultdict(list)
         staleness = []
         # every rank knows: a counterfactual m2po mask over the minibatch is collective under torchrun
@@ -550,7 +629,10 @@ class Trainer:
                 if on_update is not None:
                     on_update(self.version)
         train_s = time.perf_counter() - t0
-        metrics = {k: (min(v) if k.endswith("_min") else max(v) if k.endswith("_max") else float(np.mean(v))) for k, v in per_update.items()}
+        metrics = {
+            k: (min(v) if k.endswith("_min") else max(v) if k.endswith("_max") else float(np.mean(v)))
+            for k, v in per_update.items()
+        }
         metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
         stale = torch.cat(staleness).float()
         lengths = batch.response_mask.sum(-1)
@@ -572,7 +654,9 @@ class Trainer:
         if self.precision.scaler is not None:
             metrics["actor/skipped_updates"] = float(self.precision.skipped_updates)
         if batch.rollout_logp is not None:
-            metrics["rollout/engine_kl"] = ((batch.rollout_logp - batch.behav_logp) * batch.response_mask).sum().item() / max(1.0, batch.response_mask.sum().item())
+            metrics["rollout/engine_kl"] = (
+                (batch.rollout_logp - batch.behav_logp) * batch.response_mask
+            ).sum().item() / max(1.0, batch.response_mask.sum().item())
             metrics.update(engine_diagnostics(batch.rollout_logp, batch.behav_logp, batch.response_mask))
         self.samples_seen += sum_across(float(len(batch)), self.dist)
         self.tokens_seen += sum_across(lengths.sum().item(), self.dist)
@@ -592,18 +676,33 @@ class Trainer:
             if problems:
                 prompts = [es.prompt_text(p) for p in problems]
                 gen = self.eval_engine.generate(
-                    prompts, ev.samples_per_problem, ev.max_new_tokens or self.cfg.rollout.max_new_tokens, ev.temperature, ev.top_p, record_logp=False
+                    prompts,
+                    ev.samples_per_problem,
+                    ev.max_new_tokens or self.cfg.rollout.max_new_tokens,
+                    ev.temperature,
+                    ev.top_p,
+                    record_logp=False,
                 )
                 expanded = [p for p in problems for _ in range(ev.samples_per_problem)]
                 result = es.score(expanded, gen.texts, gen.finished)
                 right, failed, total = float(sum(result.scores)), float(result.failed), float(len(result.scores))
                 if self.samples is not None:
-                    self.samples.write_eval(self.version, es.name, problems, prompts, gen.texts, result, ev.samples_per_problem)
+                    self.samples.write_eval(
+                        self.version, es.name, problems, prompts, gen.texts, result, ev.samples_per_problem
+                    )
                 if result.failed:
-                    log.warning("eval %s: %d of %d rewards failed; first: %s", es.name, result.failed, len(result.scores), result.first_failure)
+                    log.warning(
+                        "eval %s: %d of %d rewards failed; first: %s",
+                        es.name,
+                        result.failed,
+                        len(result.scores),
+                        result.first_failure,
+                    )
             right, failed, total = (sum_across(v, self.dist) for v in (right, failed, total))
             if total and failed == total:
-                raise RewardFailure(f"every reward of eval set {es.name} failed ({int(failed)} items); see the log for the first error")
+                raise RewardFailure(
+                    f"every reward of eval set {es.name} failed ({int(failed)} items); see the log for the first error"
+                )
             out[f"eval/{es.name}/acc"] = right / max(total, 1.0)
             out[f"eval/{es.name}/reward_failures"] = failed
         if out:
@@ -682,7 +781,9 @@ class Trainer:
         # cli.py sets stop_cancelled: a person's cancel (exit 130) versus the cluster's stop (75)
         why = f"signal {self.stop_signal}" if self.stop_signal is not None else "another rank was signalled"
         if getattr(self, "stop_cancelled", False) and getattr(self, "skip_checkpoint", False):
-            print(f"[trainer] {why}: cancelled without a checkpoint (an alert asked) at update {self.version}", flush=True)
+            print(
+                f"[trainer] {why}: cancelled without a checkpoint (an alert asked) at update {self.version}", flush=True
+            )
             return EX_CANCELLED
         if getattr(self, "stop_cancelled", False):
             print(f"[trainer] {why}: cancelled; checkpointing at update {self.version} and exiting", flush=True)
@@ -702,7 +803,11 @@ class Trainer:
         """
         mine = 0
         if self.stop_signal is not None:
-            mine = 1 if not getattr(self, "stop_cancelled", False) else (3 if getattr(self, "skip_checkpoint", False) else 2)
+            mine = (
+                1
+                if not getattr(self, "stop_cancelled", False)
+                else (3 if getattr(self, "skip_checkpoint", False) else 2)
+            )
         agreed = max_across(mine, self.dist)
         if agreed:
             self.stop_cancelled = agreed >= 2
@@ -742,7 +847,13 @@ class Trainer:
             raise RuntimeError("staleness.mode async runs as one training process; use stale_k under torchrun")
         st = self.cfg.staleness
         gen = self.async_gen = AsyncGenerator(
-            self.cfg, self.alphabet, self.model, self.version, self.cfg.train.seed + 1000 * (1 + self.version), self.device, self.threads
+            self.cfg,
+            self.alphabet,
+            self.model,
+            self.version,
+            self.cfg.train.seed + 1000 * (1 + self.version),
+            self.device,
+            self.threads,
         )
         dropped = 0.0
         while self.train_step < self.cfg.train.steps:

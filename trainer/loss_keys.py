@@ -28,8 +28,15 @@ STATS_KEYS = (
 # update_diagnostics (trainer/diagnostics.py), once per update over the whole minibatch, and the
 # engine's gap to the trainer once per step
 UPDATE_KEYS = (
-    "actor/ratio_pos_p50", "actor/ratio_pos_p99", "actor/ratio_pos_max",
-    "actor/ratio_neg_p50", "actor/ratio_neg_p99", "actor/ratio_neg_max",
-    "actor/top_token_share_max", "actor/kl_k3", "actor/chi2", "actor/ess_frac",
+    "actor/ratio_pos_p50",
+    "actor/ratio_pos_p99",
+    "actor/ratio_pos_max",
+    "actor/ratio_neg_p50",
+    "actor/ratio_neg_p99",
+    "actor/ratio_neg_max",
+    "actor/top_token_share_max",
+    "actor/kl_k3",
+    "actor/chi2",
+    "actor/ess_frac",
 )
 ENGINE_KEYS = ("rollout/engine_abs_dlogp", "rollout/engine_abs_dlogp_max", "rollout/engine_kl_k3")

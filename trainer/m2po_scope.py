@@ -32,7 +32,9 @@ def minibatch_m2po_keep(log_r: Tensor, adv: Tensor, mask: Tensor, tau: float, in
     trust = ((adv > 0) & (log_r > 0)) | ((adv < 0) & (log_r < 0))  # (rows, tokens)
     local = log_r[trust].square()  # (n_local,) row-major, in the dtype m2po_mask uses
     every = _all_gather_varlen(local, info)  # one tensor per rank
-    dropped_all = m2po_drop_values(torch.cat(every), tau) if sum(t.numel() for t in every) else torch.zeros(0, dtype=torch.bool)
+    dropped_all = (
+        m2po_drop_values(torch.cat(every), tau) if sum(t.numel() for t in every) else torch.zeros(0, dtype=torch.bool)
+    )
     start = sum(t.numel() for t in every[: info.rank])
     keep = torch.ones_like(trust)
     keep[trust] = ~dropped_all[start : start + local.numel()]

@@ -94,9 +94,9 @@ METRIC_KEYS: dict[str, str] = {
     "perf/samples_per_s": "trained samples per wall second of the step",
     "eval/avg_acc": "mean of eval/<set>/acc over the eval sets",
     "metrics/push_failures": "metric pushes to the dashboard that failed so far: retried from metrics.jsonl, or, refused "
-                             "for good (a 4xx), marked in metrics.rejected.jsonl for manage.py resend_rejected; logged when it changes",
+    "for good (a 4xx), marked in metrics.rejected.jsonl for manage.py resend_rejected; logged when it changes",
     "samples/push_failures": "rollout sample pushes to the dashboard that failed so far: retried from samples.jsonl, or, refused "
-                             "for good, marked in samples.rejected.jsonl for manage.py resend_rejected; logged when it changes",
+    "for good, marked in samples.rejected.jsonl for manage.py resend_rejected; logged when it changes",
     # trainer/system_metrics.py: sampled every reporting.system_s, the mean since the last point
     "system/cpu_pct": "CPU use of the trainer's process tree (trainer, generator, reward workers), 100 = one core",
     "system/ram_gb": "resident memory of the trainer's process tree (GiB)",
@@ -118,18 +118,50 @@ MAX, MIN = "max", "min"
 # divergences and trust-region violations, staleness, failures and seconds. Everything else
 # (counters, the learning rate, ratios that should sit near 1, entropy, system/...) has no direction.
 DIRECTIONS: dict[str, str] = {
-    "train/reward_mean": MAX, "train/solved_frac": MAX, "rollout/reward_mean": MAX, "eval/avg_acc": MAX,
-    "perf/tokens_per_s": MAX, "perf/samples_per_s": MAX, "actor/tr_frac": MAX,
-    "actor/pg_loss": MIN, "actor/clip_frac": MIN, "actor/clip_frac_low": MIN, "actor/clip_frac_high": MIN,
-    "actor/m2": MIN, "actor/m2_after": MIN, "actor/m2_all": MIN, "actor/ppo_kl": MIN, "actor/grad_norm": MIN,
-    "actor/skipped_updates": MIN, "rollout/staleness_mean": MIN, "rollout/staleness_min": MIN,
-    "rollout/staleness_max": MIN, "rollout/dropped_frac": MIN, "rollout/engine_kl": MIN,
-    "reward/errors": MIN, "reward/timeouts": MIN, "metrics/push_failures": MIN, "samples/push_failures": MIN,
-    "actor/masked_frac": MIN, "actor/clipped_frac": MIN, "actor/dual_clip_frac": MIN, "actor/token_mask_frac": MIN,
-    "actor/seq_mask_frac": MIN, "actor/ratio_neg_max": MIN, "actor/top_token_share_max": MIN, "actor/kl_k3": MIN,
-    "actor/chi2": MIN, "actor/ess_frac": MAX, "rollout/engine_abs_dlogp": MIN, "rollout/engine_abs_dlogp_max": MIN,
+    "train/reward_mean": MAX,
+    "train/solved_frac": MAX,
+    "rollout/reward_mean": MAX,
+    "eval/avg_acc": MAX,
+    "perf/tokens_per_s": MAX,
+    "perf/samples_per_s": MAX,
+    "actor/tr_frac": MAX,
+    "actor/pg_loss": MIN,
+    "actor/clip_frac": MIN,
+    "actor/clip_frac_low": MIN,
+    "actor/clip_frac_high": MIN,
+    "actor/m2": MIN,
+    "actor/m2_after": MIN,
+    "actor/m2_all": MIN,
+    "actor/ppo_kl": MIN,
+    "actor/grad_norm": MIN,
+    "actor/skipped_updates": MIN,
+    "rollout/staleness_mean": MIN,
+    "rollout/staleness_min": MIN,
+    "rollout/staleness_max": MIN,
+    "rollout/dropped_frac": MIN,
+    "rollout/engine_kl": MIN,
+    "reward/errors": MIN,
+    "reward/timeouts": MIN,
+    "metrics/push_failures": MIN,
+    "samples/push_failures": MIN,
+    "actor/masked_frac": MIN,
+    "actor/clipped_frac": MIN,
+    "actor/dual_clip_frac": MIN,
+    "actor/token_mask_frac": MIN,
+    "actor/seq_mask_frac": MIN,
+    "actor/ratio_neg_max": MIN,
+    "actor/top_token_share_max": MIN,
+    "actor/kl_k3": MIN,
+    "actor/chi2": MIN,
+    "actor/ess_frac": MAX,
+    "rollout/engine_abs_dlogp": MIN,
+    "rollout/engine_abs_dlogp_max": MIN,
     "rollout/engine_kl_k3": MIN,
-    "perf/gen_s": MIN, "perf/train_s": MIN, "perf/weight_sync_s": MIN, "perf/wait_s": MIN, "perf/step_s": MIN,
+    "perf/gen_s": MIN,
+    "perf/train_s": MIN,
+    "perf/weight_sync_s": MIN,
+    "perf/wait_s": MIN,
+    "perf/step_s": MIN,
 }
 PATTERN_DIRECTIONS = {
     re.compile(r"^eval/[A-Za-z0-9_\-]+/acc\Z"): MAX,
@@ -146,7 +178,7 @@ def is_known(key: str) -> bool:
 
 
 def direction(key: str, custom: Mapping[str, str] | None = None) -> str | None:
-    """"max", "min" or None for `key`. A custom setting (the exact key, else the first glob that
+    """ "max", "min" or None for `key`. A custom setting (the exact key, else the first glob that
     matches) wins over the table, so a lab can also re-declare a known key."""
     custom = custom or {}
     if key in custom:
@@ -160,7 +192,7 @@ def direction(key: str, custom: Mapping[str, str] | None = None) -> str | None:
 
 
 def parse_directions(text: str) -> dict[str, str]:
-    """"custom/score=max, custom/*_loss=min" -> {key or glob: direction}; errors name the entry."""
+    """ "custom/score=max, custom/*_loss=min" -> {key or glob: direction}; errors name the entry."""
     out: dict[str, str] = {}
     for entry in (e.strip() for e in text.split(",")):
         if not entry:

@@ -55,7 +55,9 @@ def neutral_generation_config(model: torch.nn.Module, tokenizer, eos_ids: list[i
     """A generation config with the token ids only: no sampling default to inherit."""
     from transformers import GenerationConfig
 
-    return GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos_ids, pad_token_id=tokenizer.pad_token_id)
+    return GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=eos_ids, pad_token_id=tokenizer.pad_token_id
+    )
 
 
 def cache_dir() -> Path:
@@ -141,8 +143,15 @@ def hub_id_or_path(name: str) -> str:
     """What transformers should load for model.name. A hub id (`org/name`) stays a hub id: were a
     folder of that name in the working directory, from_pretrained would load it instead."""
     if is_hub_id(name) and os.path.exists(name):
-        raise ConfigError([("model.name", f"{name!r} is a hub id, but the run's folder holds a file of that name, "
-                                          "which would be loaded instead; give a folder by its absolute path")])
+        raise ConfigError(
+            [
+                (
+                    "model.name",
+                    f"{name!r} is a hub id, but the run's folder holds a file of that name, "
+                    "which would be loaded instead; give a folder by its absolute path",
+                )
+            ]
+        )
     return name
 
 

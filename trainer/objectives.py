@@ -246,7 +246,9 @@ def policy_loss_marked(
         j, marks = _tis(j, batch, marks, p)
     loss = -_aggregate(j, mask, p.agg, p.max_response_len)
     if p.sq_log_ratio_coef:
-        penalty = p.sq_log_ratio_coef * _aggregate(log_r.square(), mask, p.agg, p.max_response_len)  # beta agg((log r)^2)
+        penalty = p.sq_log_ratio_coef * _aggregate(
+            log_r.square(), mask, p.agg, p.max_response_len
+        )  # beta agg((log r)^2)
         loss = loss + penalty
         extra["actor/sq_log_ratio_penalty"] = float(penalty.detach())
 
@@ -297,20 +299,20 @@ class _Marks:
     reweighted: Tensor
 
     @staticmethod
-    def none(like: Tensor) -> "_Marks":
+    def none(like: Tensor) -> _Marks:
         zeros = torch.zeros_like(like, dtype=torch.bool)
         return _Marks(zeros, zeros, zeros)
 
-    def mask(self, out: Tensor) -> "_Marks":
+    def mask(self, out: Tensor) -> _Marks:
         """`out` masked on top: masked wins over the other two."""
         return _Marks(self.masked | out, self.clipped & ~out, self.reweighted & ~out)
 
-    def clip(self, out: Tensor) -> "_Marks":
+    def clip(self, out: Tensor) -> _Marks:
         """`out` clipped on top of tokens not already masked."""
         out = out & ~self.masked
         return _Marks(self.masked, self.clipped | out, self.reweighted & ~out)
 
-    def reweight(self, out: Tensor) -> "_Marks":
+    def reweight(self, out: Tensor) -> _Marks:
         """`out` reweighted where the token still has a gradient."""
         return _Marks(self.masked, self.clipped, self.reweighted | (out & ~self.masked & ~self.clipped))
 
@@ -731,8 +733,15 @@ def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
     ):
         raise ValueError(f"max_response_len: must be a positive int, got {p.max_response_len!r}")
     _validate_options(name, p)
-    needs_engine = [f for f, on in (("tis_cap", p.tis_cap is not None), ("token_mask_ref", p.token_mask and p.token_mask_ref == "engine"),
-                                    ("seq_mask_ref", p.seq_mask and p.seq_mask_ref == "engine")) if on]
+    needs_engine = [
+        f
+        for f, on in (
+            ("tis_cap", p.tis_cap is not None),
+            ("token_mask_ref", p.token_mask and p.token_mask_ref == "engine"),
+            ("seq_mask_ref", p.seq_mask and p.seq_mask_ref == "engine"),
+        )
+        if on
+    ]
     if needs_engine and p.rollout_logp is None:
         raise ValueError(f"rollout_logp: required by {needs_engine[0]} (the engine's sampling log-probs)")
     if p.rollout_logp is not None:
@@ -753,10 +762,14 @@ def _validate_options(name: str, p: LossParams) -> None:
         _check_positive("tis_cap", p.tis_cap)
     if p.dual_clip_c is not None:
         if not _is_number(p.dual_clip_c) or not (1 < p.dual_clip_c < math.inf):
-            raise ValueError(f"dual_clip_c: must be a finite number > 1 (it bounds j at c A below the clip), got {p.dual_clip_c!r}")
+            raise ValueError(
+                f"dual_clip_c: must be a finite number > 1 (it bounds j at c A below the clip), got {p.dual_clip_c!r}"
+            )
         if name not in DUAL_CLIP_OBJECTIVES:
-            raise ValueError(f"dual_clip_c: does not apply to {name}, whose weight is bounded already; "
-                             f"it applies to {', '.join(DUAL_CLIP_OBJECTIVES)}")
+            raise ValueError(
+                f"dual_clip_c: does not apply to {name}, whose weight is bounded already; "
+                f"it applies to {', '.join(DUAL_CLIP_OBJECTIVES)}"
+            )
     for prefix in ("token_mask", "seq_mask"):
         ref = getattr(p, f"{prefix}_ref")
         if ref not in MASK_REFS:

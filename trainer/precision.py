@@ -25,7 +25,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 class Precision:
     def __init__(self, dtype: str, device: torch.device, distributed: bool = False):
         if dtype == "float16" and distributed:
-            raise ValueError("model.dtype: float16 needs a gradient scaler, which FSDP does not provide; use bfloat16 under torchrun")
+            raise ValueError(
+                "model.dtype: float16 needs a gradient scaler, which FSDP does not provide; use bfloat16 under torchrun"
+            )
         self.name = dtype
         self.compute_dtype = DTYPES[dtype]
         self.device_type = device.type
@@ -67,7 +69,10 @@ class Precision:
         return grad_norm
 
     def state_dict(self) -> dict:
-        return {"scaler": self.scaler.state_dict() if self.scaler is not None else None, "skipped_updates": self.skipped_updates}
+        return {
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "skipped_updates": self.skipped_updates,
+        }
 
     def load_state_dict(self, state: dict | None) -> None:
         if not state:

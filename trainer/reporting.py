@@ -169,6 +169,7 @@ def write_offset(run_dir: Path, offset: int, attempt: int, name: str = OFFSET_NA
 
 # --- batches the dashboard refused: their spool lines stay, marked by byte range -----------------
 
+
 def rejected_name(spool_name: str) -> str:
     """metrics.jsonl -> metrics.rejected.jsonl: one JSON record per refused batch."""
     return spool_name.removesuffix(".jsonl") + ".rejected.jsonl"
@@ -222,18 +223,39 @@ def _moved_rejected(records: list[dict], kept: list[tuple[int, int, int]]) -> li
         first, last = bisect_left(starts, record["start"]), bisect_left(starts, record["end"])
         inside = [k for k in kept[first:last] if k[1] <= record["end"]]
         if inside:
-            out.append({**record, "start": inside[0][2], "end": inside[-1][2] + inside[-1][1] - inside[-1][0],
-                        "lines": len(inside)})
+            out.append(
+                {
+                    **record,
+                    "start": inside[0][2],
+                    "end": inside[-1][2] + inside[-1][1] - inside[-1][0],
+                    "lines": len(inside),
+                }
+            )
     return out
 
 
 class _Stream:
     """One spool the pusher drains: the file, the acknowledged offset, the endpoint, retry state."""
 
-    def __init__(self, noun: str, spool_name: str, offset_name: str, url: str, key: str,
-                 max_lines: int, max_bytes: int | None, early_bytes: int):
+    def __init__(
+        self,
+        noun: str,
+        spool_name: str,
+        offset_name: str,
+        url: str,
+        key: str,
+        max_lines: int,
+        max_bytes: int | None,
+        early_bytes: int,
+    ):
         self.noun, self.spool_name, self.offset_name = noun, spool_name, offset_name
-        self.url, self.key, self.max_lines, self.max_bytes, self.early_bytes = url, key, max_lines, max_bytes, early_bytes
+        self.url, self.key, self.max_lines, self.max_bytes, self.early_bytes = (
+            url,
+            key,
+            max_lines,
+            max_bytes,
+            early_bytes,
+        )
         self.backoff = 0.0
         self.next_try = 0.0
         self.last_push = time.monotonic()  # the first push goes out one interval after the start
@@ -259,10 +281,19 @@ class Pusher:
         self._last_heartbeat = 0.0
         base = (reporting.dashboard_url or "").rstrip("/")
         runs = f"{base}/api/v1/runs/{reporting.run_id}"
-        self._metrics = _Stream("metrics", SPOOL_NAME, OFFSET_NAME, f"{runs}/metrics", "points",
-                                MAX_POINTS_PER_POST, None, PUSH_EARLY_BYTES)
-        self._samples = _Stream("samples", SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME, f"{runs}/samples", "samples",
-                                MAX_SAMPLES_PER_POST, MAX_SAMPLE_BYTES_PER_POST, MAX_SAMPLE_BYTES_PER_POST)
+        self._metrics = _Stream(
+            "metrics", SPOOL_NAME, OFFSET_NAME, f"{runs}/metrics", "points", MAX_POINTS_PER_POST, None, PUSH_EARLY_BYTES
+        )
+        self._samples = _Stream(
+            "samples",
+            SAMPLES_SPOOL_NAME,
+            SAMPLES_OFFSET_NAME,
+            f"{runs}/samples",
+            "samples",
+            MAX_SAMPLES_PER_POST,
+            MAX_SAMPLE_BYTES_PER_POST,
+            MAX_SAMPLE_BYTES_PER_POST,
+        )
         self._streams = (self._metrics, self._samples)
         if self.enabled:
             import httpx  # only where a dashboard is configured
@@ -359,8 +390,11 @@ class Pusher:
         """Whole spool lines after `offset`, unparsed: up to the stream's line count and (past the
         first line) its byte budget."""
         lines, consumed = [], 0
-        budget = min(b for b in (stream.max_bytes, stream.byte_cap) if b is not None) \
-            if stream.max_bytes is not None or stream.byte_cap is not None else None
+        budget = (
+            min(b for b in (stream.max_bytes, stream.byte_cap) if b is not None)
+            if stream.max_bytes is not None or stream.byte_cap is not None
+            else None
+        )
         try:
             fh = open(self.run_dir / stream.spool_name, "rb")
         except FileNotFoundError:
@@ -406,8 +440,9 @@ class Pusher:
             count, (body, headers) = len(lines), self._body(stream, lines)
         stream.retry = None
         try:
-            resp = self._client.post(stream.url, content=body, headers=headers,
-                                     **({} if timeout is None else {"timeout": timeout}))
+            resp = self._client.post(
+                stream.url, content=body, headers=headers, **({} if timeout is None else {"timeout": timeout})
+            )
         except Exception as exc:
             stream.retry = (offset, consumed, count, body, headers)
             self._fail(stream, f"{stream.noun} push failed: {exc}")
@@ -418,14 +453,23 @@ class Pusher:
             return False
         if resp.status_code == 413 and count > 1:  # too large for the dashboard or a proxy: halves, at once
             stream.byte_cap = max(1, consumed // 2)
-            log.warning("dashboard refused %d %s in %d bytes as too large (HTTP 413: %s); sending at most %d spool "
-                        "bytes a post from now on", count, stream.key, len(body), resp.text[:300], stream.byte_cap)
+            log.warning(
+                "dashboard refused %d %s in %d bytes as too large (HTTP 413: %s); sending at most %d spool "
+                "bytes a post from now on",
+                count,
+                stream.key,
+                len(body),
+                resp.text[:300],
+                stream.byte_cap,
+            )
             return False
         if 400 <= resp.status_code < 500 and resp.status_code not in (408, 429):
             self._reject(stream, offset, consumed, count, resp)
             return False
         stream.retry = (offset, consumed, count, body, headers)
-        self._fail(stream, f"{stream.noun} push got HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After")))
+        self._fail(
+            stream, f"{stream.noun} push got HTTP {resp.status_code}", retry_after(resp.headers.get("Retry-After"))
+        )
         return False
 
     def _reject(self, stream: _Stream, offset: int, consumed: int, count: int, resp) -> None:
@@ -434,13 +478,32 @@ class Pusher:
         stream.failures += 1
         stream.rejected_lines += count
         reason = resp.text[:500]
-        mark_rejected(self.run_dir, stream.spool_name, {
-            "start": offset, "end": offset + consumed, "lines": count, "attempt": int(self.cfg.attempt),
-            "status": resp.status_code, "reason": reason, "time": time.time()})
-        log.error("dashboard refused %d %s for good (HTTP %d: %s); they stay in %s, marked rejected in %s (%d %s "
-                  "so far): once the dashboard is fixed, `python manage.py resend_rejected %s` stores them",
-                  count, stream.key, resp.status_code, reason, stream.spool_name, rejected_name(stream.spool_name),
-                  stream.rejected_lines, stream.key, self.cfg.run_id)
+        mark_rejected(
+            self.run_dir,
+            stream.spool_name,
+            {
+                "start": offset,
+                "end": offset + consumed,
+                "lines": count,
+                "attempt": int(self.cfg.attempt),
+                "status": resp.status_code,
+                "reason": reason,
+                "time": time.time(),
+            },
+        )
+        log.error(
+            "dashboard refused %d %s for good (HTTP %d: %s); they stay in %s, marked rejected in %s (%d %s "
+            "so far): once the dashboard is fixed, `python manage.py resend_rejected %s` stores them",
+            count,
+            stream.key,
+            resp.status_code,
+            reason,
+            stream.spool_name,
+            rejected_name(stream.spool_name),
+            stream.rejected_lines,
+            stream.key,
+            self.cfg.run_id,
+        )
         self._acknowledge(stream, offset + consumed)
 
     def _fail(self, stream: _Stream, why: str, wait_s: float | None = None) -> None:
@@ -488,8 +551,12 @@ class Pusher:
         self._client.close()
         for stream in self._streams:
             if stream.rejected_lines:
-                log.error("%d %s of this run were refused by the dashboard for good; they are kept, marked in %s",
-                          stream.rejected_lines, stream.key, rejected_name(stream.spool_name))
+                log.error(
+                    "%d %s of this run were refused by the dashboard for good; they are kept, marked in %s",
+                    stream.rejected_lines,
+                    stream.key,
+                    rejected_name(stream.spool_name),
+                )
 
 
 def retry_after(header: str | None) -> float | None:

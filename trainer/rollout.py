@@ -55,7 +55,7 @@ class Batch:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
-    def select(self, rows: torch.Tensor) -> "Batch":
+    def select(self, rows: torch.Tensor) -> Batch:
         kw = {f.name: getattr(self, f.name) for f in fields(self)}
         for name, value in kw.items():
             if isinstance(value, torch.Tensor):
@@ -68,7 +68,7 @@ class Batch:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_state(cls, state: dict) -> "Batch":
+    def from_state(cls, state: dict) -> Batch:
         return cls(**state)
 
 
@@ -112,7 +112,9 @@ def token_logprobs(
     return result["logp"], result.get("entropy")
 
 
-def micro_batched_logprobs(model, batch: "Batch", temperature: float, micro: int, device, precision=None) -> torch.Tensor:
+def micro_batched_logprobs(
+    model, batch: Batch, temperature: float, micro: int, device, precision=None
+) -> torch.Tensor:
     """Log-probs of a whole batch's response tokens without gradient, `micro` rows at a time,
     gathered on the CPU: the recompute, proximal and async passes all go through here."""
     rows = len(batch)
@@ -123,12 +125,18 @@ def micro_batched_logprobs(model, batch: "Batch", temperature: float, micro: int
         for start in range(0, rows, micro):
             sl = slice(start, min(rows, start + micro))
             with autocast():
-                lp, _ = token_logprobs(model, batch.input_ids[sl].to(device), batch.attention_mask[sl].to(device), batch.prompt_len, temperature)
+                lp, _ = token_logprobs(
+                    model,
+                    batch.input_ids[sl].to(device),
+                    batch.attention_mask[sl].to(device),
+                    batch.prompt_len,
+                    temperature,
+                )
             parts.append(lp.float().cpu())
     return torch.cat(parts) * batch.response_mask
 
 
-def recompute_behaviour_logp(batch: "Batch", model, temperature: float, micro: int, device, precision=None) -> None:
+def recompute_behaviour_logp(batch: Batch, model, temperature: float, micro: int, device, precision=None) -> None:
     """`behav_logp: recompute`: the trainer's own copy of the behaviour weights scores the batch;
     the engine's log-probs are kept as rollout_logp (TIS, rollout/engine_kl)."""
     batch.rollout_logp = batch.behav_logp
@@ -160,7 +168,14 @@ def _chunked_head(model: torch.nn.Module, targets: torch.Tensor, temperature: fl
         per_chunk = max(1, LOGIT_CHUNK_ELEMENTS // head.out_features)
         logps, ents = [], []
         for i in range(0, B * R, per_chunk):
-            args = (flat_h[i : i + per_chunk], flat_t[i : i + per_chunk], head.weight, head.bias, temperature, with_entropy)
+            args = (
+                flat_h[i : i + per_chunk],
+                flat_t[i : i + per_chunk],
+                head.weight,
+                head.bias,
+                temperature,
+                with_entropy,
+            )
             if torch.is_grad_enabled() and flat_h.requires_grad:
                 lp, ent = checkpoint(_head_chunk, *args, use_reentrant=False)
             else:
@@ -208,7 +223,9 @@ def encode_prompts(policy, prompts: list[str], device) -> tuple[torch.Tensor, to
     rows = []
     for text in prompts:
         if policy.use_chat_template:
-            text = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+            text = tok.apply_chat_template(
+                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+            )
         ids = tok.encode(text, add_special_tokens=False)
         if policy.prepend_bos:
             ids = [tok.bos_token_id] + ids
@@ -248,10 +265,16 @@ class SampledLogprobRecorder(LogitsProcessor):
             self.pending = None
         if len(self.steps) != response_len:
             raise RuntimeError(f"recorded {len(self.steps)} sampling steps for {response_len} generated tokens")
-        return torch.stack(self.steps, dim=1) if self.steps else sequences.new_zeros((sequences.shape[0], 0), dtype=torch.float32)
+        return (
+            torch.stack(self.steps, dim=1)
+            if self.steps
+            else sequences.new_zeros((sequences.shape[0], 0), dtype=torch.float32)
+        )
 
 
-def sampling_config(temperature: float, top_p: float, max_new_tokens: int, eos_ids: Sequence[int], pad_id: int) -> GenerationConfig:
+def sampling_config(
+    temperature: float, top_p: float, max_new_tokens: int, eos_ids: Sequence[int], pad_id: int
+) -> GenerationConfig:
     """Every field that shapes sampling, set: `generate` fills any field left unset (None) from the
     model's own generation_config, so leaving one out would inherit a model's defaults."""
     return GenerationConfig(
@@ -297,11 +320,22 @@ class HFEngine:
         self.model.load_state_dict(state_dict)
 
     @torch.no_grad()
-    def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float, top_p: float, record_logp: bool = True) -> Generation:
+    def generate(
+        self,
+        prompts: list[str],
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        record_logp: bool = True,
+    ) -> Generation:
         """n samples for each prompt, grouped: rows [i*n, (i+1)*n) belong to prompts[i].
         record_logp=False (evaluation) skips the per-token log-probs (they come back as zeros)."""
         expanded = [p for p in prompts for _ in range(n)]
-        parts = [self._generate(expanded[i : i + self.chunk], max_new_tokens, temperature, top_p, record_logp) for i in range(0, len(expanded), self.chunk)]
+        parts = [
+            self._generate(expanded[i : i + self.chunk], max_new_tokens, temperature, top_p, record_logp)
+            for i in range(0, len(expanded), self.chunk)
+        ]
         return parts[0] if len(parts) == 1 else _concat(parts, self.policy.tokenizer.pad_token_id)
 
     def _generate(self, prompts, max_new_tokens, temperature, top_p, record_logp) -> Generation:
@@ -315,7 +349,9 @@ class HFEngine:
         processors = LogitsProcessorList([recorder] if recorder else [])
         autocast = self.precision.autocast if self.precision is not None else nullcontext
         with autocast():
-            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=processors)
+            out = self.model.generate(
+                input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=processors
+            )
         self.model.train(was_training)
         prompt_len = ids.shape[1]
         responses = out.sequences[:, prompt_len:]
@@ -376,7 +412,7 @@ def make_batch(gen: Generation, rewards, version: int, group_size: int, gen_seco
     """rewards: a trainer.rewards.RewardBatch (its failure counts travel with the batch).
     problems: (prompt text, reference answer) per row, kept for the rollout samples."""
     n = gen.input_ids.shape[0]
-    prompts, references = ([list(x) for x in zip(*problems)] if problems else (None, None))
+    prompts, references = [list(x) for x in zip(*problems)] if problems else (None, None)
     return Batch(  # compact dtypes: a stale-k queue holds k whole batches, in memory and in checkpoints
         input_ids=gen.input_ids.to(torch.int32),
         attention_mask=gen.attention_mask.to(torch.int8),

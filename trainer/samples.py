@@ -95,7 +95,9 @@ class SampleRecorder:
         self.variant = variant or objective
         self._token_text: dict[int, str] = {}
         self._armed = None  # (minibatch, version before the update, rows to record)
-        self._taken: dict[int, tuple] = {}  # minibatch row -> (marks (3, T) bool, log_ratio (T,), entropy (T,), advantage)
+        self._taken: dict[
+            int, tuple
+        ] = {}  # minibatch row -> (marks (3, T) bool, log_ratio (T,), entropy (T,), advantage)
         self._counterfactual: dict[int, dict[str, torch.Tensor]] = {}  # row -> variant -> marks (3, T) bool
         self._eval_step, self._eval_next = None, 0
         self._fh = None  # opened at the first record
@@ -120,7 +122,9 @@ class SampleRecorder:
         """How many leading rows of the armed minibatch are recorded (0 when not armed)."""
         return self._armed[2] if self._armed is not None else 0
 
-    def take(self, rows: slice, marks, entropy: torch.Tensor | None = None, advantages: torch.Tensor | None = None) -> None:
+    def take(
+        self, rows: slice, marks, entropy: torch.Tensor | None = None, advantages: torch.Tensor | None = None
+    ) -> None:
         """One loss call's marks; `rows` are the minibatch rows of that micro-batch; `entropy`
         (b, T) the loss pass's per-token entropy, `advantages` (b,) the rows' advantages."""
         k = min(rows.stop, self._armed[2]) - rows.start  # this micro-batch's first k rows are recorded
@@ -164,34 +168,36 @@ class SampleRecorder:
             masked, clipped, reweighted = (_hits(kinds[c], n) for c in range(3))
             text_ids = [t for t in response_ids[i][:n_valid] if t not in self.eos_ids]
             reward = rewards[i]
-            records.append({
-                "kind": "train",
-                "step": int(step),
-                "index": i,
-                "eval_set": None,
-                "prompt": _text(mb.prompts[i] if mb.prompts is not None else self._prompt_of(mb, i)),
-                "response": _text(self.tokenizer.decode(text_ids, skip_special_tokens=True)),
-                "reference": _text(mb.references[i] if mb.references is not None else None),
-                "reward": _num(reward),
-                "correct": reward >= 1.0,
-                "policy_version": versions[i],
-                "staleness": int(version) - versions[i],
-                "objective": self.objective,
-                "tokens": [self._token(t) for t in response_ids[i][:n]],
-                "log_ratio": _float32s(log_ratio[:n]),
-                "clipped": clipped,
-                "masked": masked,
-                "truncated": n_valid > n,
-                "time": now,
-                "variant": self.variant,
-                "advantage": None if advantage is None else _num(advantage),
-                "reweighted": reweighted,
-                "entropy": [] if entropy is None else _entropies(entropy[:n]),
-                "counterfactual": {
-                    name: {kind: _hits(marks[c], n) for c, kind in enumerate(("masked", "clipped", "reweighted"))}
-                    for name, marks in counterfactual.get(i, {}).items()
-                },
-            })
+            records.append(
+                {
+                    "kind": "train",
+                    "step": int(step),
+                    "index": i,
+                    "eval_set": None,
+                    "prompt": _text(mb.prompts[i] if mb.prompts is not None else self._prompt_of(mb, i)),
+                    "response": _text(self.tokenizer.decode(text_ids, skip_special_tokens=True)),
+                    "reference": _text(mb.references[i] if mb.references is not None else None),
+                    "reward": _num(reward),
+                    "correct": reward >= 1.0,
+                    "policy_version": versions[i],
+                    "staleness": int(version) - versions[i],
+                    "objective": self.objective,
+                    "tokens": [self._token(t) for t in response_ids[i][:n]],
+                    "log_ratio": _float32s(log_ratio[:n]),
+                    "clipped": clipped,
+                    "masked": masked,
+                    "truncated": n_valid > n,
+                    "time": now,
+                    "variant": self.variant,
+                    "advantage": None if advantage is None else _num(advantage),
+                    "reweighted": reweighted,
+                    "entropy": [] if entropy is None else _entropies(entropy[:n]),
+                    "counterfactual": {
+                        name: {kind: _hits(marks[c], n) for c, kind in enumerate(("masked", "clipped", "reweighted"))}
+                        for name, marks in counterfactual.get(i, {}).items()
+                    },
+                }
+            )
         self._append(records)
 
     def _prompt_of(self, mb, i: int) -> str:

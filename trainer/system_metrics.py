@@ -121,8 +121,14 @@ class SystemSampler:
     """The thread: samples every `interval_s`, writes through `write(step, values)` when the step
     from `current_step()` has moved on. Inert when interval_s is 0."""
 
-    def __init__(self, interval_s: float, write: Callable[[int, dict[str, float]], None],
-                 current_step: Callable[[], int], gpu: GpuMeter | None = None, after_step: int | None = None):
+    def __init__(
+        self,
+        interval_s: float,
+        write: Callable[[int, dict[str, float]], None],
+        current_step: Callable[[], int],
+        gpu: GpuMeter | None = None,
+        after_step: int | None = None,
+    ):
         """`after_step`: the step the run starts from; the first point goes out at a later one
         (None: at once). The spool never holds a (key, step) twice."""
         self.interval_s = interval_s

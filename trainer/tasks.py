@@ -93,13 +93,19 @@ class ArithmeticTask(Task):
     def train_rewards(self, problems, responses, finished):
         if self.answer_format == "boxed":
             return RewardBatch.of_scores([boxed_integer_reward(r, p.answer) for p, r in zip(problems, responses)])
-        return RewardBatch.of_scores([arithmetic_reward(r, f, p.answer) for p, r, f in zip(problems, responses, finished)])
+        return RewardBatch.of_scores(
+            [arithmetic_reward(r, f, p.answer) for p, r, f in zip(problems, responses, finished)]
+        )
 
     def solved(self, problems, responses, finished) -> RewardBatch:
         """Exact-match accuracy, the eval rule."""
         if self.answer_format == "boxed":
-            return RewardBatch.of_scores([1.0 if boxed_integer_reward(r, p.answer) == 1.0 else 0.0 for p, r in zip(problems, responses)])
-        return RewardBatch.of_scores([1.0 if f and r == p.answer else 0.0 for p, r, f in zip(problems, responses, finished)])
+            return RewardBatch.of_scores(
+                [1.0 if boxed_integer_reward(r, p.answer) == 1.0 else 0.0 for p, r in zip(problems, responses)]
+            )
+        return RewardBatch.of_scores(
+            [1.0 if f and r == p.answer else 0.0 for p, r, f in zip(problems, responses, finished)]
+        )
 
     def eval_problems(self, limit: int) -> list[Problem]:
         return self.sample(random.Random(ARITHMETIC_EVAL_SEED), limit)
@@ -112,7 +118,9 @@ class ForksTask(Task):
         self.pairs, self.reward_power, self.rule = pairs, reward_power, rule
         self.letters = string.ascii_lowercase[:letters]
         draw = random.Random(FORKS_TABLE_SEED)  # the same table in every run: it is the task, not a seed's
-        self.lesser = {(x, y): (x if draw.random() < 0.5 else y) for i, x in enumerate(self.letters) for y in self.letters[i + 1:]}
+        self.lesser = {
+            (x, y): (x if draw.random() < 0.5 else y) for i, x in enumerate(self.letters) for y in self.letters[i + 1 :]
+        }
         self.alphabet = self.letters + FORKS_MARKS
 
     def sample(self, rng: random.Random, n: int) -> list[Problem]:
@@ -135,11 +143,15 @@ class ForksTask(Task):
         return f"{problem.question}="
 
     def train_rewards(self, problems, responses, finished):
-        return RewardBatch.of_scores([forks_reward(r, f, p.answer, self.reward_power) for p, r, f in zip(problems, responses, finished)])
+        return RewardBatch.of_scores(
+            [forks_reward(r, f, p.answer, self.reward_power) for p, r, f in zip(problems, responses, finished)]
+        )
 
     def solved(self, problems, responses, finished) -> RewardBatch:
         """Exact match then EOS, the eval rule."""
-        return RewardBatch.of_scores([1.0 if f and r == p.answer else 0.0 for p, r, f in zip(problems, responses, finished)])
+        return RewardBatch.of_scores(
+            [1.0 if f and r == p.answer else 0.0 for p, r, f in zip(problems, responses, finished)]
+        )
 
     def eval_problems(self, limit: int) -> list[Problem]:
         return self.sample(random.Random(FORKS_EVAL_SEED), limit)

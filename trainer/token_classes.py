@@ -21,6 +21,7 @@ tokens, see trainer/tasks.py), per class, decision (the forking tokens) and form
 They come from tensors the loss already computed (its marks and log ratios, the forward pass's
 entropy): no extra forward pass. trainer/metric_keys.py lists the keys.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -33,8 +33,18 @@ from trainer.rollout import Generation
 
 # torchrun's variables: an engine process that inherits them would think it is part of the
 # trainer's process group.
-_LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
-                  "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+_LAUNCHER_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+)
 CPU_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 
 
@@ -137,7 +147,7 @@ class VLLMEngine:
             self.llm = LLM(**kwargs)
 
     @classmethod
-    def from_policy(cls, policy, cfg, work_dir: Path | None = None, dist_info=None) -> "VLLMEngine":
+    def from_policy(cls, policy, cfg, work_dir: Path | None = None, dist_info=None) -> VLLMEngine:
         """Write the engine's starting folder (one writer, then a barrier) and start the engine.
 
         Every rank must call this: the full state dict is gathered collectively under FSDP.
@@ -173,10 +183,20 @@ class VLLMEngine:
         from vllm import SamplingParams
 
         return SamplingParams(
-            n=n, temperature=temperature, top_p=top_p, top_k=0, min_p=0.0,
-            repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0,
-            max_tokens=max_new_tokens, logprobs=0, stop_token_ids=self.eos_ids, ignore_eos=False,
-            detokenize=False, skip_special_tokens=False,
+            n=n,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=0,
+            min_p=0.0,
+            repetition_penalty=1.0,
+            presence_penalty=0.0,
+            frequency_penalty=0.0,
+            max_tokens=max_new_tokens,
+            logprobs=0,
+            stop_token_ids=self.eos_ids,
+            ignore_eos=False,
+            detokenize=False,
+            skip_special_tokens=False,
         )
 
     @torch.no_grad()

@@ -9,6 +9,7 @@
 
 Every answer is plain Python: dicts, lists, tuples, floats (NaN and infinities as floats).
 """
+
 from opl_client.client import Client, OplError
 from opl_client.config import Settings, load_settings
 

@@ -10,6 +10,7 @@ The dashboard's URL and a personal API token come from OPL_URL and OPL_TOKEN, or
 ~/.config/opl/config ([default] url=..., token=...). Exit status: 0 done, 1 the server refused
 (its message on stderr), 2 bad usage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,10 @@ def cmd_submit(lab: Client, args, out) -> int:
     overrides = {"project": args.project, "seeds": args.seeds, "priority": args.priority}
     if args.preview:
         answer = lab.preview(args.file, **overrides)
-        _table([["name", "seed", "values"]] + [[r["name"], r["seed"], json.dumps(r["values"])] for r in answer["runs"]], out)
+        _table(
+            [["name", "seed", "values"]] + [[r["name"], r["seed"], json.dumps(r["values"])] for r in answer["runs"]],
+            out,
+        )
         out.write(f"{answer['count']} run(s) would be queued\n")
         return 0
     answer = lab.submit(args.file, **overrides)
@@ -68,14 +72,20 @@ def cmd_metrics(lab: Client, args, out) -> int:
         return 0
     for key, points in series.items():
         last = points[-1] if points else None
-        out.write(f"{key}: {len(points)} point(s)" + (f", last {last[1]:.4g} at update {last[0]}" if last else "") + "\n")
+        out.write(
+            f"{key}: {len(points)} point(s)" + (f", last {last[1]:.4g} at update {last[0]}" if last else "") + "\n"
+        )
     return 0
 
 
 def _colour(choice: str, out) -> bool:
     if choice != "auto":
         return choice == "always"
-    return bool(getattr(out, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    return (
+        bool(getattr(out, "isatty", lambda: False)())
+        and not os.environ.get("NO_COLOR")
+        and os.environ.get("TERM") != "dumb"
+    )
 
 
 def cmd_samples(lab: Client, args, out) -> int:
@@ -88,18 +98,30 @@ def cmd_samples(lab: Client, args, out) -> int:
         return 0
     if args.steps:
         rows = [["step", "samples"] + (["masked", "clipped"] if answer["kind"] == "train" else [])]
-        rows += [[s["step"], s["n"]] + ([s.get("masked") or 0, s.get("clipped") or 0] if answer["kind"] == "train" else [])
-                 for s in answer["steps"]]
+        rows += [
+            [s["step"], s["n"]] + ([s.get("masked") or 0, s.get("clipped") or 0] if answer["kind"] == "train" else [])
+            for s in answer["steps"]
+        ]
         if len(rows) == 1:
             out.write(f"run {args.run} has no {answer['kind']} samples recorded yet\n")
             return 0
         _table(rows, out)
         return 0
     if args.variant and args.variant not in (recorded := samples_text.recorded_variants(answer)):
-        out.write(f"step {answer['step']} recorded no marks of {args.variant}; it has {', '.join(recorded) or 'none'}\n")
+        out.write(
+            f"step {answer['step']} recorded no marks of {args.variant}; it has {', '.join(recorded) or 'none'}\n"
+        )
         return 2
-    out.write(samples_text.render_step(answer, marks=args.marks, colour=_colour(args.color, out), full=args.full,
-                                       indices=args.index, variant=args.variant))
+    out.write(
+        samples_text.render_step(
+            answer,
+            marks=args.marks,
+            colour=_colour(args.color, out),
+            full=args.full,
+            indices=args.index,
+            variant=args.variant,
+        )
+    )
     return 0
 
 
@@ -138,22 +160,43 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--end", type=int)
     m.add_argument("--max-points", type=int, dest="max_points")
     m.set_defaults(func=cmd_metrics)
-    sm = sub.add_parser("samples", help="one recorded step's rollout samples: prompt, response, reward, verdict, "
-                                        "staleness, masked and clipped tokens (the newest step unless --step)")
+    sm = sub.add_parser(
+        "samples",
+        help="one recorded step's rollout samples: prompt, response, reward, verdict, "
+        "staleness, masked and clipped tokens (the newest step unless --step)",
+    )
     sm.add_argument("run", type=int)
     sm.add_argument("--step", type=int, help="a recorded step (default: the newest); --steps lists them")
-    sm.add_argument("--kind", choices=["train", "eval"], help="default: train (eval when the run has only eval samples)")
+    sm.add_argument(
+        "--kind", choices=["train", "eval"], help="default: train (eval when the run has only eval samples)"
+    )
     sm.add_argument("--verdict", choices=["all", "right", "wrong"], default="all")
-    sm.add_argument("--sort", choices=["index", "ratio", "masked", "clipped", "reward"], default="index",
-                    help="ratio: largest |log ratio| first; reward: lowest first")
+    sm.add_argument(
+        "--sort",
+        choices=["index", "ratio", "masked", "clipped", "reward"],
+        default="index",
+        help="ratio: largest |log ratio| first; reward: lowest first",
+    )
     sm.add_argument("--index", type=int, action="append", metavar="I", help="only sample I (repeatable)")
-    sm.add_argument("--marks", action="store_true",
-                    help="mark tokens in the text: [[masked]] __clipped__ {{reweighted}} (no colour needed)")
-    sm.add_argument("--as", dest="variant", metavar="VARIANT",
-                    help="the marks another correction would have made on the same tokens (e.g. grpo, m2po+dual_clip), "
-                         "as the trainer recorded them")
-    sm.add_argument("--color", "--colour", choices=["auto", "always", "never"], default="auto",
-                    help="ANSI colour for verdicts and marked tokens (auto: on a terminal, unless NO_COLOR)")
+    sm.add_argument(
+        "--marks",
+        action="store_true",
+        help="mark tokens in the text: [[masked]] __clipped__ {{reweighted}} (no colour needed)",
+    )
+    sm.add_argument(
+        "--as",
+        dest="variant",
+        metavar="VARIANT",
+        help="the marks another correction would have made on the same tokens (e.g. grpo, m2po+dual_clip), "
+        "as the trainer recorded them",
+    )
+    sm.add_argument(
+        "--color",
+        "--colour",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="ANSI colour for verdicts and marked tokens (auto: on a terminal, unless NO_COLOR)",
+    )
     sm.add_argument("--full", action="store_true", help="whole prompts (a long one shows its start and end)")
     sm.add_argument("--steps", action="store_true", help="list the recorded steps with their masked/clipped counts")
     sm.add_argument("--json", action="store_true", help="the API's answer: every field, log ratios per token")

@@ -1,4 +1,5 @@
 """The API calls, over urllib only. Each method is one request (runs(all=True) follows pages)."""
+
 from __future__ import annotations
 
 import json
@@ -69,12 +70,29 @@ class Client:
         return self.request("GET", f"/api/v1/experiments/{experiment_id}")
 
     # --- runs -----------------------------------------------------------------------------
-    def runs(self, query: str = "", *, state: str = "", experiment: int | None = None, sort: str = "-id",
-             per_page: int = 100, all: bool = True) -> list[dict]:
+    def runs(
+        self,
+        query: str = "",
+        *,
+        state: str = "",
+        experiment: int | None = None,
+        sort: str = "-id",
+        per_page: int = 100,
+        all: bool = True,
+    ) -> list[dict]:
         """Runs matching the filter language (e.g. "staleness.k >= 4 and state = running"),
         every page unless all=False."""
-        params = {k: v for k, v in {"q": query, "state": state, "experiment": experiment, "sort": sort,
-                                    "per_page": per_page}.items() if v not in ("", None)}
+        params = {
+            k: v
+            for k, v in {
+                "q": query,
+                "state": state,
+                "experiment": experiment,
+                "sort": sort,
+                "per_page": per_page,
+            }.items()
+            if v not in ("", None)
+        }
         out, page = [], 1
         while True:
             answer = self.request("GET", "/api/v1/runs", {**params, "page": page})
@@ -98,27 +116,44 @@ class Client:
             if all(r["state"] in TERMINAL for r in runs):
                 return runs
             if time.monotonic() > deadline:
-                raise TimeoutError(f"runs not finished after {timeout:.0f} s: "
-                                   + ", ".join(f"{r['id']} {r['state']}" for r in runs if r["state"] not in TERMINAL))
+                raise TimeoutError(
+                    f"runs not finished after {timeout:.0f} s: "
+                    + ", ".join(f"{r['id']} {r['state']}" for r in runs if r["state"] not in TERMINAL)
+                )
             time.sleep(poll)
 
     # --- metrics --------------------------------------------------------------------------
     def metric_keys(self, run_id: int) -> list[str]:
         return self.request("GET", f"/api/v1/runs/{run_id}/metrics/keys")["keys"]
 
-    def metrics(self, run_id: int, keys: str | list[str], *, start: int | None = None, end: int | None = None,
-                max_points: int | None = None) -> dict[str, list[tuple[int, float]]]:
+    def metrics(
+        self,
+        run_id: int,
+        keys: str | list[str],
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        max_points: int | None = None,
+    ) -> dict[str, list[tuple[int, float]]]:
         """{key: [(step, value), ...]}; step is the optimizer update. A key the run does not
         have raises OplError 404, whose message names the keys it has."""
         keys = [keys] if isinstance(keys, str) else list(keys)
-        params = [("key", k) for k in keys] + [(k, v) for k, v in (("start", start), ("end", end),
-                                                                    ("max_points", max_points)) if v is not None]
+        params = [("key", k) for k in keys] + [
+            (k, v) for k, v in (("start", start), ("end", end), ("max_points", max_points)) if v is not None
+        ]
         answer = self.request("GET", f"/api/v1/runs/{run_id}/metrics", params)
         return {s["key"]: [(step, SPECIAL.get(v, v)) for step, v in s["points"]] for s in answer["series"]}
 
     # --- rollout samples ------------------------------------------------------------------
-    def samples(self, run_id: int, step: int | None = None, *, kind: str | None = None, verdict: str = "all",
-                sort: str = "index") -> dict:
+    def samples(
+        self,
+        run_id: int,
+        step: int | None = None,
+        *,
+        kind: str | None = None,
+        verdict: str = "all",
+        sort: str = "index",
+    ) -> dict:
         """One recorded step's rollout samples and the run's recorded steps:
         {"run", "kind", "steps": [{"step", "n", "masked", "clipped"}] newest first, "step",
         "samples": [{"prompt", "response", "reference", "reward", "correct", "staleness",
@@ -126,6 +161,9 @@ class Client:
         The newest recorded step unless `step`; kind "train" (or "eval" when the run has only
         eval samples) unless given; verdict "all" | "right" | "wrong"; sort "index" | "ratio" |
         "masked" | "clipped" | "reward". A step that was not recorded raises OplError 400."""
-        params = {k: v for k, v in {"kind": kind, "step": step, "verdict": verdict, "sort": sort}.items()
-                  if v not in (None, "")}
+        params = {
+            k: v
+            for k, v in {"kind": kind, "step": step, "verdict": verdict, "sort": sort}.items()
+            if v not in (None, "")
+        }
         return self.request("GET", f"/api/v1/runs/{run_id}/samples", params)

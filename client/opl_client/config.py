@@ -6,6 +6,7 @@ environment first (OPL_URL, OPL_TOKEN), then a config file (OPL_CONFIG, default
     url = https://lab.example.org
     token = opl_...
 """
+
 from __future__ import annotations
 
 import configparser

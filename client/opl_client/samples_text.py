@@ -9,6 +9,7 @@ Consecutive tokens with the same mark share one pair of markers.
 
 `variant` (opl samples --as grpo) shows the marks another correction would have made on the same
 tokens, which the trainer records with each sample (issue 23, docs/SAMPLES.md `counterfactual`)."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,16 @@ MASK_OPEN, MASK_CLOSE = "[[", "]]"
 CLIP_OPEN, CLIP_CLOSE = "__", "__"
 REWEIGHT_OPEN, REWEIGHT_CLOSE = "{{", "}}"
 RESET = "\x1b[0m"
-STYLE = {"masked": "\x1b[9;35m", "clipped": "\x1b[4;33m", "both": "\x1b[9;4;35m", "reweighted": "\x1b[4;36m",
-         "right": "\x1b[32m", "wrong": "\x1b[31m", "dim": "\x1b[2m", "bold": "\x1b[1m"}
+STYLE = {
+    "masked": "\x1b[9;35m",
+    "clipped": "\x1b[4;33m",
+    "both": "\x1b[9;4;35m",
+    "reweighted": "\x1b[4;36m",
+    "right": "\x1b[32m",
+    "wrong": "\x1b[31m",
+    "dim": "\x1b[2m",
+    "bold": "\x1b[1m",
+}
 PROMPT_HEAD, PROMPT_TAIL = 160, 320  # a long prompt (few-shot) shows its start and its end, where the question is
 INDENT = "    "
 
@@ -35,8 +44,15 @@ def verdict(sample: dict) -> str:
     return "right" if reward is not None and reward >= 1 else "wrong"
 
 
-def marked_tokens(tokens: list[str], masked: list[int], clipped: list[int], *, marks: bool = True,
-                  colour: bool = False, reweighted: list[int] = ()) -> str:
+def marked_tokens(
+    tokens: list[str],
+    masked: list[int],
+    clipped: list[int],
+    *,
+    marks: bool = True,
+    colour: bool = False,
+    reweighted: list[int] = (),
+) -> str:
     """The response rebuilt from its tokens, masked, clipped and reweighted runs marked. Whitespace
     that starts a marked run stays outside its markers (" [[is 12]]", not "[[ is 12]]")."""
     masked_set, clipped_set, reweighted_set = set(masked or ()), set(clipped or ()), set(reweighted or ())
@@ -55,8 +71,8 @@ def marked_tokens(tokens: list[str], masked: list[int], clipped: list[int], *, m
         if flag == (False, False, False):
             out.append(text)
         else:
-            lead = text[:len(text) - len(text.lstrip())] if text.strip() else ""
-            body = text[len(lead):]
+            lead = text[: len(text) - len(text.lstrip())] if text.strip() else ""
+            body = text[len(lead) :]
             if marks:
                 if flag[2]:
                     body = f"{REWEIGHT_OPEN}{body}{REWEIGHT_CLOSE}"
@@ -78,8 +94,11 @@ def variant_marks(sample: dict, variant: str | None) -> dict | None:
     """{"masked", "clipped", "reweighted"} of `variant` on the sample's tokens (None or the run's
     own: its own marks); None when the trainer did not record that variant for it."""
     if variant is None or variant == own_variant(sample):
-        return {"masked": sample.get("masked") or [], "clipped": sample.get("clipped") or [],
-                "reweighted": sample.get("reweighted") or []}
+        return {
+            "masked": sample.get("masked") or [],
+            "clipped": sample.get("clipped") or [],
+            "reweighted": sample.get("reweighted") or [],
+        }
     return (sample.get("counterfactual") or {}).get(variant)
 
 
@@ -112,19 +131,33 @@ def _block(label: str, text: str) -> list[str]:
     return [f"  {label}"] + [f"{INDENT}{line}" if line.strip() else "" for line in lines]
 
 
-def sample_lines(sample: dict, *, marks: bool = False, colour: bool = False, full: bool = False,
-                 same_prompt_as: int | None = None, variant: str | None = None) -> list[str]:
+def sample_lines(
+    sample: dict,
+    *,
+    marks: bool = False,
+    colour: bool = False,
+    full: bool = False,
+    same_prompt_as: int | None = None,
+    variant: str | None = None,
+) -> list[str]:
     """One sample: a header (index, verdict, reward, policy version, staleness, masked and
     clipped counts), its prompt, its response with the marked tokens, its reference."""
     v = verdict(sample)
-    head = [_paint(f"#{sample['index']}", "bold", colour), _paint(v, v, colour), f"reward {_number(sample.get('reward'))}"]
+    head = [
+        _paint(f"#{sample['index']}", "bold", colour),
+        _paint(v, v, colour),
+        f"reward {_number(sample.get('reward'))}",
+    ]
     if sample.get("eval_set"):
         head.append(f"eval set {sample['eval_set']}")
     if sample["kind"] == "train":
-        head += [f"policy v{_number(sample.get('policy_version'))}", f"staleness {_number(sample.get('staleness'))}",
-                 f"{sample.get('n_masked', len(sample.get('masked') or []))} masked",
-                 f"{sample.get('n_clipped', len(sample.get('clipped') or []))} clipped",
-                 f"of {len(sample.get('tokens') or [])} tokens"]
+        head += [
+            f"policy v{_number(sample.get('policy_version'))}",
+            f"staleness {_number(sample.get('staleness'))}",
+            f"{sample.get('n_masked', len(sample.get('masked') or []))} masked",
+            f"{sample.get('n_clipped', len(sample.get('clipped') or []))} clipped",
+            f"of {len(sample.get('tokens') or [])} tokens",
+        ]
         if sample.get("max_abs_log_ratio") is not None:
             head.append(f"max |log r| {sample['max_abs_log_ratio']:.3f}")
         if own_variant(sample):
@@ -140,13 +173,19 @@ def sample_lines(sample: dict, *, marks: bool = False, colour: bool = False, ful
     tokens = sample.get("tokens") or []
     shown = variant_marks(sample, variant) if tokens else None
     if variant is not None and variant != own_variant(sample) and tokens:
-        lines.append(f"  marks of {variant}, what it would have done: " + (
-            "not recorded for this sample" if shown is None else
-            f"{len(shown['masked'])} masked, {len(shown['clipped'])} clipped, {len(shown['reweighted'])} reweighted"))
+        lines.append(
+            f"  marks of {variant}, what it would have done: "
+            + (
+                "not recorded for this sample"
+                if shown is None
+                else f"{len(shown['masked'])} masked, {len(shown['clipped'])} clipped, {len(shown['reweighted'])} reweighted"
+            )
+        )
     if tokens:
         shown = shown or {"masked": [], "clipped": [], "reweighted": []}
-        response = marked_tokens(tokens, shown["masked"], shown["clipped"], marks=marks, colour=colour,
-                                 reweighted=shown["reweighted"])
+        response = marked_tokens(
+            tokens, shown["masked"], shown["clipped"], marks=marks, colour=colour, reweighted=shown["reweighted"]
+        )
         if sample.get("truncated"):
             response += _paint(f" [… cut at {len(tokens)} tokens (samples.max_tokens)]", "dim", colour)
     else:
@@ -161,9 +200,15 @@ def step_summary(answer: dict) -> str:
     samples = answer["samples"]
     rewards = [s["reward"] for s in samples if s.get("reward") is not None]
     right = sum(verdict(s) == "right" for s in samples)
-    parts = [f"run {answer['run']}", f"{answer['kind']} step {answer['step']}", f"{len(samples)} sample{'s' * (len(samples) != 1)}"]
+    parts = [
+        f"run {answer['run']}",
+        f"{answer['kind']} step {answer['step']}",
+        f"{len(samples)} sample{'s' * (len(samples) != 1)}",
+    ]
     if rewards:
-        parts.append(f"reward mean {sum(rewards) / len(rewards):.3f} (min {_number(min(rewards))}, max {_number(max(rewards))})")
+        parts.append(
+            f"reward mean {sum(rewards) / len(rewards):.3f} (min {_number(min(rewards))}, max {_number(max(rewards))})"
+        )
     parts.append(f"{right} right / {len(samples) - right} wrong")
     if answer["kind"] == "train":
         tokens = sum(len(s.get("tokens") or []) for s in samples)
@@ -189,18 +234,29 @@ def legend(*, marks: bool, colour: bool) -> str | None:
     masked = _paint(f"{MASK_OPEN}masked{MASK_CLOSE}" if marks else "masked", "masked", colour)
     clipped = _paint(f"{CLIP_OPEN}clipped{CLIP_CLOSE}" if marks else "clipped", "clipped", colour)
     reweighted = _paint(f"{REWEIGHT_OPEN}reweighted{REWEIGHT_CLOSE}" if marks else "reweighted", "reweighted", colour)
-    return (f"tokens: {masked} = a mask took it out of the loss (M2PO, token or sequence mask), "
-            f"{clipped} = a clip took its gradient away (PPO clip, dual clip), "
-            f"{reweighted} = kept its gradient with a changed weight (CISPO, TIS, SAPO)")
+    return (
+        f"tokens: {masked} = a mask took it out of the loss (M2PO, token or sequence mask), "
+        f"{clipped} = a clip took its gradient away (PPO clip, dual clip), "
+        f"{reweighted} = kept its gradient with a changed weight (CISPO, TIS, SAPO)"
+    )
 
 
-def render_step(answer: dict, *, marks: bool = False, colour: bool = False, full: bool = False,
-                indices: list[int] | None = None, variant: str | None = None) -> str:
+def render_step(
+    answer: dict,
+    *,
+    marks: bool = False,
+    colour: bool = False,
+    full: bool = False,
+    indices: list[int] | None = None,
+    variant: str | None = None,
+) -> str:
     """The whole `opl samples` text of one step (or of the samples whose index is in `indices`),
     its tokens marked by `variant` (default: the run's own correction)."""
     if answer.get("step") is None:
-        return (f"run {answer['run']} has no {answer['kind']} samples recorded yet "
-                "(the trainer records samples.per_step rollouts every samples.every updates).\n")
+        return (
+            f"run {answer['run']} has no {answer['kind']} samples recorded yet "
+            "(the trainer records samples.per_step rollouts every samples.every updates).\n"
+        )
     lines = [step_summary(answer), steps_line(answer)]
     if answer["kind"] == "train" and len(recorded_variants(answer)) > 1:
         lines.append(f"corrections recorded (--as NAME shows one's marks): {', '.join(recorded_variants(answer))}")

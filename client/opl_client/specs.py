@@ -1,5 +1,6 @@
 """Experiment specs from YAML files: an experiment file (name, project, sweep, ..., config:) or a
 plain run config (model:, algorithm:, ...), as the dashboard's import takes them."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Personal API tokens: created with a lifetime and a scope, looked up by their hash, revoked."""
+
 from datetime import timedelta
 
 from django.conf import settings
@@ -21,8 +22,9 @@ def max_days() -> int:
     return getattr(settings, "OPL_API_TOKEN_MAX_DAYS", 365)
 
 
-def api_token_create(*, user: User, name: str = "default", days: int = DEFAULT_DAYS,
-                     scope: str = ApiToken.Scope.WRITE) -> str:
+def api_token_create(
+    *, user: User, name: str = "default", days: int = DEFAULT_DAYS, scope: str = ApiToken.Scope.WRITE
+) -> str:
     """Create a personal token valid for `days` and return it in clear text (the only time it is
     visible); TokenError names the bad field."""
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= max_days():
@@ -30,8 +32,13 @@ def api_token_create(*, user: User, name: str = "default", days: int = DEFAULT_D
     if scope not in ApiToken.Scope.values:
         raise TokenError("scope", f"one of {', '.join(ApiToken.Scope.values)}, got {scope!r}")
     token = ApiToken.new_token()
-    ApiToken.objects.create(user=user, name=name, token_hash=hash_token(token), scope=scope,
-                            expires_at=timezone.now() + timedelta(days=days))
+    ApiToken.objects.create(
+        user=user,
+        name=name,
+        token_hash=hash_token(token),
+        scope=scope,
+        expires_at=timezone.now() + timedelta(days=days),
+    )
     return token
 
 

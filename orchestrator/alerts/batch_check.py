@@ -18,6 +18,7 @@ nearly always carries a watched key, costs what any other batch costs.
 Where the write path has no round trips to share (SQLite, the demo), or the in-process check
 raised here (then nothing of the fold was sent), the check runs after commit on its own
 (services._check_batch)."""
+
 from __future__ import annotations
 
 import logging
@@ -30,11 +31,14 @@ from orchestrator.metrics.chunks import as_float
 log = logging.getLogger(__name__)
 REWARD_KEY = rules.KEYS[rules.REWARD_DROP][0]
 _WATCH = RunWatch._meta.db_table
-_ENSURE_WATCH = (f"INSERT INTO {_WATCH} (run_id, reward_points, reward_step, last_step) VALUES (%s, 0, -1, -1) "
-                 "ON CONFLICT (run_id) DO NOTHING")
+_ENSURE_WATCH = (
+    f"INSERT INTO {_WATCH} (run_id, reward_points, reward_step, last_step) VALUES (%s, 0, -1, -1) "
+    "ON CONFLICT (run_id) DO NOTHING"
+)
 _LOCK_WATCH = f"SELECT reward_ema, reward_best, reward_points, reward_step FROM {_WATCH} WHERE run_id = %s FOR UPDATE"
-_SAVE_WATCH = (f"UPDATE {_WATCH} SET reward_ema = %s, reward_best = %s, reward_points = %s, reward_step = %s "
-               "WHERE run_id = %s")
+_SAVE_WATCH = (
+    f"UPDATE {_WATCH} SET reward_ema = %s, reward_best = %s, reward_points = %s, reward_step = %s WHERE run_id = %s"
+)
 _FIRED = f"SELECT kind FROM {Alert._meta.db_table} WHERE run_id = %s AND attempt = %s"
 
 
@@ -54,9 +58,18 @@ class BatchCheck:
         watched = rules.WATCHED_KEYS.intersection(incoming)
         if not watched:
             return None
-        points = {key: [(step, as_float(value, special)) for step, value, special in zip(
-            incoming[key].steps.tolist(), incoming[key].values.tolist(), incoming[key].specials.tolist(), strict=True)]
-            for key in watched}
+        points = {
+            key: [
+                (step, as_float(value, special))
+                for step, value, special in zip(
+                    incoming[key].steps.tolist(),
+                    incoming[key].values.tolist(),
+                    incoming[key].specials.tolist(),
+                    strict=True,
+                )
+            ]
+            for key in watched
+        }
         return cls(run.pk, run.attempt, points)
 
     def send_reads(self, conn) -> None:

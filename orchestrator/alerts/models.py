@@ -1,6 +1,7 @@
 """Alert rules (per project or per run, over the defaults in rules.py), fired alerts with the
 state of their notifications, a project's notification settings, and what a run's rules need to
 remember between batches and beat ticks."""
+
 import math
 
 from django.db import models
@@ -29,8 +30,9 @@ class AlertRule(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=models.Q(project__isnull=True) ^ models.Q(run__isnull=True),
-                                   name="alert_rule_project_xor_run"),
+            models.CheckConstraint(
+                condition=models.Q(project__isnull=True) ^ models.Q(run__isnull=True), name="alert_rule_project_xor_run"
+            ),
             models.UniqueConstraint(fields=["project", "kind"], name="alert_rule_one_per_project_kind"),
             models.UniqueConstraint(fields=["run", "kind"], name="alert_rule_one_per_run_kind"),
         ]
@@ -68,10 +70,18 @@ class Alert(models.Model):
         iso = lambda t: t.isoformat() if t else None  # noqa: E731
         value = self.value if self.value is None or math.isfinite(self.value) else str(self.value)  # "nan" in JSON
         return {
-            "kind": self.kind, "attempt": self.attempt, "message": self.message, "step": self.step, "value": value,
-            "action": self.action, "action_result": self.action_result, "fired_at": iso(self.fired_at),
-            "email_sent_at": iso(self.email_sent_at), "email_failures": self.email_failures,
-            "webhook_sent_at": iso(self.webhook_sent_at), "webhook_failures": self.webhook_failures,
+            "kind": self.kind,
+            "attempt": self.attempt,
+            "message": self.message,
+            "step": self.step,
+            "value": value,
+            "action": self.action,
+            "action_result": self.action_result,
+            "fired_at": iso(self.fired_at),
+            "email_sent_at": iso(self.email_sent_at),
+            "email_failures": self.email_failures,
+            "webhook_sent_at": iso(self.webhook_sent_at),
+            "webhook_failures": self.webhook_failures,
             "last_error": self.last_error,
         }
 
@@ -80,7 +90,7 @@ class ProjectNotifications(models.Model):
     """Where a project's alerts go besides the run owner's email."""
 
     project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="notifications")
-    webhook_url = models.URLField(blank=True, max_length=500, help_text="Slack-compatible: receives {\"text\": ...}")
+    webhook_url = models.URLField(blank=True, max_length=500, help_text='Slack-compatible: receives {"text": ...}')
     emails = models.CharField(max_length=1000, blank=True, help_text="extra addresses, comma-separated")
     email_owner = models.BooleanField(default=True)
 

@@ -15,6 +15,7 @@ Time rules run on beat, over active runs:
 - `no_heartbeat`: a running run has not sent a heartbeat for `window_s` seconds;
 - `no_progress`: a running run's update count has not moved for `window_s` seconds.
 """
+
 from __future__ import annotations
 
 import math
@@ -123,9 +124,13 @@ def check_neg_adv_tail(ratio_bound: float, points) -> Firing | None:
         if not math.isfinite(ratio) or ratio <= ratio_bound or (share is not None and not share >= TAIL_SHARE):
             continue
         carried = "" if share is None else f" while one token carries {share:.1%} of Σ r|A|"
-        return Firing(NEG_ADV_TAIL, step, ratio,
-                      f"{ratio_key} = {ratio:.4g} at update {step}{carried}: a runaway A<0 tail (over {ratio_bound:g}"
-                      f"{'' if share is None else f' and {TAIL_SHARE:.0%}'}); algorithm.dual_clip_c bounds it")
+        return Firing(
+            NEG_ADV_TAIL,
+            step,
+            ratio,
+            f"{ratio_key} = {ratio:.4g} at update {step}{carried}: a runaway A<0 tail (over {ratio_bound:g}"
+            f"{'' if share is None else f' and {TAIL_SHARE:.0%}'}); algorithm.dual_clip_c bounds it",
+        )
     return None
 
 
@@ -140,9 +145,13 @@ def check_reward_drop(track: RewardTrack, drop: float, points) -> Firing | None:
         track.points += 1
         track.best = track.ema if track.best is None else max(track.best, track.ema)
         if fired is None and track.points >= REWARD_MIN_POINTS and track.best - track.ema >= drop:
-            fired = Firing(REWARD_DROP, step, track.ema,
-                           f"smoothed reward {track.ema:.3f} at update {step} is {track.best - track.ema:.3f} "
-                           f"below its best {track.best:.3f}")
+            fired = Firing(
+                REWARD_DROP,
+                step,
+                track.ema,
+                f"smoothed reward {track.ema:.3f} at update {step} is {track.best - track.ema:.3f} "
+                f"below its best {track.best:.3f}",
+            )
     return fired
 
 
@@ -154,9 +163,13 @@ def check_batch(rules: dict[str, Rule], points, track: RewardTrack) -> list[Firi
         out.append(f)
     if REWARD_DROP in on and (f := check_reward_drop(track, on[REWARD_DROP].threshold, points)):
         out.append(f)
-    if ENTROPY_FLOOR in on and (f := check_below(ENTROPY_FLOOR, KEYS[ENTROPY_FLOOR][0], on[ENTROPY_FLOOR].threshold, points)):
+    if ENTROPY_FLOOR in on and (
+        f := check_below(ENTROPY_FLOOR, KEYS[ENTROPY_FLOOR][0], on[ENTROPY_FLOOR].threshold, points)
+    ):
         out.append(f)
-    if CLIP_CEILING in on and (f := check_above(CLIP_CEILING, KEYS[CLIP_CEILING][0], on[CLIP_CEILING].threshold, points)):
+    if CLIP_CEILING in on and (
+        f := check_above(CLIP_CEILING, KEYS[CLIP_CEILING][0], on[CLIP_CEILING].threshold, points)
+    ):
         out.append(f)
     if NEG_ADV_TAIL in on and (f := check_neg_adv_tail(on[NEG_ADV_TAIL].threshold, points)):
         out.append(f)

@@ -1,4 +1,5 @@
 """Reads: a run's alerts with its effective rules (API and run page)."""
+
 from dataclasses import asdict
 
 from orchestrator.alerts import rules as alert_rules
@@ -25,6 +26,9 @@ def project_alerts_data(project) -> dict:
     return {
         "project": project.name,
         "rules": [{**asdict(r), "description": r.describe()} for r in rules.values()],
-        "notifications": {"webhook_url": prefs.webhook_url, "emails": [e for e in prefs.emails.split(",") if e],
-                          "email_owner": prefs.email_owner},
+        "notifications": {
+            "webhook_url": prefs.webhook_url,
+            "emails": [e for e in prefs.emails.split(",") if e],
+            "email_owner": prefs.email_owner,
+        },
     }

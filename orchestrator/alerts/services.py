@@ -1,5 +1,6 @@
 """Alert services: the effective rules of a run, setting a rule, checking an ingested batch and
 the time rules, firing (once per attempt and kind: record, act, notify on commit) and notifying."""
+
 from __future__ import annotations
 
 import logging
@@ -18,8 +19,8 @@ from orchestrator.alerts import rules, webhook
 from orchestrator.alerts.models import Alert, AlertRule, ProjectNotifications, RunWatch
 from orchestrator.experiments.models import Run
 from orchestrator.metrics.chunks import as_float
-from trainer.run_markers import NO_CHECKPOINT_MARKER
 from trainer.reporting import atomic_write_text
+from trainer.run_markers import NO_CHECKPOINT_MARKER
 
 log = logging.getLogger(__name__)
 NOTIFY_TASK = "orchestrator.alerts.tasks.notify_alert"
@@ -52,13 +53,27 @@ def rules_from_rows(rows) -> dict[str, rules.Rule]:
     """The defaults overridden by rule rows (`_RULE_FIELDS`): the project's, then the run's."""
     out = dict(rules.DEFAULTS)
     for kind, enabled, threshold, window_s, action, run_id in sorted(rows, key=lambda r: r[-1] is not None):
-        out[kind] = replace(out[kind], enabled=enabled, threshold=threshold, window_s=window_s, action=action,
-                            source="run" if run_id else "project")
+        out[kind] = replace(
+            out[kind],
+            enabled=enabled,
+            threshold=threshold,
+            window_s=window_s,
+            action=action,
+            source="run" if run_id else "project",
+        )
     return out
 
 
-def alert_rule_set(*, kind: str, run: Run | None = None, project=None, enabled: bool = True,
-                   threshold: float | None = None, window_s: int | None = None, action: str = "notify") -> AlertRule:
+def alert_rule_set(
+    *,
+    kind: str,
+    run: Run | None = None,
+    project=None,
+    enabled: bool = True,
+    threshold: float | None = None,
+    window_s: int | None = None,
+    action: str = "notify",
+) -> AlertRule:
     """Create or replace one rule for a run or a project; RuleError names the bad field."""
     if (run is None) == (project is None):
         raise RuleError("scope", "give a run or a project, not both")
@@ -82,13 +97,17 @@ def alert_rule_set(*, kind: str, run: Run | None = None, project=None, enabled: 
     if kind in (rules.REWARD_DROP, rules.ENTROPY_FLOOR) and not threshold > 0:
         raise RuleError("threshold", f"{kind}: must be above 0, got {threshold}")
     rule, _ = AlertRule.objects.update_or_create(
-        run=run, project=None if run else project, kind=kind,
-        defaults={"enabled": enabled, "threshold": threshold, "window_s": window_s, "action": action})
+        run=run,
+        project=None if run else project,
+        kind=kind,
+        defaults={"enabled": enabled, "threshold": threshold, "window_s": window_s, "action": action},
+    )
     return rule
 
 
-def project_notifications_set(*, project, webhook_url: str | None = None, emails: list[str] | None = None,
-                              email_owner: bool | None = None) -> ProjectNotifications:
+def project_notifications_set(
+    *, project, webhook_url: str | None = None, emails: list[str] | None = None, email_owner: bool | None = None
+) -> ProjectNotifications:
     """Set where a project's alerts go (fields left None stay); RuleError names the bad field."""
     from django.core.exceptions import ValidationError
     from django.core.validators import URLValidator, validate_email
@@ -153,8 +172,9 @@ def _check_batch(run: Run, cols) -> None:
             watch, _ = RunWatch.objects.select_for_update().get_or_create(run=run)
             track = rules.RewardTrack(watch.reward_ema, watch.reward_best, watch.reward_points, watch.reward_step)
             fired = rules.check_batch(run_rules, points, track)
-            RunWatch.objects.filter(pk=run.pk).update(reward_ema=track.ema, reward_best=track.best,
-                                                      reward_points=track.points, reward_step=track.last_step)
+            RunWatch.objects.filter(pk=run.pk).update(
+                reward_ema=track.ema, reward_best=track.best, reward_points=track.points, reward_step=track.last_step
+            )
     for firing in fired:
         alert_fire(run=run, rule=run_rules[firing.kind], firing=firing)
 
@@ -172,15 +192,29 @@ def alerts_check_time(*, now=None) -> int:
         beat = run.last_heartbeat or run.started_at
         rule = run_rules[rules.NO_HEARTBEAT]
         if rule.enabled and beat and now - beat > timedelta(seconds=rule.window_s):
-            fired += alert_fire(run=run, rule=rule, firing=rules.Firing(
-                rules.NO_HEARTBEAT, run.step, (now - beat).total_seconds(),
-                f"no heartbeat for {(now - beat).total_seconds():.0f} s (limit {rule.window_s} s)"))
+            fired += alert_fire(
+                run=run,
+                rule=rule,
+                firing=rules.Firing(
+                    rules.NO_HEARTBEAT,
+                    run.step,
+                    (now - beat).total_seconds(),
+                    f"no heartbeat for {(now - beat).total_seconds():.0f} s (limit {rule.window_s} s)",
+                ),
+            )
         rule = run_rules[rules.NO_PROGRESS]
         idle = now - watch.step_seen_at
         if rule.enabled and idle > timedelta(seconds=rule.window_s):
-            fired += alert_fire(run=run, rule=rule, firing=rules.Firing(
-                rules.NO_PROGRESS, run.step, idle.total_seconds(),
-                f"still at update {run.step} after {idle.total_seconds():.0f} s (limit {rule.window_s} s)"))
+            fired += alert_fire(
+                run=run,
+                rule=rule,
+                firing=rules.Firing(
+                    rules.NO_PROGRESS,
+                    run.step,
+                    idle.total_seconds(),
+                    f"still at update {run.step} after {idle.total_seconds():.0f} s (limit {rule.window_s} s)",
+                ),
+            )
     return fired
 
 
@@ -189,8 +223,15 @@ def alert_fire(*, run: Run, rule: rules.Rule, firing: rules.Firing) -> bool:
     commit. False when this kind had already fired in this attempt."""
     try:
         with transaction.atomic():
-            alert = Alert.objects.create(run=run, attempt=run.attempt, kind=firing.kind, message=firing.message,
-                                         step=firing.step, value=firing.value, action=rule.action)
+            alert = Alert.objects.create(
+                run=run,
+                attempt=run.attempt,
+                kind=firing.kind,
+                message=firing.message,
+                step=firing.step,
+                value=firing.value,
+                action=rule.action,
+            )
     except IntegrityError:
         return False
     if rule.action in (AlertRule.Action.STOP, AlertRule.Action.CANCEL):
@@ -230,8 +271,10 @@ def alert_notify(*, alert_id: int) -> None:
     run = alert.run
     project = run.experiment.project
     prefs = ProjectNotifications.objects.filter(project=project).first()
-    text = (f"[OffPolicy Lab] run {run.pk} ({run.name}, project {project.name}): {alert.kind.replace('_', ' ')}: "
-            f"{alert.message}" + (f"; {alert.action_result}" if alert.action_result else ""))
+    text = (
+        f"[OffPolicy Lab] run {run.pk} ({run.name}, project {project.name}): {alert.kind.replace('_', ' ')}: "
+        f"{alert.message}" + (f"; {alert.action_result}" if alert.action_result else "")
+    )
     if alert.email_sent_at is None:
         to = [run.owner.email] if run.owner.email and (prefs is None or prefs.email_owner) else []
         to += [e.strip() for e in (prefs.emails if prefs else "").split(",") if e.strip()]

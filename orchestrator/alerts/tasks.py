@@ -1,5 +1,6 @@
 """Celery tasks of the alerts: the time rules on beat, and notifications (retried, off the
 ingestion path; services.alert_fire enqueues notify_alert by its name, services.NOTIFY_TASK)."""
+
 from celery import shared_task
 
 from orchestrator.alerts.services import alert_notify, alerts_check_time

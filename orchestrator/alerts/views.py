@@ -1,5 +1,6 @@
 """Alerts in the API: a run's alerts and rules (POST sets one of the run's own rules), and a
 project's rules and notification settings (POST by its owners)."""
+
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 from pydantic import BaseModel, ConfigDict

@@ -16,6 +16,7 @@ text) would come back to the owner on the run page and in the API. So:
 - what is stored and shown is a short reason and at most the status class (`HTTP 5xx`), never
   the answer's body or the network error's text.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -112,8 +113,10 @@ def resolve_checked(host: str, port: int) -> Address:
     allow = allow_list()
     for address in addresses:
         if not (is_public(address) or allow.admits(host, _plain(address))):
-            raise WebhookError(f"{host} resolves to a non-public address ({_plain(address)}); "
-                               "OPL_WEBHOOK_ALLOW does not name it", permanent=True)
+            raise WebhookError(
+                f"{host} resolves to a non-public address ({_plain(address)}); OPL_WEBHOOK_ALLOW does not name it",
+                permanent=True,
+            )
     return addresses[0]
 
 
@@ -135,8 +138,12 @@ def post_json(url: str, body: dict, *, timeout_s: float = TIMEOUT_S) -> None:
         host_header += f":{parts.port}"
     try:
         with httpx.Client(timeout=timeout_s, follow_redirects=False, trust_env=False) as client:
-            response = client.post(target, json=body, headers={"Host": host_header},
-                                   extensions={"sni_hostname": host} if parts.scheme == "https" else {})
+            response = client.post(
+                target,
+                json=body,
+                headers={"Host": host_header},
+                extensions={"sni_hostname": host} if parts.scheme == "https" else {},
+            )
     except httpx.HTTPError:  # one reason for refused, reset and timed out: no port oracle
         raise WebhookError("no answer (connection failed or timed out)", permanent=False) from None
     status = response.status_code

@@ -11,8 +11,17 @@ class JobAdmin(admin.ModelAdmin):
 
 @admin.register(ClusterProfile)
 class ClusterProfileAdmin(admin.ModelAdmin):
-    list_display = ("name", "is_default", "partition", "account", "qos", "gpu_type", "gpus", "time_limit_min",
-                    "requeue_on_timeout")
+    list_display = (
+        "name",
+        "is_default",
+        "partition",
+        "account",
+        "qos",
+        "gpu_type",
+        "gpus",
+        "time_limit_min",
+        "requeue_on_timeout",
+    )
 
 
 @admin.register(ClusterHealth)

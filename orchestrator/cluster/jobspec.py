@@ -1,4 +1,5 @@
 """Turn a Run into the backend-neutral JobSpec: files in the run directory, argv and env."""
+
 import copy
 import os
 import sys
@@ -95,8 +96,19 @@ def trainer_argv(python: str, trainer_args: list[str], nodes: int, per_node: int
     if nodes == 1 and per_node == 1:
         return [python, "-m", "trainer", *trainer_args]
     rendezvous = "slurm" if nodes > 1 else "standalone"
-    return [python, "-m", "trainer.launch", "--nproc-per-node", str(per_node), "--nnodes", str(nodes),
-            "--rendezvous", rendezvous, "--", *trainer_args]
+    return [
+        python,
+        "-m",
+        "trainer.launch",
+        "--nproc-per-node",
+        str(per_node),
+        "--nnodes",
+        str(nodes),
+        "--rendezvous",
+        rendezvous,
+        "--",
+        *trainer_args,
+    ]
 
 
 def build_job_spec(run: Run, token: str, run_dir: Path) -> JobSpec:
@@ -114,6 +126,12 @@ def build_job_spec(run: Run, token: str, run_dir: Path) -> JobSpec:
         PATH_ROOTS_ENV: os.pathsep.join(job_path_roots(run)),
     }
     return JobSpec(
-        run_id=run.pk, attempt=run.attempt, run_dir=run_dir, argv=trainer_argv(python, trainer_args, nodes, per_node),
-        env=env, gpus=run.gpus // nodes, cpus=per_node, nodes=nodes,
+        run_id=run.pk,
+        attempt=run.attempt,
+        run_dir=run_dir,
+        argv=trainer_argv(python, trainer_args, nodes, per_node),
+        env=env,
+        gpus=run.gpus // nodes,
+        cpus=per_node,
+        nodes=nodes,
     )

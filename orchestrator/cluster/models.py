@@ -50,8 +50,9 @@ class ClusterProfile(models.Model):
     cpus = models.PositiveSmallIntegerField(null=True, blank=True, help_text="CPUs per job")
     mem_gb = models.FloatField(null=True, blank=True, help_text="memory per job, GB")
     time_limit_min = models.PositiveIntegerField(null=True, blank=True)
-    setup_lines = models.TextField(blank=True, help_text="shell lines run before the trainer, one per line "
-                                                        "(e.g. module load cuda/12.4)")
+    setup_lines = models.TextField(
+        blank=True, help_text="shell lines run before the trainer, one per line (e.g. module load cuda/12.4)"
+    )
     container = models.CharField(max_length=300, blank=True, help_text="OCI bundle path for Slurm's --container")
     requeue_on_timeout = models.BooleanField(default=False, help_text="requeue runs that hit the time limit")
 
@@ -65,9 +66,16 @@ class ClusterProfile(models.Model):
         from orchestrator.cluster.slurm.jobscript import SlurmProfile
 
         return SlurmProfile(
-            name=self.name, partition=self.partition, account=self.account, qos=self.qos,
-            gpu_type=self.gpu_type, gpus=self.gpus, cpus=self.cpus, mem_gb=self.mem_gb,
-            time_limit_min=self.time_limit_min, container=self.container,
+            name=self.name,
+            partition=self.partition,
+            account=self.account,
+            qos=self.qos,
+            gpu_type=self.gpu_type,
+            gpus=self.gpus,
+            cpus=self.cpus,
+            mem_gb=self.mem_gb,
+            time_limit_min=self.time_limit_min,
+            container=self.container,
             setup_lines=[line for line in self.setup_lines.splitlines() if line.strip()],
             requeue_on_timeout=self.requeue_on_timeout,
         )

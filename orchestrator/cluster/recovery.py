@@ -3,6 +3,7 @@ runs, and remember each backend's last error for the health view.
 
 Called from services.sync_active_runs / sync_one_run / run_submit.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,8 +46,11 @@ def is_cluster_fault(run: Run, status: JobStatus) -> bool:
     to be requeued (trainer/cli.py): a preemption with a GraceTime, or `--signal=USR1@...`, ends
     the job FAILED with that code rather than PREEMPTED."""
     stopped_for_requeue = status.state is JobState.FAILED and status.exit_code == os.EX_TEMPFAIL
-    return status.state is JobState.INFRA_FAILED or stopped_for_requeue or (
-        status.state is JobState.TIMEOUT and _requeue_on_timeout(run))
+    return (
+        status.state is JobState.INFRA_FAILED
+        or stopped_for_requeue
+        or (status.state is JobState.TIMEOUT and _requeue_on_timeout(run))
+    )
 
 
 def maybe_requeue(run: Run, status: JobStatus) -> bool:
@@ -63,8 +67,10 @@ def maybe_requeue(run: Run, status: JobStatus) -> bool:
         except BackendError as exc:
             log.warning("run %s: could not cancel Slurm's requeued job %s: %s", run.pk, status.job_id, exc)
             return False  # try again on the next sync
-    reason = (f"{status.reason}; requeued as attempt {run.attempt + 1} of {run.max_attempts}, "
-              "resuming from the last checkpoint")
+    reason = (
+        f"{status.reason}; requeued as attempt {run.attempt + 1} of {run.max_attempts}, "
+        "resuming from the last checkpoint"
+    )
     return run_transition(run=run, to=S.QUEUED, reason=reason)
 
 
@@ -83,7 +89,8 @@ def flag_stalled(now=None) -> int:
             Job.objects.filter(pk=job.pk).update(stalled_since=now)
             minutes = int((now - last).total_seconds() // 60)
             Run.objects.filter(pk=run.pk, state=S.RUNNING).update(
-                state_reason=f"Stalled? No heartbeat for {minutes} min while the job is running")
+                state_reason=f"Stalled? No heartbeat for {minutes} min while the job is running"
+            )
             changed += 1
         elif not stalled and job.stalled_since is not None:
             Job.objects.filter(pk=job.pk).update(stalled_since=None)
@@ -97,8 +104,9 @@ def record_ok(backend: str) -> None:
 
 
 def record_error(backend: str, exc: Exception) -> None:
-    ClusterHealth.objects.update_or_create(backend=backend, defaults={
-        "last_error": str(exc), "last_error_at": timezone.now()})
+    ClusterHealth.objects.update_or_create(
+        backend=backend, defaults={"last_error": str(exc), "last_error_at": timezone.now()}
+    )
 
 
 def record_sync(backend: str, every_s: float = 10.0) -> None:

@@ -3,6 +3,7 @@
 No backend call happens inside a database transaction; every state change goes through
 experiments.services.run_transition (a conditional UPDATE), so concurrent workers are safe.
 """
+
 import logging
 from datetime import timedelta
 from pathlib import Path
@@ -19,8 +20,8 @@ from orchestrator.cluster.models import Job
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
 from orchestrator.experiments.tokens import derive_token, new_salt, token_hash
-from trainer.run_markers import CANCEL_MARKER
 from trainer.reporting import atomic_write_text
+from trainer.run_markers import CANCEL_MARKER
 
 log = logging.getLogger(__name__)
 S = Run.State
@@ -57,8 +58,15 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
     backend_name = backend_name or run.backend or settings.CLUSTER_BACKEND
     if run.state == S.QUEUED:
         claimed = run_transition(
-            run=run, to=S.SUBMITTED, attempt=run.attempt + 1, token_salt=new_salt(), backend=backend_name,
-            job_id="", exit_code=None, node_list="", run_dir=str(run_dir_for(run)),
+            run=run,
+            to=S.SUBMITTED,
+            attempt=run.attempt + 1,
+            token_salt=new_salt(),
+            backend=backend_name,
+            job_id="",
+            exit_code=None,
+            node_list="",
+            run_dir=str(run_dir_for(run)),
         )
         if not claimed:
             return None
@@ -89,7 +97,8 @@ def run_submit(*, run_id: int, backend_name: str | None = None) -> Run | None:
             # attempt and salt, so the same job name and comment); the sync looks the job up by
             # name and records it, or submits again once the claim is stale.
             Run.objects.filter(pk=run.pk, state=S.SUBMITTED, attempt=run.attempt, job_id="").update(
-                state_reason=f"submitted, not confirmed ({exc}); looking the job up by name")
+                state_reason=f"submitted, not confirmed ({exc}); looking the job up by name"
+            )
             log.warning("run %s: submit of attempt %s unconfirmed: %s", run.pk, run.attempt, exc)
             return None
         else:  # cluster unreachable: back to the queue, nothing lost
@@ -148,8 +157,9 @@ def _renew_claim(run: Run) -> bool:
     moved on) since we read it. Conditional on the submitted_at we read: of two callers that
     read the same claim, one wins."""
     now = timezone.now()
-    renewed = Run.objects.filter(pk=run.pk, state=S.SUBMITTED, attempt=run.attempt, job_id="",
-                                 submitted_at=run.submitted_at).update(submitted_at=now)
+    renewed = Run.objects.filter(
+        pk=run.pk, state=S.SUBMITTED, attempt=run.attempt, job_id="", submitted_at=run.submitted_at
+    ).update(submitted_at=now)
     if renewed:
         run.submitted_at = now
     return renewed == 1
@@ -159,7 +169,8 @@ def record_job(run: Run, job_id: str) -> None:
     """Remember the job of the run's current attempt (idempotent: a retry writes the same)."""
     try:
         Job.objects.update_or_create(
-            run=run, attempt=run.attempt,
+            run=run,
+            attempt=run.attempt,
             defaults={"backend": run.backend, "name": job_name(run.pk, run.attempt), "job_id": job_id},
         )
     except IntegrityError:
@@ -245,9 +256,14 @@ def sync_one_run(run: Run, status: JobStatus | None) -> bool:
     if status is None:
         return _maybe_lost(run)
     Job.objects.filter(run=run, attempt=run.attempt).update(
-        native_state=status.native_state, reason=status.reason, exit_code=status.exit_code,
-        nodes=status.nodes, started_at=status.started_at, ended_at=status.ended_at,
-        final=status.state.is_terminal, last_seen_at=timezone.now(),
+        native_state=status.native_state,
+        reason=status.reason,
+        exit_code=status.exit_code,
+        nodes=status.nodes,
+        started_at=status.started_at,
+        ended_at=status.ended_at,
+        final=status.state.is_terminal,
+        last_seen_at=timezone.now(),
     )
     if status.state.is_terminal and recovery.maybe_requeue(run, status):
         return True  # the cluster failed it: a new attempt resumes from the checkpoint
@@ -258,7 +274,10 @@ def sync_one_run(run: Run, status: JobStatus | None) -> bool:
     for step in _path(run.state, target, started=status.started_at is not None):
         final = step == target
         changed |= run_transition(
-            run=run, to=step, reason=status.reason if final else "", node_list=status.nodes,
+            run=run,
+            to=step,
+            reason=status.reason if final else "",
+            node_list=status.nodes,
             **({"exit_code": status.exit_code} if final and step not in ORDER else {}),
         )
     reason = cancelling_reason(status.reason) if run.cancel_requested and run.is_active else status.reason
@@ -276,11 +295,22 @@ def _settle_lost(run: Run, status: JobStatus | None) -> bool:
     if status is None or not status.state.is_terminal:
         return False
     Job.objects.filter(run=run, attempt=run.attempt).update(
-        native_state=status.native_state, reason=status.reason, exit_code=status.exit_code,
-        ended_at=status.ended_at, final=True, last_seen_at=timezone.now())
-    target = S.CANCELLED if run.cancel_requested and status.state is not JobState.SUCCEEDED else JOB_TO_RUN[status.state]
-    return run_transition(run=run, to=target, exit_code=status.exit_code,
-                          reason=f"{status.reason or status.state.value} (recorded late from the cluster's record)")
+        native_state=status.native_state,
+        reason=status.reason,
+        exit_code=status.exit_code,
+        ended_at=status.ended_at,
+        final=True,
+        last_seen_at=timezone.now(),
+    )
+    target = (
+        S.CANCELLED if run.cancel_requested and status.state is not JobState.SUCCEEDED else JOB_TO_RUN[status.state]
+    )
+    return run_transition(
+        run=run,
+        to=target,
+        exit_code=status.exit_code,
+        reason=f"{status.reason or status.state.value} (recorded late from the cluster's record)",
+    )
 
 
 def _path(current: str, target: str, *, started: bool) -> list[str]:

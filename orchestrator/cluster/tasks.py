@@ -2,6 +2,7 @@
 
 On the embedded SQLite a write waits for the lock (busy timeout, IMMEDIATE transactions, see
 settings); should it still time out, the services are idempotent, so the task is retried."""
+
 from celery import shared_task
 from django.db import OperationalError
 

@@ -3,6 +3,7 @@
 Projects are private: only their members (and staff) see them or anything in them. Within a
 project, owners manage members and roles, members run experiments and change their own runs and
 experiments, viewers only read. Staff see and change everything."""
+
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet

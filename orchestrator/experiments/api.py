@@ -1,5 +1,6 @@
 """JSON API for experiments, runs, projects and tags (/api/v1). Request bodies are the pydantic
 models in schemas.py, from which openapi.py builds the OpenAPI document."""
+
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -26,14 +27,13 @@ from orchestrator.experiments.models import Experiment, Membership, Project
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields
 from orchestrator.experiments.schemas import ExperimentIn, PriorityIn, ProjectIn, ProjectPatchIn, RunAnnotationIn
 from orchestrator.experiments.selectors import RunFilter, filtered_runs
-from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
 from orchestrator.experiments.services import (
+    LastOwnerError,
     experiment_cancel,
     experiment_pause,
     experiment_plan,
     experiment_resume,
     experiment_set_priority,
-    LastOwnerError,
     project_add_member,
     project_create,
     project_remove_member,
@@ -45,21 +45,30 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
+from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
 
 MAX_PER_PAGE = 500
 
 
 def experiment_to_dict(experiment: Experiment, counts: dict | None = None) -> dict[str, Any]:
     return {
-        "id": experiment.pk, "name": experiment.name, "project": experiment.project.name,
-        "owner": experiment.owner.get_username(), "state": experiment.state, "priority": experiment.priority,
-        "sweep": experiment.sweep, "random": experiment.random, "seeds": experiment.seeds,
-        "notes": experiment.notes, "created_at": experiment.created_at.isoformat(),
+        "id": experiment.pk,
+        "name": experiment.name,
+        "project": experiment.project.name,
+        "owner": experiment.owner.get_username(),
+        "state": experiment.state,
+        "priority": experiment.priority,
+        "sweep": experiment.sweep,
+        "random": experiment.random,
+        "seeds": experiment.seeds,
+        "notes": experiment.notes,
+        "created_at": experiment.created_at.isoformat(),
         **({"runs_by_state": counts} if counts is not None else {}),
     }
 
 
 # --- experiments -------------------------------------------------------------------------------
+
 
 @api_view
 @require_http_methods(["GET", "POST"])
@@ -94,14 +103,25 @@ def experiments_preview(request: HttpRequest):
         return error
     try:
         warmup = check_warmup(spec.name, spec.config, spec.warmup_run)
-        planned = experiment_plan(name=spec.name, config=spec.config, sweep=spec.sweep, random=spec.random, seeds=spec.seeds,
-                                  may_read_run=run_reader(request.user))
+        planned = experiment_plan(
+            name=spec.name,
+            config=spec.config,
+            sweep=spec.sweep,
+            random=spec.random,
+            seeds=spec.seeds,
+            may_read_run=run_reader(request.user),
+        )
         if not warmup:  # a fork's checks against its parent (with a warm-up run, the runs fork from that)
             fork_plan(user=request.user, configs=[p.config for p in planned])
     except ConfigError as exc:
         return json_error(400, "invalid experiment", experiment_fields(exc.errors))
-    return JsonResponse({"count": len(planned), "warmup_runs": warmup,
-                         "runs": [{"name": p.name, "values": p.values, "seed": p.seed} for p in planned]})
+    return JsonResponse(
+        {
+            "count": len(planned),
+            "warmup_runs": warmup,
+            "runs": [{"name": p.name, "values": p.values, "seed": p.seed} for p in planned],
+        }
+    )
 
 
 @api_view
@@ -138,6 +158,7 @@ def experiment_action(request: HttpRequest, experiment_id: int, action: str):
 
 # --- runs --------------------------------------------------------------------------------------
 
+
 @api_view
 @require_http_methods(["GET"])
 def runs(request: HttpRequest):
@@ -148,15 +169,23 @@ def runs(request: HttpRequest):
     raw = request.GET.get("per_page", "50")
     per_page = parse_id(raw)
     if per_page is None or not 1 <= per_page <= MAX_PER_PAGE:
-        return json_error(400, "invalid request", [{"field": "per_page", "message": f"a whole number from 1 to {MAX_PER_PAGE}, got {raw[:40]!r}"}])
+        return json_error(
+            400,
+            "invalid request",
+            [{"field": "per_page", "message": f"a whole number from 1 to {MAX_PER_PAGE}, got {raw[:40]!r}"}],
+        )
     keys = _summary_keys(request)
     if isinstance(keys, JsonResponse):
         return keys
     page = Paginator(qs, per_page).get_page(f.page)
-    return JsonResponse({
-        "count": page.paginator.count, "page": page.number, "pages": page.paginator.num_pages,
-        "runs": with_summaries(list(page.object_list), keys),
-    })
+    return JsonResponse(
+        {
+            "count": page.paginator.count,
+            "page": page.number,
+            "pages": page.paginator.num_pages,
+            "runs": with_summaries(list(page.object_list), keys),
+        }
+    )
 
 
 def with_summaries(runs: list, keys: list[str] | None = None) -> list[dict[str, Any]]:
@@ -164,8 +193,10 @@ def with_summaries(runs: list, keys: list[str] | None = None) -> list[dict[str, 
     from orchestrator.metrics.summaries import encode_summary, run_summaries
 
     found = run_summaries([run.pk for run in runs], keys)
-    return [{**run.to_dict(), "summary": {k: encode_summary(v) for k, v in sorted(found.get(run.pk, {}).items())}}
-            for run in runs]
+    return [
+        {**run.to_dict(), "summary": {k: encode_summary(v) for k, v in sorted(found.get(run.pk, {}).items())}}
+        for run in runs
+    ]
 
 
 def _summary_keys(request: HttpRequest) -> list[str] | None | JsonResponse:
@@ -177,7 +208,9 @@ def _summary_keys(request: HttpRequest) -> list[str] | None | JsonResponse:
         return None
     keys = [k.strip() for k in raw.split(",") if k.strip()]
     if bad := [k for k in keys if len(k) > 200 or not KEY_PATTERN.match(k)]:
-        return json_error(400, "invalid request", [{"field": "summary_keys", "message": f"not a metric key: {bad[0][:80]!r}"}])
+        return json_error(
+            400, "invalid request", [{"field": "summary_keys", "message": f"not a metric key: {bad[0][:80]!r}"}]
+        )
     return keys
 
 
@@ -207,7 +240,10 @@ def run_action(request: HttpRequest, run_id: int, action: str):
     if action == "cancel":
         done, why = run_stop(run=run), "cannot be cancelled"
     elif action == "retry":
-        done, why = run_retry(run=run), "cannot be retried (only failed, lost or cancelled runs of a sweep that is not cancelled)"
+        done, why = (
+            run_retry(run=run),
+            "cannot be retried (only failed, lost or cancelled runs of a sweep that is not cancelled)",
+        )
     elif action == "move-to-top":
         done, why = run_move_to_top(run=run), "is not queued"
     elif action == "priority":
@@ -230,11 +266,15 @@ MEMBERSHIPS = Prefetch("memberships", queryset=Membership.objects.select_related
 
 def project_to_dict(project: Project) -> dict[str, Any]:
     memberships = list(project.memberships.all())
-    return {"name": project.name, "description": project.description,
-            "members": [m.user.get_username() for m in memberships],
-            "roles": {m.user.get_username(): m.role for m in memberships},
-            "personal": project.personal_for_id is not None,
-            "max_active_runs": project.max_active_runs, "max_gpus": project.max_gpus}
+    return {
+        "name": project.name,
+        "description": project.description,
+        "members": [m.user.get_username() for m in memberships],
+        "roles": {m.user.get_username(): m.role for m in memberships},
+        "personal": project.personal_for_id is not None,
+        "max_active_runs": project.max_active_runs,
+        "max_gpus": project.max_gpus,
+    }
 
 
 @api_view
@@ -270,10 +310,15 @@ def project_detail(request: HttpRequest, name: str):
     changes = [(n, body.role) for n in body.add_members] + list(body.set_roles.items())
     named = {n for n, _ in changes} | set(body.remove_members)
     users = {u.username: u for u in User.objects.filter(username__in=named)}
-    for field, names in (("add_members", body.add_members), ("set_roles", list(body.set_roles)),
-                         ("remove_members", body.remove_members)):
+    for field, names in (
+        ("add_members", body.add_members),
+        ("set_roles", list(body.set_roles)),
+        ("remove_members", body.remove_members),
+    ):
         if missing := [n for n in names if n not in users]:
-            return json_error(400, "invalid request", [{"field": field, "message": f"no such user: {', '.join(missing)}"}])
+            return json_error(
+                400, "invalid request", [{"field": field, "message": f"no such user: {', '.join(missing)}"}]
+            )
     try:
         with transaction.atomic():
             for username, role in changes:
@@ -281,7 +326,9 @@ def project_detail(request: HttpRequest, name: str):
             for username in body.remove_members:
                 project_remove_member(project=project, user=users[username])
     except LastOwnerError as exc:
-        return json_error(409, str(exc), [{"field": "set_roles" if body.set_roles else "remove_members", "message": str(exc)}])
+        return json_error(
+            409, str(exc), [{"field": "set_roles" if body.set_roles else "remove_members", "message": str(exc)}]
+        )
     if limits_given:
         project_set_limits(project=project, max_active_runs=body.max_active_runs, max_gpus=body.max_gpus)
     return JsonResponse(project_to_dict(_project_with_members(request.user, name)))

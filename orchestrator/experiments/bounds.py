@@ -1,13 +1,14 @@
 """Limits on what a user may send, checked at the edge so that nothing oversized, too deep, or
 outside a database column's range reaches a query or a save. Each check names the field."""
+
 from __future__ import annotations
 
 import math
 import re
 from typing import Any
 
-INT32 = (-2**31, 2**31 - 1)  # IntegerField on PostgreSQL
-INT64 = (-2**63, 2**63 - 1)  # BigIntegerField / bigint ids
+INT32 = (-(2**31), 2**31 - 1)  # IntegerField on PostgreSQL
+INT64 = (-(2**63), 2**63 - 1)  # BigIntegerField / bigint ids
 MAX_DEPTH = 32  # JSON and YAML nesting; a full experiment spec needs about 6
 MAX_NOTES = 10_000  # characters of an experiment's or a run's notes
 MAX_DESCRIPTION = 2_000
@@ -17,7 +18,9 @@ MAX_MEMBERS_PER_REQUEST = 100
 MAX_YAML_BYTES = 256 * 1024  # an uploaded or pasted experiment file
 MAX_STRING = 100_000  # any one string value inside a config
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")  # names used in URLs and headers
-ID = re.compile(r"[0-9]{1,18}\Z")  # ASCII digits only ("²".isdigit() is True), within bigint; \Z: `$` allows a final newline
+ID = re.compile(
+    r"[0-9]{1,18}\Z"
+)  # ASCII digits only ("²".isdigit() is True), within bigint; \Z: `$` allows a final newline
 
 
 class BoundsError(ValueError):

@@ -5,6 +5,7 @@ parent from), with the same clean-up rule the trainer applies (trainer/checkpoin
 `retention`), so the page says what the trainer will keep and why. A step pinned by a fork but
 not written yet is listed too.
 """
+
 from __future__ import annotations
 
 import re
@@ -92,9 +93,13 @@ def run_checkpoints(run: Run) -> CheckpointListing:
         holders = pins.get(step, [])
         if step in found:
             why = reasons[step] or ["not cleaned up yet (the next checkpoint applies the rule)"]
-            rows.append(CheckpointRow(step, ckpt.folder_bytes(found[step]), why, metric_at.get(step), _runs_of(holders)))
+            rows.append(
+                CheckpointRow(step, ckpt.folder_bytes(found[step]), why, metric_at.get(step), _runs_of(holders))
+            )
         else:
-            rows.append(CheckpointRow(step, None, [f"pinned by {h}, not written yet" for h in holders], None, _runs_of(holders)))
+            rows.append(
+                CheckpointRow(step, None, [f"pinned by {h}, not written yet" for h in holders], None, _runs_of(holders))
+            )
     return CheckpointListing(folder, rows, policy)
 
 

@@ -5,6 +5,7 @@ access helpers' answer, so a run the user cannot read and one that does not exis
 `runs_named(run)` are the runs whose folders a run's job may read (its fork parent, and the runs
 its paths name), checked again for the run's owner when the job is submitted.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -6,6 +6,7 @@ Two shapes are accepted:
     config under `config:`.
 Unknown keys are refused, naming the key and the nearest valid one.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -30,8 +31,9 @@ class _BoundedLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise yaml.composer.ComposerError(None, None, "anchors and aliases (&name, *name) are not allowed",
-                                              event.start_mark)
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases (&name, *name) are not allowed", event.start_mark
+            )
         self._depth += 1
         if self._depth > MAX_DEPTH:
             raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
@@ -46,7 +48,7 @@ def load_yaml(text: str) -> Any:
     if len(text.encode("utf-8", errors="replace")) > MAX_YAML_BYTES:
         raise ConfigError([{"field": "(file)", "message": f"larger than {MAX_YAML_BYTES // 1024} KiB"}])
     try:
-        return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_BoundedLoader)
     except yaml.YAMLError as exc:
         raise ConfigError([{"field": "(file)", "message": f"not valid YAML: {exc}"}]) from None
     except RecursionError:
@@ -76,7 +78,13 @@ def parse_experiment_yaml(text: str, default_name: str = "experiment") -> dict[s
         errors.append({"field": str(key), "message": f"unknown key '{key}'{hint}"})
     if errors:
         raise ConfigError(errors)
-    spec = {"name": default_name, "config": {}, "sweep": {}, "random": {}, **{k: v for k, v in data.items() if v is not None}}
+    spec = {
+        "name": default_name,
+        "config": {},
+        "sweep": {},
+        "random": {},
+        **{k: v for k, v in data.items() if v is not None},
+    }
     for key, kind in (("config", dict), ("sweep", dict), ("random", dict), ("tags", list), ("warmup_run", dict)):
         if spec.get(key) is not None and not isinstance(spec[key], kind):
             raise ConfigError([{"field": key, "message": f"must be a {'mapping' if kind is dict else 'list'}"}])

@@ -5,14 +5,15 @@ file holds: {name, project, config, sweep, random, seeds, priority, tags, notes}
 renders from flat strings (what the user typed, or `flat_from_spec` of a preset, a cloned run or
 an imported file), so a refused submission comes back exactly as typed.
 """
+
 from __future__ import annotations
 
 import math
 import re
-
-import yaml
 from dataclasses import dataclass, field
 from typing import Any
+
+import yaml
 
 from orchestrator.experiments.bounds import INT32, MAX_NOTES
 from orchestrator.experiments.runconfig import ConfigError, merge_config, validate_run_config
@@ -77,7 +78,9 @@ def draft_from_post(data) -> Draft:
     elif len(name) > 200:
         errors.append({"field": "name", "message": "at most 200 characters"})
     elif not NAME_RE.match(name):
-        errors.append({"field": "name", "message": "letters, digits, '.', '_' and '-' only, starting with a letter or digit"})
+        errors.append(
+            {"field": "name", "message": "letters, digits, '.', '_' and '-' only, starting with a letter or digit"}
+        )
     config, config_errors = config_from_post(data)
     errors += config_errors
     pasted_paths: set[str] = set()
@@ -87,7 +90,12 @@ def draft_from_post(data) -> Draft:
         config = merge_config(config, pasted_config)
     project = (data.get("project") or "").strip()
     if project and (not NAME_RE.match(project) or len(project) > 100):
-        errors.append({"field": "project", "message": "letters, digits, '.', '_' and '-' only (at most 100), or empty for your own project"})
+        errors.append(
+            {
+                "field": "project",
+                "message": "letters, digits, '.', '_' and '-' only (at most 100), or empty for your own project",
+            }
+        )
     notes = _line_breaks(data.get("notes") or "")
     if len(notes) > MAX_NOTES:
         errors.append({"field": "notes", "message": f"at most {MAX_NOTES} characters"})
@@ -107,7 +115,12 @@ def draft_from_post(data) -> Draft:
     for row in rows(data, "sweep", ("field", "mode", "values")):
         path, where = row["field"], f"sweep-{row['i']}"
         if path not in fields:
-            errors.append({"field": where, "message": f"choose a config field to sweep (got {path!r})" if path else "choose a field"})
+            errors.append(
+                {
+                    "field": where,
+                    "message": f"choose a config field to sweep (got {path!r})" if path else "choose a field",
+                }
+            )
             continue
         if path in spec["sweep"]:
             errors.append({"field": where, "message": f"{path} is swept twice"})
@@ -125,8 +138,11 @@ def draft_from_post(data) -> Draft:
                 params[row["field"]] = _distribution(fields, row)
             except ValueError as exc:
                 errors.append({"field": where, "message": str(exc)})
-        spec["random"] = {"samples": _int(data, "random-samples", 1, errors, minimum=1),
-                          "seed": _int(data, "random-seed", 0, errors), "params": params}
+        spec["random"] = {
+            "samples": _int(data, "random-samples", 1, errors, minimum=1),
+            "seed": _int(data, "random-seed", 0, errors),
+            "params": params,
+        }
     return Draft(spec=spec, errors=errors, pasted_paths=pasted_paths)
 
 
@@ -142,7 +158,12 @@ def _pasted_config(text: str, errors: list) -> dict[str, Any]:
     try:
         spec = parse_experiment_yaml(text)
         if spec.get("sweep") or spec.get("random") or spec.get("seeds", 1) != 1:
-            errors.append({"field": "config_yaml", "message": "this box takes a run config; load a file with a sweep with Import YAML"})
+            errors.append(
+                {
+                    "field": "config_yaml",
+                    "message": "this box takes a run config; load a file with a sweep with Import YAML",
+                }
+            )
         return spec.get("config") or {}
     except ConfigError as exc:
         errors += [{"field": "config_yaml", "message": f"{e['field']}: {e['message']}"} for e in exc.errors]
@@ -164,7 +185,12 @@ def _warmup_overrides(text: str, errors: list) -> dict[str, Any] | None:
         errors.append({"field": "warmup_run", "message": "a mapping of config sections, e.g. {train: {steps: 200}}"})
         return None
     if unknown := [k for k in data if k not in CONFIG_SECTIONS]:
-        errors.append({"field": "warmup_run", "message": f"unknown config section {unknown[0]!r}; sections: {', '.join(CONFIG_SECTIONS)}"})
+        errors.append(
+            {
+                "field": "warmup_run",
+                "message": f"unknown config section {unknown[0]!r}; sections: {', '.join(CONFIG_SECTIONS)}",
+            }
+        )
         return None
     return data
 
@@ -220,14 +246,23 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
     except ConfigError:
         config = spec.get("config") or {}
     flat = {
-        "name": str(spec.get("name", "")), "project": str(spec.get("project") or ""),
-        "seeds": str(spec.get("seeds", 1)), "priority": str(spec.get("priority", 0)),
-        "tags": ", ".join(spec.get("tags") or []), "notes": spec.get("notes") or "",
-        "warmup_run": yaml.safe_dump(spec["warmup_run"], sort_keys=False, default_flow_style=None) if spec.get("warmup_run") else "",
+        "name": str(spec.get("name", "")),
+        "project": str(spec.get("project") or ""),
+        "seeds": str(spec.get("seeds", 1)),
+        "priority": str(spec.get("priority", 0)),
+        "tags": ", ".join(spec.get("tags") or []),
+        "notes": spec.get("notes") or "",
+        "warmup_run": yaml.safe_dump(spec["warmup_run"], sort_keys=False, default_flow_style=None)
+        if spec.get("warmup_run")
+        else "",
     }
     for path, fspec in fields_by_path().items():
         section, name = path.split(".", 1)
-        value = config.get(section, {}).get(name, fspec.default) if isinstance(config.get(section, {}), dict) else fspec.default
+        value = (
+            config.get(section, {}).get(name, fspec.default)
+            if isinstance(config.get(section, {}), dict)
+            else fspec.default
+        )
         flat[path] = fspec.to_text(value)
     for i, (path, values) in enumerate((spec.get("sweep") or {}).items()):
         fspec = fields_by_path().get(path)
@@ -237,7 +272,11 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
             flat[f"sweep-{i}-mode"], flat[f"sweep-{i}-values"] = str(mode), _join(args)
         else:
             flat[f"sweep-{i}-mode"] = "list"
-            flat[f"sweep-{i}-values"] = ", ".join(fspec.to_text(v) if fspec else str(v) for v in values) if isinstance(values, list) else str(values)
+            flat[f"sweep-{i}-values"] = (
+                ", ".join(fspec.to_text(v) if fspec else str(v) for v in values)
+                if isinstance(values, list)
+                else str(values)
+            )
     random = spec.get("random") or {}
     if random:
         flat["random-samples"], flat["random-seed"] = str(random.get("samples", 1)), str(random.get("seed", 0))
@@ -258,10 +297,20 @@ def form_context(flat: dict[str, str], errors: list[dict[str, str]]) -> dict[str
     """What the template needs: sections of (field, text), sweep and random rows, errors by slot."""
     slots = errors_by_slot(errors, flat)
     sections = [
-        {"section": s, "fields": [
-            {"spec": f, "text": text, "errors": slots.get(f.slug, []), "textarea": f.is_textarea(text),
-             "changed": text != f.to_text(f.default)}
-            for f in s.fields for text in [flat.get(f.path, f.to_text(f.default))]]}
+        {
+            "section": s,
+            "fields": [
+                {
+                    "spec": f,
+                    "text": text,
+                    "errors": slots.get(f.slug, []),
+                    "textarea": f.is_textarea(text),
+                    "changed": text != f.to_text(f.default),
+                }
+                for f in s.fields
+                for text in [flat.get(f.path, f.to_text(f.default))]
+            ],
+        }
         for s in config_sections()
     ]
     sweep_rows = _rows_from_flat(flat, "sweep", ("field", "mode", "values"), MIN_SWEEP_ROWS)
@@ -271,8 +320,13 @@ def form_context(flat: dict[str, str], errors: list[dict[str, str]]) -> dict[str
     for row in random_rows:
         row["errors"] = slots.get(f"random-{row['i']}", [])
     return {
-        "flat": flat, "sections": sections, "sweep_rows": sweep_rows, "random_rows": random_rows,
-        "field_paths": list(fields_by_path()), "sweep_modes": SWEEP_MODES, "distributions": DISTRIBUTIONS,
+        "flat": flat,
+        "sections": sections,
+        "sweep_rows": sweep_rows,
+        "random_rows": random_rows,
+        "field_paths": list(fields_by_path()),
+        "sweep_modes": SWEEP_MODES,
+        "distributions": DISTRIBUTIONS,
         "errors": slots,
     }
 
@@ -294,9 +348,9 @@ def errors_by_slot(errors: list[dict[str, str]], flat: dict[str, str]) -> dict[s
     for error in errors:
         where = error["field"]
         if where.startswith("config."):
-            where = where[len("config."):]
+            where = where[len("config.") :]
         if where.startswith("sweep."):
-            path = where[len("sweep."):]
+            path = where[len("sweep.") :]
             slot = swept_rows.get(path, "sweep")
         elif where.startswith(("sweep-", "random-")):
             slot = where.split(".")[0]
@@ -304,12 +358,22 @@ def errors_by_slot(errors: list[dict[str, str]], flat: dict[str, str]) -> dict[s
             slot = "random"
         elif where.startswith("warmup_run"):
             slot = "warmup_run"
-        elif where in fields_by_path() or where in ("name", "project", "seeds", "priority", "tags", "notes", "config_yaml"):
+        elif where in fields_by_path() or where in (
+            "name",
+            "project",
+            "seeds",
+            "priority",
+            "tags",
+            "notes",
+            "config_yaml",
+        ):
             slot = where
         elif ".".join(where.split(".")[:2]) in fields_by_path():  # task.eval_sets.1
             slot = ".".join(where.split(".")[:2])
         else:
             slot = "form"
-        message = error["message"] if slot not in ("form", "sweep", "random") else f"{error['field']}: {error['message']}"
+        message = (
+            error["message"] if slot not in ("form", "sweep", "random") else f"{error['field']}: {error['message']}"
+        )
         slots.setdefault(slot.replace(".", "__"), []).append(message)
     return slots

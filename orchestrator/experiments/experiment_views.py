@@ -1,5 +1,6 @@
 """Browser pages for experiments (sweeps): the generated form with live validation, preview,
 presets, clone, YAML import/export; the experiments list and a sweep's page with its actions."""
+
 import hashlib
 import re
 from urllib.parse import quote
@@ -21,14 +22,20 @@ from orchestrator.experiments.access import (
 from orchestrator.experiments.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
 from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
-from orchestrator.experiments.experiment_form import Draft, draft_from_post, errors_by_slot, flat_from_spec, form_context
+from orchestrator.experiments.experiment_form import (
+    Draft,
+    draft_from_post,
+    errors_by_slot,
+    flat_from_spec,
+    form_context,
+)
 from orchestrator.experiments.forks import fork_plan, fork_spec
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.presets import get_preset, list_presets
 from orchestrator.experiments.progress import staleness_updates
+from orchestrator.experiments.run_columns import STAT_LABELS
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields, validate_run_config
 from orchestrator.experiments.schema_form import fields_by_path, minimal_config
-from orchestrator.experiments.run_columns import STAT_LABELS
 from orchestrator.experiments.selectors import RunFilter, runs_page
 from orchestrator.experiments.services import (
     experiment_cancel,
@@ -42,7 +49,13 @@ from orchestrator.studies.warmup import check_warmup, experiment_create_with_war
 
 PREVIEW_ROWS = 200
 PROJECT_COMMENT = re.compile(r"^# project: ([A-Za-z0-9][A-Za-z0-9_.-]*)$", re.MULTILINE)
-STALENESS_PATHS = {"staleness.k", "staleness.mode", "staleness.max_staleness", "algorithm.updates_per_step", "algorithm.epochs"}
+STALENESS_PATHS = {
+    "staleness.k",
+    "staleness.mode",
+    "staleness.max_staleness",
+    "algorithm.updates_per_step",
+    "algorithm.epochs",
+}
 START = {"name": "my-experiment", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu"}}}
 
 
@@ -65,13 +78,17 @@ def _initial_spec(request) -> dict:
         if run_id is None:
             raise Http404(f"clone: not a run id: {clone[:40]!r}")
         run = get_run_for_user(request.user, run_id)
-        return {"name": f"{run.name}-clone", "project": run.experiment.project.name,
-                "config": minimal_config(run.config), "tags": sorted(t.name for t in run.tags.all())}
+        return {
+            "name": f"{run.name}-clone",
+            "project": run.experiment.project.name,
+            "config": minimal_config(run.config),
+            "tags": sorted(t.name for t in run.tags.all()),
+        }
     return START
 
 
 def _fork_spec(request, fork: str) -> dict:
-    """"Fork from here": the parent's config, starting from its checkpoint at ?step= (its newest
+    """ "Fork from here": the parent's config, starting from its checkpoint at ?step= (its newest
     when absent), in the parent's project when the user may add experiments there."""
     run_id, raw_step = parse_id(fork), request.GET.get("step", "")
     step = parse_id(raw_step) if raw_step else None
@@ -95,14 +112,22 @@ def _checked(draft: Draft, user) -> tuple[list, list]:
             validate_run_config(spec["config"], may_read_run=run_reader(user))
             return [], draft.errors
         check_warmup(spec["name"], spec["config"], spec.get("warmup_run"))
-        planned = experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
-                                  random=spec["random"], seeds=spec["seeds"], may_read_run=run_reader(user))
+        planned = experiment_plan(
+            name=spec["name"],
+            config=spec["config"],
+            sweep=spec["sweep"],
+            random=spec["random"],
+            seeds=spec["seeds"],
+            may_read_run=run_reader(user),
+        )
         if not spec.get("warmup_run"):  # with a warm-up run, the runs fork from it (not created yet)
             fork_plan(user=user, configs=[plan.config for plan in planned])
         return planned, []
     except ConfigError as exc:
         unreadable = {f"config.{e['field']}" for e in draft.errors}
-        return [], draft.errors + [draft.place(e) for e in experiment_fields(exc.errors) if e["field"] not in unreadable]
+        return [], draft.errors + [
+            draft.place(e) for e in experiment_fields(exc.errors) if e["field"] not in unreadable
+        ]
 
 
 def experiment_new(request):
@@ -117,8 +142,12 @@ def experiment_new(request):
     except ConfigError as exc:  # checks that need the database (tag names)
         return _page(request, request.POST.dict(), experiment_fields(exc.errors))
     except (Http404, PermissionDenied) as exc:  # another team's project (404: as if it did not exist)
-        return _page(request, request.POST.dict(), [{"field": "project", "message": str(exc)}],
-                     status=404 if isinstance(exc, Http404) else 403)
+        return _page(
+            request,
+            request.POST.dict(),
+            [{"field": "project", "message": str(exc)}],
+            status=404 if isinstance(exc, Http404) else 403,
+        )
     messages.success(request, f"Queued {len(planned)} run(s) of {experiment.name}.")
     return redirect("exp-experiment-detail", experiment_id=experiment.pk)
 
@@ -132,11 +161,16 @@ def experiment_validate(request):
     slots = errors_by_slot(errors, flat)
     all_slots = ["form", "name", "project", "seeds", "priority", "tags", "config_yaml", "sweep", "random"]
     all_slots += [p.replace(".", "__") for p in fields_by_path()]
-    all_slots += [k.rsplit("-", 1)[0] for k in flat if k.startswith(("sweep-", "random-")) and k.endswith(("-field"))]
-    return render(request, "experiments/_validation.html", {
-        "slots": [(slot, slots.get(slot, [])) for slot in dict.fromkeys(all_slots)],
-        "count": len(planned), "error_count": len(errors),
-    })
+    all_slots += [k.rsplit("-", 1)[0] for k in flat if k.startswith(("sweep-", "random-")) and k.endswith("-field")]
+    return render(
+        request,
+        "experiments/_validation.html",
+        {
+            "slots": [(slot, slots.get(slot, [])) for slot in dict.fromkeys(all_slots)],
+            "count": len(planned),
+            "error_count": len(errors),
+        },
+    )
 
 
 @require_POST
@@ -145,12 +179,21 @@ def experiment_preview(request):
     planned, errors = _checked(draft, request.user)
     paths = list(dict.fromkeys(p for plan in planned for p in plan.values))
     show_s = bool(STALENESS_PATHS & set(paths))
-    return render(request, "experiments/_preview.html", {
-        "count": len(planned), "paths": paths, "errors": errors, "warmup": bool(planned and draft.spec.get("warmup_run")),
-        "show_staleness": show_s,
-        "planned_rows": [(plan, [plan.values.get(p, "") for p in paths], staleness_updates(plan.config) if show_s else None)
-                         for plan in planned[:PREVIEW_ROWS]],
-    })
+    return render(
+        request,
+        "experiments/_preview.html",
+        {
+            "count": len(planned),
+            "paths": paths,
+            "errors": errors,
+            "warmup": bool(planned and draft.spec.get("warmup_run")),
+            "show_staleness": show_s,
+            "planned_rows": [
+                (plan, [plan.values.get(p, "") for p in paths], staleness_updates(plan.config) if show_s else None)
+                for plan in planned[:PREVIEW_ROWS]
+            ],
+        },
+    )
 
 
 @require_POST
@@ -170,13 +213,23 @@ def experiment_import(request):
     """Fill the form from an uploaded (or pasted) YAML file; nothing is queued yet."""
     upload = request.FILES.get("file")
     if upload is not None and upload.size > MAX_YAML_BYTES:  # refused before reading or parsing it
-        return _page(request, flat_from_spec(START), [{"field": "import", "message": f"file: larger than {MAX_YAML_BYTES // 1024} KiB"}], status=413)
+        return _page(
+            request,
+            flat_from_spec(START),
+            [{"field": "import", "message": f"file: larger than {MAX_YAML_BYTES // 1024} KiB"}],
+            status=413,
+        )
     text = upload.read().decode("utf-8", errors="replace") if upload else request.POST.get("yaml", "")
     default_name = safe_filename(upload.name.rsplit(".", 1)[0], "imported")[:100] if upload else "imported"
     try:
         spec = parse_experiment_yaml(text, default_name=default_name)
     except ConfigError as exc:
-        return _page(request, flat_from_spec(START), [{"field": "import", "message": f"{e['field']}: {e['message']}"} for e in exc.errors], status=400)
+        return _page(
+            request,
+            flat_from_spec(START),
+            [{"field": "import", "message": f"{e['field']}: {e['message']}"} for e in exc.errors],
+            status=400,
+        )
     if "project" not in spec and (named := PROJECT_COMMENT.search(text)):  # a run config exported from its page
         spec["project"] = named.group(1)
     planned, errors = _checked(Draft(spec={"seeds": 1, **spec}), request.user)
@@ -199,7 +252,9 @@ def _with_counts(experiments):
         e.active = sum(e.counts.get(state, 0) for state in Run.ACTIVE)
         e.failed = e.counts.get(Run.State.FAILED, 0) + e.counts.get(Run.State.LOST, 0)
         e.cancelled = e.counts.get(Run.State.CANCELLED, 0)
-        e.state_counts = [(state, e.counts[state]) for state in Run.State.values if e.counts.get(state)]  # lifecycle order
+        e.state_counts = [
+            (state, e.counts[state]) for state in Run.State.values if e.counts.get(state)
+        ]  # lifecycle order
         e.finished = e.total > 0 and e.active == 0 and not e.counts.get(Run.State.QUEUED)
     return experiments
 
@@ -212,13 +267,28 @@ def experiment_detail(request, experiment_id: int):
     params["experiment"] = str(experiment.pk)
     f = RunFilter.from_params(params)
     context = {
-        **_facts_context(request.user, experiment), "page": runs_page(request.user, f), "f": f,
-        "key_metrics": f.cols, "stat_label": STAT_LABELS[f.stat], "compare_url": compare_url(),
-        "sweep_yaml": dump_experiment_yaml({"name": experiment.name, "project": experiment.project.name,
-                                            "sweep": experiment.sweep, "random": experiment.random,
-                                            "seeds": experiment.seeds, "config": minimal_config(experiment.base_config)}),
-        "query_string": "&".join([f"experiment={experiment.pk}", *(f"{k}={quote(v, safe='/,')}" for k, v in
-                                                                  (("cols", ",".join(f.cols)), ("stat", f.stat)))]),
+        **_facts_context(request.user, experiment),
+        "page": runs_page(request.user, f),
+        "f": f,
+        "key_metrics": f.cols,
+        "stat_label": STAT_LABELS[f.stat],
+        "compare_url": compare_url(),
+        "sweep_yaml": dump_experiment_yaml(
+            {
+                "name": experiment.name,
+                "project": experiment.project.name,
+                "sweep": experiment.sweep,
+                "random": experiment.random,
+                "seeds": experiment.seeds,
+                "config": minimal_config(experiment.base_config),
+            }
+        ),
+        "query_string": "&".join(
+            [
+                f"experiment={experiment.pk}",
+                *(f"{k}={quote(v, safe='/,')}" for k, v in (("cols", ",".join(f.cols)), ("stat", f.stat))),
+            ]
+        ),
     }
     if request.headers.get("HX-Request") and request.headers.get("HX-Target") == "runs-table":
         return render(request, "experiments/_runs_table.html", context)
@@ -229,8 +299,11 @@ def _facts_context(user, experiment: Experiment) -> dict:
     experiment = _with_counts([experiment])[0]
     writer = can_write(user, experiment.owner_id, experiment.project_id)
     seen = (experiment.state, experiment.priority, experiment.state_counts, writer)
-    return {"experiment": experiment, "can_write": writer,
-            "facts_version": hashlib.sha1(repr(seen).encode()).hexdigest()[:16]}
+    return {
+        "experiment": experiment,
+        "can_write": writer,
+        "facts_version": hashlib.sha1(repr(seen).encode()).hexdigest()[:16],
+    }
 
 
 def _experiment_facts(request, experiment: Experiment):

@@ -12,6 +12,7 @@ the queue (`waiting_for_parent`, `held_by_parent`).
 
 Every refusal is a ConfigError naming the field (config.init.from_run, config.init.from_step, ...).
 """
+
 from __future__ import annotations
 
 import copy
@@ -67,7 +68,9 @@ def check_source(*, user: User, config: dict[str, Any]) -> ForkSource | None:
     parent_id, step = init.get("from_run"), init.get("from_step")
     if init.get("from_path"):  # resolved and checked against the data roots by validate_run_config
         if parent_id is not None:
-            raise _error(FROM_PATH, "set init.from_run (a run of this dashboard) or init.from_path (a cluster file), not both")
+            raise _error(
+                FROM_PATH, "set init.from_run (a run of this dashboard) or init.from_path (a cluster file), not both"
+            )
         return None
     if parent_id is None:
         return None
@@ -75,9 +78,12 @@ def check_source(*, user: User, config: dict[str, Any]) -> ForkSource | None:
     if parent is None:  # the same answer for a run that does not exist and one the user cannot read
         raise _error(FROM_RUN, f"run {parent_id} does not exist or you cannot read it")
     if not may_fork(user, parent):
-        raise _error(FROM_RUN, f"run {parent_id} is in project {parent.experiment.project.name}, where you are a viewer: "
-                               "a fork pins the parent's checkpoints on that project's disk, so it takes the "
-                               "member or owner role there")
+        raise _error(
+            FROM_RUN,
+            f"run {parent_id} is in project {parent.experiment.project.name}, where you are a viewer: "
+            "a fork pins the parent's checkpoints on that project's disk, so it takes the "
+            "member or owner role there",
+        )
     _check_same_model(parent, config)
     on_disk = [ckpt.checkpoint_step(c) for c in ckpt.list_checkpoints(run_dir_for(parent))]
     if step is None:
@@ -92,11 +98,14 @@ def check_source(*, user: User, config: dict[str, Any]) -> ForkSource | None:
         raise _error(FROM_STEP, f"run {parent_id} has no checkpoint at update {step} ({_steps_text(on_disk)})")
     planned = scheduled_steps(parent.config)
     if step not in planned:
-        raise _error(FROM_STEP, f"run {parent_id} writes checkpoints at updates {_listed(planned)}; "
-                                f"{step} is not one of them")
+        raise _error(
+            FROM_STEP, f"run {parent_id} writes checkpoints at updates {_listed(planned)}; {step} is not one of them"
+        )
     if step <= parent.step:
-        raise _error(FROM_STEP, f"run {parent_id} is past update {step} and its checkpoint there was not kept "
-                                f"({_steps_text(on_disk)})")
+        raise _error(
+            FROM_STEP,
+            f"run {parent_id} is past update {step} and its checkpoint there was not kept ({_steps_text(on_disk)})",
+        )
     return ForkSource(parent, step, False)
 
 
@@ -112,8 +121,11 @@ def _check_same_model(parent: Run, config: dict[str, Any]) -> None:
     differ = [f for f in ckpt.WEIGHT_DEFINING_FIELDS if mine.get(f) != theirs.get(f)]
     if differ:
         field = differ[0]
-        raise _error(f"config.model.{field}", f"run {parent.pk} has model.{field} {theirs.get(field)!r}; "
-                                              "a fork starts from its weights, so it keeps its model")
+        raise _error(
+            f"config.model.{field}",
+            f"run {parent.pk} has model.{field} {theirs.get(field)!r}; "
+            "a fork starts from its weights, so it keeps its model",
+        )
 
 
 @dataclass(frozen=True)
@@ -201,11 +213,17 @@ def _lost_step(parent_id: int, parent_dir: Path, pairs: list[tuple[Run, Fork]]) 
         if step in now:
             continue
         if now and now[-1] > step:
-            return _error(FROM_STEP, f"run {parent_id} went past update {step} and cleaned up its checkpoint "
-                                     f"there while this run was created ({_steps_text(now)}); choose another step")
+            return _error(
+                FROM_STEP,
+                f"run {parent_id} went past update {step} and cleaned up its checkpoint "
+                f"there while this run was created ({_steps_text(now)}); choose another step",
+            )
         if any(fork.source.on_disk for _, fork in pairs if fork.parent_step == step):
-            return _error(FROM_STEP, f"run {parent_id}'s checkpoint at update {step} was cleaned up "
-                                     "while this run was created; choose another step")
+            return _error(
+                FROM_STEP,
+                f"run {parent_id}'s checkpoint at update {step} was cleaned up "
+                "while this run was created; choose another step",
+            )
     return None
 
 
@@ -217,17 +235,25 @@ def fork_spec(run: Run, step: int | None, *, project: str | None) -> dict[str, A
     config = minimal_config(run.config)
     config["init"] = {"from_run": run.pk, "from_step": step, "optimizer": False}
     suffix = f"-from-{step}" if step is not None else "-fork"
-    return {"name": f"{run.name[:180]}{suffix}", "project": project, "config": config,
-            "tags": sorted(t.name for t in run.tags.all())}
+    return {
+        "name": f"{run.name[:180]}{suffix}",
+        "project": project,
+        "config": config,
+        "tags": sorted(t.name for t in run.tags.all()),
+    }
 
 
 # --- the queue ---------------------------------------------------------------------------------
 
+
 def waiting_for_parent() -> Q:
     """Queued forks whose checkpoint is not written yet: the parent has not ended and has not
     passed the step (its progress is past the step only once that checkpoint is committed)."""
-    return (Q(parent__isnull=False) & ~Q(parent__state__in=Run.TERMINAL)
-            & (Q(parent_step__isnull=True) | Q(parent__step__lte=F("parent_step"))))
+    return (
+        Q(parent__isnull=False)
+        & ~Q(parent__state__in=Run.TERMINAL)
+        & (Q(parent_step__isnull=True) | Q(parent__step__lte=F("parent_step")))
+    )
 
 
 def held_by_parent(runs: list[Run]) -> dict[int, str]:
@@ -235,7 +261,9 @@ def held_by_parent(runs: list[Run]) -> dict[int, str]:
     forks = [r for r in runs if r.parent_id and r.state == Run.State.QUEUED]
     if not forks:
         return {}
-    parents = {p["id"]: p for p in Run.objects.filter(pk__in={r.parent_id for r in forks}).values("id", "state", "step")}
+    parents = {
+        p["id"]: p for p in Run.objects.filter(pk__in={r.parent_id for r in forks}).values("id", "state", "step")
+    }
     reasons = {}
     for run in forks:
         parent = parents.get(run.parent_id)

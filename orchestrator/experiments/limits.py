@@ -3,6 +3,7 @@
 The limits are read from settings (the lead wires them to the environment in settings.py); the
 defaults here apply when a setting is absent. None or 0 means "no limit".
 """
+
 from typing import Any
 
 from django.conf import settings

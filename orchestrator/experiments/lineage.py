@@ -1,5 +1,6 @@
 """A run's lineage for its page: the run it was forked from (at which step) and the runs forked
 from it. Only runs the user may read are shown; a parent the user cannot read shows as its id."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

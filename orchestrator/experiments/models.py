@@ -10,10 +10,12 @@ class Project(models.Model):
     link rather than by name, so nobody can squat another user's default project."""
 
     name = models.CharField(max_length=100, unique=True)
-    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="opl_projects", blank=True,
-                                     through="Membership")
-    personal_for = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                        related_name="personal_project")
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, related_name="opl_projects", blank=True, through="Membership"
+    )
+    personal_for = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="personal_project"
+    )
     description = models.TextField(blank=True, max_length=2000)
     max_active_runs = models.PositiveIntegerField(null=True, blank=True)
     max_gpus = models.PositiveIntegerField(null=True, blank=True)

@@ -3,6 +3,7 @@
 Each file is an experiment file (see experiment_file.py) with a `title` comment line first:
     # title: M2PO, s=256, Qwen3-1.7B-Base, DeepScaleR
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ The trainer counts optimizer updates: every metric's `step`, the heartbeat's ste
 `Run.step` / `Run.total_steps`, are updates. `train.steps` in the config counts training steps,
 each one batch of `algorithm.updates_per_step x algorithm.epochs` updates. Pages show both, named.
 """
+
 from typing import Any
 
 
@@ -25,8 +26,14 @@ def progress(updates: int, total_updates: int | None, config: dict[str, Any]) ->
         text = f"update {updates} · step {steps}"
     else:
         text = f"update {updates} / {total_updates} · step {steps} / {total_steps}"
-    return {"updates": updates, "total_updates": total_updates, "steps": steps, "total_steps": total_steps,
-            "updates_per_step": per_step, "text": text}
+    return {
+        "updates": updates,
+        "total_updates": total_updates,
+        "steps": steps,
+        "total_steps": total_steps,
+        "updates_per_step": per_step,
+        "text": text,
+    }
 
 
 def staleness_updates(config: dict[str, Any]) -> str:

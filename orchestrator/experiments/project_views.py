@@ -1,5 +1,6 @@
 """The projects page: your projects with their members, roles and limits; create one; owners add
 members, change roles and remove members."""
+
 from django.contrib import messages
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
@@ -16,16 +17,27 @@ from orchestrator.experiments.services import LastOwnerError, project_add_member
 
 
 def project_list(request):
-    projects = list(visible_projects(request.user).order_by("name").prefetch_related(
-        Prefetch("memberships", queryset=Membership.objects.select_related("user").order_by("user__username"))))
+    projects = list(
+        visible_projects(request.user)
+        .order_by("name")
+        .prefetch_related(
+            Prefetch("memberships", queryset=Membership.objects.select_related("user").order_by("user__username"))
+        )
+    )
     for project in projects:
         mine = next((m.role for m in project.memberships.all() if m.user_id == request.user.pk), None)
         project.my_role = mine or ("staff" if request.user.is_staff else "")
         project.can_manage = request.user.is_staff or mine == Membership.Role.OWNER
-    return render(request, "experiments/projects.html", {
-        "projects": projects, "roles": Membership.Role.values,
-        "default_runs": limit("OPL_PROJECT_MAX_ACTIVE_RUNS"), "default_gpus": limit("OPL_PROJECT_MAX_GPUS"),
-    })
+    return render(
+        request,
+        "experiments/projects.html",
+        {
+            "projects": projects,
+            "roles": Membership.Role.values,
+            "default_runs": limit("OPL_PROJECT_MAX_ACTIVE_RUNS"),
+            "default_gpus": limit("OPL_PROJECT_MAX_GPUS"),
+        },
+    )
 
 
 @require_POST
@@ -69,7 +81,11 @@ def project_member_add(request, name: str):
 def project_member_remove(request, name: str):
     project = get_project_for_user(request.user, name, manage=True)
     username = (request.POST.get("username") or "").strip()
-    user = User.objects.filter(username=username, opl_memberships__project=project).first() if "\x00" not in username else None
+    user = (
+        User.objects.filter(username=username, opl_memberships__project=project).first()
+        if "\x00" not in username
+        else None
+    )
     if user is None:
         messages.error(request, f"username: {username[:150]!r} is not a member")
     else:

@@ -11,6 +11,7 @@
 4. Paused or cancelled experiments submit nothing.
 5. A fork waits until its parent has written the checkpoint it starts from (forks.py).
 """
+
 import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -107,8 +108,11 @@ def waiting_reasons(runs: list[Run]) -> dict[int, str]:
         reason = reasons[run.pk]
         if reason == NEXT:
             ahead = place - free
-            reasons[run.pk] = (f"{ordinal(place)}; starts at the next dispatch ({free} free)" if ahead <= 0 else
-                               f"{ordinal(place)}; waiting: {ahead} ahead for {free} free slot{'s' if free != 1 else ''}")
+            reasons[run.pk] = (
+                f"{ordinal(place)}; starts at the next dispatch ({free} free)"
+                if ahead <= 0
+                else f"{ordinal(place)}; waiting: {ahead} ahead for {free} free slot{'s' if free != 1 else ''}"
+            )
         else:
             reasons[run.pk] = f"{ordinal(place)}; waiting: {reason}"
     return reasons
@@ -125,13 +129,17 @@ def _limits(queued: list[Run], users: Usage, projects: Usage) -> dict[int, str]:
         if run.pk in reasons:
             continue
         project = run.experiment.project
-        project_runs = project.max_active_runs if project.max_active_runs is not None else limit("OPL_PROJECT_MAX_ACTIVE_RUNS")
+        project_runs = (
+            project.max_active_runs if project.max_active_runs is not None else limit("OPL_PROJECT_MAX_ACTIVE_RUNS")
+        )
         project_gpus = project.max_gpus if project.max_gpus is not None else limit("OPL_PROJECT_MAX_GPUS")
         if run.experiment.state != Experiment.State.ACTIVE:
             reasons[run.pk] = f"sweep {run.experiment.state}"
         elif limit("OPL_USER_MAX_ACTIVE_RUNS") and users.runs[run.owner_id] >= limit("OPL_USER_MAX_ACTIVE_RUNS"):
             reasons[run.pk] = f"user limit: {users.runs[run.owner_id]} runs active"
-        elif run.gpus and limit("OPL_USER_MAX_GPUS") and users.gpus[run.owner_id] + run.gpus > limit("OPL_USER_MAX_GPUS"):
+        elif (
+            run.gpus and limit("OPL_USER_MAX_GPUS") and users.gpus[run.owner_id] + run.gpus > limit("OPL_USER_MAX_GPUS")
+        ):
             reasons[run.pk] = f"user GPU limit: {users.gpus[run.owner_id]} of {limit('OPL_USER_MAX_GPUS')} GPUs in use"
         elif project_runs and projects.runs[project.pk] >= project_runs:
             reasons[run.pk] = f"project limit: {projects.runs[project.pk]} runs active"
@@ -162,7 +170,8 @@ def runs_to_dispatch() -> list[int]:
         return []
     users, projects = _usage("owner_id"), _usage("experiment__project_id")
     project_limits = {
-        p["id"]: p for p in Project.objects.filter(id__in={q[2] for q in queued}).values("id", "max_active_runs", "max_gpus")
+        p["id"]: p
+        for p in Project.objects.filter(id__in={q[2] for q in queued}).values("id", "max_active_runs", "max_gpus")
     }
     user_runs, user_gpus = limit("OPL_USER_MAX_ACTIVE_RUNS"), limit("OPL_USER_MAX_GPUS")
     default_project_runs, default_project_gpus = limit("OPL_PROJECT_MAX_ACTIVE_RUNS"), limit("OPL_PROJECT_MAX_GPUS")
@@ -172,7 +181,9 @@ def runs_to_dispatch() -> list[int]:
             return False
         p = project_limits[project]
         return _fits(users, owner, gpus, user_runs, user_gpus) and _fits(
-            projects, project, gpus,
+            projects,
+            project,
+            gpus,
             p["max_active_runs"] if p["max_active_runs"] is not None else default_project_runs,
             p["max_gpus"] if p["max_gpus"] is not None else default_project_gpus,
         )

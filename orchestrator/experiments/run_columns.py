@@ -7,6 +7,7 @@
 uses); `sort=metric:<key>` (or `-metric:<key>`) orders runs by that summary, runs without the
 key last. Values come from metrics.summaries (one query per page, whatever the number of keys).
 """
+
 from __future__ import annotations
 
 from django.db.models import F, OuterRef, QuerySet, Subquery
@@ -45,7 +46,7 @@ def metric_sort_key(sort: str) -> str | None:
     """The metric key of a `metric:<key>` sort (with or without '-'), else None."""
     name = sort.lstrip("-")
     if name.startswith(SORT_PREFIX):
-        key = name[len(SORT_PREFIX):]
+        key = name[len(SORT_PREFIX) :]
         return key if KEY_PATTERN.match(key) and len(key) <= 200 else None
     return None
 

@@ -2,6 +2,7 @@
 version of it, so one polled fragment (the job card, cluster/views.py run_job) can bring them
 all up to date together the moment any of it changes, and leave them alone otherwise (a
 reader's open form is not reset every few seconds)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,8 +13,20 @@ from orchestrator.experiments.models import Run
 
 def status_version(run: Run, *, writer: bool, queue_text: str = "") -> str:
     """Changes whenever something the header or the facts card shows changes."""
-    seen = (run.state, run.state_reason, run.attempt, run.max_attempts, run.cancel_requested, run.step,
-            run.total_steps, run.priority, run.notes, sorted(t.name for t in run.tags.all()), queue_text, writer)
+    seen = (
+        run.state,
+        run.state_reason,
+        run.attempt,
+        run.max_attempts,
+        run.cancel_requested,
+        run.step,
+        run.total_steps,
+        run.priority,
+        run.notes,
+        sorted(t.name for t in run.tags.all()),
+        queue_text,
+        writer,
+    )
     return hashlib.sha1(repr(seen).encode()).hexdigest()[:16]
 
 
@@ -23,4 +36,8 @@ def status_context(user, run: Run) -> dict:
 
     writer = can_write(user, run.owner_id, run.experiment.project_id)
     queue_text = waiting_reasons([run]).get(run.pk, "") if run.state == Run.State.QUEUED else ""
-    return {"run": run, "can_write": writer, "status_version": status_version(run, writer=writer, queue_text=queue_text)}
+    return {
+        "run": run,
+        "can_write": writer,
+        "status_version": status_version(run, writer=writer, queue_text=queue_text),
+    }

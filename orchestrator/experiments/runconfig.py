@@ -3,6 +3,7 @@
 The form, the API and the trainer validate with the same pydantic model, so a value the trainer
 would reject is refused here, before any job is submitted.
 """
+
 import copy
 import functools
 import os
@@ -55,8 +56,12 @@ def named_paths(data: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(section, key, value) of each field of a (partial) config that names a file: train_file and
     from_path always, model.name and hf_dataset unless they are hub ids (`org/name`)."""
     out = []
-    for section, key, always in (("model", "name", False), ("task", "train_file", True),
-                                 ("task", "hf_dataset", False), ("init", "from_path", True)):
+    for section, key, always in (
+        ("model", "name", False),
+        ("task", "train_file", True),
+        ("task", "hf_dataset", False),
+        ("init", "from_path", True),
+    ):
         values = data.get(section)
         value = values.get(key) if isinstance(values, dict) else None
         if isinstance(value, str) and (always or not is_hub_id(value)):
@@ -90,7 +95,9 @@ def run_folder_of(path: Path) -> tuple[bool, int | None]:
     return True, int(match.group(1)) if match else None
 
 
-def path_problems(data: Any, may_read_run: MayReadRun | None = None) -> tuple[list[dict[str, str]], dict[tuple[str, str], str]]:
+def path_problems(
+    data: Any, may_read_run: MayReadRun | None = None
+) -> tuple[list[dict[str, str]], dict[tuple[str, str], str]]:
     """(problems, resolved paths) of a config's file paths, worked out before the trainer's
     validation would look at any file, so no answer tells whether a path exists on the server.
     A path must lie under the data roots, or (model.name, train_file, hf_dataset) in the folder of
@@ -105,16 +112,19 @@ def path_problems(data: Any, may_read_run: MayReadRun | None = None) -> tuple[li
             problems.append({"field": field, "message": "not a valid path"})
             continue
         if (section, key) != ("task", "train_file") and _stays_in_new_folder(value):
-            problems.append({"field": field, "message": "a relative path is opened from the run's own folder, which is "
-                                                        "empty when the run starts: give an absolute path"})
+            problems.append(
+                {
+                    "field": field,
+                    "message": "a relative path is opened from the run's own folder, which is "
+                    "empty when the run starts: give an absolute path",
+                }
+            )
             continue
         path = resolve_path(section, key, value)
         in_runs, run_id = run_folder_of(path)
         if in_runs and (section, key) == ("init", "from_path"):
             message = "a run of this dashboard is named by init.from_run (its access is checked and its checkpoint kept), not by its folder"
-        elif not in_runs and any(path.is_relative_to(root) for root in data_roots()):
-            message = None
-        elif run_id is not None and may_read_run is not None and may_read_run(run_id):
+        elif not in_runs and any(path.is_relative_to(root) for root in data_roots()) or run_id is not None and may_read_run is not None and may_read_run(run_id):
             message = None
         else:  # outside, in no run's folder, in a run the caller cannot read or that does not exist: one answer
             message = OUTSIDE

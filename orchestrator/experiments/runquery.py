@@ -13,6 +13,7 @@ RunConfig field path. Values are numbers, true/false/null, bare words or quoted 
 
     summary.train/reward_mean > 0.5 and summary.eval/avg_acc.max >= 0.8
 """
+
 from __future__ import annotations
 
 import difflib
@@ -75,7 +76,7 @@ def tokenize(text: str) -> list[tuple[str, str]]:
     while pos < len(text):
         m = TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise QueryError(f"cannot read the query at {text[pos:pos + 20]!r}")
+            raise QueryError(f"cannot read the query at {text[pos : pos + 20]!r}")
         kind = m.lastgroup
         value = m.group(kind)
         tokens.append((kind, value[1:-1] if kind == "str" else value))
@@ -92,7 +93,11 @@ def lookup_for(field: str) -> str:
         return "config__" + field.replace(".", "__")
     known = sorted(COLUMNS) + sorted(CONFIG_FIELDS)
     close = difflib.get_close_matches(field, known, n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else "; use a run column (state, user, project, tag...) or a config path"
+    hint = (
+        f"; did you mean '{close[0]}'?"
+        if close
+        else "; use a run column (state, user, project, tag...) or a config path"
+    )
     raise QueryError(f"unknown field '{field}'{hint}")
 
 
@@ -114,7 +119,7 @@ def literal(kind: str, text: str) -> Any:
         except ValueError:
             pass
         else:
-            if not -2**63 <= value < 2**63:
+            if not -(2**63) <= value < 2**63:
                 raise QueryError(f"the number {text[:30]} is out of range (64 bits)")
             return value
         try:
@@ -202,8 +207,14 @@ def _clause(tokens: list[tuple[str, str]], i: int) -> tuple[Q, int]:
 
 SUMMARY_PREFIX = "summary."
 # summary.<key> compares the tail mean; summary.<key>.<field> another field of the run summary.
-SUMMARY_FIELDS = {"tail_mean": "tail_mean", "last": "last_value", "min": "min_value", "max": "max_value",
-                  "count": "count", "last_step": "last_step"}
+SUMMARY_FIELDS = {
+    "tail_mean": "tail_mean",
+    "last": "last_value",
+    "min": "min_value",
+    "max": "max_value",
+    "count": "count",
+    "last_step": "last_step",
+}
 
 
 def _summary_clause(field: str, op_token: tuple[str, str], value_token: tuple[str, str]) -> Q:
@@ -214,12 +225,13 @@ def _summary_clause(field: str, op_token: tuple[str, str], value_token: tuple[st
     from orchestrator.metrics.schemas import KEY_PATTERN
     from orchestrator.metrics.summaries import refresh_stale_tails
 
-    key, _, name = field[len(SUMMARY_PREFIX):].rpartition(".")
+    key, _, name = field[len(SUMMARY_PREFIX) :].rpartition(".")
     if name not in SUMMARY_FIELDS:
-        key, name = field[len(SUMMARY_PREFIX):], "tail_mean"
+        key, name = field[len(SUMMARY_PREFIX) :], "tail_mean"
     if not KEY_PATTERN.match(key):
-        raise QueryError(f"{field}: expected summary.<metric key>[.{'|'.join(SUMMARY_FIELDS)}], "
-                         "e.g. summary.train/reward_mean > 0.5")
+        raise QueryError(
+            f"{field}: expected summary.<metric key>[.{'|'.join(SUMMARY_FIELDS)}], e.g. summary.train/reward_mean > 0.5"
+        )
     kind, op = op_token
     if kind != "op" or op not in OPS or op == "~":
         raise QueryError(f"{field}: expected a comparison (= != > >= < <=), got {op!r}")

@@ -11,6 +11,7 @@ are taken as typed (never stripped), and a string that holds or may hold a line 
 or its default does) is a textarea, because a one-line box drops line breaks. Browsers send line
 breaks as CR LF; they come back as LF. An empty box is null where the field may be null.
 """
+
 from __future__ import annotations
 
 import functools
@@ -140,7 +141,9 @@ def config_sections() -> tuple[Section, ...]:
         if name in HIDDEN_SECTIONS:
             continue
         body = _resolve(schema, ref)
-        section = Section(name=name, title=body.get("title", name), description=ref.get("description") or body.get("description", ""))
+        section = Section(
+            name=name, title=body.get("title", name), description=ref.get("description") or body.get("description", "")
+        )
         defaults = RunConfig().model_dump(mode="json")[name]
         for fname, prop in body.get("properties", {}).items():
             spec = _field(schema, name, fname, prop)

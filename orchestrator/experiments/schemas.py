@@ -1,5 +1,6 @@
 """Request bodies of the JSON API, also used to check experiment files (submit_experiment).
 openapi.py builds the API document from these models."""
+
 import re
 from typing import Annotated, Any, Literal
 
@@ -25,13 +26,15 @@ Username = Annotated[str, Field(min_length=1, max_length=150)]
 Role = Literal["owner", "member", "viewer"]
 SWEEP_DOC = {
     "type": "object",
-    "description": "Dotted RunConfig paths to values: a list, {\"linear\": [start, stop, count]} or "
-    "{\"log\": [start, stop, count]}. Together they make a grid.",
-    "additionalProperties": {"anyOf": [
-        {"type": "array", "items": {}},
-        {"$ref": "#/components/schemas/LinearRange"},
-        {"$ref": "#/components/schemas/LogRange"},
-    ]},
+    "description": 'Dotted RunConfig paths to values: a list, {"linear": [start, stop, count]} or '
+    '{"log": [start, stop, count]}. Together they make a grid.',
+    "additionalProperties": {
+        "anyOf": [
+            {"type": "array", "items": {}},
+            {"$ref": "#/components/schemas/LinearRange"},
+            {"$ref": "#/components/schemas/LogRange"},
+        ]
+    },
 }
 
 
@@ -41,9 +44,14 @@ class _In(BaseModel):
 
 class ExperimentIn(_In):
     name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
-    project: str | None = Field(default=None, min_length=1, max_length=100, pattern=NAME_PATTERN,
-                                description="An existing project you may add experiments to, or a new name "
-                                            "(creates it, you its owner); omitted: your personal project.")
+    project: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        pattern=NAME_PATTERN,
+        description="An existing project you may add experiments to, or a new name "
+        "(creates it, you its owner); omitted: your personal project.",
+    )
     config: dict[str, Any] = Field(default_factory=dict, description="A (partial) RunConfig; defaults fill the rest.")
     # Checked by the sweep parser (errors name sweep.<path>); documented as SWEEP_DOC and RandomSearch.
     sweep: dict[str, Any] = Field(default_factory=dict)
@@ -51,12 +59,14 @@ class ExperimentIn(_In):
     seeds: int = Field(default=1, ge=1, le=1000, description="Seeds per point: train.seed, +1, ... (k in all)")
     priority: Priority = 0
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
-    notes: str = Field(default="", max_length=MAX_NOTES, description="The experiment's notes (not copied onto its runs).")
+    notes: str = Field(
+        default="", max_length=MAX_NOTES, description="The experiment's notes (not copied onto its runs)."
+    )
     warmup_run: dict[str, Any] | None = Field(
         default=None,
         description="Config overrides for one warm-up run (e.g. {algorithm: {objective: grpo}, train: {steps: 200}}), "
-                    "created first as experiment '<name>-warmup'; every run of this experiment then starts from "
-                    "its final checkpoint (init.from_run).",
+        "created first as experiment '<name>-warmup'; every run of this experiment then starts from "
+        "its final checkpoint (init.from_run).",
     )
 
 
@@ -77,11 +87,19 @@ class ProjectIn(_In):
 class ProjectPatchIn(_In):
     """Owners (and staff) change members and roles; staff alone change limits."""
 
-    add_members: list[Username] = Field(default_factory=list, max_length=MAX_MEMBERS_PER_REQUEST,
-                                        description="Usernames to add as members (or set to `role`).")
+    add_members: list[Username] = Field(
+        default_factory=list,
+        max_length=MAX_MEMBERS_PER_REQUEST,
+        description="Usernames to add as members (or set to `role`).",
+    )
     role: Role = Field(default="member", description="The role given to add_members.")
-    set_roles: dict[Username, Role] = Field(default_factory=dict, max_length=MAX_MEMBERS_PER_REQUEST,
-                                            description="Username -> role for existing or new members.")
+    set_roles: dict[Username, Role] = Field(
+        default_factory=dict,
+        max_length=MAX_MEMBERS_PER_REQUEST,
+        description="Username -> role for existing or new members.",
+    )
     remove_members: list[Username] = Field(default_factory=list, max_length=MAX_MEMBERS_PER_REQUEST)
-    max_active_runs: int | None = Field(default=None, ge=0, le=INT32[1], description="Staff only; null: the site default.")
+    max_active_runs: int | None = Field(
+        default=None, ge=0, le=INT32[1], description="Staff only; null: the site default."
+    )
     max_gpus: int | None = Field(default=None, ge=0, le=INT32[1], description="Staff only; null: the site default.")

@@ -1,7 +1,9 @@
 """Reads for the runs table: filtering, sorting, paging and the latest key metrics of a page."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from django.contrib.auth.models import User
 from django.core.paginator import Page, Paginator
 from django.db.models import F, QuerySet
@@ -10,7 +12,13 @@ from orchestrator.experiments.access import visible_runs
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
-from orchestrator.experiments.run_columns import DEFAULT_COLUMNS, column_values, metric_sort_key, order_by_metric, parse_columns
+from orchestrator.experiments.run_columns import (
+    DEFAULT_COLUMNS,
+    column_values,
+    metric_sort_key,
+    order_by_metric,
+    parse_columns,
+)
 from orchestrator.experiments.runquery import QueryError, parse_query
 
 # The metrics shown as columns of the runs table.
@@ -18,8 +26,15 @@ KEY_METRICS = DEFAULT_COLUMNS
 PAGE_SIZE = 50
 MAX_PARAM = 2000  # characters of one filter parameter
 SORTS = {
-    "id": "id", "name": "name", "state": "state", "priority": "priority", "step": "step",
-    "started": "started_at", "created": "created_at", "user": "owner__username", "backend": "backend",
+    "id": "id",
+    "name": "name",
+    "state": "state",
+    "priority": "priority",
+    "step": "step",
+    "started": "started_at",
+    "created": "created_at",
+    "user": "owner__username",
+    "backend": "backend",
 }
 
 
@@ -39,7 +54,7 @@ class RunFilter:
     column_errors: list[dict[str, str]] = field(default_factory=list)  # shown; the defaults stand in
 
     @classmethod
-    def from_params(cls, params) -> "RunFilter":
+    def from_params(cls, params) -> RunFilter:
         errors: list[dict[str, str]] = []
 
         def number(name: str, default: int | None) -> int | None:
@@ -58,9 +73,17 @@ class RunFilter:
                 text[name] = ""
         cols, stat, column_errors = parse_columns(params)
         return cls(
-            cols=cols, stat=stat, column_errors=column_errors,
-            q=text["q"].strip(), state=text["state"], user=text["user"], project=text["project"], tag=text["tag"],
-            experiment=number("experiment", None), sort=text["sort"] or "-id", page=number("page", 1) or 1,
+            cols=cols,
+            stat=stat,
+            column_errors=column_errors,
+            q=text["q"].strip(),
+            state=text["state"],
+            user=text["user"],
+            project=text["project"],
+            tag=text["tag"],
+            experiment=number("experiment", None),
+            sort=text["sort"] or "-id",
+            page=number("page", 1) or 1,
             errors=errors,
         )
 

@@ -1,4 +1,5 @@
 """Writes on experiments and runs. Every run state change goes through `run_transition`."""
+
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -9,13 +10,13 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from orchestrator.experiments.bounds import INT32, MAX_NOTES, MAX_TAGS, BoundsError, check_values
+from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.forks import fork_plan, pin_sources, release_pins
 from orchestrator.experiments.limits import limit, profile_gpus, run_gpus
 from orchestrator.experiments.models import Experiment, Membership, Project, Run, RunEvent, Tag
+from orchestrator.experiments.runconfig import ConfigError, MayReadRun, set_dotted, validate_run_config
 from orchestrator.experiments.schemas import NAME_RE, TAG_RE
 from orchestrator.experiments.signals import cancel_requested
-from orchestrator.experiments.config_paths import run_reader
-from orchestrator.experiments.runconfig import ConfigError, MayReadRun, set_dotted, validate_run_config
 from orchestrator.experiments.sweeps import parse_sweep, staleness_in_updates, sweep_count, sweep_points
 from orchestrator.experiments.sweeps import run_name as sweep_run_name
 
@@ -77,7 +78,8 @@ def run_transition(*, run: Run, to: str, reason: str = "", **fields: Any) -> boo
             _end_experiment_if_done(run.experiment_id)
         elif to == S.QUEUED:  # a retried run reopens its ended sweep
             Experiment.objects.filter(pk=run.experiment_id, state=Experiment.State.ENDED).update(
-                state=Experiment.State.ACTIVE)
+                state=Experiment.State.ACTIVE
+            )
     for key, value in values.items():
         setattr(run, key, value)
     if to in RELEASES_PINS and run.parent_id:
@@ -96,7 +98,8 @@ def _end_experiment_if_done(experiment_id: int) -> None:
     """An active or paused experiment ends with its last run (a cancelled one stays cancelled)."""
     unfinished = Run.objects.filter(experiment_id=OuterRef("pk")).exclude(state__in=Run.TERMINAL)
     Experiment.objects.filter(pk=experiment_id, state__in=(Experiment.State.ACTIVE, Experiment.State.PAUSED)).filter(
-        ~Exists(unfinished)).update(state=Experiment.State.ENDED)
+        ~Exists(unfinished)
+    ).update(state=Experiment.State.ENDED)
 
 
 def project_for(name: str | None, user: User) -> Project:
@@ -127,8 +130,9 @@ def personal_project(user: User) -> Project:
     for candidate in (base, f"{base}-{user.pk}", *(f"{base}-{user.pk}-{n}" for n in range(2, 50))):
         try:
             with transaction.atomic():
-                project = Project.objects.create(name=candidate, personal_for=user,
-                                                 description=f"{user.get_username()}'s own project")
+                project = Project.objects.create(
+                    name=candidate, personal_for=user, description=f"{user.get_username()}'s own project"
+                )
                 Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
                 return project
         except IntegrityError:
@@ -169,7 +173,9 @@ def experiment_plan(
     count = sweep_count(spec)
     maximum = limit("OPL_MAX_SWEEP_RUNS")
     if maximum and count > maximum:
-        raise ConfigError([{"field": "sweep", "message": f"expands to {count} runs, more than the maximum of {maximum}"}])
+        raise ConfigError(
+            [{"field": "sweep", "message": f"expands to {count} runs, more than the maximum of {maximum}"}]
+        )
     base = validate_run_config(config, may_read_run=may_read_run)
     points = sweep_points(spec)
     swept = {path for path, values in spec.grid.items() if not isinstance(values, list) or len(values) > 1}
@@ -184,7 +190,14 @@ def experiment_plan(
             checked[key] = _validated_point(config, point.values, may_read_run)
         seed = base["train"]["seed"] + point.seed_offset
         if not INT32[0] <= seed <= INT32[1]:  # Run.seed is a 32-bit column
-            raise ConfigError([{"field": "config.train.seed", "message": f"the seeds reach {seed}; keep train.seed + seeds within 32 bits"}])
+            raise ConfigError(
+                [
+                    {
+                        "field": "config.train.seed",
+                        "message": f"the seeds reach {seed}; keep train.seed + seeds within 32 bits",
+                    }
+                ]
+            )
         cfg = {**checked[key], "train": {**checked[key]["train"], "seed": seed}}
         shown = {p: v for p, v in point.values.items() if p in swept}
         run_name = unique_name(sweep_run_name(shown, cfg, seed if show_seed else None, name), names)
@@ -199,11 +212,14 @@ def _validated_point(config: dict[str, Any], values: dict[str, Any], may_read_ru
     try:
         return validate_run_config(cfg, may_read_run=may_read_run)
     except ConfigError as exc:
-        raise ConfigError([
-            {"field": f"sweep.{e['field']}", "message": f"value {values[e['field']]!r}: {e['message']}"}
-            if e["field"] in values else e
-            for e in exc.errors
-        ]) from None
+        raise ConfigError(
+            [
+                {"field": f"sweep.{e['field']}", "message": f"value {values[e['field']]!r}: {e['message']}"}
+                if e["field"] in values
+                else e
+                for e in exc.errors
+            ]
+        ) from None
 
 
 def unique_name(name: str, taken: set[str]) -> str:
@@ -287,7 +303,9 @@ def _tags(names: list[str]) -> list[Tag]:
     if too_long:
         raise ConfigError([{"field": "tags", "message": f"at most {TAG_MAX} characters per tag: {too_long[0][:60]!r}"}])
     if bad := [n for n in clean if not TAG_RE.match(n)]:
-        raise ConfigError([{"field": "tags", "message": f"letters, digits, spaces and _ . : @ + - only: {bad[0][:60]!r}"}])
+        raise ConfigError(
+            [{"field": "tags", "message": f"letters, digits, spaces and _ . : @ + - only: {bad[0][:60]!r}"}]
+        )
     Tag.objects.bulk_create([Tag(name=n) for n in clean], ignore_conflicts=True)
     return list(Tag.objects.filter(name__in=clean))
 
@@ -300,8 +318,9 @@ def run_request_cancel(*, run: Run) -> bool:
         # shown at once (runs table, run page, history); the state changes when the job stops
         reason = "cancelling: asking the cluster to stop the job"
         if Run.objects.filter(pk=run.pk, cancel_requested=False).update(cancel_requested=True, state_reason=reason):
-            RunEvent.objects.create(run=run, from_state=run.state, to_state=run.state, attempt=run.attempt,
-                                    detail="cancel requested")
+            RunEvent.objects.create(
+                run=run, from_state=run.state, to_state=run.state, attempt=run.attempt, detail="cancel requested"
+            )
             run.state_reason = reason
         run.cancel_requested = True
         return True
@@ -338,7 +357,7 @@ def run_set_priority(*, run: Run, priority: int) -> bool:
 def run_move_to_top(*, run: Run) -> bool:
     """Make a queued run the next of its owner's runs: the highest priority among them, and
     first among equals."""
-    top = (Run.objects.filter(owner_id=run.owner_id, state=S.QUEUED).aggregate(m=models.Max("priority"))["m"])
+    top = Run.objects.filter(owner_id=run.owner_id, state=S.QUEUED).aggregate(m=models.Max("priority"))["m"]
     priority = max(run.priority, top if top is not None else run.priority)
     now = timezone.now()
     updated = Run.objects.filter(pk=run.pk, state=S.QUEUED).update(priority=priority, moved_to_top_at=now)
@@ -364,6 +383,7 @@ def run_set_notes(*, run: Run, notes: str) -> None:
 
 
 # --- experiments (sweeps) ----------------------------------------------------------------------
+
 
 def experiment_pause(*, experiment: Experiment) -> bool:
     """Submit nothing new from this sweep; runs already submitted go on."""
@@ -403,6 +423,7 @@ def _experiment_state(experiment: Experiment, *, frm: str, to: str) -> bool:
 
 # --- projects ----------------------------------------------------------------------------------
 
+
 def project_create(*, owner: User, name: str, description: str = "") -> Project:
     project = Project.objects.create(name=name, description=description)
     Membership.objects.create(project=project, user=owner, role=Membership.Role.OWNER)
@@ -426,9 +447,13 @@ class LastOwnerError(ValueError):
 
 
 def _keep_an_owner(project: Project, leaving: User) -> None:
-    owners = set(Membership.objects.filter(project=project, role=Membership.Role.OWNER).values_list("user_id", flat=True))
+    owners = set(
+        Membership.objects.filter(project=project, role=Membership.Role.OWNER).values_list("user_id", flat=True)
+    )
     if owners == {leaving.pk}:
-        raise LastOwnerError(f"{leaving.get_username()} is the last owner of {project.name}: make someone else owner first")
+        raise LastOwnerError(
+            f"{leaving.get_username()} is the last owner of {project.name}: make someone else owner first"
+        )
 
 
 def project_set_limits(*, project: Project, max_active_runs: int | None, max_gpus: int | None) -> None:

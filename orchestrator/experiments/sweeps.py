@@ -14,6 +14,7 @@ Staleness may be swept in optimizer updates, the paper's s, instead of batches:
 
 Counting happens before expanding, so a sweep over the limit is refused without building it.
 """
+
 from __future__ import annotations
 
 import math
@@ -167,8 +168,9 @@ def sweep_points(spec: SweepSpec) -> list[Point]:
 def _draw(rng: _random.Random, path: str, dist: Distribution) -> Any:
     given = [k for k, v in dist.model_dump().items() if v is not None]
     if len(given) != 1:
-        raise ConfigError([{"field": f"random.params.{path}",
-                            "message": "give exactly one of uniform, loguniform, randint, choice"}])
+        raise ConfigError(
+            [{"field": f"random.params.{path}", "message": "give exactly one of uniform, loguniform, randint, choice"}]
+        )
     if dist.uniform:
         return _tidy(rng.uniform(*dist.uniform))
     if dist.loguniform:
@@ -252,23 +254,52 @@ def staleness_in_updates(sweep: dict[str, Any] | None, config: dict[str, Any]) -
         return sweep
     field = f"sweep.{STALENESS_UPDATES}"
     if "staleness.k" in sweep:
-        raise ConfigError([{"field": field, "message": "sweep staleness.s (updates) or staleness.k (batches), not both"}])
+        raise ConfigError(
+            [{"field": field, "message": "sweep staleness.s (updates) or staleness.k (batches), not both"}]
+        )
     if {"algorithm.updates_per_step", "algorithm.epochs"} & set(sweep):
-        raise ConfigError([{"field": field, "message": "s in updates needs one updates_per_step x epochs: "
-                                                       "with those swept, sweep staleness.k instead"}])
+        raise ConfigError(
+            [
+                {
+                    "field": field,
+                    "message": "s in updates needs one updates_per_step x epochs: "
+                    "with those swept, sweep staleness.k instead",
+                }
+            ]
+        )
     if ((config or {}).get("staleness") or {}).get("mode", "stale_k") != "stale_k":
-        raise ConfigError([{"field": field, "message": "only stale_k mode has s = k x updates per step; "
-                                                       "async runs sweep staleness.max_staleness (already in updates)"}])
+        raise ConfigError(
+            [
+                {
+                    "field": field,
+                    "message": "only stale_k mode has s = k x updates per step; "
+                    "async runs sweep staleness.max_staleness (already in updates)",
+                }
+            ]
+        )
     algorithm = (config or {}).get("algorithm") or {}
     from trainer.config import AlgorithmConfig
 
     per_step = int(algorithm.get("updates_per_step", AlgorithmConfig.model_fields["updates_per_step"].default)) * int(
-        algorithm.get("epochs", AlgorithmConfig.model_fields["epochs"].default))
-    values = grid_values(STALENESS_UPDATES, parse_sweep({STALENESS_UPDATES: sweep[STALENESS_UPDATES]}, None, 1).grid[STALENESS_UPDATES])
+        algorithm.get("epochs", AlgorithmConfig.model_fields["epochs"].default)
+    )
+    values = grid_values(
+        STALENESS_UPDATES, parse_sweep({STALENESS_UPDATES: sweep[STALENESS_UPDATES]}, None, 1).grid[STALENESS_UPDATES]
+    )
     bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v % per_step]
     if bad:
-        raise ConfigError([{"field": field, "message": f"{bad[0]!r} is not a whole multiple of {per_step} "
-                                                       f"(updates_per_step x epochs): s = k x {per_step}"}])
-    return {("staleness.k" if path == STALENESS_UPDATES else path): ([int(v) // per_step for v in values]
-                                                                       if path == STALENESS_UPDATES else spec)
-            for path, spec in sweep.items()}
+        raise ConfigError(
+            [
+                {
+                    "field": field,
+                    "message": f"{bad[0]!r} is not a whole multiple of {per_step} "
+                    f"(updates_per_step x epochs): s = k x {per_step}",
+                }
+            ]
+        )
+    return {
+        ("staleness.k" if path == STALENESS_UPDATES else path): (
+            [int(v) // per_step for v in values] if path == STALENESS_UPDATES else spec
+        )
+        for path, spec in sweep.items()
+    }

@@ -10,6 +10,7 @@ backfill after a dashboard outage: the final state is stamped when the orchestra
 end, which is after the dashboard is back, and a trainer restarted in the run directory (or its
 exit flush) pushes what was never acknowledged within minutes; a day covers doing that by hand.
 """
+
 import hashlib
 import hmac
 import secrets

@@ -20,8 +20,15 @@ urlpatterns = [
     path("experiments/export", experiment_views.experiment_export, name="exp-experiment-export"),
     path("experiments/import", experiment_views.experiment_import, name="exp-experiment-import"),
     path("experiments/<int:experiment_id>/", experiment_views.experiment_detail, name="exp-experiment-detail"),
-    *(path(f"experiments/<int:experiment_id>/{action}", experiment_views.experiment_action, {"action": action},
-           name=f"exp-experiment-{action}") for action in ("pause", "resume", "cancel", "priority")),
+    *(
+        path(
+            f"experiments/<int:experiment_id>/{action}",
+            experiment_views.experiment_action,
+            {"action": action},
+            name=f"exp-experiment-{action}",
+        )
+        for action in ("pause", "resume", "cancel", "priority")
+    ),
     # projects
     path("projects/", project_views.project_list, name="exp-project-list"),
     path("projects/new", project_views.project_new, name="exp-project-new"),
@@ -33,13 +40,22 @@ urlpatterns = [
     path("api/v1/experiments", api.experiments, name="api-experiments"),
     path("api/v1/experiments/preview", api.experiments_preview, name="api-experiments-preview"),
     path("api/v1/experiments/<int:experiment_id>", api.experiment_detail, name="api-experiment-detail"),
-    *(path(f"api/v1/experiments/<int:experiment_id>/{action}", api.experiment_action, {"action": action},
-           name=f"api-experiment-{action}") for action in ("pause", "resume", "cancel", "priority")),
+    *(
+        path(
+            f"api/v1/experiments/<int:experiment_id>/{action}",
+            api.experiment_action,
+            {"action": action},
+            name=f"api-experiment-{action}",
+        )
+        for action in ("pause", "resume", "cancel", "priority")
+    ),
     path("api/v1/runs", api.runs, name="api-runs"),
     path("api/v1/runs/<int:run_id>", api.run_detail, name="api-run-detail"),
     # explicit actions: the metrics app owns other paths under api/v1/runs/<id>/
-    *(path(f"api/v1/runs/<int:run_id>/{action}", api.run_action, {"action": action}, name=f"api-run-{action}")
-      for action in ("cancel", "retry", "move-to-top", "priority")),
+    *(
+        path(f"api/v1/runs/<int:run_id>/{action}", api.run_action, {"action": action}, name=f"api-run-{action}")
+        for action in ("cancel", "retry", "move-to-top", "priority")
+    ),
     path("api/v1/projects", api.projects, name="api-projects"),
     path("api/v1/projects/<str:name>", api.project_detail, name="api-project-detail"),
     path("api/v1/tags", api.tags, name="api-tags"),

@@ -3,6 +3,7 @@
 Views stay thin: access helper, form or parse, one service, render. An htmx request gets the
 fragment it changed (STYLE.md §5): the table for a filter, the row or the facts card for an action.
 """
+
 from urllib.parse import urlsplit
 
 import yaml
@@ -20,11 +21,10 @@ from orchestrator.experiments.forks import may_fork
 from orchestrator.experiments.lineage import run_lineage
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
-from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.run_columns import STAT_LABELS, column_values
 from orchestrator.experiments.run_status import status_context
+from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.selectors import RunFilter, runs_page
-from trainer.metric_keys import METRIC_KEYS
 from orchestrator.experiments.services import (
     run_move_to_top,
     run_retry,
@@ -33,6 +33,7 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
+from trainer.metric_keys import METRIC_KEYS
 
 
 def compare_url() -> str:
@@ -45,8 +46,13 @@ def compare_url() -> str:
 def run_list(request):
     f = RunFilter.from_params(request.GET)
     context = {
-        "page": runs_page(request.user, f), "f": f, "key_metrics": f.cols, "states": Run.State.values,
-        "compare_url": compare_url(), "query_string": _without_page(request.GET), "stat_label": STAT_LABELS[f.stat],
+        "page": runs_page(request.user, f),
+        "f": f,
+        "key_metrics": f.cols,
+        "states": Run.State.values,
+        "compare_url": compare_url(),
+        "query_string": _without_page(request.GET),
+        "stat_label": STAT_LABELS[f.stat],
     }
     if request.headers.get("HX-Request"):
         return render(request, "experiments/_runs_table.html", context)
@@ -67,12 +73,16 @@ def _without_page(params) -> str:
 
 def run_detail(request, run_id: int):
     run = get_run_for_user(request.user, run_id)
-    return render(request, "experiments/run_detail.html", {
-        **status_context(request.user, run),
-        "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
-        "events": run.events.all(),
-        **fork_context(request.user, run),
-    })
+    return render(
+        request,
+        "experiments/run_detail.html",
+        {
+            **status_context(request.user, run),
+            "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
+            "events": run.events.all(),
+            **fork_context(request.user, run),
+        },
+    )
 
 
 def fork_context(user, run: Run) -> dict:
@@ -80,8 +90,14 @@ def fork_context(user, run: Run) -> dict:
     lineage = run_lineage(user, run)
     family = [run.parent_id] if lineage.parent else []
     family += [run.pk] + [c.pk for c in lineage.children]
-    return {"checkpoints": run_checkpoints(run), "lineage": lineage, "can_fork": may_fork(user, run),
-            "compare_lineage_url": f"{compare_url()}?runs={','.join(map(str, family))}&lineage=1" if len(family) > 1 else ""}
+    return {
+        "checkpoints": run_checkpoints(run),
+        "lineage": lineage,
+        "can_fork": may_fork(user, run),
+        "compare_lineage_url": f"{compare_url()}?runs={','.join(map(str, family))}&lineage=1"
+        if len(family) > 1
+        else "",
+    }
 
 
 def run_config_yaml(request, run_id: int):
@@ -89,8 +105,10 @@ def run_config_yaml(request, run_id: int):
     as it ran (not a diff from today's defaults, which may change), headed by comments naming the
     run, its experiment and its project; importing the file into the form keeps that project."""
     run = get_run_for_user(request.user, run_id)
-    header = (f"# OffPolicy Lab run {run.pk} {run.name!r} of experiment {run.experiment.name!r} (#{run.experiment_id})\n"
-              f"# project: {run.experiment.project.name}\n")
+    header = (
+        f"# OffPolicy Lab run {run.pk} {run.name!r} of experiment {run.experiment.name!r} (#{run.experiment_id})\n"
+        f"# project: {run.experiment.project.name}\n"
+    )
     response = HttpResponse(header + yaml.safe_dump(run.config, sort_keys=False), content_type="application/yaml")
     response["Content-Disposition"] = f'attachment; filename="{safe_filename(run.name, f"run-{run.pk}")}.yaml"'
     return response
@@ -101,11 +119,17 @@ def _after_action(request, run: Run, done: bool, failed: str):
         messages.error(request, failed)
     if request.headers.get("HX-Request"):
         run.refresh_from_db()
-        context = {"run": run, "can_write": can_write(request.user, run.owner_id, run.experiment.project_id),
-                   "action_error": "" if done else failed}
+        context = {
+            "run": run,
+            "can_write": can_write(request.user, run.owner_id, run.experiment.project_id),
+            "action_error": "" if done else failed,
+        }
         if request.headers.get("HX-Target") == "run-facts":  # the run page: also update its state badge
-            return render(request, "experiments/_run_facts.html",
-                          {**status_context(request.user, run), "action_error": context["action_error"], "oob_state": True})
+            return render(
+                request,
+                "experiments/_run_facts.html",
+                {**status_context(request.user, run), "action_error": context["action_error"], "oob_state": True},
+            )
         shown = RunFilter.from_params(QueryDict(urlsplit(request.headers.get("HX-Current-URL", "")).query))
         run.latest = column_values([run.pk], shown.cols, shown.stat)[run.pk]  # the table's own columns
         run.waiting = waiting_reasons([run]).get(run.pk, "")
@@ -116,8 +140,9 @@ def _after_action(request, run: Run, done: bool, failed: str):
 def _safe_next(request) -> str | None:
     """`next` only when it stays on this site (no open redirect to another host or scheme)."""
     target = request.POST.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                   require_https=request.is_secure()):
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return None
 
@@ -131,7 +156,12 @@ def run_cancel(request, run_id: int):
 @require_POST
 def run_retry_view(request, run_id: int):
     run = get_run_for_user(request.user, run_id, write=True)
-    return _after_action(request, run, run_retry(run=run), f"only failed, lost or cancelled runs can be retried (this one is {run.state})")
+    return _after_action(
+        request,
+        run,
+        run_retry(run=run),
+        f"only failed, lost or cancelled runs can be retried (this one is {run.state})",
+    )
 
 
 @require_POST
@@ -146,7 +176,12 @@ def run_priority(request, run_id: int):
     priority = parse_priority(request.POST.get("priority", ""))
     if priority is None:
         return _after_action(request, run, False, "priority: a whole number is required (32 bits)")
-    return _after_action(request, run, run_set_priority(run=run, priority=priority), "the priority can change only while the run is queued")
+    return _after_action(
+        request,
+        run,
+        run_set_priority(run=run, priority=priority),
+        "the priority can change only while the run is queued",
+    )
 
 
 @require_POST

@@ -1,6 +1,7 @@
 """Access and run-id parameters shared by the metric and sample endpoints: a trainer's run token
 (ingestion), the `runs=1,2,3` parameter of the compare views and which of those runs a user may
 see. ParamError carries the field a 400 names."""
+
 from django.http import Http404, HttpRequest
 
 from orchestrator.api import bearer_token, json_error, parse_json_body
@@ -32,7 +33,11 @@ def authenticated_run(request: HttpRequest, run_id: int, *, parse_body: bool = T
     if not run_token_matches(run, token):
         return None, None, json_error(403, "this token cannot write to this run")
     if run_token_expired(run):
-        return None, None, json_error(403, f"run {run_id} ended at {run.finished_at.isoformat()}: its token has expired")
+        return (
+            None,
+            None,
+            json_error(403, f"run {run_id} ended at {run.finished_at.isoformat()}: its token has expired"),
+        )
     if not parse_body:
         return run, None, None
     body, error = parse_json_body(request)

@@ -1,5 +1,6 @@
 """Points as packed arrays (the storage form of models.MetricChunk), a validated batch as columns,
 and reading live points back. The bottom of the metrics app: it imports only its models."""
+
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -49,8 +50,10 @@ class Points:
 
     def rows(self) -> list[tuple[int, float | None, int]]:
         """(step, value, special) tuples; value None where the point is NaN or ±inf."""
-        return [(s, None if sp else v, sp) for s, v, sp in
-                zip(self.steps.tolist(), self.values.tolist(), self.specials.tolist(), strict=True)]
+        return [
+            (s, None if sp else v, sp)
+            for s, v, sp in zip(self.steps.tolist(), self.values.tolist(), self.specials.tolist(), strict=True)
+        ]
 
     @staticmethod
     def empty() -> "Points":
@@ -63,22 +66,33 @@ class Points:
             return Points.empty()
         if len(parts) == 1:
             return parts[0]
-        joined = Points(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("steps", "values", "specials", "times")))
+        joined = Points(
+            *(np.concatenate([getattr(p, f) for p in parts]) for f in ("steps", "values", "specials", "times"))
+        )
         return joined.take(np.argsort(joined.steps, kind="stable"))
 
 
 def pack(points: Points) -> dict[str, bytes]:
-    return {"steps": points.steps.astype(STEP).tobytes(), "values": points.values.astype(VALUE).tobytes(),
-            "specials": points.specials.astype(SPECIAL).tobytes(), "times": points.times.astype(TIME).tobytes()}
+    return {
+        "steps": points.steps.astype(STEP).tobytes(),
+        "values": points.values.astype(VALUE).tobytes(),
+        "specials": points.specials.astype(SPECIAL).tobytes(),
+        "times": points.times.astype(TIME).tobytes(),
+    }
 
 
 def unpack(steps, values, specials, times) -> Points:
-    return Points(np.frombuffer(steps, STEP), np.frombuffer(values, VALUE), np.frombuffer(specials, SPECIAL),
-                  np.frombuffer(times, TIME))
+    return Points(
+        np.frombuffer(steps, STEP),
+        np.frombuffer(values, VALUE),
+        np.frombuffer(specials, SPECIAL),
+        np.frombuffer(times, TIME),
+    )
 
 
-def live_points(run_ids: Iterable[int], keys: Iterable[str] | None = None, *, lo: int | None = None,
-                hi: int | None = None) -> dict[tuple[int, str], Points]:
+def live_points(
+    run_ids: Iterable[int], keys: Iterable[str] | None = None, *, lo: int | None = None, hi: int | None = None
+) -> dict[tuple[int, str], Points]:
     """{(run_id, key): live points with lo <= step <= hi}, only for pairs that have some."""
     rows = MetricChunk.objects.filter(run_id__in=list(run_ids), superseded=False)
     if keys is not None:
@@ -94,15 +108,17 @@ def live_points(run_ids: Iterable[int], keys: Iterable[str] | None = None, *, lo
     for pair, chunks in parts.items():
         points = Points.join(chunks)
         if lo is not None or hi is not None:
-            points = points.take((points.steps >= (lo if lo is not None else -1))
-                                 & (points.steps <= (hi if hi is not None else 2**62)))
+            points = points.take(
+                (points.steps >= (lo if lo is not None else -1)) & (points.steps <= (hi if hi is not None else 2**62))
+            )
         if len(points):
             out[pair] = points
     return out
 
 
-def live_series(run_id: int, keys: Iterable[str] | None = None, *, lo: int | None = None,
-                hi: int | None = None) -> dict[str, Points]:
+def live_series(
+    run_id: int, keys: Iterable[str] | None = None, *, lo: int | None = None, hi: int | None = None
+) -> dict[str, Points]:
     """live_points of one run, by key."""
     return {key: points for (_, key), points in live_points([run_id], keys, lo=lo, hi=hi).items()}
 

@@ -5,6 +5,7 @@ off in a config from before them (so an older m2po run and a new one do not diff
 fields that neither uses), an option's settings read "n/a" where the option is off, a cap that is
 null reads "off", and `correction` names each run's objective with its options (m2po+dual_clip),
 a field to group by whenever a run turns an option on."""
+
 from typing import Any
 
 from orchestrator.metrics.corrections import variant_of
@@ -12,13 +13,29 @@ from orchestrator.metrics.corrections import variant_of
 CORRECTION = "correction"
 NOT_APPLIED = "n/a"
 # issue 23's options: a config from before them ran with each at its default (off)
-ADDED_OFF = ("dual_clip_c", "token_mask", "token_mask_ref", "token_mask_low", "token_mask_high", "seq_mask", "seq_mask_ref",
-             "seq_mask_low", "seq_mask_high", "sq_log_ratio_coef", "sapo_tau_pos", "sapo_tau_neg")
+ADDED_OFF = (
+    "dual_clip_c",
+    "token_mask",
+    "token_mask_ref",
+    "token_mask_low",
+    "token_mask_high",
+    "seq_mask",
+    "seq_mask_ref",
+    "seq_mask_low",
+    "seq_mask_high",
+    "sq_log_ratio_coef",
+    "sapo_tau_pos",
+    "sapo_tau_neg",
+)
 SETTING_OF = {  # a setting: the switch it belongs to (a boolean field, or the objective it tunes)
-    "algorithm.token_mask_ref": "algorithm.token_mask", "algorithm.token_mask_low": "algorithm.token_mask",
-    "algorithm.token_mask_high": "algorithm.token_mask", "algorithm.seq_mask_ref": "algorithm.seq_mask",
-    "algorithm.seq_mask_low": "algorithm.seq_mask", "algorithm.seq_mask_high": "algorithm.seq_mask",
-    "algorithm.sapo_tau_pos": "sapo", "algorithm.sapo_tau_neg": "sapo",
+    "algorithm.token_mask_ref": "algorithm.token_mask",
+    "algorithm.token_mask_low": "algorithm.token_mask",
+    "algorithm.token_mask_high": "algorithm.token_mask",
+    "algorithm.seq_mask_ref": "algorithm.seq_mask",
+    "algorithm.seq_mask_low": "algorithm.seq_mask",
+    "algorithm.seq_mask_high": "algorithm.seq_mask",
+    "algorithm.sapo_tau_pos": "sapo",
+    "algorithm.sapo_tau_neg": "sapo",
 }
 OFF_WHEN_NULL = ("algorithm.dual_clip_c", "algorithm.tis_cap")
 

@@ -3,6 +3,7 @@ objective and the options a run turns on (`m2po+dual_clip`, `grpo+token_mask+tis
 says what it does to a token. The charts, the compare page's grouping and the samples card use
 these; the trainer names the corrections it records the same way.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

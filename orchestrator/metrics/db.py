@@ -7,6 +7,7 @@ sent together at each `sync()`, so a batch's reads cost one round trip and its w
 SQLite (the demo, in-process) each statement runs at once through Django's cursor; `sync()` does
 nothing. The statements are the same; only rows.py's row sources differ.
 """
+
 from __future__ import annotations
 
 from contextlib import ExitStack

@@ -6,6 +6,7 @@ the earliest step) and its latest non-finite point, so spikes and NaN/inf marker
 series' very last point is always kept so live points extend it. Rollups store exactly these
 aggregates, so a chart served from rollups equals one served from the points (tested).
 """
+
 import math
 from dataclasses import dataclass, fields
 
@@ -41,8 +42,9 @@ class GroupAggregates:
     special_kind: np.ndarray
 
 
-def aggregate_groups(starts: np.ndarray, steps: np.ndarray, values: np.ndarray, specials: np.ndarray,
-                     times: np.ndarray) -> GroupAggregates:
+def aggregate_groups(
+    starts: np.ndarray, steps: np.ndarray, values: np.ndarray, specials: np.ndarray, times: np.ndarray
+) -> GroupAggregates:
     """Aggregates of consecutive groups of step-sorted points; group i is [starts[i], starts[i+1]).
     Min and max ties go to the earliest step; the special point is the latest non-finite one."""
     n = len(steps)
@@ -58,19 +60,32 @@ def aggregate_groups(starts: np.ndarray, steps: np.ndarray, values: np.ndarray, 
     argmax = np.minimum.reduceat(np.where(finite & (high == maxs[group_of]), pos, n), starts)
     special_at = np.maximum.reduceat(np.where(~finite, pos, -1), starts)
     has_finite, has_special = argmin < n, special_at >= 0
-    argmin, argmax, special_at, last = (np.minimum(argmin, n - 1), np.minimum(argmax, n - 1),
-                                        np.maximum(special_at, 0), ends - 1)
+    argmin, argmax, special_at, last = (
+        np.minimum(argmin, n - 1),
+        np.minimum(argmax, n - 1),
+        np.maximum(special_at, 0),
+        ends - 1,
+    )
     return GroupAggregates(
-        n=ends - starts, has_finite=has_finite,
-        min_value=values[argmin], min_step=steps[argmin], max_value=values[argmax], max_step=steps[argmax],
-        last_step=steps[last], last_value=np.where(specials[last] == 0, values[last], np.nan),
-        last_special=specials[last], last_time=times[last],
-        has_special=has_special, special_step=steps[special_at], special_kind=specials[special_at],
+        n=ends - starts,
+        has_finite=has_finite,
+        min_value=values[argmin],
+        min_step=steps[argmin],
+        max_value=values[argmax],
+        max_step=steps[argmax],
+        last_step=steps[last],
+        last_value=np.where(specials[last] == 0, values[last], np.nan),
+        last_special=specials[last],
+        last_time=times[last],
+        has_special=has_special,
+        special_step=steps[special_at],
+        special_kind=specials[special_at],
     )
 
 
-def bucketize(steps: np.ndarray, values: np.ndarray, specials: np.ndarray, times: np.ndarray,
-              width: int) -> GroupAggregates:
+def bucketize(
+    steps: np.ndarray, values: np.ndarray, specials: np.ndarray, times: np.ndarray, width: int
+) -> GroupAggregates:
     """Bucket aggregates of step-sorted points (values NaN where specials != 0)."""
     if len(steps) == 0:
         return GroupAggregates(*(np.empty(0) for _ in fields(GroupAggregates)))
@@ -95,8 +110,10 @@ def points_from_aggregates(g: GroupAggregates, field: str = "value") -> list[tup
     order = np.lexsort((rank, steps))
     steps, values, specials = steps[order], values[order], specials[order]
     first = np.r_[True, np.diff(steps) != 0]
-    out = [(s, None if k else v, k) for s, v, k in
-           zip(steps[first].tolist(), values[first].tolist(), specials[first].tolist(), strict=True)]
+    out = [
+        (s, None if k else v, k)
+        for s, v, k in zip(steps[first].tolist(), values[first].tolist(), specials[first].tolist(), strict=True)
+    ]
     last_step, last_special = int(g.last_step[-1]), int(g.last_special[-1])
     if not out or out[-1][0] < last_step:
         out.append((last_step, None if last_special else float(g.last_value[-1]), last_special))

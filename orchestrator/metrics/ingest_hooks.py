@@ -11,6 +11,7 @@ in the last one, before COMMIT, so that what it writes commits or rolls back wit
 `after_commit(run=..., cols=...)` is called once the batch is stored, outside its transaction,
 on every database; it must not raise into ingestion.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

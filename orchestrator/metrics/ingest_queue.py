@@ -11,6 +11,7 @@ pusher retries after the delay (trainer/reporting.py). Nothing is lost either wa
 that carry the run's own token take a place: anonymous posts (a gzip bomb, say) are refused
 before they could fill a real trainer's queue.
 """
+
 from __future__ import annotations
 
 import threading
@@ -129,10 +130,16 @@ def _inflate(raw: bytes) -> tuple[bytes | None, JsonResponse | None]:
     try:
         inflated = inflater.decompress(raw, cap)
         if inflater.unconsumed_tail:
-            why = (f"OPL_INGEST_MAX_INFLATED_BYTES is {size_cap:,}" if cap == size_cap else
-                   f"OPL_INGEST_MAX_INFLATE_RATIO allows {ratio}x its {len(raw):,} bytes")
-            return None, json_error(413, f"body inflates to more than {cap:,} bytes ({why}): send less per request",
-                                    [{"field": "(body)", "message": f"inflates to at most {cap} bytes"}])
+            why = (
+                f"OPL_INGEST_MAX_INFLATED_BYTES is {size_cap:,}"
+                if cap == size_cap
+                else f"OPL_INGEST_MAX_INFLATE_RATIO allows {ratio}x its {len(raw):,} bytes"
+            )
+            return None, json_error(
+                413,
+                f"body inflates to more than {cap:,} bytes ({why}): send less per request",
+                [{"field": "(body)", "message": f"inflates to at most {cap} bytes"}],
+            )
         if not inflater.eof:
             return None, json_error(400, "body is not a complete gzip stream")
     except zlib.error as exc:

@@ -5,6 +5,7 @@ event id, so a browser reconnecting with Last-Event-ID N receives exactly the ba
 from the database first, then from pub/sub, skipping anything it already got. A sequence gap
 in pub/sub (a lost message, Redis down) or a quiet interval also triggers a database catch-up.
 """
+
 import asyncio
 import json
 import logging
@@ -88,7 +89,8 @@ def events_after(run_id: int, after: int, keys: set[str] | None) -> tuple[list[d
             rows = rows.filter(key__in=keys)
         events: dict[int, dict[str, Any]] = {}
         for seq, attempt, key, *blobs in rows.order_by("seq", "key").values_list(
-                "seq", "attempt", "key", "steps", "values", "specials", "times"):
+            "seq", "attempt", "key", "steps", "values", "specials", "times"
+        ):
             event = events.setdefault(seq, {"seq": seq, "attempt": attempt, "restart_from": None, "points": {}})
             event["points"][key] = [[step, _wire(value, special)] for step, value, special in unpack(*blobs).rows()]
         return list(events.values()), upto
@@ -116,8 +118,9 @@ def snapshot(run_id: int, after: int, keys: set[str] | None) -> str:
     return "retry: 2000\n\n" + "".join(sse(out) for e in events if (out := for_client(e, keys)) is not None)
 
 
-async def stream(run_id: int, after: int, keys: set[str] | None, *,
-                 catch_up_s: float = 5.0, ping_s: float = 15.0) -> AsyncIterator[str]:
+async def stream(
+    run_id: int, after: int, keys: set[str] | None, *, catch_up_s: float = 5.0, ping_s: float = 15.0
+) -> AsyncIterator[str]:
     """The SSE body for one client: everything after `after`, then live batches as they commit."""
     client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2)
     pubsub = client.pubsub()

@@ -13,6 +13,7 @@ which would spoil min/max; a flag column is correct on both.
 the id of the live event that carried the batch, so a reconnecting browser asks for
 `seq > Last-Event-ID` and gets exactly what it missed.
 """
+
 from django.db import models
 from django.db.models import Q
 
@@ -40,8 +41,9 @@ class MetricChunk(models.Model):
 
     # No database FK constraint, as for rollups: Django's cascade still deletes a run's chunks. No
     # index of its own either: the indexes below lead with the run.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_chunks", db_constraint=False,
-                            db_index=False)
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="metric_chunks", db_constraint=False, db_index=False
+    )
     key = models.CharField(max_length=200)
     attempt = models.PositiveIntegerField(default=1)
     seq = models.BigIntegerField()
@@ -61,8 +63,7 @@ class MetricChunk(models.Model):
     class Meta:
         indexes = [
             # Step-range reads of a key (charts at full resolution, overlap checks, rollup rebuilds).
-            models.Index(fields=["run", "key", "last_step"], name="metric_chunk_range",
-                         condition=Q(superseded=False)),
+            models.Index(fields=["run", "key", "last_step"], name="metric_chunk_range", condition=Q(superseded=False)),
             # Live resume: the chunks of a run's batches after a given sequence number.
             models.Index(fields=["run", "seq"], name="metric_chunk_run_seq", condition=Q(superseded=False)),
         ]

@@ -7,6 +7,7 @@ config, and the token-fraction panels named by what the run's correction (its ob
 options, corrections.py) does to those tokens. The Corrections group (issue 23) reads the
 runaway A<0 tail: its ratios, the one token's share of the update, and what each correction did.
 """
+
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -29,90 +30,221 @@ FRACTION_KEY = "actor/clip_frac"
 THRESHOLD_OBJECTIVES = ("m2po", "m2po_cap")  # tau_m2 is their bound on M2
 
 PANELS: list[dict[str, Any]] = [
-    {"id": "reward", "title": "Reward", "keys": ["train/reward_mean"],
-     "description": "Mean reward of the batch trained on; it should rise. Stale data that stalls it is the failure to look for."},
-    {"id": "rollout_reward", "title": "Reward of fresh rollouts", "keys": ["rollout/reward_mean"],
-     "description": "Mean reward of the batches the current policy generated this step: the policy's own reward. "
-                    "Under staleness the trained batch's reward (above) lags it by s updates."},
-    {"id": "eval", "title": "Eval accuracy", "keys": [EVAL_AVG], "pattern": EVAL_SET.pattern,
-     "description": "Held-out accuracy per benchmark (the average only with several). This is whether the method helps."},
-    {"id": "clip_frac", "title": "Masked / clipped token fraction", "keys": [FRACTION_KEY],
-     "description": "Share of tokens that carry no gradient: masked by M2PO (high-M2 tokens), clipped by PPO-style objectives. "
-                    "Lower keeps more signal; M2PO masks about 1%."},
-    {"id": "m2", "title": "M2 before / after masking", "keys": ["actor/m2", "actor/m2_after", "actor/m2_all"], "log_y": True,
-     "threshold": "tau_m2",
-     "description": "M2 = mean (log r)² of the importance ratios over trust-region tokens, log axis. M2PO masks until M2 after "
-                    "masking is under τ (dashed); spikes before masking are stale batches. actor/m2_all counts every token, "
-                    "the A<0, r≫1 ones M2PO never masks included. Zeros are not drawn on a log axis."},
-    {"id": "ppo_kl", "title": "PPO KL (mean −log r)", "keys": ["actor/ppo_kl"],
-     "description": "How far the trained policy is from the one that generated the batch; grows with staleness."},
-    {"id": "entropy", "title": "Entropy", "keys": ["actor/entropy"],
-     "description": "Mean token entropy (nats). A collapse to 0 means the policy stopped exploring."},
-    {"id": "grad_norm", "title": "Grad norm", "keys": ["actor/grad_norm"],
-     "description": "Gradient norm before clipping. Spikes often precede a collapse."},
-    {"id": "staleness", "title": "Staleness (updates)", "keys": ["rollout/staleness_mean", "rollout/staleness_max"],
-     "description": "How many optimizer updates old the trained samples were: s = k × updates per step in stale_k mode."},
-    {"id": "response_len", "title": "Response length", "keys": ["train/response_len_mean"],
-     "description": "Mean response length in tokens of the trained batch."},
-    {"id": "throughput", "title": "Throughput (tokens/s)", "keys": ["perf/tokens_per_s"],
-     "description": "Trained response tokens per wall second of a step."},
+    {
+        "id": "reward",
+        "title": "Reward",
+        "keys": ["train/reward_mean"],
+        "description": "Mean reward of the batch trained on; it should rise. Stale data that stalls it is the failure to look for.",
+    },
+    {
+        "id": "rollout_reward",
+        "title": "Reward of fresh rollouts",
+        "keys": ["rollout/reward_mean"],
+        "description": "Mean reward of the batches the current policy generated this step: the policy's own reward. "
+        "Under staleness the trained batch's reward (above) lags it by s updates.",
+    },
+    {
+        "id": "eval",
+        "title": "Eval accuracy",
+        "keys": [EVAL_AVG],
+        "pattern": EVAL_SET.pattern,
+        "description": "Held-out accuracy per benchmark (the average only with several). This is whether the method helps.",
+    },
+    {
+        "id": "clip_frac",
+        "title": "Masked / clipped token fraction",
+        "keys": [FRACTION_KEY],
+        "description": "Share of tokens that carry no gradient: masked by M2PO (high-M2 tokens), clipped by PPO-style objectives. "
+        "Lower keeps more signal; M2PO masks about 1%.",
+    },
+    {
+        "id": "m2",
+        "title": "M2 before / after masking",
+        "keys": ["actor/m2", "actor/m2_after", "actor/m2_all"],
+        "log_y": True,
+        "threshold": "tau_m2",
+        "description": "M2 = mean (log r)² of the importance ratios over trust-region tokens, log axis. M2PO masks until M2 after "
+        "masking is under τ (dashed); spikes before masking are stale batches. actor/m2_all counts every token, "
+        "the A<0, r≫1 ones M2PO never masks included. Zeros are not drawn on a log axis.",
+    },
+    {
+        "id": "ppo_kl",
+        "title": "PPO KL (mean −log r)",
+        "keys": ["actor/ppo_kl"],
+        "description": "How far the trained policy is from the one that generated the batch; grows with staleness.",
+    },
+    {
+        "id": "entropy",
+        "title": "Entropy",
+        "keys": ["actor/entropy"],
+        "description": "Mean token entropy (nats). A collapse to 0 means the policy stopped exploring.",
+    },
+    {
+        "id": "grad_norm",
+        "title": "Grad norm",
+        "keys": ["actor/grad_norm"],
+        "description": "Gradient norm before clipping. Spikes often precede a collapse.",
+    },
+    {
+        "id": "staleness",
+        "title": "Staleness (updates)",
+        "keys": ["rollout/staleness_mean", "rollout/staleness_max"],
+        "description": "How many optimizer updates old the trained samples were: s = k × updates per step in stale_k mode.",
+    },
+    {
+        "id": "response_len",
+        "title": "Response length",
+        "keys": ["train/response_len_mean"],
+        "description": "Mean response length in tokens of the trained batch.",
+    },
+    {
+        "id": "throughput",
+        "title": "Throughput (tokens/s)",
+        "keys": ["perf/tokens_per_s"],
+        "description": "Trained response tokens per wall second of a step.",
+    },
     # the Corrections group (issue 23, docs/SAMPLES.md): the runaway A<0 tail and what each correction does about it;
     # shown for runs whose trainer logs them (or whose config has the issue-23 fields, before the first point)
-    {"id": "neg_tail", "group": CORRECTIONS, "title": "A<0 tail: ratios of tokens with A < 0", "log_y": True,
-     "keys": ["actor/ratio_neg_max", "actor/ratio_neg_p99", "actor/ratio_neg_p50"], "threshold": "dual_clip_c",
-     "description": "r = π_θ/π_behav over tokens with a negative advantage: largest, 99th percentile, median (log axis). "
-                    "Neither M2PO's mask nor PPO's clip bounds this quadrant: a largest r in the tens to thousands, with the "
-                    "share below near 1, is the runaway tail that collapsed stale M2PO. The dual clip (dashed c) clips every "
-                    "A<0 token above it."},
-    {"id": "top_share", "group": CORRECTIONS, "title": "Largest token's share of Σ r·|A|", "keys": ["actor/top_token_share_max"],
-     "description": "The one token that carries most of the update, as a share of the minibatch's Σ r·|A| (1: one token is the "
-                    "whole update, and with gradient clipping it sets the direction). Read it with the A<0 tail: in the "
-                    "collapsing minibatches one A<0 token with r of 50–2,870 carried 88–99.7%."},
-    {"id": "pos_ratio", "group": CORRECTIONS, "title": "A>0 ratios", "log_y": True,
-     "keys": ["actor/ratio_pos_max", "actor/ratio_pos_p99", "actor/ratio_pos_p50"],
-     "description": "r over tokens with a positive advantage: largest, 99th percentile, median (log axis). PPO clips these "
-                    "above 1+ε_high; M2PO masks the extreme ones when M2 is over τ."},
-    {"id": "corrections_frac", "group": CORRECTIONS, "title": "Tokens each correction acts on",
-     "keys": ["actor/masked_frac", "actor/clipped_frac", "actor/reweighted_frac", "actor/dual_clip_frac",
-              "actor/token_mask_frac", "actor/seq_mask_frac"],
-     "description": "Fractions of valid tokens: masked (no gradient, by a mask), clipped (no gradient, a clip bound is active), "
-                    "reweighted (kept with a changed weight); the option lines split them (seq_mask: a fraction of sequences)."},
-    {"id": "divergence", "group": CORRECTIONS, "title": "Divergence from the behaviour policy", "log_y": True,
-     "keys": ["actor/kl_k3", "actor/chi2"],
-     "description": "K3 = mean(r − 1 − log r), never negative per token (the K1 mean −log r above can cancel); "
-                    "χ² = mean (r − 1)² weighs the large ratios, so it jumps with the tail. Log axis."},
-    {"id": "ess", "group": CORRECTIONS, "title": "Effective sample size of the ratios", "keys": ["actor/ess_frac"],
-     "description": "(Σ r)² / (N Σ r²): 1 when every token weighs the same, towards 0 when a few tokens carry the update."},
-    {"id": "engine", "group": CORRECTIONS, "title": "Engine against trainer log-probs", "log_y": True, "needs": "engine",
-     "keys": ["rollout/engine_abs_dlogp", "rollout/engine_abs_dlogp_max", "rollout/engine_kl_k3"],
-     "description": "|Δ log p| between the inference engine's log-probs and the trainer's recomputation of the same policy "
-                    "(mean and largest), and their K3 KL. Token and sequence masks against the engine act on this gap."},
-    {"id": "sq_penalty", "group": CORRECTIONS, "title": "Squared-log-ratio penalty", "keys": ["actor/sq_log_ratio_penalty"],
-     "needs": "sq_penalty",
-     "description": "β·mean (log r)² added to the loss (prime-rl style): the soft cousin of M2PO's mask; it marks no token."},
+    {
+        "id": "neg_tail",
+        "group": CORRECTIONS,
+        "title": "A<0 tail: ratios of tokens with A < 0",
+        "log_y": True,
+        "keys": ["actor/ratio_neg_max", "actor/ratio_neg_p99", "actor/ratio_neg_p50"],
+        "threshold": "dual_clip_c",
+        "description": "r = π_θ/π_behav over tokens with a negative advantage: largest, 99th percentile, median (log axis). "
+        "Neither M2PO's mask nor PPO's clip bounds this quadrant: a largest r in the tens to thousands, with the "
+        "share below near 1, is the runaway tail that collapsed stale M2PO. The dual clip (dashed c) clips every "
+        "A<0 token above it.",
+    },
+    {
+        "id": "top_share",
+        "group": CORRECTIONS,
+        "title": "Largest token's share of Σ r·|A|",
+        "keys": ["actor/top_token_share_max"],
+        "description": "The one token that carries most of the update, as a share of the minibatch's Σ r·|A| (1: one token is the "
+        "whole update, and with gradient clipping it sets the direction). Read it with the A<0 tail: in the "
+        "collapsing minibatches one A<0 token with r of 50–2,870 carried 88–99.7%.",
+    },
+    {
+        "id": "pos_ratio",
+        "group": CORRECTIONS,
+        "title": "A>0 ratios",
+        "log_y": True,
+        "keys": ["actor/ratio_pos_max", "actor/ratio_pos_p99", "actor/ratio_pos_p50"],
+        "description": "r over tokens with a positive advantage: largest, 99th percentile, median (log axis). PPO clips these "
+        "above 1+ε_high; M2PO masks the extreme ones when M2 is over τ.",
+    },
+    {
+        "id": "corrections_frac",
+        "group": CORRECTIONS,
+        "title": "Tokens each correction acts on",
+        "keys": [
+            "actor/masked_frac",
+            "actor/clipped_frac",
+            "actor/reweighted_frac",
+            "actor/dual_clip_frac",
+            "actor/token_mask_frac",
+            "actor/seq_mask_frac",
+        ],
+        "description": "Fractions of valid tokens: masked (no gradient, by a mask), clipped (no gradient, a clip bound is active), "
+        "reweighted (kept with a changed weight); the option lines split them (seq_mask: a fraction of sequences).",
+    },
+    {
+        "id": "divergence",
+        "group": CORRECTIONS,
+        "title": "Divergence from the behaviour policy",
+        "log_y": True,
+        "keys": ["actor/kl_k3", "actor/chi2"],
+        "description": "K3 = mean(r − 1 − log r), never negative per token (the K1 mean −log r above can cancel); "
+        "χ² = mean (r − 1)² weighs the large ratios, so it jumps with the tail. Log axis.",
+    },
+    {
+        "id": "ess",
+        "group": CORRECTIONS,
+        "title": "Effective sample size of the ratios",
+        "keys": ["actor/ess_frac"],
+        "description": "(Σ r)² / (N Σ r²): 1 when every token weighs the same, towards 0 when a few tokens carry the update.",
+    },
+    {
+        "id": "engine",
+        "group": CORRECTIONS,
+        "title": "Engine against trainer log-probs",
+        "log_y": True,
+        "needs": "engine",
+        "keys": ["rollout/engine_abs_dlogp", "rollout/engine_abs_dlogp_max", "rollout/engine_kl_k3"],
+        "description": "|Δ log p| between the inference engine's log-probs and the trainer's recomputation of the same policy "
+        "(mean and largest), and their K3 KL. Token and sequence masks against the engine act on this gap.",
+    },
+    {
+        "id": "sq_penalty",
+        "group": CORRECTIONS,
+        "title": "Squared-log-ratio penalty",
+        "keys": ["actor/sq_log_ratio_penalty"],
+        "needs": "sq_penalty",
+        "description": "β·mean (log r)² added to the loss (prime-rl style): the soft cousin of M2PO's mask; it marks no token.",
+    },
     # the System group (trainer/system_metrics.py); the GPU panels only where a GPU reported
-    {"id": "system_cpu", "group": "System", "title": "System · CPU (%)", "keys": ["system/cpu_pct", "system/host_cpu_pct"],
-     "description": "The trainer's process tree (100 = one core) and the whole machine (100 = all cores)."},
-    {"id": "system_ram", "group": "System", "title": "System · RAM", "keys": ["system/ram_gb", "system/host_ram_pct"],
-     "description": "Resident memory of the trainer's processes (GiB) and the machine's memory in use (%)."},
-    {"id": "system_time", "group": "System", "title": "System · time per step (s)",
-     "keys": ["perf/gen_s", "perf/train_s", "perf/wait_s"],
-     "description": "Where a step's time goes: generating, training, and (async) waiting for a batch. "
-                    "Waiting that grows means the GPUs idle on the generator."},
-    {"id": "system_gpu_util", "group": "System", "title": "System · GPU utilisation (%)", "keys": [],
-     "pattern": r"^system/gpu[0-9]+/util_pct$", "optional": True,
-     "description": "Per GPU, NVML's share of time a kernel ran. Low while training means the GPUs wait."},
-    {"id": "system_gpu_mem", "group": "System", "title": "System · GPU memory (GiB)", "keys": [],
-     "pattern": r"^system/gpu[0-9]+/mem_gb$", "optional": True,
-     "description": "Per GPU, memory in use by every process on it."},
-    {"id": "system_gpu_power", "group": "System", "title": "System · GPU power (W)", "keys": [],
-     "pattern": r"^system/gpu[0-9]+/power_w$", "optional": True,
-     "description": "Per GPU power draw."},
-    {"id": "push_failures", "group": "System", "title": "System · pushes to the dashboard that failed", "keys": [],
-     "pattern": r"^(metrics|samples)/push_failures$", "optional": True,
-     "description": "Metric and sample batches the trainer could not deliver so far. An outage's are retried from the "
-                    "spool; a batch refused for good (a 4xx) stays in the run folder, marked in *.rejected.jsonl, until "
-                    "manage.py resend_rejected stores it. Shown only once a push failed."},
+    {
+        "id": "system_cpu",
+        "group": "System",
+        "title": "System · CPU (%)",
+        "keys": ["system/cpu_pct", "system/host_cpu_pct"],
+        "description": "The trainer's process tree (100 = one core) and the whole machine (100 = all cores).",
+    },
+    {
+        "id": "system_ram",
+        "group": "System",
+        "title": "System · RAM",
+        "keys": ["system/ram_gb", "system/host_ram_pct"],
+        "description": "Resident memory of the trainer's processes (GiB) and the machine's memory in use (%).",
+    },
+    {
+        "id": "system_time",
+        "group": "System",
+        "title": "System · time per step (s)",
+        "keys": ["perf/gen_s", "perf/train_s", "perf/wait_s"],
+        "description": "Where a step's time goes: generating, training, and (async) waiting for a batch. "
+        "Waiting that grows means the GPUs idle on the generator.",
+    },
+    {
+        "id": "system_gpu_util",
+        "group": "System",
+        "title": "System · GPU utilisation (%)",
+        "keys": [],
+        "pattern": r"^system/gpu[0-9]+/util_pct$",
+        "optional": True,
+        "description": "Per GPU, NVML's share of time a kernel ran. Low while training means the GPUs wait.",
+    },
+    {
+        "id": "system_gpu_mem",
+        "group": "System",
+        "title": "System · GPU memory (GiB)",
+        "keys": [],
+        "pattern": r"^system/gpu[0-9]+/mem_gb$",
+        "optional": True,
+        "description": "Per GPU, memory in use by every process on it.",
+    },
+    {
+        "id": "system_gpu_power",
+        "group": "System",
+        "title": "System · GPU power (W)",
+        "keys": [],
+        "pattern": r"^system/gpu[0-9]+/power_w$",
+        "optional": True,
+        "description": "Per GPU power draw.",
+    },
+    {
+        "id": "push_failures",
+        "group": "System",
+        "title": "System · pushes to the dashboard that failed",
+        "keys": [],
+        "pattern": r"^(metrics|samples)/push_failures$",
+        "optional": True,
+        "description": "Metric and sample batches the trainer could not deliver so far. An outage's are retried from the "
+        "spool; a batch refused for good (a 4xx) stays in the run folder, marked in *.rejected.jsonl, until "
+        "manage.py resend_rejected stores it. Shown only once a push failed.",
+    },
 ]
 
 
@@ -151,13 +283,21 @@ DUAL_CLIP_DEFAULT = 3.0
 
 def dual_clip_lines(configs: Iterable[dict]) -> list[dict[str, Any]]:
     """The distinct dual-clip bounds c of the runs that turn it on, as lines on the A<0 tail panel."""
-    cs = {float(c) for c in (((cfg or {}).get("algorithm") or {}).get("dual_clip_c") for cfg in configs) if c is not None}
+    cs = {
+        float(c) for c in (((cfg or {}).get("algorithm") or {}).get("dual_clip_c") for cfg in configs) if c is not None
+    }
     return [{"y": c, "label": f"dual clip c = {c:g}"} for c in sorted(cs)]
 
 
 # what each split of the Corrections fraction panel counts, and the part of a variant that makes it
-FRACTION_KEYS = {"actor/masked_frac": "masked", "actor/clipped_frac": "clipped", "actor/reweighted_frac": "reweighted",
-                 "actor/dual_clip_frac": "dual_clip", "actor/token_mask_frac": "token_mask", "actor/seq_mask_frac": "seq_mask"}
+FRACTION_KEYS = {
+    "actor/masked_frac": "masked",
+    "actor/clipped_frac": "clipped",
+    "actor/reweighted_frac": "reweighted",
+    "actor/dual_clip_frac": "dual_clip",
+    "actor/token_mask_frac": "token_mask",
+    "actor/seq_mask_frac": "seq_mask",
+}
 
 
 def correction_fractions(variants: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -170,8 +310,10 @@ def correction_fractions(variants: list[str]) -> tuple[list[str], dict[str, str]
                 keys.append(key)
                 labels[key] = f"{what} ({DOES[what][0]})"
             continue
-        makers = sorted({part for v in variants for part in v.split("+") if DOES.get(part, ("",))[0] == what},
-                        key=lambda p: list(DOES).index(p))
+        makers = sorted(
+            {part for v in variants for part in v.split("+") if DOES.get(part, ("",))[0] == what},
+            key=lambda p: list(DOES).index(p),
+        )
         if makers:
             keys.append(key)
             labels[key] = f"{what}: {', '.join(makers)}"
@@ -195,15 +337,22 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
     objectives = sorted({o for o in (_objective(c) or "m2po" for c in configs)})
     variants = sorted({variant_of(c) for c in configs})
     logged = set(keys)
-    corrections_on = any(_has_corrections(c) for c in configs) or any(k in logged for p in PANELS
-                                                                     if p.get("group") == CORRECTIONS for k in p["keys"])
+    corrections_on = any(_has_corrections(c) for c in configs) or any(
+        k in logged for p in PANELS if p.get("group") == CORRECTIONS for k in p["keys"]
+    )
     out = []
     for panel in PANELS:
         if panel.get("group") == CORRECTIONS and not _shown_correction_panel(panel, configs, logged, corrections_on):
             continue
-        resolved = {"id": panel["id"], "title": panel["title"], "keys": list(panel["keys"]),
-                    "description": panel["description"], "log_y": panel.get("log_y", False),
-                    "lines": [], "labels": {}}
+        resolved = {
+            "id": panel["id"],
+            "title": panel["title"],
+            "keys": list(panel["keys"]),
+            "description": panel["description"],
+            "log_y": panel.get("log_y", False),
+            "lines": [],
+            "labels": {},
+        }
         if panel["id"] == "eval":
             resolved["keys"] = eval_keys(keys)
         elif panel.get("pattern"):
@@ -241,8 +390,10 @@ def _shown_correction_panel(panel: dict, configs: list[dict], logged: set[str], 
         return True
     needs = panel.get("needs")
     if needs == "engine":
-        return any(((c or {}).get("rollout") or {}).get("behav_logp", "recompute") == "recompute" and _has_corrections(c)
-                   for c in configs)
+        return any(
+            ((c or {}).get("rollout") or {}).get("behav_logp", "recompute") == "recompute" and _has_corrections(c)
+            for c in configs
+        )
     if needs == "sq_penalty":
         return any(float(((c or {}).get("algorithm") or {}).get("sq_log_ratio_coef") or 0) > 0 for c in configs)
     return True

@@ -28,6 +28,7 @@ Outside a caller's transaction the path carries its own BEGIN/COMMIT; inside one
 atomic block) it runs in a savepoint. The stream row lock orders a run's batches and numbers them
 without gaps, in commit order; (run, attempt, key, step) is stored once, its last post winning.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -71,16 +72,23 @@ def write_batch(run_id: int, attempt: int, batch: SortedBatch, riders: Sequence[
     try:
         return _in_transaction(lambda db, commit: _append(db, run_id, attempt, batch, riders, commit, prepared))
     except store.NearStored:  # a batch committed meanwhile stored steps near this one, or a restart is due
-        return _in_transaction(lambda db, commit: _write(db, run_id, attempt, batch, riders=riders, commit=commit,
-                                                         prepared=prepared))
+        return _in_transaction(
+            lambda db, commit: _write(db, run_id, attempt, batch, riders=riders, commit=commit, prepared=prepared)
+        )
 
 
 def _in_transaction(write) -> Written:
     """write(db, commit) in pipeline mode, in its own transaction (a savepoint inside a caller's)."""
     # BEGIN/COMMIT as statements, not psycopg's transaction(), which waits for each answer
-    begin, commit, undo = (("SAVEPOINT opl_ingest", "RELEASE SAVEPOINT opl_ingest",
-                            "ROLLBACK TO SAVEPOINT opl_ingest; RELEASE SAVEPOINT opl_ingest")
-                           if connection.in_atomic_block else ("BEGIN", "COMMIT", "ROLLBACK"))
+    begin, commit, undo = (
+        (
+            "SAVEPOINT opl_ingest",
+            "RELEASE SAVEPOINT opl_ingest",
+            "ROLLBACK TO SAVEPOINT opl_ingest; RELEASE SAVEPOINT opl_ingest",
+        )
+        if connection.in_atomic_block
+        else ("BEGIN", "COMMIT", "ROLLBACK")
+    )
     try:
         with Statements(pipelined=True) as db:
             db.execute(begin)
@@ -96,8 +104,9 @@ def _in_transaction(write) -> Written:
         raise
 
 
-def _append(db: Statements, run_id: int, attempt: int, batch: SortedBatch, riders, commit: str,
-            prepared: store.Prepared):
+def _append(
+    db: Statements, run_id: int, attempt: int, batch: SortedBatch, riders, commit: str, prepared: store.Prepared
+):
     """The common batch with the run's lock held only while PostgreSQL runs the writes (no round
     trip to this process inside it, so a run's writers overlap everything else): the stored steps
     near the batch are read first, without the lock; the last round trip takes the lock and
@@ -124,8 +133,17 @@ def _append(db: Statements, run_id: int, attempt: int, batch: SortedBatch, rider
     return lambda: Written(seq=seq_answer.one()[0], restart_from=None)  # answered once the pipeline is synced
 
 
-def _write(db: Statements, run_id: int, attempt: int, batch: SortedBatch, *, riders, commit: str | None,
-           prepared: store.Prepared, reads_sent: bool = False) -> Written:
+def _write(
+    db: Statements,
+    run_id: int,
+    attempt: int,
+    batch: SortedBatch,
+    *,
+    riders,
+    commit: str | None,
+    prepared: store.Prepared,
+    reads_sent: bool = False,
+) -> Written:
     """Any batch, the run's lock taken first: re-posted steps, a restart, and the demo's SQLite."""
     first = int(batch.steps.min())
     for rider in () if reads_sent else riders:  # before the run's lock, as _append sends them: one lock order
@@ -163,8 +181,11 @@ def _take_out_stored(db: Statements, batch: SortedBatch, near: list[tuple]) -> t
     a backfill, changes no summary), and the keys where the batch changes a stored point."""
     fresh, changed = np.ones(len(batch), dtype=bool), set()
     ranges = batch.key_ranges()
-    hit = [cid for cid, key, steps in near
-           if np.isin(np.frombuffer(steps, STEP), batch.steps[slice(*ranges[key])], assume_unique=True).any()]
+    hit = [
+        cid
+        for cid, key, steps in near
+        if np.isin(np.frombuffer(steps, STEP), batch.steps[slice(*ranges[key])], assume_unique=True).any()
+    ]
     if not hit:
         return fresh, changed
     emptied = []
@@ -173,8 +194,11 @@ def _take_out_stored(db: Statements, batch: SortedBatch, near: list[tuple]) -> t
         again = np.isin(stored.steps, batch.steps[a:b], assume_unique=True)
         at = a + np.searchsorted(batch.steps[a:b], stored.steps[again])
         old = stored.take(again)
-        same = ((batch.specials[at] == old.specials) & (batch.times[at] == old.times)
-                & ((batch.values[at] == old.values) | (old.specials != 0)))
+        same = (
+            (batch.specials[at] == old.specials)
+            & (batch.times[at] == old.times)
+            & ((batch.values[at] == old.values) | (old.specials != 0))
+        )
         fresh[at[same]] = False
         if not same.all():
             changed.add(key)
@@ -186,8 +210,9 @@ def _take_out_stored(db: Statements, batch: SortedBatch, near: list[tuple]) -> t
     return fresh, changed
 
 
-def _fold(db: Statements, run_id: int, batch: SortedBatch, fresh: np.ndarray, changed: set[str],
-          prepared: store.Prepared) -> None:
+def _fold(
+    db: Statements, run_id: int, batch: SortedBatch, fresh: np.ndarray, changed: set[str], prepared: store.Prepared
+) -> None:
     """Summaries and rollups: merged from the batch's own aggregates where its points are new to
     their key; recomputed over the touched steps where a stored value changed."""
     if fresh.all() and not changed:  # the common batch: what was prepared before the lock
@@ -208,8 +233,9 @@ def _fold(db: Statements, run_id: int, batch: SortedBatch, fresh: np.ndarray, ch
         return
     touched = batch.only(changed)
     store.fold_series(db, run_id, touched, count=False)  # the step range; the rest from the rollups below
-    store.rebuild_rollups(run_id, from_step=int(touched.steps.min()), to_step=int(touched.steps.max()),
-                          keys=sorted(changed), db=db)
+    store.rebuild_rollups(
+        run_id, from_step=int(touched.steps.min()), to_step=int(touched.steps.max()), keys=sorted(changed), db=db
+    )
     store.refresh_series_from_rollups(db, run_id, sorted(changed))
 
 

@@ -7,6 +7,7 @@ ingestion is idempotent, so a batch stored twice changes nothing.
 A batch is resent under the attempt that sent it, and only while that is still the run's attempt:
 a later attempt resumed from a checkpoint and wrote its own points from there on.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ class Resent:
     detail: str  # what was stored, or why the batch stays marked
 
 
-def resend_spool(*, run: Run, run_dir: Path, spool_name: str, key: str,
-                 ingest: Callable[[Run, int, bytes], str]) -> list[Resent]:
+def resend_spool(
+    *, run: Run, run_dir: Path, spool_name: str, key: str, ingest: Callable[[Run, int, bytes], str]
+) -> list[Resent]:
     """Resend every rejected batch of one spool; `ingest(run, attempt, body)` stores a batch body and
     describes what it stored, or raises BatchError. Records of stored batches leave the ledger."""
     left, out = [], []

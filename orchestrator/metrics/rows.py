@@ -8,6 +8,7 @@ same for every batch (psycopg and the server parse it once). On SQLite (the demo
 VALUES list. NaN in a float column and -1 in an integer column the statement reads back through
 NULLIF stand for NULL (PostgreSQL compares NaN equal to NaN).
 """
+
 from __future__ import annotations
 
 import struct
@@ -21,8 +22,13 @@ from psycopg.pq import Format
 
 # PostgreSQL type: (element oid, array oid, numpy big-endian dtype or None for variable length)
 PG_TYPES = {
-    "int2": (21, 1005, ">i2"), "int4": (23, 1007, ">i4"), "int8": (20, 1016, ">i8"), "float8": (701, 1022, ">f8"),
-    "text": (25, 1009, None), "bytea": (17, 1001, None), "bool": (16, 1000, ">?"),
+    "int2": (21, 1005, ">i2"),
+    "int4": (23, 1007, ">i4"),
+    "int8": (20, 1016, ">i8"),
+    "float8": (701, 1022, ">f8"),
+    "text": (25, 1009, None),
+    "bytea": (17, 1001, None),
+    "bool": (16, 1000, ">?"),
 }
 
 
@@ -35,8 +41,11 @@ class PackedArray(bytes):
 def _array_type(pg_type: str) -> tuple[type[PackedArray], type[Dumper]]:
     oid = PG_TYPES[pg_type][1]
     cls = type(f"{pg_type.capitalize()}Array", (PackedArray,), {"oid": oid})
-    dumper = type(f"{pg_type.capitalize()}ArrayDumper", (Dumper,),
-                  {"format": Format.BINARY, "oid": oid, "dump": lambda self, obj: obj})
+    dumper = type(
+        f"{pg_type.capitalize()}ArrayDumper",
+        (Dumper,),
+        {"format": Format.BINARY, "oid": oid, "dump": lambda self, obj: obj},
+    )
     return cls, dumper
 
 

@@ -6,6 +6,7 @@ decoded and type-checked by msgspec in C (straight from the request body when th
 anything msgspec refuses takes the plain-Python path, and the pydantic model then explains every
 refused row. The paths accept the same batches.
 """
+
 import math
 import re
 from typing import Annotated, Any, Literal
@@ -129,8 +130,15 @@ def parse_columns(rows: Any) -> Columns:
     if not isinstance(rows, list):
         raise BatchError([{"index": None, "field": "points", "message": "must be a list"}])
     if len(rows) > (most := max_points_per_batch()):
-        raise BatchError([{"index": None, "field": "points",
-                           "message": f"at most {most} points per batch (OPL_INGEST_MAX_POINTS_PER_BATCH), got {len(rows)}"}])
+        raise BatchError(
+            [
+                {
+                    "index": None,
+                    "field": "points",
+                    "message": f"at most {most} points per batch (OPL_INGEST_MAX_POINTS_PER_BATCH), got {len(rows)}",
+                }
+            ]
+        )
     try:
         cols = _struct_columns(msgspec.convert(rows, list[WirePoint]))
     except msgspec.ValidationError:

@@ -1,4 +1,5 @@
 """Reads of metric data: chart series (one or many runs), latest values and summaries."""
+
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -9,8 +10,8 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from orchestrator.metrics import store
-from orchestrator.metrics.downsample import GroupAggregates, bucket_width, bucketize, points_from_aggregates
 from orchestrator.metrics.chunks import as_float, live_points
+from orchestrator.metrics.downsample import GroupAggregates, bucket_width, bucketize, points_from_aggregates
 from orchestrator.metrics.models import MetricAttempt, MetricSeries
 from trainer.metric_keys import direction, parse_directions
 
@@ -42,8 +43,15 @@ def plan_window(lo: int, hi: int, max_points: int, *, rollups: bool) -> Window:
     return Window(lo, hi, width, level)
 
 
-def series(run_ids: Iterable[int], key: str, *, start: int | None = None, end: int | None = None,
-           max_points: int = DEFAULT_MAX_POINTS, field: str = "value") -> dict[int, list[Point]]:
+def series(
+    run_ids: Iterable[int],
+    key: str,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    max_points: int = DEFAULT_MAX_POINTS,
+    field: str = "value",
+) -> dict[int, list[Point]]:
     """One key of many runs over [start, end], each downsampled to about max_points points.
 
     All runs share one bucket grid. field="time" gives each bucket's last (step, wall time),
@@ -67,7 +75,9 @@ def _from_points(run_ids, key, window: Window, max_points: int, field: str) -> d
     out = {}
     for (rid, _), pts in live_points(run_ids, [key], lo=window.lo, hi=window.hi).items():
         if len(pts) > max_points:
-            out[rid] = points_from_aggregates(bucketize(pts.steps, pts.values, pts.specials, pts.times, window.width), field)
+            out[rid] = points_from_aggregates(
+                bucketize(pts.steps, pts.values, pts.specials, pts.times, window.width), field
+            )
         elif field == "time":
             out[rid] = [(s, t, 0) for s, t in zip(pts.steps.tolist(), pts.times.tolist(), strict=True)]
         else:
@@ -94,8 +104,14 @@ ORDER BY run_id, qb
 
 
 def _from_rollups(run_ids, key, window: Window, max_points: int, field: str) -> dict[int, list[Point]]:
-    params = {"k": window.width // window.level, "runs": run_ids, "key": key, "level": window.level,
-              "b0": window.lo // window.level, "b1": window.hi // window.level}
+    params = {
+        "k": window.width // window.level,
+        "runs": run_ids,
+        "key": key,
+        "level": window.level,
+        "b0": window.lo // window.level,
+        "b1": window.hi // window.level,
+    }
     with transaction.atomic(), connection.cursor() as cur:
         # A compare page groups tens of thousands of rows; the default 4 MB spilled that to disk.
         cur.execute("SET LOCAL work_mem = '64MB'")
@@ -104,10 +120,13 @@ def _from_rollups(run_ids, key, window: Window, max_points: int, field: str) -> 
     if not rows:
         return {}
     run, min_value, min_step, max_value, max_step, last_step, last_value, last_special, last_time, sp_step, sp_kind = (
-        list(c) for c in zip(*rows, strict=True))
+        list(c) for c in zip(*rows, strict=True)
+    )
     floats = [np.array(c, dtype=np.float64) for c in (min_value, max_value, last_value, last_time)]  # None -> NaN
-    ints = [np.array([-1 if v is None else v for v in c], dtype=np.int64)
-            for c in (min_step, max_step, last_step, last_special, sp_step, sp_kind)]
+    ints = [
+        np.array([-1 if v is None else v for v in c], dtype=np.int64)
+        for c in (min_step, max_step, last_step, last_special, sp_step, sp_kind)
+    ]
     has_finite = np.array([v is not None for v in min_step])
     has_special = np.array([v is not None for v in sp_step])
     runs = np.array(run)
@@ -115,10 +134,20 @@ def _from_rollups(run_ids, key, window: Window, max_points: int, field: str) -> 
     out = {}
     for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(runs)], strict=True):
         g = GroupAggregates(
-            n=np.zeros(b - a, np.int64), has_finite=has_finite[a:b],
-            min_value=floats[0][a:b], min_step=ints[0][a:b], max_value=floats[1][a:b], max_step=ints[1][a:b],
-            last_step=ints[2][a:b], last_value=floats[2][a:b], last_special=ints[3][a:b], last_time=floats[3][a:b],
-            has_special=has_special[a:b], special_step=ints[4][a:b], special_kind=ints[5][a:b])
+            n=np.zeros(b - a, np.int64),
+            has_finite=has_finite[a:b],
+            min_value=floats[0][a:b],
+            min_step=ints[0][a:b],
+            max_value=floats[1][a:b],
+            max_step=ints[1][a:b],
+            last_step=ints[2][a:b],
+            last_value=floats[2][a:b],
+            last_special=ints[3][a:b],
+            last_time=floats[3][a:b],
+            has_special=has_special[a:b],
+            special_step=ints[4][a:b],
+            special_kind=ints[5][a:b],
+        )
         out[int(runs[a])] = points_from_aggregates(g, field)
     return out
 
@@ -126,8 +155,11 @@ def _from_rollups(run_ids, key, window: Window, max_points: int, field: str) -> 
 def attempt_starts(run_ids: Iterable[int]) -> dict[int, list[list[int]]]:
     """{run_id: [[attempt, start_step], ...]} for attempt markers on charts."""
     out: dict[int, list[list[int]]] = {}
-    for rid, attempt, start in (MetricAttempt.objects.filter(run_id__in=list(run_ids))
-                                .order_by("run_id", "attempt").values_list("run_id", "attempt", "start_step")):
+    for rid, attempt, start in (
+        MetricAttempt.objects.filter(run_id__in=list(run_ids))
+        .order_by("run_id", "attempt")
+        .values_list("run_id", "attempt", "start_step")
+    ):
         out.setdefault(rid, []).append([attempt, start])
     return out
 
@@ -142,7 +174,9 @@ def run_keys(run_id: int) -> list[str]:
 
 def keys_of(run_ids: Iterable[int]) -> list[str]:
     """The keys any of the runs has, sorted."""
-    return list(MetricSeries.objects.filter(run_id__in=list(run_ids)).order_by("key").values_list("key", flat=True).distinct())
+    return list(
+        MetricSeries.objects.filter(run_id__in=list(run_ids)).order_by("key").values_list("key", flat=True).distinct()
+    )
 
 
 def latest_values(run_ids: Iterable[int], keys: Iterable[str]) -> dict[int, dict[str, float]]:
@@ -156,7 +190,7 @@ def latest_values(run_ids: Iterable[int], keys: Iterable[str]) -> dict[int, dict
 
 
 def metric_direction(key: str) -> str | None:
-    """"max", "min" or None: the trainer's metric-key table, with the lab's own keys from
+    """ "max", "min" or None: the trainer's metric-key table, with the lab's own keys from
     OPL_METRIC_DIRECTIONS ("custom/score=max,custom/*_loss=min") taking precedence."""
     return direction(key, _custom_directions(getattr(settings, "OPL_METRIC_DIRECTIONS", "")))
 
@@ -179,7 +213,11 @@ def summaries(run_ids: Iterable[int], keys: Iterable[str] | None = None) -> dict
         way = metric_direction(s.key)
         best = {"max": s.max_value, "min": s.min_value}.get(way)
         out.setdefault(s.run_id, {})[s.key] = {
-            "last": encode_value(s.last_value, s.last_special), "last_step": s.last_step,
-            "min": s.min_value, "max": s.max_value, "best": best, "direction": way,
+            "last": encode_value(s.last_value, s.last_special),
+            "last_step": s.last_step,
+            "min": s.min_value,
+            "max": s.max_value,
+            "best": best,
+            "direction": way,
         }
     return out

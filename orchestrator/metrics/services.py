@@ -1,4 +1,5 @@
 """Storing metric batches and heartbeats from running jobs."""
+
 import logging
 from datetime import timedelta
 from typing import Any
@@ -10,8 +11,8 @@ from django.utils import timezone
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
 from orchestrator.metrics import batches, ingest_hooks, live, pipeline, store
-from orchestrator.metrics.chunks import Columns, as_float  # noqa: F401 (as_float re-exported)
-from orchestrator.metrics.schemas import BatchError, encode_value, parse_columns  # noqa: F401 (re-exported)
+from orchestrator.metrics.chunks import Columns, as_float
+from orchestrator.metrics.schemas import BatchError, encode_value, parse_columns
 
 S = Run.State
 log = logging.getLogger(__name__)
@@ -40,16 +41,21 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
 
 def _announce(run_id: int, seq: int, attempt: int, restart_from: int | None, cols: Columns) -> None:
     """Publish the batch to live charts once it is committed (at once outside a transaction)."""
-    transaction.on_commit(lambda: live.publish(
-        run_id, lambda: live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)))
+    transaction.on_commit(
+        lambda: live.publish(
+            run_id, lambda: live.batch_event(seq=seq, attempt=attempt, restart_from=restart_from, cols=cols)
+        )
+    )
 
 
 def compact_recent_runs(*, within: timedelta = timedelta(days=1)) -> int:
     """Compact the chunks of runs that are active or finished within `within` (older runs were
     compacted while they were recent); returns how many chunks that removed."""
     recent = Run.objects.filter(Q(state__in=Run.ACTIVE) | Q(finished_at__gte=timezone.now() - within))
-    return sum(store.compact_chunks(run_id, keep_batches=live.MAX_REPLAY_BATCHES)
-               for run_id in recent.values_list("pk", flat=True))
+    return sum(
+        store.compact_chunks(run_id, keep_batches=live.MAX_REPLAY_BATCHES)
+        for run_id in recent.values_list("pk", flat=True)
+    )
 
 
 def run_heartbeat(*, run: Run, step: int | None = None, total_steps: int | None = None) -> None:

@@ -15,6 +15,7 @@ Inserting instead of updating keeps a batch's cost flat as the series grows: no 
 by every batch, so nothing waits on vacuum (the test machines' PostgreSQL runs without
 autovacuum, and each upsert of a hot bucket left a dead version behind).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -26,8 +27,13 @@ from django.db import transaction
 from orchestrator.experiments.models import Run
 from orchestrator.metrics import batches
 from orchestrator.metrics.batches import SortedBatch
-from orchestrator.metrics.chunks import Columns  # noqa: F401 (schemas and live import it from here)
-from orchestrator.metrics.chunks import Points, live_series, pack, unpack
+from orchestrator.metrics.chunks import (
+    Columns,  # noqa: F401 (schemas and live import it from here)
+    Points,
+    live_series,
+    pack,
+    unpack,
+)
 from orchestrator.metrics.db import Statements, direct, is_postgres  # noqa: F401 (is_postgres: selectors)
 from orchestrator.metrics.models import MetricChunk, MetricRollup, MetricStream
 from orchestrator.metrics.rows import Rows
@@ -68,21 +74,26 @@ class Prepared:
 
 
 def prepare(db: Statements, batch: SortedBatch) -> Prepared:
-    return Prepared(chunks=_rows(db, batches.CHUNK_COLUMNS, batches.chunk_columns(batch)),
-                    series=_rows(db, batches.SUMMARY_COLUMNS, batches.key_summaries(batch)),
-                    rollups=_rows(db, batches.ROLLUP_COLUMNS, batches.rollup_columns(batch, LEVELS))
-                    if db.postgres else None)
+    return Prepared(
+        chunks=_rows(db, batches.CHUNK_COLUMNS, batches.chunk_columns(batch)),
+        series=_rows(db, batches.SUMMARY_COLUMNS, batches.key_summaries(batch)),
+        rollups=_rows(db, batches.ROLLUP_COLUMNS, batches.rollup_columns(batch, LEVELS)) if db.postgres else None,
+    )
 
 
 # --- the run's batch lock, attempts, progress ------------------------------------------------------
 
-NEXT_SEQ = (f"INSERT INTO {STREAM} (run_id, last_seq) VALUES (%s, 1) ON CONFLICT (run_id) "
-            f"DO UPDATE SET last_seq = {STREAM}.last_seq + 1 RETURNING last_seq")
+NEXT_SEQ = (
+    f"INSERT INTO {STREAM} (run_id, last_seq) VALUES (%s, 1) ON CONFLICT (run_id) "
+    f"DO UPDATE SET last_seq = {STREAM}.last_seq + 1 RETURNING last_seq"
+)
 # After NEXT_SEQ in the same transaction, so the subquery reads this batch's number.
-ATTEMPT_START = (f"INSERT INTO {ATTEMPT} (run_id, attempt, start_step, seq) VALUES (%s, %s, %s, "
-                 f"(SELECT last_seq FROM {STREAM} WHERE run_id = %s)) "
-                 f"ON CONFLICT (run_id, attempt) DO UPDATE SET start_step = excluded.start_step, seq = excluded.seq "
-                 f"WHERE {ATTEMPT}.start_step > excluded.start_step RETURNING start_step")
+ATTEMPT_START = (
+    f"INSERT INTO {ATTEMPT} (run_id, attempt, start_step, seq) VALUES (%s, %s, %s, "
+    f"(SELECT last_seq FROM {STREAM} WHERE run_id = %s)) "
+    f"ON CONFLICT (run_id, attempt) DO UPDATE SET start_step = excluded.start_step, seq = excluded.seq "
+    f"WHERE {ATTEMPT}.start_step > excluded.start_step RETURNING start_step"
+)
 PROGRESS = f"UPDATE {RUN} SET step = %s WHERE id = %s AND step < %s"
 
 
@@ -107,12 +118,16 @@ def last_seq(run_id: int) -> int:
 
 # --- chunks ------------------------------------------------------------------------------------
 
+
 def _key_ranges(db: Statements, batch: SortedBatch) -> tuple[str, list]:
     """b(key, lo, hi): each key's first and last step in the batch."""
     starts = batch.key_starts()
     ends = np.r_[starts[1:], len(batch.steps)] - 1
-    return _rows(db, (("key", "text"), ("lo", "int8"), ("hi", "int8")),
-                 [[batch.key_names[i] for i in batch.key_index[starts].tolist()], batch.steps[starts], batch.steps[ends]])
+    return _rows(
+        db,
+        (("key", "text"), ("lo", "int8"), ("hi", "int8")),
+        [[batch.key_names[i] for i in batch.key_index[starts].tolist()], batch.steps[starts], batch.steps[ends]],
+    )
 
 
 def near_chunks(db: Statements, run_id: int, batch: SortedBatch):
@@ -124,7 +139,8 @@ def near_chunks(db: Statements, run_id: int, batch: SortedBatch):
         with_b + f"SELECT c.id, c.key, c.steps FROM b JOIN {SERIES} s ON s.run_id = %s AND s.key = b.key "
         f"JOIN {CHUNK} c ON c.run_id = %s AND NOT c.superseded AND c.key = b.key "
         "AND c.last_step >= b.lo AND c.last_step <= b.hi + s.max_span AND c.first_step <= b.hi",
-        [*params, run_id, run_id])
+        [*params, run_id, run_id],
+    )
 
 
 def chunks_by_id(db: Statements, ids: Iterable[int]) -> list[tuple]:
@@ -132,23 +148,36 @@ def chunks_by_id(db: Statements, ids: Iterable[int]) -> list[tuple]:
     ids = list(ids)
     if not ids:
         return []
-    rows = db.fetch(f'SELECT id, key, attempt, seq, first_step, steps, "values", specials, times FROM {CHUNK} '
-                    f"WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+    rows = db.fetch(
+        f'SELECT id, key, attempt, seq, first_step, steps, "values", specials, times FROM {CHUNK} '
+        f"WHERE id IN ({', '.join(['%s'] * len(ids))})",
+        ids,
+    )
     return [(cid, key, attempt, seq, first, unpack(*blobs)) for cid, key, attempt, seq, first, *blobs in rows]
 
 
-def insert_chunks(db: Statements, run_id: int, attempt: int, seq: int | None, batch: SortedBatch | None, *,
-                  superseded: bool = False, prepared: Prepared | None = None):
+def insert_chunks(
+    db: Statements,
+    run_id: int,
+    attempt: int,
+    seq: int | None,
+    batch: SortedBatch | None,
+    *,
+    superseded: bool = False,
+    prepared: Prepared | None = None,
+):
     """One chunk per key of the batch (or of the batch `prepared` was built from); seq None: the
     number this transaction's NEXT_SEQ took."""
     with_b, params = prepared.chunks if prepared else _rows(db, batches.CHUNK_COLUMNS, batches.chunk_columns(batch))
-    seq_sql, seq_params = ("%s", [seq]) if seq is not None else (f"(SELECT last_seq FROM {STREAM} WHERE run_id = %s)",
-                                                                 [run_id])
+    seq_sql, seq_params = (
+        ("%s", [seq]) if seq is not None else (f"(SELECT last_seq FROM {STREAM} WHERE run_id = %s)", [run_id])
+    )
     return db.execute(
         with_b + f"INSERT INTO {CHUNK} (run_id, key, attempt, seq, superseded, first_step, last_step, n, steps, "
         f'"values", specials, times, sum_value, n_finite) SELECT %s, key, %s, {seq_sql}, %s, first_step, last_step, n, '
         'steps, "values", specials, times, sum_value, n_finite FROM b',
-        [*params, run_id, attempt, *seq_params, superseded])
+        [*params, run_id, attempt, *seq_params, superseded],
+    )
 
 
 def committed_seq(db: Statements, run_id: int):
@@ -175,7 +204,8 @@ def guard_append(db: Statements, run_id: int, attempt: int, batch: SortedBatch, 
         "AND c.last_step <= b.hi + s.max_span AND c.first_step <= b.hi AND c.seq > %s) "
         f"OR EXISTS (SELECT 1 FROM {ATTEMPT} a WHERE a.run_id = %s AND a.attempt = %s AND a.attempt > 1 "
         f"AND a.seq = (SELECT last_seq FROM {STREAM} WHERE run_id = %s)) THEN 0 ELSE 1 END)",
-        [*params, run_id, run_id, seen_seq, run_id, attempt, run_id])
+        [*params, run_id, run_id, seen_seq, run_id, attempt, run_id],
+    )
 
 
 def rewrite_chunk(db: Statements, chunk_id: int, points: Points):
@@ -184,8 +214,16 @@ def rewrite_chunk(db: Statements, chunk_id: int, points: Points):
     return db.execute(
         f'UPDATE {CHUNK} SET first_step = %s, last_step = %s, n = %s, steps = %s, "values" = %s, specials = %s, '
         "times = %s, sum_value = %s, n_finite = %s WHERE id = %s",
-        [int(points.steps[0]), int(points.steps[-1]), len(points), *pack(points).values(),
-         float(points.values[finite].sum()), int(finite.sum()), chunk_id])
+        [
+            int(points.steps[0]),
+            int(points.steps[-1]),
+            len(points),
+            *pack(points).values(),
+            float(points.values[finite].sum()),
+            int(finite.sum()),
+            chunk_id,
+        ],
+    )
 
 
 def delete_chunks(db: Statements, ids: list[int]):
@@ -197,13 +235,15 @@ def delete_chunks(db: Statements, ids: list[int]):
 def supersede(db: Statements, run_id: int, attempt: int, from_step: int) -> int:
     """Mark older attempts' live points at or after `from_step` superseded (a chunk that straddles
     the step is split); returns how many points that was."""
-    rows = db.fetch(f"SELECT id, n, first_step FROM {CHUNK} WHERE run_id = %s AND NOT superseded AND attempt < %s "
-                    "AND last_step >= %s", [run_id, attempt, from_step])
+    rows = db.fetch(
+        f"SELECT id, n, first_step FROM {CHUNK} WHERE run_id = %s AND NOT superseded AND attempt < %s "
+        "AND last_step >= %s",
+        [run_id, attempt, from_step],
+    )
     whole = [cid for cid, _, first in rows if first >= from_step]
     count = sum(n for _, n, first in rows if first >= from_step)
     if whole:
-        db.execute(f"UPDATE {CHUNK} SET superseded = %s WHERE id IN ({', '.join(['%s'] * len(whole))})",
-                   [True, *whole])
+        db.execute(f"UPDATE {CHUNK} SET superseded = %s WHERE id IN ({', '.join(['%s'] * len(whole))})", [True, *whole])
     for cid, key, old_attempt, seq, _, points in chunks_by_id(db, [cid for cid, _, first in rows if first < from_step]):
         later = points.steps >= from_step
         rewrite_chunk(db, cid, points.take(~later))
@@ -213,6 +253,7 @@ def supersede(db: Statements, run_id: int, attempt: int, from_step: int) -> int:
 
 
 # --- per-key summaries ---------------------------------------------------------------------------
+
 
 def _keep(old: str, new: str, take_new_if: str) -> str:
     return f"CASE WHEN {take_new_if} THEN {new} ELSE {old} END"
@@ -239,8 +280,9 @@ def _fold_series_sql(db: Statements) -> str:
     )
 
 
-def fold_series(db: Statements, run_id: int, batch: SortedBatch | None, *, count: bool = True,
-                prepared: Prepared | None = None):
+def fold_series(
+    db: Statements, run_id: int, batch: SortedBatch | None, *, count: bool = True, prepared: Prepared | None = None
+):
     """Fold the summaries of points new to their keys into the stored ones, whatever their steps:
     the later last point wins, extremes and counts combine. count=False folds only the step range
     and last point (keys whose changed values are recomputed afterwards)."""
@@ -256,8 +298,9 @@ def fold_series(db: Statements, run_id: int, batch: SortedBatch | None, *, count
 
 def note_span(db: Statements, run_id: int, key: str, span: int):
     """Widen a key's max_span for a chunk that compaction made."""
-    return db.execute(f"UPDATE {SERIES} SET max_span = %s WHERE run_id = %s AND key = %s AND max_span < %s",
-                      [span, run_id, key, span])
+    return db.execute(
+        f"UPDATE {SERIES} SET max_span = %s WHERE run_id = %s AND key = %s AND max_span < %s", [span, run_id, key, span]
+    )
 
 
 def rebuild_series(run_id: int, keys: Iterable[str] | None = None, db: Statements | None = None) -> None:
@@ -271,8 +314,10 @@ def rebuild_series(run_id: int, keys: Iterable[str] | None = None, db: Statement
         return
     fold_series(db, run_id, batches.from_points(series))
     # the folded span is the whole series'; the overlap bound needs the widest chunk's
-    for key, span in db.fetch(f"SELECT key, MAX(last_step - first_step) FROM {CHUNK} WHERE run_id = %s "
-                              "AND NOT superseded GROUP BY key", [run_id]):
+    for key, span in db.fetch(
+        f"SELECT key, MAX(last_step - first_step) FROM {CHUNK} WHERE run_id = %s AND NOT superseded GROUP BY key",
+        [run_id],
+    ):
         if key in series:
             db.execute(f"UPDATE {SERIES} SET max_span = %s WHERE run_id = %s AND key = %s", [span, run_id, key])
 
@@ -287,25 +332,31 @@ def refresh_series_from_rollups(db: Statements, run_id: int, keys: list[str]):
         "max(ARRAY[last_step, last_value, last_special]) AS last "
         f"FROM {ROLLUP} WHERE run_id = %s AND width = %s AND key = ANY(%s) GROUP BY key) a "
         "WHERE s.run_id = %s AND s.key = a.key",
-        [run_id, LEVELS[-1], keys, run_id])
+        [run_id, LEVELS[-1], keys, run_id],
+    )
 
 
 # --- rollups (PostgreSQL) -----------------------------------------------------------------------
 
-_ROLLUP_FIELDS = ("n, min_value, min_step, max_value, max_step, last_step, last_value, last_special, last_time, "
-                  "special_step, special_kind")
+_ROLLUP_FIELDS = (
+    "n, min_value, min_step, max_value, max_step, last_step, last_value, last_special, last_time, "
+    "special_step, special_kind"
+)
 
 
 def insert_rollups(db: Statements, run_id: int, batch: SortedBatch | None, *, prepared: Prepared | None = None):
     """The batch's own buckets of every level, as partial rows (points new to their keys only:
     re-posted steps that change a value go through rebuild_rollups)."""
-    with_b, params = prepared.rollups if prepared else _rows(db, batches.ROLLUP_COLUMNS,
-                                                             batches.rollup_columns(batch, LEVELS))
+    with_b, params = (
+        prepared.rollups if prepared else _rows(db, batches.ROLLUP_COLUMNS, batches.rollup_columns(batch, LEVELS))
+    )
     return db.execute(
         with_b + f"INSERT INTO {ROLLUP} (run_id, key, width, bucket, {_ROLLUP_FIELDS}) SELECT %s, key, width, bucket, "
         "n, NULLIF(min_value, 'NaN'::float8), NULLIF(min_step, -1), NULLIF(max_value, 'NaN'::float8), "
         "NULLIF(max_step, -1), last_step, NULLIF(last_value, 'NaN'::float8), last_special, last_time, "
-        "NULLIF(special_step, -1), NULLIF(special_kind, -1) FROM b", [*params, run_id])
+        "NULLIF(special_step, -1), NULLIF(special_kind, -1) FROM b",
+        [*params, run_id],
+    )
 
 
 # The merge of a bucket's partial rows (the order-independent rules above), as selectors reads them.
@@ -334,15 +385,21 @@ def merge_rollup_partials(db: Statements, run_id: int):
         f"HAVING count(*) > 1), gone AS (DELETE FROM {ROLLUP} r USING split WHERE r.run_id = %s AND r.key = split.key "
         "AND r.width = split.width AND r.bucket = split.bucket RETURNING r.*) "
         f"INSERT INTO {ROLLUP} (run_id, key, width, bucket, {_ROLLUP_FIELDS}) " + MERGED_ROLLUPS.format(source="gone"),
-        [run_id, run_id])
+        [run_id, run_id],
+    )
 
 
 # Rebuilds read at most this many steps of a run at a time (a multiple of every level).
 REBUILD_SLICE = LEVELS[-1] * 1024
 
 
-def rebuild_rollups(run_id: int, from_step: int = 0, to_step: int | None = None,
-                    keys: Iterable[str] | None = None, db: Statements | None = None) -> None:
+def rebuild_rollups(
+    run_id: int,
+    from_step: int = 0,
+    to_step: int | None = None,
+    keys: Iterable[str] | None = None,
+    db: Statements | None = None,
+) -> None:
     """Recompute a run's rollup buckets (of `keys`, or all) over [from_step, to_step], widened to
     whole buckets of the coarsest level so that every level is rebuilt from all its points."""
     db = db or direct()
@@ -355,11 +412,14 @@ def rebuild_rollups(run_id: int, from_step: int = 0, to_step: int | None = None,
         [(last_chunk, last_bucket)] = db.fetch(
             f"SELECT (SELECT max(last_step) FROM {CHUNK} WHERE run_id = %s AND NOT superseded{only}), "
             f"(SELECT max(bucket) FROM {ROLLUP} WHERE run_id = %s AND width = %s{only})",
-            [run_id, *extra, run_id, top, *extra])
+            [run_id, *extra, run_id, top, *extra],
+        )
         to_step = max(lo, last_chunk or 0, (last_bucket or 0) * top)
     hi = to_step // top * top + top - 1
-    db.execute(f"DELETE FROM {ROLLUP} WHERE run_id = %s AND bucket >= %s / width AND bucket <= %s / width" + only,
-               [run_id, lo, hi, *extra])
+    db.execute(
+        f"DELETE FROM {ROLLUP} WHERE run_id = %s AND bucket >= %s / width AND bucket <= %s / width" + only,
+        [run_id, lo, hi, *extra],
+    )
     for start in range(lo, hi + 1, REBUILD_SLICE):
         series = live_series(run_id, keys, lo=start, hi=min(hi, start + REBUILD_SLICE - 1))
         if series:
@@ -386,9 +446,13 @@ def compact_chunks(run_id: int, *, keep_batches: int, target: int = COMPACT_TARG
         db = direct()
         if db.postgres:
             merge_rollup_partials(db, run_id)
-        small = (MetricChunk.objects.filter(run_id=run_id, superseded=False, seq__lte=stream.last_seq - keep_batches,
-                                            n__lt=target).order_by("key", "attempt", "first_step")
-                 .values_list("pk", "key", "attempt", "seq", "n", "steps", "values", "specials", "times"))
+        small = (
+            MetricChunk.objects.filter(
+                run_id=run_id, superseded=False, seq__lte=stream.last_seq - keep_batches, n__lt=target
+            )
+            .order_by("key", "attempt", "first_step")
+            .values_list("pk", "key", "attempt", "seq", "n", "steps", "values", "specials", "times")
+        )
         removed, parts, size = 0, [], 0
         for row in small.iterator(chunk_size=2000):
             if parts and ((row[1], row[2]) != (parts[0][1], parts[0][2]) or size + row[4] > target):

@@ -18,6 +18,7 @@ filter language can compare the column (`refresh_stale_tails` first).
 Values are floats; NaN and infinities of `last` come back as float('nan') / float('inf'), min
 and max are over finite values (None when there are none).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -41,14 +42,33 @@ def run_summaries(run_ids: Iterable[int], keys: list[str] | None = None) -> dict
     rows = MetricSeries.objects.filter(run_id__in=list(run_ids))
     if keys is not None:
         rows = rows.filter(key__in=list(keys))
-    found = list(rows.values_list("id", "run_id", "key", "first_step", "last_step", "last_value", "last_special",
-                                  "min_value", "max_value", "count", "revision", "tail_mean", "tail_revision"))
+    found = list(
+        rows.values_list(
+            "id",
+            "run_id",
+            "key",
+            "first_step",
+            "last_step",
+            "last_value",
+            "last_special",
+            "min_value",
+            "max_value",
+            "count",
+            "revision",
+            "tail_mean",
+            "tail_revision",
+        )
+    )
     tails = refresh_tails([(r[0], r[1], r[2], r[3], r[4], r[10]) for r in found if r[12] != r[10]])
     out: dict[int, dict[str, dict]] = {}
     for sid, rid, key, _first, last_step, last_value, last_special, mn, mx, count, _rev, tail, _tail_rev in found:
         out.setdefault(rid, {})[key] = {
-            "last": as_float(last_value, last_special), "min": mn, "max": mx,
-            "tail_mean": tails.get(sid, tail), "count": count, "last_step": last_step,
+            "last": as_float(last_value, last_special),
+            "min": mn,
+            "max": mx,
+            "tail_mean": tails.get(sid, tail),
+            "count": count,
+            "last_step": last_step,
         }
     return out
 
@@ -61,12 +81,14 @@ def refresh_tails(stale: list[tuple[int, int, str, int, int, int]]) -> dict[int,
     means = tail_means({(rid, key): tail_start(first, last) for _, rid, key, first, last, _ in stale})
     out = {sid: means[(rid, key)] for sid, rid, key, *_ in stale}
     for i in range(0, len(stale), _PAIRS_PER_QUERY):
-        part = stale[i:i + _PAIRS_PER_QUERY]
+        part = stale[i : i + _PAIRS_PER_QUERY]
         means_sql = " ".join(["WHEN %s THEN CAST(%s AS DOUBLE PRECISION)"] * len(part))
         revisions_sql = " ".join(["WHEN %s THEN %s"] * len(part))
-        sql = (f"UPDATE {MetricSeries._meta.db_table} SET tail_mean = CASE id {means_sql} END, "
-               f"tail_revision = revision WHERE id IN ({', '.join(['%s'] * len(part))}) "
-               f"AND revision = CASE id {revisions_sql} END")  # a series changed meanwhile stays stale
+        sql = (
+            f"UPDATE {MetricSeries._meta.db_table} SET tail_mean = CASE id {means_sql} END, "
+            f"tail_revision = revision WHERE id IN ({', '.join(['%s'] * len(part))}) "
+            f"AND revision = CASE id {revisions_sql} END"
+        )  # a series changed meanwhile stays stale
         tails = [v for sid, *_ in part for v in (sid, out[sid])]
         revisions = [v for sid, *_, revision in part for v in (sid, revision)]
         with connection.cursor() as cur:
@@ -76,8 +98,11 @@ def refresh_tails(stale: list[tuple[int, int, str, int, int, int]]) -> dict[int,
 
 def refresh_stale_tails(key: str) -> None:
     """Bring every run's cached tail mean of `key` up to date (before filtering on it)."""
-    stale = (MetricSeries.objects.filter(key=key).exclude(tail_revision=F("revision"))
-             .values_list("id", "run_id", "key", "first_step", "last_step", "revision"))
+    stale = (
+        MetricSeries.objects.filter(key=key)
+        .exclude(tail_revision=F("revision"))
+        .values_list("id", "run_id", "key", "first_step", "last_step", "revision")
+    )
     refresh_tails(list(stale))
 
 
@@ -86,20 +111,24 @@ def tail_means(starts: dict[tuple[int, str], int]) -> dict[tuple[int, str], floa
     totals = {pair: [0.0, 0] for pair in starts}
     pairs = list(starts)
     for i in range(0, len(pairs), _PAIRS_PER_QUERY):
-        part = pairs[i:i + _PAIRS_PER_QUERY]
+        part = pairs[i : i + _PAIRS_PER_QUERY]
         inside, straddling = Q(), Q()
         for rid, key in part:
             a = starts[(rid, key)]
             inside |= Q(run_id=rid, key=key, first_step__gte=a)
             straddling |= Q(run_id=rid, key=key, first_step__lt=a, last_step__gte=a)
         live = MetricChunk.objects.filter(superseded=False)
-        for rid, key, total, n in (live.filter(inside).values("run_id", "key")
-                                   .annotate(total=Sum("sum_value"), n=Sum("n_finite"))
-                                   .values_list("run_id", "key", "total", "n")):
+        for rid, key, total, n in (
+            live.filter(inside)
+            .values("run_id", "key")
+            .annotate(total=Sum("sum_value"), n=Sum("n_finite"))
+            .values_list("run_id", "key", "total", "n")
+        ):
             totals[(rid, key)][0] += total or 0.0
             totals[(rid, key)][1] += n or 0
-        for rid, key, *blobs in live.filter(straddling).values_list("run_id", "key", "steps", "values", "specials",
-                                                                    "times"):
+        for rid, key, *blobs in live.filter(straddling).values_list(
+            "run_id", "key", "steps", "values", "specials", "times"
+        ):
             points = unpack(*blobs)
             take = (points.steps >= starts[(rid, key)]) & (points.specials == 0)
             totals[(rid, key)][0] += float(np.sum(points.values[take]))

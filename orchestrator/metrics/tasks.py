@@ -1,4 +1,5 @@
 """Celery tasks of the metrics app: thin wrappers around one service each."""
+
 from celery import shared_task
 
 

@@ -1,5 +1,6 @@
 """Metric endpoints: ingestion (run token), series and compare JSON, the live SSE stream, and the
 compare page. Views stay thin: access helper, parameter check, one service or selector."""
+
 import difflib
 import json
 
@@ -17,16 +18,20 @@ from orchestrator.api import api_view, bearer_token, json_error, nul_in_url, par
 from orchestrator.experiments.access import get_run_for_user, visible_runs
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
-from orchestrator.metrics import live, selectors
-from orchestrator.metrics.access import MAX_COMPARE_RUNS  # noqa: F401 (metrics_tags imports it from here)
-from orchestrator.metrics.access import ParamError, authenticated_run, run_ids_param, visible_ids
+from orchestrator.metrics import ingest_queue, live, selectors
+from orchestrator.metrics.access import (
+    MAX_COMPARE_RUNS,  # noqa: F401 (metrics_tags imports it from here)
+    ParamError,
+    authenticated_run,
+    run_ids_param,
+    visible_ids,
+)
 from orchestrator.metrics.compare import comparable, differing_fields, fork_steps
 from orchestrator.metrics.corrections import variant_of
-from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
-from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
-from orchestrator.metrics import ingest_queue
 from orchestrator.metrics.ingest_queue import busy_response
+from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.pipeline import Busy
+from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
 
 MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own requests need the rest
@@ -56,8 +61,9 @@ def _ingest(request: HttpRequest, run: Run, raw: bytes):
             return json_error(400, "invalid batch", [{"field": "points", "message": "field required"}])
         attempt, points = body.get("attempt", run.attempt), body["points"]
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt != run.attempt:
-        return json_error(400, "invalid batch",
-                          [{"field": "attempt", "message": f"must be the run's current attempt {run.attempt}"}])
+        return json_error(
+            400, "invalid batch", [{"field": "attempt", "message": f"must be the run's current attempt {run.attempt}"}]
+        )
     try:
         stored = metrics_ingest(run=run, attempt=attempt, points=points)
     except BatchError as exc:
@@ -84,8 +90,9 @@ def _window_params(request: HttpRequest) -> dict:
     params = {
         "start": _int_param(request, "start", high=MAX_STEP),
         "end": _int_param(request, "end", high=MAX_STEP),
-        "max_points": _int_param(request, "max_points", selectors.DEFAULT_MAX_POINTS,
-                                 low=2, high=selectors.MAX_MAX_POINTS),
+        "max_points": _int_param(
+            request, "max_points", selectors.DEFAULT_MAX_POINTS, low=2, high=selectors.MAX_MAX_POINTS
+        ),
         "field": request.GET.get("field", "value"),
     }
     if params["field"] not in ("value", "time"):
@@ -125,8 +132,11 @@ def _unknown_keys(asked: list[str], known: list[str], whose: str):
     known = list(dict.fromkeys(near + known))  # a run logs dozens of keys: the ones a typo meant come first
     shown = ", ".join(known[:SHOW_KNOWN]) + (f" and {len(known) - SHOW_KNOWN} more" if len(known) > SHOW_KNOWN else "")
     listed = f"known keys: {shown}" if known else "no metrics reported yet"
-    return json_error(404, f"{whose} has no metric {', '.join(repr(k) for k in missing)[:300]}; {listed}",
-                      [{"field": "key", "message": listed}])
+    return json_error(
+        404,
+        f"{whose} has no metric {', '.join(repr(k) for k in missing)[:300]}; {listed}",
+        [{"field": "key", "message": listed}],
+    )
 
 
 @api_view
@@ -163,8 +173,14 @@ def compare_series(request: HttpRequest):
         return error
     per_run = selectors.series(ids, key, **params)
     attempts = selectors.attempt_starts(ids)
-    return JsonResponse({"key": key, "runs": [
-        {"run": rid, "points": _points_json(per_run[rid]), "attempts": attempts.get(rid, [])} for rid in ids]})
+    return JsonResponse(
+        {
+            "key": key,
+            "runs": [
+                {"run": rid, "points": _points_json(per_run[rid]), "attempts": attempts.get(rid, [])} for rid in ids
+            ],
+        }
+    )
 
 
 @api_view
@@ -196,7 +212,9 @@ async def run_stream(request: HttpRequest, run_id: int):
     raw_after = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
     after = parse_id(raw_after)
     if after is None:
-        return json_error(400, "invalid query", [{"field": "after", "message": f"must be a whole number, got {raw_after[:40]!r}"}])
+        return json_error(
+            400, "invalid query", [{"field": "after", "message": f"must be a whole number, got {raw_after[:40]!r}"}]
+        )
     keys = {k for k in request.GET.get("keys", "").split(",") if k} or None
     if not isinstance(request, ASGIRequest):
         # Under WSGI (manage.py runserver) a stream would pin a worker forever: answer what is
@@ -241,14 +259,25 @@ def compare_page(request: HttpRequest):
     Without either, a picker of recent runs and experiments."""
     if not request.GET.get("runs") and not request.GET.get("experiment"):
         recent = visible_runs(request.user).order_by("-id")[:100]
-        experiments = (Experiment.objects.filter(runs__in=visible_runs(request.user)).distinct()
-                       .annotate(n_runs=Count("runs", distinct=True)).order_by("-id")[:30])
+        experiments = (
+            Experiment.objects.filter(runs__in=visible_runs(request.user))
+            .distinct()
+            .annotate(n_runs=Count("runs", distinct=True))
+            .order_by("-id")[:30]
+        )
         return render(request, "metrics/compare_pick.html", {"runs": recent, "experiments": experiments})
     runs, experiment = _compare_runs(request)
     page, diff_rows = compare_data(runs)
-    return render(request, "metrics/compare.html", {
-        "runs": runs, "experiment": experiment, "diff_rows": diff_rows, "page": page,
-    })
+    return render(
+        request,
+        "metrics/compare.html",
+        {
+            "runs": runs,
+            "experiment": experiment,
+            "diff_rows": diff_rows,
+            "page": page,
+        },
+    )
 
 
 def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tuple[dict, list[dict]]:
@@ -263,10 +292,18 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
     diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f)) for r in runs]} for f in differing]
     page = {
         "keys": keys,  # what the runs logged: the charts ask for these only
-        "runs": [{"id": r.pk, "name": r.name, "state": r.state, "seed": r.seed,
-                  "objective": flat[r.pk].get("algorithm.objective", "m2po"),
-                  "fraction_label": fraction_label(variant_of(r.config)),
-                  "config": {f: flat[r.pk].get(f) for f in differing}} for r in runs],
+        "runs": [
+            {
+                "id": r.pk,
+                "name": r.name,
+                "state": r.state,
+                "seed": r.seed,
+                "objective": flat[r.pk].get("algorithm.objective", "m2po"),
+                "fraction_label": fraction_label(variant_of(r.config)),
+                "config": {f: flat[r.pk].get(f) for f in differing},
+            }
+            for r in runs
+        ],
         "fields": differing,
         "panels": panels,
         "x_axes": X_AXES,
@@ -274,14 +311,21 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
         "series_url": reverse("metrics-compare-api"),
         # live runs: their streams, resumed from where the page's data starts (points the data
         # already has are skipped by step, so a point landing in between is not lost)
-        "live": [{"run": r.pk, "stream_url": reverse("metrics-stream", args=[r.pk]), "after": selectors.current_seq(r.pk)}
-                 for r in [r for r in runs if r.is_active][:MAX_LIVE_STREAMS]],
+        "live": [
+            {"run": r.pk, "stream_url": reverse("metrics-stream", args=[r.pk]), "after": selectors.current_seq(r.pk)}
+            for r in [r for r in runs if r.is_active][:MAX_LIVE_STREAMS]
+        ],
     }
     page["forks"], page["fork_clip"] = fork_steps(runs)  # the "forks from the parent's step" option
     if experiment is not None:
-        swept = [f for f in ("staleness.k" if f == "staleness.s" else f for f in experiment.sweep or {}) if f in differing]
-        page.update(embedded=True, default_group=swept[0] if swept else "",
-                    compare_url=f"{reverse('metrics-compare')}?experiment={experiment.pk}")
+        swept = [
+            f for f in ("staleness.k" if f == "staleness.s" else f for f in experiment.sweep or {}) if f in differing
+        ]
+        page.update(
+            embedded=True,
+            default_group=swept[0] if swept else "",
+            compare_url=f"{reverse('metrics-compare')}?experiment={experiment.pk}",
+        )
     return page, diff_rows
 
 
@@ -314,7 +358,8 @@ def run_heartbeat_view(request: HttpRequest, run_id: int):
     step, total = body.get("step"), body.get("total_steps")
     for field, value in (("step", step), ("total_steps", total)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_STEP):
-            return json_error(400, "invalid heartbeat", [{"field": field, "message": f"must be an integer from 0 to {MAX_STEP}"}])
+            return json_error(
+                400, "invalid heartbeat", [{"field": field, "message": f"must be an integer from 0 to {MAX_STEP}"}]
+            )
     run_heartbeat(run=run, step=step, total_steps=total)
     return JsonResponse({"ok": True})
-

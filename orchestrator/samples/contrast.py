@@ -5,6 +5,7 @@ selectors read; no database.
 
 "Dropped" is masked or clipped (marks.DROPS): the token carries no gradient under that correction.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ class Tally:
             self.entropy_sum += entropy
             self.entropy_n += 1
 
-    def merge(self, other: "Tally") -> None:
+    def merge(self, other: Tally) -> None:
         self.n += other.n
         self.negative += other.negative
         self.entropy_sum += other.entropy_sum
@@ -52,7 +53,7 @@ class Contrast:
     a_only: Tally = field(default_factory=Tally)  # dropped by a, kept by b
     b_only: Tally = field(default_factory=Tally)  # dropped by b, kept by a
 
-    def merge(self, other: "Contrast") -> None:
+    def merge(self, other: Contrast) -> None:
         self.samples += other.samples
         self.missing += other.missing
         for name in ("tokens", "a_drops", "b_drops", "a_only", "b_only"):

@@ -11,6 +11,7 @@ Storage: the trainer sends each counterfactual correction as three index lists; 
 one string with a character per token up to its last mark ("." none, "m", "c", "r"), so a dense
 mark (a whole sequence masked) costs one byte a token, and comparing two corrections is a zip.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,9 @@ MAX_VARIANT_CHARS = 64  # decoupled_ppo with every option is 58
 VARIANT = re.compile(r"^[a-z][a-z0-9_]*(\+[a-z][a-z0-9_]*)*\Z")
 
 
-def encode(n_tokens: int, masked: Iterable[int] = (), clipped: Iterable[int] = (),
-           reweighted: Iterable[int] = ()) -> str:
+def encode(
+    n_tokens: int, masked: Iterable[int] = (), clipped: Iterable[int] = (), reweighted: Iterable[int] = ()
+) -> str:
     """The marks string of one correction over `n_tokens` tokens (indices at or past it are cut),
     up to its last mark. A token in two lists keeps the first mark of masked, clipped, reweighted."""
     chars = [NONE] * n_tokens
@@ -56,7 +58,7 @@ def counts(marks: str) -> list[int]:
 
 
 def mark_at(marks: str, i: int) -> str:
-    """"masked", "clipped", "reweighted" or "" for token i."""
+    """ "masked", "clipped", "reweighted" or "" for token i."""
     return NAME[marks[i]] if i < len(marks) and marks[i] != NONE else ""
 
 
@@ -76,16 +78,26 @@ def entry_errors(at: str, entry: Mapping[str, list[int]], n_tokens: int) -> list
             continue
         twice = next((i for i in indices if i in seen), None)
         if twice is not None:
-            errors.append({"field": f"{at}.{name}", "message": f"index {twice} is also {seen[twice]}: one mark per token "
-                                                               "(masked, then clipped, then reweighted)"})
+            errors.append(
+                {
+                    "field": f"{at}.{name}",
+                    "message": f"index {twice} is also {seen[twice]}: one mark per token "
+                    "(masked, then clipped, then reweighted)",
+                }
+            )
         seen.update((i, name) for i in indices)
     return errors
 
 
 def variant_errors(at: str, name: str) -> list[dict[str, str]]:
     if len(name) > MAX_VARIANT_CHARS or not VARIANT.match(name):
-        return [{"field": at, "message": f"{name[:50]!r} is not a variant name: an objective and its options, "
-                                         f"like m2po+dual_clip, at most {MAX_VARIANT_CHARS} characters"}]
+        return [
+            {
+                "field": at,
+                "message": f"{name[:50]!r} is not a variant name: an objective and its options, "
+                f"like m2po+dual_clip, at most {MAX_VARIANT_CHARS} characters",
+            }
+        ]
     return []
 
 

@@ -6,6 +6,7 @@ Storage per run is bounded (services.samples_ingest thins older steps), and each
 small: the per-token log ratios are packed float32 (4 bytes a token, NaN for a null) rather than
 JSON numbers, and the counts the views sort and filter by are columns of their own.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,7 +64,9 @@ class RolloutSample(models.Model):
     max_abs_log_ratio = models.FloatField(null=True)
     # issue 23, the correction lab (marks.py): the run's own correction by name, what it reweighted,
     # each token's entropy, and what every other correction would have done to the same tokens
-    variant = models.CharField(max_length=64, blank=True, default="", help_text="objective and its options, e.g. m2po+dual_clip")
+    variant = models.CharField(
+        max_length=64, blank=True, default="", help_text="objective and its options, e.g. m2po+dual_clip"
+    )
     advantage = models.FloatField(null=True, help_text="the sample's advantage as the loss saw it")
     reweighted = models.JSONField(default=list, help_text="token indices the objective reweighted")
     n_reweighted = models.PositiveIntegerField(default=0)

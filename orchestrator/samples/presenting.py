@@ -1,6 +1,7 @@
 """What the samples views show: the query a page asks (kind, step, verdict, sort, scale) checked
 into a SampleQuery, and the template contexts built from selectors. Plain functions, so the tests
 call them and the views stay thin."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,9 @@ from urllib.parse import urlencode
 
 from orchestrator.experiments.models import Run
 from orchestrator.metrics.access import ParamError
-from orchestrator.samples import marks as mark_names, selectors
 from orchestrator.metrics.corrections import OBJECTIVES, describe, objective_of
+from orchestrator.samples import marks as mark_names
+from orchestrator.samples import selectors
 from orchestrator.samples.contrast import contrast_steps
 from orchestrator.samples.marks import MARKS
 from orchestrator.samples.models import RolloutSample
@@ -32,7 +34,7 @@ class SampleQuery:
     variants: list[dict] = field(default_factory=list)  # the corrections recorded at the step (selectors.step_variants)
 
     @classmethod
-    def from_params(cls, params, run_id: int) -> "SampleQuery":
+    def from_params(cls, params, run_id: int) -> SampleQuery:
         """Checked parameters; the step defaults to the newest recorded one of the kind (and the
         kind to eval when the run has only eval samples). Raises ParamError naming the field."""
         counts = selectors.kind_counts(run_id)
@@ -47,7 +49,9 @@ class SampleQuery:
                 raise ParamError("step", f"no {kind} samples recorded at step {step}")
         else:
             step = steps[0]["step"] if steps else None
-        query = cls(kind=kind, step=step, verdict=verdict, sort=sort, scale=scale, steps=steps, counts=counts, run_id=run_id)
+        query = cls(
+            kind=kind, step=step, verdict=verdict, sort=sort, scale=scale, steps=steps, counts=counts, run_id=run_id
+        )
         if kind == "train" and step is not None:
             query.choose_marks(params, run_id)
         return query
@@ -61,8 +65,9 @@ class SampleQuery:
         for name in ("marks", "beside"):
             value = params.get(name) or ""
             if value and value not in names:
-                raise ParamError(name, f"step {self.step} recorded no marks of {value[:50]!r}; "
-                                       f"it has {', '.join(names) or 'none'}")
+                raise ParamError(
+                    name, f"step {self.step} recorded no marks of {value[:50]!r}; it has {', '.join(names) or 'none'}"
+                )
             setattr(self, name, value)
         self.marks = self.marks or own
         if self.beside == self.marks:
@@ -117,10 +122,15 @@ def newer_context(run: Run, params) -> dict:
     after = whole_number(params, "after")
     verdict, sort, scale = view_choices(params)
     choices = {"kind": kind or "", "verdict": verdict, "sort": sort, "scale": scale, **chosen_marks(params)}
-    return {"run": run, "newer": selectors.steps_after(run.pk, kind, after), "had_any": after is not None,
-            "watch": not run.is_terminal, "poll_seconds": POLL_SECONDS,
-            "poll_query": urlencode({**choices, "after": "" if after is None else after}),
-            "show_query": urlencode({k: v for k, v in choices.items() if v != ""})}
+    return {
+        "run": run,
+        "newer": selectors.steps_after(run.pk, kind, after),
+        "had_any": after is not None,
+        "watch": not run.is_terminal,
+        "poll_seconds": POLL_SECONDS,
+        "poll_query": urlencode({**choices, "after": "" if after is None else after}),
+        "show_query": urlencode({k: v for k, v in choices.items() if v != ""}),
+    }
 
 
 def chosen_marks(params) -> dict[str, str]:
@@ -147,7 +157,7 @@ def prompt_labels(heads: list[str], tails: list[str], width: int = LABEL_CHARS) 
     they differ early, the start. A lone long prompt shows its end, where the question is."""
     heads, tails = [" ".join(h.split()) for h in heads], [" ".join(t.split()) for t in tails]
     if len(heads) > 1 and len(os.path.commonprefix(heads)) < SHARED_HEAD:
-        return [h if len(h) <= width else h[:width - 1].rstrip() + "…" for h in heads]
+        return [h if len(h) <= width else h[: width - 1].rstrip() + "…" for h in heads]
     shared = os.path.commonprefix([t[::-1] for t in tails])[::-1] if len(tails) > 1 else ""
     cut = shared.find(" ")  # the shared end is cut from a word's start on ("3?" and "bolts?" keep their "?")
     shared = len(shared) - cut if cut >= 0 and len(shared) - cut >= SHARED_END else 0
@@ -156,18 +166,23 @@ def prompt_labels(heads: list[str], tails: list[str], width: int = LABEL_CHARS) 
         if head == tail and len(head) <= width:  # short: the whole prompt
             labels.append(head)
             continue
-        end = tail[:len(tail) - shared].rstrip() if len(tail) - shared >= 10 else tail
-        labels.append("…" + end[-(width - 1):].lstrip())
+        end = tail[: len(tail) - shared].rstrip() if len(tail) - shared >= 10 else tail
+        labels.append("…" + end[-(width - 1) :].lstrip())
     return labels
 
 
-def sample_view(sample: RolloutSample, scale: float, prompt_label: str = "", *, shown: str = "",
-                beside: str = "") -> dict:
+def sample_view(
+    sample: RolloutSample, scale: float, prompt_label: str = "", *, shown: str = "", beside: str = ""
+) -> dict:
     """What a sample card shows (prompt_label: the one-line prompt the closed prompt shows). The
     tokens carry the marks of correction `shown` (default: the run's own); with `beside`, a second
     copy carries that correction's, and the tokens the two mark differently are outlined."""
-    view = {"s": sample, "verdict": verdict_of(sample), "tokens_html": "",
-            "prompt_label": prompt_label or prompt_labels([sample.prompt], [sample.prompt])[0]}
+    view = {
+        "s": sample,
+        "verdict": verdict_of(sample),
+        "tokens_html": "",
+        "prompt_label": prompt_label or prompt_labels([sample.prompt], [sample.prompt])[0],
+    }
     if not sample.tokens:
         return view
     shown = shown or sample.own_variant
@@ -180,8 +195,19 @@ def sample_view(sample: RolloutSample, scale: float, prompt_label: str = "", *, 
         side = {"name": name, "own": name == sample.own_variant, "recorded": marks is not None}
         if marks is not None:
             decoded = mark_names.decode(marks)
-            side.update(decoded, html=token_spans(sample.tokens, ratios, decoded["masked"], decoded["clipped"], scale,
-                                                  reweighted=decoded["reweighted"], entropy=entropy, other=other))
+            side.update(
+                decoded,
+                html=token_spans(
+                    sample.tokens,
+                    ratios,
+                    decoded["masked"],
+                    decoded["clipped"],
+                    scale,
+                    reweighted=decoded["reweighted"],
+                    entropy=entropy,
+                    other=other,
+                ),
+            )
             if other is not None:
                 side["only"] = len(mark_names.dropped(marks) - mark_names.dropped(other[1]))
         view["sides"].append(side)
@@ -200,8 +226,15 @@ def marks_table(query: SampleQuery) -> dict | None:
     tokens each drops that the other keeps, with their mean entropy."""
     if len(query.variants) < 2:  # a sample from before issue 23: nothing to choose from
         return None
-    rows = [{**v, "shown": v["name"] == query.marks, "beside": v["name"] == query.beside,
-             "does": "; ".join(how for _, _, how in describe(v["name"]))} for v in query.variants]
+    rows = [
+        {
+            **v,
+            "shown": v["name"] == query.marks,
+            "beside": v["name"] == query.beside,
+            "does": "; ".join(how for _, _, how in describe(v["name"])),
+        }
+        for v in query.variants
+    ]
     table = {"rows": rows, "contrast": None, "recorded": True}
     if query.beside:
         _, total = contrast_steps(selectors.contrast_rows(query.run_id, query.marks, query.beside, query.step))
@@ -211,8 +244,11 @@ def marks_table(query: SampleQuery) -> dict | None:
 
 def mark_legend(query: SampleQuery) -> list[dict]:
     """What the shown correction (and the one beside it) does to a token, part by part."""
-    return [{"name": name, "parts": [{"part": p, "mark": m, "how": how} for p, m, how in describe(name)]}
-            for name in (query.marks, query.beside) if name]
+    return [
+        {"name": name, "parts": [{"part": p, "mark": m, "how": how} for p, m, how in describe(name)]}
+        for name in (query.marks, query.beside)
+        if name
+    ]
 
 
 def verdict_of(sample: RolloutSample) -> str:
@@ -222,23 +258,40 @@ def verdict_of(sample: RolloutSample) -> str:
 
 
 def run_samples_context(run: Run, query: SampleQuery) -> dict:
-    samples = selectors.step_samples(run.pk, query.kind, query.step, verdict=query.verdict, sort=query.sort) \
-        if query.step is not None else []
+    samples = (
+        selectors.step_samples(run.pk, query.kind, query.step, verdict=query.verdict, sort=query.sort)
+        if query.step is not None
+        else []
+    )
     samples_cfg = (run.config or {}).get("samples") or {}
     return {
-        "run": run, "q": query, "sorts": [(k, label) for k, (label, _) in selectors.SORTS.items()],
-        "verdicts": selectors.VERDICTS, "scales": SCALES, "legend": legend_stops(query.scale),
+        "run": run,
+        "q": query,
+        "sorts": [(k, label) for k, (label, _) in selectors.SORTS.items()],
+        "verdicts": selectors.VERDICTS,
+        "scales": SCALES,
+        "legend": legend_stops(query.scale),
         "summary": selectors.step_summary(run.pk, query.kind, query.step) if query.step is not None else None,
         "samples": sample_views(samples, query.scale, shown=query.marks, beside=query.beside),
-        "marks_table": marks_table(query), "marks_legend": mark_legend(query),
+        "marks_table": marks_table(query),
+        "marks_legend": mark_legend(query),
         "total": sum(query.counts.values()),
-        "per_step": samples_cfg.get("per_step"), "every": samples_cfg.get("every"),
+        "per_step": samples_cfg.get("per_step"),
+        "every": samples_cfg.get("every"),
         # a live run: the card asks every POLL_SECONDS whether newer steps were recorded
-        "watch": not run.is_terminal, "poll_seconds": POLL_SECONDS,
-        "poll_query": urlencode({"kind": query.kind if query.counts.get(query.kind) else "", "verdict": query.verdict,
-                                 "sort": query.sort, "scale": query.scale, "marks": query.marks if query.marks != query.own else "",
-                                 "beside": query.beside,
-                                 "after": query.steps[0]["step"] if query.steps else ""}),
+        "watch": not run.is_terminal,
+        "poll_seconds": POLL_SECONDS,
+        "poll_query": urlencode(
+            {
+                "kind": query.kind if query.counts.get(query.kind) else "",
+                "verdict": query.verdict,
+                "sort": query.sort,
+                "scale": query.scale,
+                "marks": query.marks if query.marks != query.own else "",
+                "beside": query.beside,
+                "after": query.steps[0]["step"] if query.steps else "",
+            }
+        ),
     }
 
 
@@ -249,27 +302,59 @@ def compare_context(run_ids: list[int], params) -> dict:
         prompt["label"] = label
     chosen = params.get("prompt") or (prompts[0]["prompt_hash"] if prompts else "")
     by_run = selectors.prompt_samples(run_ids, chosen) if chosen else {}
-    columns = [{"run": runs[rid], "samples": [sample_view(s, DEFAULT_SCALE) for s in by_run.get(rid, [])]}
-               for rid in run_ids if rid in runs]
+    columns = [
+        {"run": runs[rid], "samples": [sample_view(s, DEFAULT_SCALE) for s in by_run.get(rid, [])]}
+        for rid in run_ids
+        if rid in runs
+    ]
     first = next((s for col in columns for s in col["samples"]), None)
-    return {"prompts": prompts, "chosen": chosen, "columns": columns, "runs_param": ",".join(map(str, run_ids)),
-            "prompt_text": first["s"].prompt if first else "", "reference": first["s"].reference if first else None,
-            "legend": legend_stops(DEFAULT_SCALE), "scale": DEFAULT_SCALE}
+    return {
+        "prompts": prompts,
+        "chosen": chosen,
+        "columns": columns,
+        "runs_param": ",".join(map(str, run_ids)),
+        "prompt_text": first["s"].prompt if first else "",
+        "reference": first["s"].reference if first else None,
+        "legend": legend_stops(DEFAULT_SCALE),
+        "scale": DEFAULT_SCALE,
+    }
 
 
 def sample_dict(s: RolloutSample) -> dict:
     """The JSON API's sample: the spool's fields (log ratios unpacked) and the stored counts."""
-    return {"kind": s.kind, "step": s.step, "index": s.index, "attempt": s.attempt, "eval_set": s.eval_set or None,
-            "prompt": s.prompt, "prompt_hash": s.prompt_hash, "response": s.response, "reference": s.reference,
-            "reward": s.reward, "correct": s.correct, "policy_version": s.policy_version, "staleness": s.staleness,
-            "objective": s.objective or None, "tokens": s.tokens, "log_ratio": s.log_ratios(), "clipped": s.clipped,
-            "masked": s.masked, "truncated": s.truncated, "time": s.time, "n_masked": s.n_masked,
-            "n_clipped": s.n_clipped, "max_abs_log_ratio": s.max_abs_log_ratio,
-            # issue 23: the run's own correction by name, its reweighted tokens, entropy, and what every other
-            # correction would have done to the same tokens (the spool's lists)
-            "variant": s.own_variant or None, "advantage": s.advantage, "reweighted": s.reweighted,
-            "n_reweighted": s.n_reweighted, "entropy": s.entropies(),
-            "counterfactual": {name: mark_names.decode(m) for name, m in s.counterfactual.items()}}
+    return {
+        "kind": s.kind,
+        "step": s.step,
+        "index": s.index,
+        "attempt": s.attempt,
+        "eval_set": s.eval_set or None,
+        "prompt": s.prompt,
+        "prompt_hash": s.prompt_hash,
+        "response": s.response,
+        "reference": s.reference,
+        "reward": s.reward,
+        "correct": s.correct,
+        "policy_version": s.policy_version,
+        "staleness": s.staleness,
+        "objective": s.objective or None,
+        "tokens": s.tokens,
+        "log_ratio": s.log_ratios(),
+        "clipped": s.clipped,
+        "masked": s.masked,
+        "truncated": s.truncated,
+        "time": s.time,
+        "n_masked": s.n_masked,
+        "n_clipped": s.n_clipped,
+        "max_abs_log_ratio": s.max_abs_log_ratio,
+        # issue 23: the run's own correction by name, its reweighted tokens, entropy, and what every other
+        # correction would have done to the same tokens (the spool's lists)
+        "variant": s.own_variant or None,
+        "advantage": s.advantage,
+        "reweighted": s.reweighted,
+        "n_reweighted": s.n_reweighted,
+        "entropy": s.entropies(),
+        "counterfactual": {name: mark_names.decode(m) for name, m in s.counterfactual.items()},
+    }
 
 
 # ---- the correction lab's contrast (issue 23): which tokens one correction drops that another keeps
@@ -280,15 +365,27 @@ def corrections_context(run: Run, params) -> dict:
     beside M2PO or M2PO beside anything else) over every recorded train step. ParamError names
     a correction the run did not record."""
     recorded = selectors.newest_variants(run.pk)
-    context = {"run": run, "recorded": recorded is not None and len(recorded[1]) > 1, "has_samples": recorded is not None}
+    context = {
+        "run": run,
+        "recorded": recorded is not None and len(recorded[1]) > 1,
+        "has_samples": recorded is not None,
+    }
     if not context["recorded"]:
         return context
     own, names = recorded
     a = _chosen(params, "a", names) or own
     b = _chosen(params, "b", names) or mark_names.contrast_default(a, names) or own
     steps, total = contrast_steps(selectors.contrast_rows(run.pk, a, b))
-    return {**context, "own": own, "names": names, "a": a, "b": b, "steps": steps, "total": total,
-            "finding": finding(a, b, total)}
+    return {
+        **context,
+        "own": own,
+        "names": names,
+        "a": a,
+        "b": b,
+        "steps": steps,
+        "total": total,
+        "finding": finding(a, b, total),
+    }
 
 
 def compare_corrections_context(run_ids: list[int], params) -> dict:
@@ -299,7 +396,9 @@ def compare_corrections_context(run_ids: list[int], params) -> dict:
     recorded = {rid: v for rid, v in recorded.items() if v is not None and len(v[1]) > 1}
     objectives = [o for o in OBJECTIVES if any(objective_of(n) == o for _, names in recorded.values() for n in names)]
     a = _chosen(params, "a", objectives) or ("m2po" if "m2po" in objectives else objectives[0] if objectives else "")
-    b = _chosen(params, "b", objectives) or next((o for o in ("grpo", "m2po", *objectives) if o != a and o in objectives), a)
+    b = _chosen(params, "b", objectives) or next(
+        (o for o in ("grpo", "m2po", *objectives) if o != a and o in objectives), a
+    )
     rows = []
     for rid, (own, names) in recorded.items():
         va, vb = mark_names.variant_for(a, own, names), mark_names.variant_for(b, own, names)
@@ -308,8 +407,14 @@ def compare_corrections_context(run_ids: list[int], params) -> dict:
             steps, row["total"] = contrast_steps(selectors.contrast_rows(rid, va, vb))
             row["steps"] = len(steps)
         rows.append(row)
-    return {"objectives": objectives, "a": a, "b": b, "rows": rows, "runs_param": ",".join(map(str, run_ids)),
-            "without": [runs[rid] for rid in run_ids if rid in runs and rid not in recorded]}
+    return {
+        "objectives": objectives,
+        "a": a,
+        "b": b,
+        "rows": rows,
+        "runs_param": ",".join(map(str, run_ids)),
+        "without": [runs[rid] for rid in run_ids if rid in runs and rid not in recorded],
+    }
 
 
 def _chosen(params, name: str, allowed: list[str]) -> str:
@@ -325,11 +430,17 @@ MIN_FINDING_TOKENS = 5  # fewer tokens dropped by one side alone say nothing abo
 def finding(a: str, b: str, total) -> str:
     """One sentence on the entropy of the tokens one correction alone drops, or "" when either
     side dropped too few tokens alone to say."""
-    if a == b or min(total.a_only.n, total.b_only.n) < MIN_FINDING_TOKENS \
-            or total.a_only.entropy is None or total.b_only.entropy is None:
+    if (
+        a == b
+        or min(total.a_only.n, total.b_only.n) < MIN_FINDING_TOKENS
+        or total.a_only.entropy is None
+        or total.b_only.entropy is None
+    ):
         return ""
     high, low = (b, a) if total.b_only.entropy > total.a_only.entropy else (a, b)
     h = max(total.a_only.entropy, total.b_only.entropy)
     lo = min(total.a_only.entropy, total.b_only.entropy)
-    return (f"The tokens only {high} drops have the higher mean entropy ({h:.3f} against {lo:.3f} for those only "
-            f"{low} drops): {low} keeps more of the uncertain, informative tokens.")
+    return (
+        f"The tokens only {high} drops have the higher mean entropy ({h:.3f} against {lo:.3f} for those only "
+        f"{low} drops): {low} keeps more of the uncertain, informative tokens."
+    )

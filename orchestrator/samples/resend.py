@@ -1,4 +1,5 @@
 """Storing again the sample batches a run's trainer marked rejected (see orchestrator.metrics.resend)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,5 +17,6 @@ def ingest_samples_body(run: Run, attempt: int, body: bytes) -> str:
 
 
 def resend_samples(*, run: Run, run_dir: Path) -> list[Resent]:
-    return resend_spool(run=run, run_dir=run_dir, spool_name=SAMPLES_SPOOL_NAME, key="samples",
-                        ingest=ingest_samples_body)
+    return resend_spool(
+        run=run, run_dir=run_dir, spool_name=SAMPLES_SPOOL_NAME, key="samples", ingest=ingest_samples_body
+    )

@@ -6,6 +6,7 @@ what one field cannot say alone (a log ratio per token, indices inside the respo
 refuses the whole batch with the field named, e.g. `samples.3.log_ratio`. Over-long text is cut,
 not refused: a sample is evidence to look at, and a pusher must never be stuck on a batch.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,12 +22,12 @@ from orchestrator.api import pydantic_errors
 from orchestrator.metrics.schemas import MAX_STEP
 from orchestrator.samples import marks
 
-MAX_TEXT = 8_000            # characters of prompt, response and reference each
-MAX_TOKENS = 4_096          # response tokens kept per sample (the rest cut, truncated: true)
-MAX_TOKEN_CHARS = 1_000     # one decoded token
-MAX_LIST = 65_536           # tokens, log ratios or indices sent for one sample (cut to MAX_TOKENS)
+MAX_TEXT = 8_000  # characters of prompt, response and reference each
+MAX_TOKENS = 4_096  # response tokens kept per sample (the rest cut, truncated: true)
+MAX_TOKEN_CHARS = 1_000  # one decoded token
+MAX_LIST = 65_536  # tokens, log ratios or indices sent for one sample (cut to MAX_TOKENS)
 MAX_INDEX = 1_000_000
-LOG_RATIO_CLAMP = 1e30      # stored as float32
+LOG_RATIO_CLAMP = 1e30  # stored as float32
 
 
 class MarksIn(BaseModel):
@@ -97,8 +98,15 @@ def parse_batch(raw: bytes) -> SampleBatchIn:
         raise BatchError([{"field": "(body)", "message": f"not valid JSON: {exc}"}]) from None
     most = int(settings.OPL_SAMPLES_MAX_PER_BATCH)
     if isinstance(data, dict) and isinstance(data.get("samples"), list) and len(data["samples"]) > most:
-        raise BatchError([{"field": "samples", "message": f"at most {most} samples per batch (OPL_SAMPLES_MAX_PER_BATCH), "
-                                                          f"got {len(data['samples'])}"}])
+        raise BatchError(
+            [
+                {
+                    "field": "samples",
+                    "message": f"at most {most} samples per batch (OPL_SAMPLES_MAX_PER_BATCH), "
+                    f"got {len(data['samples'])}",
+                }
+            ]
+        )
     try:
         batch = SampleBatchIn.model_validate(data)
     except ValidationError as exc:
@@ -113,8 +121,13 @@ def _cross_field_errors(i: int, s: SampleIn) -> list[dict[str, str]]:
     at = f"samples.{i}"
     errors = []
     if len(s.log_ratio) != len(s.tokens):
-        errors.append({"field": f"{at}.log_ratio", "message": f"has {len(s.log_ratio)} values for {len(s.tokens)} tokens: "
-                                                              "one per token (null where not finite)"})
+        errors.append(
+            {
+                "field": f"{at}.log_ratio",
+                "message": f"has {len(s.log_ratio)} values for {len(s.tokens)} tokens: "
+                "one per token (null where not finite)",
+            }
+        )
     for name in ("clipped", "masked"):
         bad = [t for t in getattr(s, name) if not 0 <= t < len(s.tokens)]
         if bad:
@@ -127,8 +140,13 @@ def correction_errors(at: str, s: SampleIn) -> list[dict[str, str]]:
     counterfactual entry's indices inside the tokens, one mark per token; variant names."""
     errors = []
     if s.entropy and len(s.entropy) != len(s.tokens):
-        errors.append({"field": f"{at}.entropy", "message": f"has {len(s.entropy)} values for {len(s.tokens)} tokens: "
-                                                            "one per token (null where not finite), or none"})
+        errors.append(
+            {
+                "field": f"{at}.entropy",
+                "message": f"has {len(s.entropy)} values for {len(s.tokens)} tokens: "
+                "one per token (null where not finite), or none",
+            }
+        )
     negative = next((v for v in s.entropy if v is not None and v < 0), None)
     if negative is not None:
         errors.append({"field": f"{at}.entropy", "message": f"{negative} is negative: an entropy is at least 0"})
@@ -138,8 +156,9 @@ def correction_errors(at: str, s: SampleIn) -> list[dict[str, str]]:
     if s.variant is not None:
         errors += marks.variant_errors(f"{at}.variant", s.variant)
     for name, entry in s.counterfactual.items():
-        errors += marks.variant_errors(f"{at}.counterfactual", name) \
-            or marks.entry_errors(f"{at}.counterfactual.{name}", entry.model_dump(), len(s.tokens))
+        errors += marks.variant_errors(f"{at}.counterfactual", name) or marks.entry_errors(
+            f"{at}.counterfactual.{name}", entry.model_dump(), len(s.tokens)
+        )
     return errors
 
 

@@ -1,4 +1,5 @@
 """Reading rollout samples for the run page, the compare page and the JSON API."""
+
 from __future__ import annotations
 
 from django.db.models import Avg, Count, F, Max, Min, Q, Sum
@@ -24,17 +25,21 @@ WRONG = Q(correct=False) | Q(correct__isnull=True, reward__lt=1)
 
 def kind_counts(run_id: int) -> dict[str, int]:
     """{"train": n, "eval": n} of the samples the run has."""
-    counts = dict(RolloutSample.objects.filter(run_id=run_id).values("kind").annotate(n=Count("id"))
-                  .values_list("kind", "n"))
+    counts = dict(
+        RolloutSample.objects.filter(run_id=run_id).values("kind").annotate(n=Count("id")).values_list("kind", "n")
+    )
     return {kind: counts.get(kind, 0) for kind in RolloutSample.Kind.values}
 
 
 def recorded_steps(run_id: int, kind: str) -> list[dict]:
     """[{step, n, masked, clipped}] of the run's recorded steps of `kind`, newest first (the
     counts of marked tokens let the step chooser point at the steps where the objective acted)."""
-    return list(RolloutSample.objects.filter(run_id=run_id, kind=kind).values("step")
-                .annotate(n=Count("id"), masked=Sum("n_masked"), clipped=Sum("n_clipped"), reweighted=Sum("n_reweighted"))
-                .order_by("-step"))
+    return list(
+        RolloutSample.objects.filter(run_id=run_id, kind=kind)
+        .values("step")
+        .annotate(n=Count("id"), masked=Sum("n_masked"), clipped=Sum("n_clipped"), reweighted=Sum("n_reweighted"))
+        .order_by("-step")
+    )
 
 
 def steps_after(run_id: int, kind: str | None, after: int | None) -> int:
@@ -48,7 +53,9 @@ def steps_after(run_id: int, kind: str | None, after: int | None) -> int:
     return samples.values("step").distinct().count()
 
 
-def step_samples(run_id: int, kind: str, step: int, *, verdict: str = "all", sort: str = "index") -> list[RolloutSample]:
+def step_samples(
+    run_id: int, kind: str, step: int, *, verdict: str = "all", sort: str = "index"
+) -> list[RolloutSample]:
     samples = RolloutSample.objects.filter(run_id=run_id, kind=kind, step=step)
     if verdict == "right":
         samples = samples.filter(RIGHT)
@@ -60,12 +67,22 @@ def step_samples(run_id: int, kind: str, step: int, *, verdict: str = "all", sor
 def step_summary(run_id: int, kind: str, step: int) -> dict:
     """The chosen step at a glance: rewards, verdicts, masked and clipped tokens, staleness."""
     return RolloutSample.objects.filter(run_id=run_id, kind=kind, step=step).aggregate(
-        n=Count("id"), reward_mean=Avg("reward"), reward_min=Min("reward"), reward_max=Max("reward"),
-        right=Count("id", filter=RIGHT), wrong=Count("id", filter=WRONG),
-        tokens=Sum("n_tokens"), masked=Sum("n_masked"), clipped=Sum("n_clipped"), reweighted=Sum("n_reweighted"),
-        staleness_min=Min("staleness"), staleness_max=Max("staleness"),
-        version_min=Min("policy_version"), version_max=Max("policy_version"),
-        truncated=Count("id", filter=Q(truncated=True)))
+        n=Count("id"),
+        reward_mean=Avg("reward"),
+        reward_min=Min("reward"),
+        reward_max=Max("reward"),
+        right=Count("id", filter=RIGHT),
+        wrong=Count("id", filter=WRONG),
+        tokens=Sum("n_tokens"),
+        masked=Sum("n_masked"),
+        clipped=Sum("n_clipped"),
+        reweighted=Sum("n_reweighted"),
+        staleness_min=Min("staleness"),
+        staleness_max=Max("staleness"),
+        version_min=Min("policy_version"),
+        version_max=Max("policy_version"),
+        truncated=Count("id", filter=Q(truncated=True)),
+    )
 
 
 PROMPT_PREVIEW = 400  # characters of each end of a prompt, for labels that tell prompts apart
@@ -76,22 +93,38 @@ def shared_prompts(run_ids: list[int]) -> list[dict]:
     """Prompts recorded in at least two of the runs: [{prompt_hash, kind, eval_set, head, tail, length,
     runs}] (head and tail: the prompt's first and last PROMPT_PREVIEW characters), eval prompts first
     (they match across runs by design), most runs first."""
-    return list(RolloutSample.objects.filter(run_id__in=run_ids).values("prompt_hash")
-                .annotate(runs=Count("run", distinct=True), kind=Min("kind"), eval_set=Max("eval_set"),
-                          head=Min(Substr("prompt", 1, PROMPT_PREVIEW)), tail=Min(Right("prompt", PROMPT_PREVIEW)),
-                          length=Max(Length("prompt")))
-                .filter(runs__gte=2).order_by("kind", "-runs", "eval_set", "tail")[:MAX_SHARED_PROMPTS])
+    return list(
+        RolloutSample.objects.filter(run_id__in=run_ids)
+        .values("prompt_hash")
+        .annotate(
+            runs=Count("run", distinct=True),
+            kind=Min("kind"),
+            eval_set=Max("eval_set"),
+            head=Min(Substr("prompt", 1, PROMPT_PREVIEW)),
+            tail=Min(Right("prompt", PROMPT_PREVIEW)),
+            length=Max(Length("prompt")),
+        )
+        .filter(runs__gte=2)
+        .order_by("kind", "-runs", "eval_set", "tail")[:MAX_SHARED_PROMPTS]
+    )
 
 
 def prompt_samples(run_ids: list[int], digest: str, *, per_run: int = 16) -> dict[int, list[RolloutSample]]:
     """{run id: its samples of the prompt at the newest step that recorded it} (eval answers before
     train ones at the same step)."""
-    newest = dict(RolloutSample.objects.filter(run_id__in=run_ids, prompt_hash=digest).values("run_id")
-                  .annotate(step=Max("step")).values_list("run_id", "step"))
+    newest = dict(
+        RolloutSample.objects.filter(run_id__in=run_ids, prompt_hash=digest)
+        .values("run_id")
+        .annotate(step=Max("step"))
+        .values_list("run_id", "step")
+    )
     if not newest:
         return {}
-    rows = RolloutSample.objects.filter(prompt_hash=digest).filter(
-        Q(*[Q(run_id=rid, step=step) for rid, step in newest.items()], _connector=Q.OR)).order_by("run_id", "kind", "index")
+    rows = (
+        RolloutSample.objects.filter(prompt_hash=digest)
+        .filter(Q(*[Q(run_id=rid, step=step) for rid, step in newest.items()], _connector=Q.OR))
+        .order_by("run_id", "kind", "index")
+    )
     out: dict[int, list[RolloutSample]] = {rid: [] for rid in run_ids if rid in newest}
     for row in rows:
         if len(out[row.run_id]) < per_run:
@@ -108,11 +141,14 @@ def step_variants(run_id: int, step: int) -> list[dict]:
     totals: dict[str, dict] = {}
     own = None
     rows = RolloutSample.objects.filter(run_id=run_id, kind="train", step=step).values_list(
-        "variant", "objective", "n_masked", "n_clipped", "n_reweighted", "n_tokens", "counterfactual_counts")
+        "variant", "objective", "n_masked", "n_clipped", "n_reweighted", "n_tokens", "counterfactual_counts"
+    )
     for variant, objective, n_masked, n_clipped, n_reweighted, n_tokens, cf_counts in rows:
         own = own or variant or objective or ""
         for name, counts in [(variant or objective or "", (n_masked, n_clipped, n_reweighted)), *cf_counts.items()]:
-            t = totals.setdefault(name, {"name": name, "masked": 0, "clipped": 0, "reweighted": 0, "tokens": 0, "samples": 0})
+            t = totals.setdefault(
+                name, {"name": name, "masked": 0, "clipped": 0, "reweighted": 0, "tokens": 0, "samples": 0}
+            )
             t["masked"], t["clipped"], t["reweighted"] = (t[k] + v for k, v in zip(marks.MARKS, counts))
             t["tokens"] += n_tokens
             t["samples"] += 1
@@ -124,7 +160,8 @@ def variant_steps(run_id: int, variant: str) -> dict[int, list[int]]:
     steps (the steps list of the run's own correction is recorded_steps)."""
     out: dict[int, list[int]] = {}
     for step, counts in RolloutSample.objects.filter(run_id=run_id, kind="train").values_list(
-            "step", KeyTransform(variant, "counterfactual_counts")):
+        "step", KeyTransform(variant, "counterfactual_counts")
+    ):
         if counts:
             out[step] = [a + b for a, b in zip(out.get(step, [0, 0, 0]), counts)]
     return out
@@ -133,8 +170,12 @@ def variant_steps(run_id: int, variant: str) -> dict[int, list[int]]:
 def newest_variants(run_id: int) -> tuple[str, list[str]] | None:
     """(the run's own variant, the variants its newest recorded train step carries); None
     without train samples."""
-    row = RolloutSample.objects.filter(run_id=run_id, kind="train").order_by("-step", "index").values_list(
-        "variant", "objective", "counterfactual_counts").first()
+    row = (
+        RolloutSample.objects.filter(run_id=run_id, kind="train")
+        .order_by("-step", "index")
+        .values_list("variant", "objective", "counterfactual_counts")
+        .first()
+    )
     if row is None:
         return None
     own = row[0] or row[1] or ""
@@ -148,12 +189,30 @@ def contrast_rows(run_id: int, a: str, b: str, step: int | None = None) -> list[
     if step is not None:
         samples = samples.filter(step=step)
     rows = samples.order_by("step", "index").values_list(
-        "step", "variant", "objective", "n_tokens", "masked", "clipped", "reweighted", "advantage", "entropy",
-        KeyTextTransform(a, "counterfactual"), KeyTextTransform(b, "counterfactual"))
+        "step",
+        "variant",
+        "objective",
+        "n_tokens",
+        "masked",
+        "clipped",
+        "reweighted",
+        "advantage",
+        "entropy",
+        KeyTextTransform(a, "counterfactual"),
+        KeyTextTransform(b, "counterfactual"),
+    )
     out = []
     for step, variant, objective, n, masked, clipped, reweighted, advantage, entropy, a_marks, b_marks in rows:
         own = variant or objective or ""
         own_marks = marks.encode(n, masked, clipped, reweighted) if own in (a, b) else None
-        out.append(Row(step=step, a=own_marks if a == own else a_marks, b=own_marks if b == own else b_marks,
-                       entropy=unpack_log_ratios(entropy), advantage=advantage, n_tokens=n))
+        out.append(
+            Row(
+                step=step,
+                a=own_marks if a == own else a_marks,
+                b=own_marks if b == own else b_marks,
+                entropy=unpack_log_ratios(entropy),
+                advantage=advantage,
+                n_tokens=n,
+            )
+        )
     return out

@@ -7,6 +7,7 @@ older steps are thinned: every other recorded step goes, always keeping the firs
 so that a long run keeps evenly spaced samples from its whole history (thinned_steps). A thinned step is remembered
 (ThinnedStep): posting it again counts it as dropped instead of bringing it back.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,17 +38,19 @@ _LOCK_CLASS = 17  # pg_advisory_xact_lock(17, run id): one samples batch of a ru
 
 @dataclass(frozen=True)
 class IngestResult:
-    stored: int       # samples written (new, or replacing an older attempt's)
-    duplicates: int   # samples already stored by this attempt (or a later one): nothing changed
-    dropped: int      # samples the bound thinned in this call (posted or stored before)
+    stored: int  # samples written (new, or replacing an older attempt's)
+    duplicates: int  # samples already stored by this attempt (or a later one): nothing changed
+    dropped: int  # samples the bound thinned in this call (posted or stored before)
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
 
 
 def sample_bounds() -> dict[str, int]:
-    return {"train": int(getattr(settings, "OPL_SAMPLES_MAX_PER_RUN", DEFAULT_MAX_TRAIN)),
-            "eval": int(getattr(settings, "OPL_SAMPLES_MAX_EVAL_PER_RUN", DEFAULT_MAX_EVAL))}
+    return {
+        "train": int(getattr(settings, "OPL_SAMPLES_MAX_PER_RUN", DEFAULT_MAX_TRAIN)),
+        "eval": int(getattr(settings, "OPL_SAMPLES_MAX_EVAL_PER_RUN", DEFAULT_MAX_EVAL)),
+    }
 
 
 def sample_row(run: Run, attempt: int, s: SampleIn) -> RolloutSample:
@@ -59,14 +62,32 @@ def sample_row(run: Run, attempt: int, s: SampleIn) -> RolloutSample:
     masked = sorted({i for i in s.masked if i < MAX_TOKENS})
     finite = [abs(v) for v in ratios if v is not None and math.isfinite(v)]
     return RolloutSample(
-        run=run, attempt=attempt, kind=s.kind, step=s.step, index=s.index,
-        eval_set=clean_text(s.eval_set or "", 200), prompt=clean_text(s.prompt), prompt_hash=prompt_hash(s.prompt),
-        response=clean_text(s.response), reference=None if s.reference is None else clean_text(s.reference),
-        reward=s.reward, correct=s.correct, policy_version=s.policy_version, staleness=s.staleness,
-        objective=clean_text(s.objective or "", 40), tokens=tokens, log_ratio=pack_log_ratios(ratios),
-        clipped=clipped, masked=masked, truncated=s.truncated or cut, time=s.time,
-        n_tokens=len(tokens), n_clipped=len(clipped), n_masked=len(masked),
-        max_abs_log_ratio=max(finite) if finite else None, **correction_fields(s, len(tokens)),
+        run=run,
+        attempt=attempt,
+        kind=s.kind,
+        step=s.step,
+        index=s.index,
+        eval_set=clean_text(s.eval_set or "", 200),
+        prompt=clean_text(s.prompt),
+        prompt_hash=prompt_hash(s.prompt),
+        response=clean_text(s.response),
+        reference=None if s.reference is None else clean_text(s.reference),
+        reward=s.reward,
+        correct=s.correct,
+        policy_version=s.policy_version,
+        staleness=s.staleness,
+        objective=clean_text(s.objective or "", 40),
+        tokens=tokens,
+        log_ratio=pack_log_ratios(ratios),
+        clipped=clipped,
+        masked=masked,
+        truncated=s.truncated or cut,
+        time=s.time,
+        n_tokens=len(tokens),
+        n_clipped=len(clipped),
+        n_masked=len(masked),
+        max_abs_log_ratio=max(finite) if finite else None,
+        **correction_fields(s, len(tokens)),
     )
 
 
@@ -74,10 +95,18 @@ def correction_fields(s: SampleIn, n_tokens: int) -> dict:
     """The issue-23 columns of a checked sample whose tokens were cut to `n_tokens`."""
     reweighted = sorted({i for i in s.reweighted if i < n_tokens})
     entropy = [v if v is not None and math.isfinite(v) else None for v in s.entropy[:n_tokens]]
-    counterfactual = {name: marks.encode(n_tokens, e.masked, e.clipped, e.reweighted) for name, e in s.counterfactual.items()}
-    return {"variant": s.variant or "", "advantage": s.advantage, "reweighted": reweighted, "n_reweighted": len(reweighted),
-            "entropy": pack_log_ratios(entropy), "counterfactual": counterfactual,
-            "counterfactual_counts": {name: marks.counts(m) for name, m in counterfactual.items()}}
+    counterfactual = {
+        name: marks.encode(n_tokens, e.masked, e.clipped, e.reweighted) for name, e in s.counterfactual.items()
+    }
+    return {
+        "variant": s.variant or "",
+        "advantage": s.advantage,
+        "reweighted": reweighted,
+        "n_reweighted": len(reweighted),
+        "entropy": pack_log_ratios(entropy),
+        "counterfactual": counterfactual,
+        "counterfactual_counts": {name: marks.counts(m) for name, m in counterfactual.items()},
+    }
 
 
 def samples_ingest(*, run: Run, attempt: int, samples: list[SampleIn]) -> IngestResult:
@@ -91,8 +120,11 @@ def samples_ingest(*, run: Run, attempt: int, samples: list[SampleIn]) -> Ingest
         with transaction.atomic():
             _lock(run.pk)
             stored, dups, dropped = _store(run, attempt, latest)
-            dropped += sum(_thin(run.pk, kind, bound) for kind, bound in sample_bounds().items()
-                           if any(k[0] == kind for k in latest))
+            dropped += sum(
+                _thin(run.pk, kind, bound)
+                for kind, bound in sample_bounds().items()
+                if any(k[0] == kind for k in latest)
+            )
     except OperationalError as exc:
         if isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
             raise Busy(str(exc)) from exc
@@ -110,8 +142,12 @@ def _lock(run_id: int) -> None:
 def _store(run: Run, attempt: int, latest: dict) -> tuple[int, int, int]:
     kinds = {k[0] for k in latest}
     steps = {k[1] for k in latest}
-    existing = {(kind, step, index): (pk, att) for pk, kind, step, index, att in RolloutSample.objects.filter(
-        run=run, kind__in=kinds, step__in=steps).values_list("pk", "kind", "step", "index", "attempt")}
+    existing = {
+        (kind, step, index): (pk, att)
+        for pk, kind, step, index, att in RolloutSample.objects.filter(
+            run=run, kind__in=kinds, step__in=steps
+        ).values_list("pk", "kind", "step", "index", "attempt")
+    }
     thinned = set(ThinnedStep.objects.filter(run=run, kind__in=kinds, step__in=steps).values_list("kind", "step"))
     rows, replaced, duplicates, dropped = [], [], 0, 0
     for key, sample in latest.items():
@@ -146,7 +182,7 @@ def thinned_steps(stored: list[tuple[int, int]], thinned: set[int], bound: int) 
     level = 0
     while True:
         level += 1
-        stride = 2 ** level
+        stride = 2**level
         kept = [(step, n) for step, n in stored if rank[step] % stride == 0 or step == newest]
         if sum(n for _, n in kept) <= bound or len(kept) <= 2 or stride > len(rank):
             break
@@ -155,14 +191,21 @@ def thinned_steps(stored: list[tuple[int, int]], thinned: set[int], bound: int) 
 
 
 def _thin(run_id: int, kind: str, bound: int) -> int:
-    per_step = list(RolloutSample.objects.filter(run_id=run_id, kind=kind).values("step").annotate(n=Count("id"))
-                    .order_by("step").values_list("step", "n"))
+    per_step = list(
+        RolloutSample.objects.filter(run_id=run_id, kind=kind)
+        .values("step")
+        .annotate(n=Count("id"))
+        .order_by("step")
+        .values_list("step", "n")
+    )
     if sum(n for _, n in per_step) <= bound:
         return 0
     before = set(ThinnedStep.objects.filter(run_id=run_id, kind=kind).values_list("step", flat=True))
     gone = thinned_steps(per_step, before, bound)
     if not gone:
         return 0
-    ThinnedStep.objects.bulk_create([ThinnedStep(run_id=run_id, kind=kind, step=s) for s in gone], ignore_conflicts=True)
+    ThinnedStep.objects.bulk_create(
+        [ThinnedStep(run_id=run_id, kind=kind, step=s) for s in gone], ignore_conflicts=True
+    )
     deleted, _ = RolloutSample.objects.filter(run_id=run_id, kind=kind, step__in=gone).delete()
     return deleted

@@ -1,6 +1,7 @@
 """Sample endpoints and fragments: ingestion (the run's token, like metrics), the JSON read API,
 the run page's samples view and the compare page's "same prompt across runs" section (htmx
 fragments). Views stay thin: access, parameters, one service or selector, render."""
+
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
@@ -14,9 +15,9 @@ from orchestrator.api import api_view, json_error
 from orchestrator.experiments.access import get_run_for_user
 from orchestrator.experiments.models import Run
 from orchestrator.metrics import ingest_queue
+from orchestrator.metrics.access import ParamError, run_ids_param, visible_ids
 from orchestrator.metrics.ingest_queue import busy_response
 from orchestrator.metrics.pipeline import Busy
-from orchestrator.metrics.access import ParamError, run_ids_param, visible_ids
 from orchestrator.samples import selectors
 from orchestrator.samples.presenting import (
     SampleQuery,
@@ -49,8 +50,11 @@ def _ingest(request: HttpRequest, run: Run, raw: bytes):
         return json_error(400, "invalid batch: nothing was stored", exc.errors)
     attempt = run.attempt if batch.attempt is None else batch.attempt
     if attempt != run.attempt:
-        return json_error(400, "invalid batch: nothing was stored",
-                          [{"field": "attempt", "message": f"must be the run's current attempt {run.attempt}"}])
+        return json_error(
+            400,
+            "invalid batch: nothing was stored",
+            [{"field": "attempt", "message": f"must be the run's current attempt {run.attempt}"}],
+        )
     try:
         result = samples_ingest(run=run, attempt=attempt, samples=batch.samples)
     except Busy:
@@ -67,12 +71,24 @@ def _read(request: HttpRequest, run_id: int):
         query = SampleQuery.from_params(request.GET, run.pk)
     except ParamError as exc:
         return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
-    samples = selectors.step_samples(run.pk, query.kind, query.step, verdict=query.verdict, sort=query.sort) \
-        if query.step is not None else []
-    steps = [{"step": st["step"], "n": st["n"], "masked": st["masked"] or 0, "clipped": st["clipped"] or 0}
-             for st in query.steps]
-    return JsonResponse({"run": run.pk, "kind": query.kind, "steps": steps, "step": query.step,
-                         "samples": [sample_dict(s) for s in samples]})
+    samples = (
+        selectors.step_samples(run.pk, query.kind, query.step, verdict=query.verdict, sort=query.sort)
+        if query.step is not None
+        else []
+    )
+    steps = [
+        {"step": st["step"], "n": st["n"], "masked": st["masked"] or 0, "clipped": st["clipped"] or 0}
+        for st in query.steps
+    ]
+    return JsonResponse(
+        {
+            "run": run.pk,
+            "kind": query.kind,
+            "steps": steps,
+            "step": query.step,
+            "samples": [sample_dict(s) for s in samples],
+        }
+    )
 
 
 @require_GET
@@ -82,8 +98,9 @@ def run_samples_fragment(request: HttpRequest, run_id: int):
     try:
         query = SampleQuery.from_params(request.GET, run.pk)
     except ParamError as exc:
-        return render(request, "samples/_run_samples.html", {"run": run, "error": f"{exc.field}: {exc.message}"},
-                      status=400)
+        return render(
+            request, "samples/_run_samples.html", {"run": run, "error": f"{exc.field}: {exc.message}"}, status=400
+        )
     return render(request, "samples/_run_samples.html", run_samples_context(run, query))
 
 
@@ -108,8 +125,11 @@ def compare_samples_fragment(request: HttpRequest):
     except ParamError as exc:
         raise Http404(exc.message) from None
     if (prompt := request.GET.get("prompt", "")) and not PROMPT_HASH.fullmatch(prompt):
-        return HttpResponse(f"prompt: must be a prompt's hash (32 hex digits), got {prompt[:40]!r}", status=400,
-                            content_type="text/plain")
+        return HttpResponse(
+            f"prompt: must be a prompt's hash (32 hex digits), got {prompt[:40]!r}",
+            status=400,
+            content_type="text/plain",
+        )
     return render(request, "samples/_compare_samples.html", compare_context(ids, request.GET))
 
 
@@ -121,8 +141,9 @@ def run_corrections_fragment(request: HttpRequest, run_id: int):
     try:
         context = corrections_context(run, request.GET)
     except ParamError as exc:
-        return render(request, "samples/_run_corrections.html", {"run": run, "error": f"{exc.field}: {exc.message}"},
-                      status=400)
+        return render(
+            request, "samples/_run_corrections.html", {"run": run, "error": f"{exc.field}: {exc.message}"}, status=400
+        )
     return render(request, "samples/_run_corrections.html", context)
 
 
@@ -135,5 +156,7 @@ def compare_corrections_fragment(request: HttpRequest):
     except ParamError as exc:
         if exc.field not in ("a", "b"):
             raise Http404(exc.message) from None
-        return render(request, "samples/_compare_corrections.html", {"error": f"{exc.field}: {exc.message}"}, status=400)
+        return render(
+            request, "samples/_compare_corrections.html", {"error": f"{exc.field}: {exc.message}"}, status=400
+        )
     return render(request, "samples/_compare_corrections.html", context)

@@ -56,8 +56,14 @@ class RegimeCheck:
     limit: float | None = None
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "text": self.text, "passed": self.passed, "kind": self.kind,
-                "value": self.value, "limit": self.limit}
+        return {
+            "name": self.name,
+            "text": self.text,
+            "passed": self.passed,
+            "kind": self.kind,
+            "value": self.value,
+            "limit": self.limit,
+        }
 
 
 @dataclass(frozen=True)
@@ -75,14 +81,20 @@ def within_regime(verdict: Verdict, checks: list[RegimeCheck]) -> Verdict:
     checks = tuple(checks)
     seeds = next((c for c in checks if c.name == "seeds"), None)
     if seeds is not None and seeds.passed is False:  # too few seeds: nothing else can be judged
-        reason = verdict.reason if verdict.status == INCONCLUSIVE else f"{seeds.text}. As measured: {verdict.status}, {verdict.reason}"
+        reason = (
+            verdict.reason
+            if verdict.status == INCONCLUSIVE
+            else f"{seeds.text}. As measured: {verdict.status}, {verdict.reason}"
+        )
         return Verdict(verdict.claim, INCONCLUSIVE, reason, verdict.numbers, checks)
     failed = [c for c in checks if c.passed is False and c.name != "seeds"]
     blocking = [c for c in failed if c.kind == TESTABLE or verdict.status != REPRODUCED]
     if not blocking:
         return replace(verdict, checks=checks)
     reason = "; ".join(c.text for c in blocking) + f". As measured: {verdict.status}, {verdict.reason}"
-    return Verdict(verdict.claim, OUTSIDE_REGIME, reason, {**verdict.numbers, "measured_status": verdict.status}, checks)
+    return Verdict(
+        verdict.claim, OUTSIDE_REGIME, reason, {**verdict.numbers, "measured_status": verdict.status}, checks
+    )
 
 
 def _too_few(*estimates: Estimate) -> str | None:
@@ -93,25 +105,48 @@ def _too_few(*estimates: Estimate) -> str | None:
 def _gap(label: str, on_policy: Estimate, stale_clip: Estimate, need: float) -> tuple[str, str]:
     gap = on_policy.mean - stale_clip.mean
     if gap < need:
-        apart = " (the 95% CIs are apart)" if on_policy.has_interval and stale_clip.has_interval and not stale_clip.overlaps(on_policy) else ""
-        return NOT_REPRODUCED, f"on {label} stale clip is {gap:.3g} below on-policy{apart}, less than the {need:.3g} required"
+        apart = (
+            " (the 95% CIs are apart)"
+            if on_policy.has_interval and stale_clip.has_interval and not stale_clip.overlaps(on_policy)
+            else ""
+        )
+        return (
+            NOT_REPRODUCED,
+            f"on {label} stale clip is {gap:.3g} below on-policy{apart}, less than the {need:.3g} required",
+        )
     if stale_clip.high >= on_policy.low:
         return INCONCLUSIVE, f"on {label} the gap is {gap:.3g} but the 95% CIs overlap"
     return REPRODUCED, f"on {label} stale clip is {gap:.3g} below on-policy and the 95% CIs are apart"
 
 
-def stale_clip_below_on_policy(on_policy: Estimate, stale_clip: Estimate, th: Thresholds = Thresholds(),
-                               label: str = "the tail", also: tuple[str, Estimate, Estimate] | None = None) -> Verdict:
+def stale_clip_below_on_policy(
+    on_policy: Estimate,
+    stale_clip: Estimate,
+    th: Thresholds = Thresholds(),
+    label: str = "the tail",
+    also: tuple[str, Estimate, Estimate] | None = None,
+) -> Verdict:
     """Judged on the study's summary (`label`) and, when given, on a second one (`also`: label,
     on-policy, stale clip; the verdicts pass the area under the curve, since a task that saturates
     hides a slower learner in the tail). Reproduced when either shows the gap with CIs apart; the
     reason names which."""
     need = th.gap * th.reward_range
-    numbers = {"on_policy": on_policy.as_dict(), "stale_clip": stale_clip.as_dict(), "gap": on_policy.mean - stale_clip.mean,
-               "needed_gap": need, "measure": label}
+    numbers = {
+        "on_policy": on_policy.as_dict(),
+        "stale_clip": stale_clip.as_dict(),
+        "gap": on_policy.mean - stale_clip.mean,
+        "needed_gap": need,
+        "measure": label,
+    }
     if also is not None:
-        numbers.update({"also_measure": also[0], "also_on_policy": also[1].as_dict(), "also_stale_clip": also[2].as_dict(),
-                        "also_gap": also[1].mean - also[2].mean})
+        numbers.update(
+            {
+                "also_measure": also[0],
+                "also_on_policy": also[1].as_dict(),
+                "also_stale_clip": also[2].as_dict(),
+                "also_gap": also[1].mean - also[2].mean,
+            }
+        )
     if few := _too_few(on_policy, stale_clip):
         return Verdict("a", INCONCLUSIVE, few, numbers)
     results = [_gap(label, on_policy, stale_clip, need)]
@@ -125,36 +160,68 @@ def stale_clip_below_on_policy(on_policy: Estimate, stale_clip: Estimate, th: Th
 
 
 def m2po_matches_on_policy(on_policy: Estimate, stale_m2po: Estimate, th: Thresholds = Thresholds()) -> Verdict:
-    numbers = {"on_policy": on_policy.as_dict(), "stale_m2po": stale_m2po.as_dict(), "difference": stale_m2po.mean - on_policy.mean}
+    numbers = {
+        "on_policy": on_policy.as_dict(),
+        "stale_m2po": stale_m2po.as_dict(),
+        "difference": stale_m2po.mean - on_policy.mean,
+    }
     if few := _too_few(on_policy, stale_m2po):
         return Verdict("b", INCONCLUSIVE, few, numbers)
     if stale_m2po.overlaps(on_policy):
         widest = max(stale_m2po.high - stale_m2po.low, on_policy.high - on_policy.low)
         if widest > 2 * th.gap * th.reward_range:  # overlap of wide intervals says little
-            return Verdict("b", INCONCLUSIVE, f"the CIs overlap but one is {widest:.3g} wide, more than twice the "
-                                              f"{th.gap * th.reward_range:.3g} gap that counts as a difference", numbers)
+            return Verdict(
+                "b",
+                INCONCLUSIVE,
+                f"the CIs overlap but one is {widest:.3g} wide, more than twice the "
+                f"{th.gap * th.reward_range:.3g} gap that counts as a difference",
+                numbers,
+            )
         return Verdict("b", REPRODUCED, "M2PO's 95% CI overlaps on-policy's", numbers)
     if stale_m2po.low > on_policy.high:
         return Verdict("b", REPRODUCED, "M2PO ends above on-policy, CIs apart", numbers)
-    return Verdict("b", NOT_REPRODUCED, f"M2PO ends {on_policy.mean - stale_m2po.mean:.3g} below on-policy, CIs apart", numbers)
+    return Verdict(
+        "b", NOT_REPRODUCED, f"M2PO ends {on_policy.mean - stale_m2po.mean:.3g} below on-policy, CIs apart", numbers
+    )
 
 
-def m2po_masks_fewer_than_clip_clips(m2po_mask_frac: float, clip_clip_frac: float, th: Thresholds = Thresholds()) -> Verdict:
+def m2po_masks_fewer_than_clip_clips(
+    m2po_mask_frac: float, clip_clip_frac: float, th: Thresholds = Thresholds()
+) -> Verdict:
     numbers = {"m2po_mask_frac": m2po_mask_frac, "clip_clip_frac": clip_clip_frac, "max_ratio": th.mask_ratio}
     if math.isnan(m2po_mask_frac) or math.isnan(clip_clip_frac):
         return Verdict("c", INCONCLUSIVE, "a mask or clip fraction is missing", numbers)
     if clip_clip_frac <= 0:
-        return Verdict("c", INCONCLUSIVE, "clip clipped nothing at this staleness, so there is nothing to compare", numbers)
+        return Verdict(
+            "c", INCONCLUSIVE, "clip clipped nothing at this staleness, so there is nothing to compare", numbers
+        )
     ratio = m2po_mask_frac / clip_clip_frac
     numbers["ratio"] = ratio
     if ratio <= th.mask_ratio:
-        return Verdict("c", REPRODUCED, f"M2PO masks {m2po_mask_frac:.3%} of tokens, {ratio:.2g}x clip's {clip_clip_frac:.3%}", numbers)
-    return Verdict("c", NOT_REPRODUCED, f"M2PO masks {m2po_mask_frac:.3%}, {ratio:.2g}x clip's {clip_clip_frac:.3%} (at most {th.mask_ratio:g}x wanted)", numbers)
+        return Verdict(
+            "c",
+            REPRODUCED,
+            f"M2PO masks {m2po_mask_frac:.3%} of tokens, {ratio:.2g}x clip's {clip_clip_frac:.3%}",
+            numbers,
+        )
+    return Verdict(
+        "c",
+        NOT_REPRODUCED,
+        f"M2PO masks {m2po_mask_frac:.3%}, {ratio:.2g}x clip's {clip_clip_frac:.3%} (at most {th.mask_ratio:g}x wanted)",
+        numbers,
+    )
 
 
-def no_clip_collapses(peaks: list[float], tails: list[float], any_non_finite: bool, th: Thresholds = Thresholds()) -> Verdict:
+def no_clip_collapses(
+    peaks: list[float], tails: list[float], any_non_finite: bool, th: Thresholds = Thresholds()
+) -> Verdict:
     """peaks, tails: per seed, the best smoothed reward and the tail mean of stale no-clip."""
-    numbers = {"peaks": peaks, "tails": tails, "non_finite": any_non_finite, "margin": th.collapse_margin * th.reward_range}
+    numbers = {
+        "peaks": peaks,
+        "tails": tails,
+        "non_finite": any_non_finite,
+        "margin": th.collapse_margin * th.reward_range,
+    }
     if any_non_finite:
         return Verdict("d", REPRODUCED, "no-clip produced non-finite values", numbers)
     if not peaks:
@@ -163,5 +230,15 @@ def no_clip_collapses(peaks: list[float], tails: list[float], any_non_finite: bo
     numbers["drops"] = drops
     fell = sum(d >= th.collapse_margin * th.reward_range for d in drops)
     if fell * 2 > len(drops):
-        return Verdict("d", REPRODUCED, f"{fell} of {len(drops)} seeds end at least {th.collapse_margin * th.reward_range:.3g} below their peak", numbers)
-    return Verdict("d", NOT_REPRODUCED, f"only {fell} of {len(drops)} seeds fall {th.collapse_margin * th.reward_range:.3g} below their peak (stagnation, not collapse)", numbers)
+        return Verdict(
+            "d",
+            REPRODUCED,
+            f"{fell} of {len(drops)} seeds end at least {th.collapse_margin * th.reward_range:.3g} below their peak",
+            numbers,
+        )
+    return Verdict(
+        "d",
+        NOT_REPRODUCED,
+        f"only {fell} of {len(drops)} seeds fall {th.collapse_margin * th.reward_range:.3g} below their peak (stagnation, not collapse)",
+        numbers,
+    )

@@ -1,6 +1,7 @@
 """A study's write-up (docs/STUDY.md) from what the product stored: the verdict table, the seed
 statistics, the wall time, the runs, and the commands that reproduce it. The figures are PNGs the
 product's own compare page draws (studies/figures.py captures them in Chromium)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,8 +60,17 @@ def _state_counts(runs: list[Run]) -> str:
     return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
 
 
-def study_markdown(*, experiment: Experiment, warmup: Run | None, report: StudyReport, figures: list[Figure],
-                   commands: list[str], machine: str, preset_path: str | None, notes: list[str] | None = None) -> str:
+def study_markdown(
+    *,
+    experiment: Experiment,
+    warmup: Run | None,
+    report: StudyReport,
+    figures: list[Figure],
+    commands: list[str],
+    machine: str,
+    preset_path: str | None,
+    notes: list[str] | None = None,
+) -> str:
     runs = list(experiment.runs.order_by("id"))
     everything = ([warmup] if warmup else []) + runs
     first, last, minutes = wall_time(everything)
@@ -75,9 +85,11 @@ def study_markdown(*, experiment: Experiment, warmup: Run | None, report: StudyR
         "## Set-up",
         "",
         f"- Machine: {machine}.",
-        f"- Runs: {len(runs)} in the sweep ({_state_counts(runs)})" + (f", after 1 warm-up run ({warmup.state})." if warmup else "."),
+        f"- Runs: {len(runs)} in the sweep ({_state_counts(runs)})"
+        + (f", after 1 warm-up run ({warmup.state})." if warmup else "."),
         f"- Wall time, first start to last finish: **{minutes:.1f} min** ({first:%Y-%m-%d %H:%M} to {last:%H:%M} UTC)."
-        if minutes is not None else "- Wall time: the study has not finished.",
+        if minutes is not None
+        else "- Wall time: the study has not finished.",
         *[f"- {note}" for note in notes or []],
         f"- Study metric: `{report.table.metric}`, per run the {report.table.how.replace('_', ' ')} "
         "(the mean over the last 10% of updates unless said otherwise); per cell the mean over seeds with a 95% "
@@ -110,11 +122,28 @@ def study_markdown(*, experiment: Experiment, warmup: Run | None, report: StudyR
     out += ["## Reproduce", "", "```sh", *commands, "```", ""]
     if preset_path:
         out += [f"The preset (`{preset_path}`):", ""]
-    spec = {"name": experiment.name, "project": experiment.project.name, "sweep": experiment.sweep,
-            "seeds": experiment.seeds, "config": minimal_config(experiment.base_config)}
-    out += ["The sweep as it ran (the fork source `init.from_run` is the warm-up run):", "", "```yaml",
-            dump_experiment_yaml(spec).rstrip(), "```", ""]
+    spec = {
+        "name": experiment.name,
+        "project": experiment.project.name,
+        "sweep": experiment.sweep,
+        "seeds": experiment.seeds,
+        "config": minimal_config(experiment.base_config),
+    }
+    out += [
+        "The sweep as it ran (the fork source `init.from_run` is the warm-up run):",
+        "",
+        "```yaml",
+        dump_experiment_yaml(spec).rstrip(),
+        "```",
+        "",
+    ]
     if warmup:
-        out += ["The warm-up run's config (its differences from the defaults):", "", "```yaml",
-                dump_experiment_yaml({"name": warmup.name, "config": minimal_config(warmup.config)}).rstrip(), "```", ""]
+        out += [
+            "The warm-up run's config (its differences from the defaults):",
+            "",
+            "```yaml",
+            dump_experiment_yaml({"name": warmup.name, "config": minimal_config(warmup.config)}).rstrip(),
+            "```",
+            "",
+        ]
     return "\n".join(out)

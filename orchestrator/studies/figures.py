@@ -5,6 +5,7 @@ draw, and asks Plotly for a PNG of one panel with its legend and a title (the pa
 shared legend beside the charts, which a lone image would lose). Playwright is a test dependency:
 without it, or without Chromium, the caller gets a clear error, not a document without figures.
 """
+
 from __future__ import annotations
 
 import base64
@@ -54,8 +55,9 @@ def _chromium() -> str:
     return path
 
 
-def capture(base_url: str, session_cookie: tuple[str, str], specs: list[FigureSpec], out_dir: Path,
-            timeout_ms: int = 60_000) -> list[Path]:
+def capture(
+    base_url: str, session_cookie: tuple[str, str], specs: list[FigureSpec], out_dir: Path, timeout_ms: int = 60_000
+) -> list[Path]:
     """Write one PNG per spec into out_dir. Playwright's sync API runs in a thread of its own, so a
     caller that already drives a browser in this thread (a test) can call it too."""
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -80,8 +82,9 @@ def _capture(base_url, session_cookie, specs, out_dir: Path, timeout_ms: int) ->
                 try:
                     written.append(_one(page, base_url, spec, out_dir, timeout_ms))
                 except PlaywrightError as exc:  # a timeout: the page never drew that panel's data
-                    raise FigureError(f"{spec.filename}: the compare page drew no '{spec.panel}' data "
-                                      f"({str(exc).splitlines()[0]})") from None
+                    raise FigureError(
+                        f"{spec.filename}: the compare page drew no '{spec.panel}' data ({str(exc).splitlines()[0]})"
+                    ) from None
         finally:
             browser.close()
     return written

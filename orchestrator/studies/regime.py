@@ -24,6 +24,7 @@ is computed from what the runs logged:
 
 A check whose key no run logged is "not measured" and blocks nothing.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,9 +70,15 @@ def m2_check(cell: Cell | None, label: str, th: Thresholds) -> RegimeCheck:
         return RegimeCheck("m2", "M2 before masking: not measured (no actor/m2)", None)
     tau = max(run_taus(runs))
     ok = m2 <= th.m2_regime * tau
-    return RegimeCheck("m2", f"M2 before masking ({label}, median update) is {m2:.3g} = {m2 / tau:.2g}x tau, "
-                             f"{'within' if ok else 'above'} the paper's regime of at most {th.m2_regime:g}x tau",
-                       ok, REGIME, m2, th.m2_regime * tau)
+    return RegimeCheck(
+        "m2",
+        f"M2 before masking ({label}, median update) is {m2:.3g} = {m2 / tau:.2g}x tau, "
+        f"{'within' if ok else 'above'} the paper's regime of at most {th.m2_regime:g}x tau",
+        ok,
+        REGIME,
+        m2,
+        th.m2_regime * tau,
+    )
 
 
 def near_det_check(cells: list[Cell | None], th: Thresholds) -> RegimeCheck:
@@ -80,8 +87,15 @@ def near_det_check(cells: list[Cell | None], th: Thresholds) -> RegimeCheck:
     if frac is None:
         return RegimeCheck("near_det", "near-deterministic tokens: not measured (no actor/near_det_frac)", None)
     ok = frac >= th.near_det_min
-    return RegimeCheck("near_det", f"{frac:.0%} of tokens near-deterministic (entropy < 0.1 nats; the paper's regime: "
-                                   f"at least {th.near_det_min:.0%})", ok, REGIME, frac, th.near_det_min)
+    return RegimeCheck(
+        "near_det",
+        f"{frac:.0%} of tokens near-deterministic (entropy < 0.1 nats; the paper's regime: "
+        f"at least {th.near_det_min:.0%})",
+        ok,
+        REGIME,
+        frac,
+        th.near_det_min,
+    )
 
 
 def movement_check(on_policy: Cell | None, th: Thresholds, kind: str) -> RegimeCheck:
@@ -91,8 +105,15 @@ def movement_check(on_policy: Cell | None, th: Thresholds, kind: str) -> RegimeC
         return RegimeCheck("movement", "on-policy reward movement: not measured", None, kind)
     need = th.gap * th.reward_range
     ok = moved >= need
-    return RegimeCheck("movement", f"on-policy's reward moves {moved:+.3g} over the run (tail minus first 10%; "
-                                   f"at least {need:.3g} needed to tell a difference)", ok, kind, moved, need)
+    return RegimeCheck(
+        "movement",
+        f"on-policy's reward moves {moved:+.3g} over the run (tail minus first 10%; "
+        f"at least {need:.3g} needed to tell a difference)",
+        ok,
+        kind,
+        moved,
+        need,
+    )
 
 
 def headroom_check(no_clip: Cell | None, th: Thresholds) -> RegimeCheck:
@@ -101,8 +122,9 @@ def headroom_check(no_clip: Cell | None, th: Thresholds) -> RegimeCheck:
         return RegimeCheck("headroom", "no-clip's tail: not measured", None)
     room = th.reward_range - tail
     ok = room > th.collapse_margin * th.reward_range
-    text = (f"no-clip's tail {tail:.3g} is {room:.3g} below the ceiling {th.reward_range:g}"
-            + ("" if ok else ": it saturates, with zero advantages and no gradient left to collapse with"))
+    text = f"no-clip's tail {tail:.3g} is {room:.3g} below the ceiling {th.reward_range:g}" + (
+        "" if ok else ": it saturates, with zero advantages and no gradient left to collapse with"
+    )
     return RegimeCheck("headroom", text, ok, REGIME, room, th.collapse_margin * th.reward_range)
 
 
@@ -111,5 +133,11 @@ def seeds_check(cells: list[Cell | None]) -> RegimeCheck:
     if not present:
         return RegimeCheck("seeds", "seeds: no cell", None, TESTABLE)
     fewest = min(len(c.run_values) for c in present)
-    return RegimeCheck("seeds", f"{fewest} seeds in the fewest cell compared (at least 2 for an interval)",
-                       fewest >= 2, TESTABLE, float(fewest), 2.0)
+    return RegimeCheck(
+        "seeds",
+        f"{fewest} seeds in the fewest cell compared (at least 2 for an interval)",
+        fewest >= 2,
+        TESTABLE,
+        float(fewest),
+        2.0,
+    )

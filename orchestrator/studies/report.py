@@ -1,5 +1,6 @@
 """An experiment's statistics section: the options read from the query string, the table, the
 heatmap grid and the verdicts, as plain data for the template and the exports."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +11,6 @@ import numpy as np
 
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics.models import MetricSeries
-
 from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.statistics import DEFAULT_SUMMARY, SUMMARIES
 from orchestrator.studies.table import DEFAULT_METRIC, StudyTable, build_table, grid, group_cells, run_summaries
@@ -52,7 +52,9 @@ def options_from(params, runs: list[Run], keys: list[str]) -> StudyOptions:
     default used, so the page still renders."""
     opts = StudyOptions(metric=next((k for k in PREFERRED_METRICS if k in keys), keys[0] if keys else DEFAULT_METRIC))
     opts.metric = _choice(params, "metric", keys, opts.metric, opts.errors, "no run of this experiment logged {!r}")
-    opts.how = _choice(params, "summary", SUMMARIES, opts.how, opts.errors, "{!r} is not one of " + ", ".join(SUMMARIES))
+    opts.how = _choice(
+        params, "summary", SUMMARIES, opts.how, opts.errors, "{!r} is not one of " + ", ".join(SUMMARIES)
+    )
     ref = (params.get("ref") or "").strip()
     if ref:
         cells = list(group_cells(runs).values())
@@ -94,8 +96,12 @@ def cell_stability(table: StudyTable, th: Thresholds) -> dict[str, CellStability
     out = {}
     for key, cell in table.cells.items():
         values = [tails[r] for r in cell.shapes if r in tails and math.isfinite(tails[r])]
-        out[key] = CellStability(cell.collapsed(th.collapse_margin * th.reward_range), len(cell.shapes),
-                                 float(np.median(values)) if values else math.nan, max(values) if values else math.nan)
+        out[key] = CellStability(
+            cell.collapsed(th.collapse_margin * th.reward_range),
+            len(cell.shapes),
+            float(np.median(values)) if values else math.nan,
+            max(values) if values else math.nan,
+        )
     return out
 
 
@@ -119,6 +125,12 @@ def study_report(experiment: Experiment, params) -> StudyReport | None:
     opts = options_from(params, runs, keys)
     table = build_table(runs, opts.metric, opts.how, opts.reference, include_unfinished=opts.include_unfinished)
     verdicts = study_verdicts(table, opts.thresholds)
-    return StudyReport(table=table, grid=grid(table), verdicts=verdicts, options=opts, keys=keys,
-                       cells=[(str(i), c.label) for i, c in enumerate(table.cells.values())],
-                       stability=cell_stability(table, opts.thresholds))
+    return StudyReport(
+        table=table,
+        grid=grid(table),
+        verdicts=verdicts,
+        options=opts,
+        keys=keys,
+        cells=[(str(i), c.label) for i, c in enumerate(table.cells.values())],
+        stability=cell_stability(table, opts.thresholds),
+    )

@@ -87,7 +87,7 @@ class Estimate:
     def has_interval(self) -> bool:
         return self.n >= 2 and not math.isnan(self.low)
 
-    def overlaps(self, other: "Estimate") -> bool:
+    def overlaps(self, other: Estimate) -> bool:
         return self.low <= other.high and other.low <= self.high
 
     def as_dict(self) -> dict:
@@ -108,8 +108,9 @@ def iqm(values, axis=-1):
 _STATISTIC = {"mean": np.mean, "iqm": iqm}
 
 
-def seed_interval(values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0,
-                  statistic: str = "mean") -> Estimate:
+def seed_interval(
+    values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0, statistic: str = "mean"
+) -> Estimate:
     """The mean (or IQM) over seeds and its percentile bootstrap CI; non-finite seeds are left out
     (and counted out of n)."""
     if statistic not in _STATISTIC:
@@ -123,11 +124,20 @@ def seed_interval(values, confidence: float = CONFIDENCE, resamples: int = RESAM
         return Estimate(point, math.nan, math.nan, 1)
     if np.all(arr == arr[0]):  # every resample is the same: the interval is the point
         return Estimate(point, point, point, int(arr.size))
-    res = stats.bootstrap((arr,), fn, confidence_level=confidence, n_resamples=resamples, method="percentile", rng=np.random.default_rng(seed))
+    res = stats.bootstrap(
+        (arr,),
+        fn,
+        confidence_level=confidence,
+        n_resamples=resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
     return Estimate(point, float(res.confidence_interval.low), float(res.confidence_interval.high), int(arr.size))
 
 
-def difference_interval(values, reference, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:
+def difference_interval(
+    values, reference, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0
+) -> Estimate:
     """mean(values) - mean(reference), with a bootstrap CI over both sets of seeds (independent)."""
     a, b = _finite(values), _finite(reference)
     n = int(min(a.size, b.size))
@@ -139,7 +149,12 @@ def difference_interval(values, reference, confidence: float = CONFIDENCE, resam
     if np.all(a == a[0]) and np.all(b == b[0]):
         return Estimate(diff, diff, diff, n)
     res = stats.bootstrap(
-        (a, b), lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis),
-        confidence_level=confidence, n_resamples=resamples, method="percentile", paired=False, rng=np.random.default_rng(seed),
+        (a, b),
+        lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+        confidence_level=confidence,
+        n_resamples=resamples,
+        method="percentile",
+        paired=False,
+        rng=np.random.default_rng(seed),
     )
     return Estimate(diff, float(res.confidence_interval.low), float(res.confidence_interval.high), n)

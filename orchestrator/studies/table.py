@@ -7,6 +7,7 @@ by default: a running run's tail is early training, and a failed run is not a se
 runs left out are counted by state beside each cell (`include_unfinished` counts every run with
 data, for a provisional look at a live sweep).
 """
+
 from __future__ import annotations
 
 import csv
@@ -19,9 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.metrics.chunks import Points, live_points
+from orchestrator.metrics.chunks import live_points
 from orchestrator.studies.statistics import (
-    DEFAULT_SUMMARY, Estimate, difference_interval, head_mean, seed_interval, smoothed_peak, summarize,
+    DEFAULT_SUMMARY,
+    Estimate,
+    difference_interval,
+    head_mean,
+    seed_interval,
+    smoothed_peak,
+    summarize,
 )
 
 SUCCEEDED = "succeeded"
@@ -115,8 +122,10 @@ def default_reference(values: dict[str, Any], cells: dict[str, Cell]) -> str | N
     path = staleness_path(values)
     if path is None:
         return None
-    lowest = min((c.values[path] for c in cells.values() if path in c.values and _same_except(c.values, values, path)),
-                 default=None)
+    lowest = min(
+        (c.values[path] for c in cells.values() if path in c.values and _same_except(c.values, values, path)),
+        default=None,
+    )
     if lowest is None or lowest == values[path]:
         return None
     return cell_key({**values, path: lowest})
@@ -149,7 +158,9 @@ def run_summaries(run_ids: list[int], metric: str, how: str = DEFAULT_SUMMARY) -
     return out
 
 
-def run_shapes(run_ids: list[int], metric: str, how: str = DEFAULT_SUMMARY) -> tuple[dict[int, float], dict[int, RunShape]]:
+def run_shapes(
+    run_ids: list[int], metric: str, how: str = DEFAULT_SUMMARY
+) -> tuple[dict[int, float], dict[int, RunShape]]:
     """Each run's summary of `metric` (as run_summaries gives it) and its RunShape (finite points
     only), from one read of the curves; runs without points are absent from both."""
     curves = live_points(run_ids, [metric, *NON_FINITE_KEYS])
@@ -162,9 +173,16 @@ def run_shapes(run_ids: list[int], metric: str, how: str = DEFAULT_SUMMARY) -> t
         steps, vals = pts.steps[finite], pts.values[finite]
         values[rid] = math.nan if how != "best" and not finite.all() else summarize(steps, vals, how)
         order = np.argsort(steps, kind="stable")
-        broken = not finite.all() or any(bool((curves[(rid, k)].specials != 0).any()) for k in NON_FINITE_KEYS if (rid, k) in curves)
-        shapes[rid] = RunShape(head=head_mean(steps, vals), tail=summarize(steps, vals, "tail_mean"),
-                               auc=summarize(steps, vals, "mean"), peak=smoothed_peak(vals[order]), non_finite=broken)
+        broken = not finite.all() or any(
+            bool((curves[(rid, k)].specials != 0).any()) for k in NON_FINITE_KEYS if (rid, k) in curves
+        )
+        shapes[rid] = RunShape(
+            head=head_mean(steps, vals),
+            tail=summarize(steps, vals, "tail_mean"),
+            auc=summarize(steps, vals, "mean"),
+            peak=smoothed_peak(vals[order]),
+            non_finite=broken,
+        )
     return values, shapes
 
 
@@ -180,22 +198,35 @@ class StudyTable:
         out = []
         for cell in self.cells.values():
             ref = self.cells.get(cell.reference) if cell.reference else None
-            out.append({
-                "cell": cell.label, **{f"sweep:{k}": v for k, v in cell.values.items()},
-                "seeds": cell.estimate.n, "left_out": cell.left_out_text,
-                "mean": cell.estimate.mean, "ci_low": cell.estimate.low, "ci_high": cell.estimate.high,
-                "iqm": cell.iqm.mean, "iqm_ci_low": cell.iqm.low, "iqm_ci_high": cell.iqm.high,
-                "reference": ref.label if ref else "",
-                "difference": cell.difference.mean if cell.difference else math.nan,
-                "difference_ci_low": cell.difference.low if cell.difference else math.nan,
-                "difference_ci_high": cell.difference.high if cell.difference else math.nan,
-                "runs": {str(rid): cell.run_values.get(rid) for rid in cell.run_ids},
-            })
+            out.append(
+                {
+                    "cell": cell.label,
+                    **{f"sweep:{k}": v for k, v in cell.values.items()},
+                    "seeds": cell.estimate.n,
+                    "left_out": cell.left_out_text,
+                    "mean": cell.estimate.mean,
+                    "ci_low": cell.estimate.low,
+                    "ci_high": cell.estimate.high,
+                    "iqm": cell.iqm.mean,
+                    "iqm_ci_low": cell.iqm.low,
+                    "iqm_ci_high": cell.iqm.high,
+                    "reference": ref.label if ref else "",
+                    "difference": cell.difference.mean if cell.difference else math.nan,
+                    "difference_ci_low": cell.difference.low if cell.difference else math.nan,
+                    "difference_ci_high": cell.difference.high if cell.difference else math.nan,
+                    "runs": {str(rid): cell.run_values.get(rid) for rid in cell.run_ids},
+                }
+            )
         return out
 
 
-def build_table(runs, metric: str = DEFAULT_METRIC, how: str = DEFAULT_SUMMARY, reference: dict | None = None,
-                include_unfinished: bool = False) -> StudyTable:
+def build_table(
+    runs,
+    metric: str = DEFAULT_METRIC,
+    how: str = DEFAULT_SUMMARY,
+    reference: dict | None = None,
+    include_unfinished: bool = False,
+) -> StudyTable:
     """The statistics of `runs` (one experiment's). `reference`: the swept values of a fixed
     reference cell; None: each cell's lowest-staleness sibling."""
     runs = list(runs)
@@ -206,25 +237,45 @@ def build_table(runs, metric: str = DEFAULT_METRIC, how: str = DEFAULT_SUMMARY, 
     for cell in cells.values():
         cell.run_values = {rid: summaries[rid] for rid in cell.run_ids if rid in summaries}
         cell.shapes = {rid: shapes[rid] for rid in cell.run_ids if rid in shapes}
-        cell.left_out = Counter("without data" if rid in counted else state[rid] for rid in cell.run_ids
-                                if rid not in cell.run_values)
+        cell.left_out = Counter(
+            "without data" if rid in counted else state[rid] for rid in cell.run_ids if rid not in cell.run_values
+        )
         cell.estimate = seed_interval(list(cell.run_values.values()))
         cell.iqm = seed_interval(list(cell.run_values.values()), statistic="iqm")
     fixed = cell_key(reference) if reference is not None else None
     if fixed is not None and fixed not in cells:
         raise ValueError(f"reference: no cell with {cell_label(reference)}")
     for cell in cells.values():
-        cell.reference = fixed if fixed is not None and fixed != cell.key else (None if fixed else default_reference(cell.values, cells))
+        cell.reference = (
+            fixed
+            if fixed is not None and fixed != cell.key
+            else (None if fixed else default_reference(cell.values, cells))
+        )
         if cell.reference:
-            cell.difference = difference_interval(list(cell.run_values.values()), list(cells[cell.reference].run_values.values()))
+            cell.difference = difference_interval(
+                list(cell.run_values.values()), list(cells[cell.reference].run_values.values())
+            )
     mode = cell_label(reference) if reference is not None else "the same cell at the lowest staleness"
     return StudyTable(metric=metric, how=how, cells=cells, reference_mode=mode)
 
 
 # --- export --------------------------------------------------------------------------------------
 
-EXPORT_COLUMNS = ("cell", "seeds", "left_out", "mean", "ci_low", "ci_high", "iqm", "iqm_ci_low", "iqm_ci_high",
-                  "reference", "difference", "difference_ci_low", "difference_ci_high")
+EXPORT_COLUMNS = (
+    "cell",
+    "seeds",
+    "left_out",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "iqm",
+    "iqm_ci_low",
+    "iqm_ci_high",
+    "reference",
+    "difference",
+    "difference_ci_low",
+    "difference_ci_high",
+)
 
 
 def _num(value) -> str:
@@ -236,7 +287,9 @@ def as_csv(table: StudyTable) -> str:
     writer = csv.writer(buf)
     writer.writerow(["metric", "summary", *EXPORT_COLUMNS])
     for row in table.rows():
-        writer.writerow([table.metric, table.how, *[row[c] if isinstance(row[c], str) else _num(row[c]) for c in EXPORT_COLUMNS]])
+        writer.writerow(
+            [table.metric, table.how, *[row[c] if isinstance(row[c], str) else _num(row[c]) for c in EXPORT_COLUMNS]]
+        )
     return buf.getvalue()
 
 
@@ -253,15 +306,22 @@ def _json_safe(value):
 
 
 def as_json(table: StudyTable, verdicts: list | None = None) -> str:
-    body = {"metric": table.metric, "summary": table.how, "confidence": 0.95, "reference": table.reference_mode,
-            "cells": table.rows()}
+    body = {
+        "metric": table.metric,
+        "summary": table.how,
+        "confidence": 0.95,
+        "reference": table.reference_mode,
+        "cells": table.rows(),
+    }
     if verdicts is not None:
-        body["verdicts"] = [{"claim": v.claim, "status": v.status, "reason": v.reason, "numbers": v.numbers} for v in verdicts]
+        body["verdicts"] = [
+            {"claim": v.claim, "status": v.status, "reason": v.reason, "numbers": v.numbers} for v in verdicts
+        ]
     return json.dumps(_json_safe(body), indent=1)
 
 
 def interval_text(e: Estimate | None, digits: int = 3, signed: bool = False) -> str:
-    """"0.612 [0.580, 0.641]": the mean and its 95% CI (the bootstrap CI need not be symmetric)."""
+    """ "0.612 [0.580, 0.641]": the mean and its 95% CI (the bootstrap CI need not be symmetric)."""
     if e is None or e.n == 0 or math.isnan(e.mean):
         return "–"
     sign = "+" if signed else ""
@@ -273,19 +333,32 @@ def interval_text(e: Estimate | None, digits: int = 3, signed: bool = False) -> 
 def as_markdown(table: StudyTable, stability: dict | None = None) -> str:
     """The cells as a Markdown table; with `stability` (report.cell_stability) also each cell's
     collapsed seeds and A < 0 ratio tail."""
-    lines = [f"{table.metric}, {table.how} per run; mean over seeds with a 95% bootstrap CI, and the IQM with its CI; "
-             f"difference against {table.reference_mode}.", ""]
+    lines = [
+        f"{table.metric}, {table.how} per run; mean over seeds with a 95% bootstrap CI, and the IQM with its CI; "
+        f"difference against {table.reference_mode}.",
+        "",
+    ]
     extra = " collapsed | A<0 r max, median [max] |" if stability is not None else ""
-    lines += [f"| cell | seeds | mean [95% CI] | IQM [95% CI] |{extra} difference [95% CI] |",
-              "|---|---|---|---|" + ("---|---|" if stability is not None else "") + "---|"]
+    lines += [
+        f"| cell | seeds | mean [95% CI] | IQM [95% CI] |{extra} difference [95% CI] |",
+        "|---|---|---|---|" + ("---|---|" if stability is not None else "") + "---|",
+    ]
     for cell in table.cells.values():
         seeds = f"{cell.estimate.n}" + (f" ({cell.left_out_text} left out)" if cell.left_out else "")
-        diff = interval_text(cell.difference, signed=True) if cell.difference else "(reference)" if _is_reference(table, cell) else "–"
+        diff = (
+            interval_text(cell.difference, signed=True)
+            if cell.difference
+            else "(reference)"
+            if _is_reference(table, cell)
+            else "–"
+        )
         more = ""
         if stability is not None:
             st = stability.get(cell.key)
             more = f" {st.collapsed}/{st.seeds} | {st.neg_ratio_text or '–'} |" if st else " – | – |"
-        lines.append(f"| {cell.label} | {seeds} | {interval_text(cell.estimate)} | {interval_text(cell.iqm)} |{more} {diff} |")
+        lines.append(
+            f"| {cell.label} | {seeds} | {interval_text(cell.estimate)} | {interval_text(cell.iqm)} |{more} {diff} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -314,8 +387,12 @@ def grid(table: StudyTable) -> dict[str, Any] | None:
         t = (cell.estimate.mean - lo) / (hi - lo) if hi > lo else 0.5
         return f"background: hsl(210, 70%, {92 - 40 * t:.0f}%);{' color: #fff;' if t > 0.6 else ''}"
 
-    return {"row_path": s_path, "col_path": col_path, "cols": cols,
-            "rows": [{"value": r, "cells": [(lookup.get((r, c)), shade(lookup.get((r, c)))) for c in cols]} for r in rows]}
+    return {
+        "row_path": s_path,
+        "col_path": col_path,
+        "cols": cols,
+        "rows": [{"value": r, "cells": [(lookup.get((r, c)), shade(lookup.get((r, c)))) for c in cols]} for r in rows],
+    }
 
 
 def _sort_key(value):

@@ -19,6 +19,7 @@ each arm gets its own four verdicts, labelled with its values. A sweep without b
 field and algorithm.objective gets no verdicts, and a claim whose cells are missing is
 inconclusive and says which cell is missing.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,12 +30,25 @@ import numpy as np
 from orchestrator.studies import claims, regime
 from orchestrator.studies.claims import INCONCLUSIVE, REGIME, TESTABLE, Thresholds, Verdict, within_regime
 from orchestrator.studies.statistics import smoothed_peak
-from orchestrator.studies.table import OBJECTIVE_PATH, Cell, StudyTable, cell_key, cell_label, run_summaries, staleness_path
+from orchestrator.studies.table import (
+    OBJECTIVE_PATH,
+    Cell,
+    StudyTable,
+    cell_key,
+    cell_label,
+    run_summaries,
+    staleness_path,
+)
 
 CLIP_OBJECTIVES = ("grpo", "decoupled_ppo", "gspo")
 FRACTION_KEY = "actor/clip_frac"
 CLASS_FRACTION_KEYS = {"decision": "actor/marked_frac_decision", "format": "actor/marked_frac_format"}
-SUMMARY_LABELS = {"tail_mean": "the tail", "last": "the last value", "best": "the best value", "mean": "the area under the curve"}
+SUMMARY_LABELS = {
+    "tail_mean": "the tail",
+    "last": "the last value",
+    "best": "the best value",
+    "mean": "the area under the curve",
+}
 
 
 def _missing(claim: str, what: str) -> Verdict:
@@ -68,7 +82,9 @@ def study_verdicts(table: StudyTable, th: Thresholds = Thresholds()) -> list[Ver
     return out or None
 
 
-def _arm_verdicts(table: StudyTable, by_point: dict[tuple, Cell], low, high, th: Thresholds, s_path: str) -> list[Verdict]:
+def _arm_verdicts(
+    table: StudyTable, by_point: dict[tuple, Cell], low, high, th: Thresholds, s_path: str
+) -> list[Verdict]:
     objectives = {o for _, o in by_point}
     clip = next((o for o in CLIP_OBJECTIVES if o in objectives), None)
     on_policy = by_point.get((low, clip)) if clip else None
@@ -83,21 +99,30 @@ def _arm_verdicts(table: StudyTable, by_point: dict[tuple, Cell], low, high, th:
         label = SUMMARY_LABELS.get(table.how, table.how)
         also = None if table.how == "mean" else ("the area under the curve", on_policy.area(), stale_clip.area())
         verdict = claims.stale_clip_below_on_policy(on_policy.estimate, stale_clip.estimate, th, label=label, also=also)
-        out.append(within_regime(verdict, [regime.seeds_check([on_policy, stale_clip]),
-                                           regime.movement_check(on_policy, th, REGIME)]))
+        out.append(
+            within_regime(
+                verdict, [regime.seeds_check([on_policy, stale_clip]), regime.movement_check(on_policy, th, REGIME)]
+            )
+        )
     if on_policy is None or m2po is None:
         out.append(_missing("b", f"on-policy clip or m2po at staleness {high}"))
     else:
         verdict = claims.m2po_matches_on_policy(on_policy.estimate, m2po.estimate, th)
         verdict.numbers["collapsed_seeds"] = m2po.collapsed(th.collapse_margin * th.reward_range)
-        out.append(within_regime(verdict, [regime.seeds_check([on_policy, m2po]), regime.movement_check(on_policy, th, TESTABLE),
-                                           m2]))
+        out.append(
+            within_regime(
+                verdict, [regime.seeds_check([on_policy, m2po]), regime.movement_check(on_policy, th, TESTABLE), m2]
+            )
+        )
     if m2po is None or stale_clip is None:
         out.append(_missing("c", f"m2po and clip at staleness {high}"))
     else:
         verdict = _mask_verdict(list(m2po.run_values), list(stale_clip.run_values), th)
-        out.append(within_regime(verdict, [regime.seeds_check([m2po, stale_clip]), m2,
-                                           regime.near_det_check([m2po, stale_clip], th)]))
+        out.append(
+            within_regime(
+                verdict, [regime.seeds_check([m2po, stale_clip]), m2, regime.near_det_check([m2po, stale_clip], th)]
+            )
+        )
     if no_clip is None:
         out.append(_missing("d", f"no_clip at staleness {high}"))
     else:
@@ -122,8 +147,10 @@ def _mask_verdict(m2po_runs: list[int], clip_runs: list[int], th: Thresholds) ->
     for name, key in CLASS_FRACTION_KEYS.items():
         values = run_summaries(m2po_runs + clip_runs, key, "mean")
         if values:
-            by_class[name] = {"m2po": _seed_mean({r: values[r] for r in m2po_runs if r in values}),
-                              "clip": _seed_mean({r: values[r] for r in clip_runs if r in values})}
+            by_class[name] = {
+                "m2po": _seed_mean({r: values[r] for r in m2po_runs if r in values}),
+                "clip": _seed_mean({r: values[r] for r in clip_runs if r in values}),
+            }
     if by_class:
         verdict.numbers["by_class"] = by_class
         parts = [f"{name} tokens {v['m2po']:.2%} masked vs {v['clip']:.2%} clipped" for name, v in by_class.items()]
@@ -133,7 +160,9 @@ def _mask_verdict(m2po_runs: list[int], clip_runs: list[int], th: Thresholds) ->
 
 def _collapse_verdict(no_clip: Cell, th: Thresholds) -> Verdict:
     shapes = list(no_clip.shapes.values())
-    return claims.no_clip_collapses([s.peak for s in shapes], [s.tail for s in shapes], any(s.non_finite for s in shapes), th)
+    return claims.no_clip_collapses(
+        [s.peak for s in shapes], [s.tail for s in shapes], any(s.non_finite for s in shapes), th
+    )
 
 
 def thresholds_from(params: Any) -> tuple[Thresholds, list[dict[str, str]]]:
@@ -150,7 +179,12 @@ def thresholds_from(params: Any) -> tuple[Thresholds, list[dict[str, str]]]:
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value <= 0:
-            errors.append({"field": name, "message": f"must be a positive number (got {raw[:32]!r}); using {getattr(defaults, name)}"})
+            errors.append(
+                {
+                    "field": name,
+                    "message": f"must be a positive number (got {raw[:32]!r}); using {getattr(defaults, name)}",
+                }
+            )
             continue
         values[name] = value
     return Thresholds(**values), errors

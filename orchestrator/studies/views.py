@@ -1,4 +1,5 @@
 """The experiment page's statistics section (loaded by htmx) and its CSV, JSON and Markdown exports."""
+
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -15,8 +16,11 @@ EXPORTS = {"csv": ("text/csv", as_csv), "json": ("application/json", None), "md"
 def experiment_statistics(request: HttpRequest, experiment_id: int):
     experiment = get_experiment_for_user(request.user, experiment_id)
     report = study_report(experiment, request.GET)
-    return render(request, "studies/_statistics.html", {"experiment": experiment, "report": report,
-                                                        "query": request.GET.urlencode()})
+    return render(
+        request,
+        "studies/_statistics.html",
+        {"experiment": experiment, "report": report, "query": request.GET.urlencode()},
+    )
 
 
 @require_GET

@@ -9,6 +9,7 @@ in the queue until the warm-up has ended and starts from its final checkpoint (e
 Both experiments are created in one transaction, so a sweep that is refused leaves no orphan
 warm-up run behind.
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,7 +31,9 @@ def warmup_config(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     (an init section of the experiment's config is the sweep's, not the warm-up's, unless the
     overrides name one)."""
     if not isinstance(overrides, dict):
-        raise ConfigError([{"field": FIELD, "message": "must be a mapping of config sections (e.g. {train: {steps: 200}})"}])
+        raise ConfigError(
+            [{"field": FIELD, "message": "must be a mapping of config sections (e.g. {train: {steps: 200}})"}]
+        )
     base = {k: v for k, v in config.items() if k != "init"}
     return merge_config(base, overrides)
 
@@ -64,8 +67,12 @@ def experiment_create_with_warmup(*, owner: User, warmup_run: dict[str, Any] | N
         return experiment_create(owner=owner, **spec)
     try:
         warm = experiment_create(
-            owner=owner, name=spec["name"] + SUFFIX, config=warmup_config(spec["config"], warmup_run),
-            project=spec.get("project"), priority=spec.get("priority", 0), tags=spec.get("tags"),
+            owner=owner,
+            name=spec["name"] + SUFFIX,
+            config=warmup_config(spec["config"], warmup_run),
+            project=spec.get("project"),
+            priority=spec.get("priority", 0),
+            tags=spec.get("tags"),
             notes=f"The warm-up run every run of experiment '{spec['name']}' starts from.",
         )
     except ConfigError as exc:

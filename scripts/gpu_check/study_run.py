@@ -9,6 +9,7 @@ start is listed. STUDY.json gets each run's exit code, wall time, last step and 
 rollout/reward_mean; RUNS.tar.gz each run's config, metrics.jsonl and log tail (no checkpoints),
 for the experiment page's statistics here. Exit 1 if a run failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,18 +49,36 @@ def run_one(name: str, config: dict, work: Path, clock: Clock) -> dict:
     t0 = time.monotonic()
     with open(run_dir / "trainer.log", "w") as log:
         try:
-            done = subprocess.run([sys.executable, "-m", "trainer", "run", "--config", str(run_dir / "run-config.yaml"),
-                                   "--run-dir", str(run_dir)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=max(clock.left(), 1.0))
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "trainer",
+                    "run",
+                    "--config",
+                    str(run_dir / "run-config.yaml"),
+                    "--run-dir",
+                    str(run_dir),
+                ],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=max(clock.left(), 1.0),
+            )
             rc = done.returncode
         except subprocess.TimeoutExpired:
             rc = None
     seconds = time.monotonic() - t0
     clock.longest = max(clock.longest, seconds)
-    row.update(rc=rc, seconds=round(seconds, 1), status="done" if rc == 0 else ("timed out" if rc is None else "failed"))
+    row.update(
+        rc=rc, seconds=round(seconds, 1), status="done" if rc == 0 else ("timed out" if rc is None else "failed")
+    )
     row.update(last_points(run_dir / "metrics.jsonl"))
     tail = (run_dir / "trainer.log").read_text(errors="replace").splitlines()[-12:]
-    print(f"study: {name}: {row['status']} in {seconds:.0f} s" + (f", last {REWARD_KEY} {row['reward_last']:.3f}" if row.get("reward_last") is not None else ""))
+    print(
+        f"study: {name}: {row['status']} in {seconds:.0f} s"
+        + (f", last {REWARD_KEY} {row['reward_last']:.3f}" if row.get("reward_last") is not None else "")
+    )
     if rc != 0:
         print("\n".join(f"study:   | {line}" for line in tail))
     return row
@@ -90,7 +109,9 @@ def pack(work: Path, names: list[str], tar_path: Path) -> None:
                 if (run_dir / file).exists():
                     tar.add(run_dir / file, arcname=f"{name}/{file}")
             if (run_dir / "trainer.log").exists():
-                tail = "\n".join((run_dir / "trainer.log").read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]).encode()
+                tail = "\n".join(
+                    (run_dir / "trainer.log").read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+                ).encode()
                 info = tarfile.TarInfo(f"{name}/trainer-tail.log")
                 info.size = len(tail)
                 tar.addfile(info, io.BytesIO(tail))
@@ -132,7 +153,9 @@ def main() -> int:
         report["warmup"] = warm
         names.append(warm["name"])
         if warm.get("rc") != 0:
-            report["runs"] = [{"name": r["name"], "status": "not started: the warm-up did not finish"} for r in plan["runs"]]
+            report["runs"] = [
+                {"name": r["name"], "status": "not started: the warm-up did not finish"} for r in plan["runs"]
+            ]
             pack(args.work, names, args.tar)
             return finish(1)
         fork_from = str(args.work / warm["name"])
@@ -150,7 +173,11 @@ def main() -> int:
     done = sum(r["status"] == "done" for r in rows)
     report["done"], report["planned"] = done, len(rows)
     pack(args.work, names, args.tar)
-    print(f"study: {done} of {len(rows)} runs done" + (f" ({plan['cut']})" if plan.get("cut") else "") + f"; metrics in {args.tar.name}")
+    print(
+        f"study: {done} of {len(rows)} runs done"
+        + (f" ({plan['cut']})" if plan.get("cut") else "")
+        + f"; metrics in {args.tar.name}"
+    )
     return finish(1 if any(r["status"] in ("failed", "timed out") for r in rows) else 0)
 
 

@@ -1,6 +1,7 @@
 """Wheels and pins for the GPU check: what a wheel file says about itself (read without installing
 it), the GPU machine's package list, and the pins the trainer and its tests need there. Stdlib and
 `packaging` only, so the GPU machine's python3 runs it as well as this machine's."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,6 @@ from email.parser import Parser
 from pathlib import Path
 
 from packaging.requirements import Requirement
-
 
 REPO = Path(__file__).resolve().parents[2]
 # torch: the machine's own CUDA build is used, never one of ours. accelerate and gguf: only the
@@ -45,8 +45,12 @@ def read_wheel(path: Path) -> Wheel:
     with zipfile.ZipFile(path) as zf:
         meta_name = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
         meta = Parser().parsestr(zf.read(meta_name).decode("utf-8"))
-    return Wheel(path=path, name=canonical(meta["Name"]), version=meta["Version"],
-                 requires=tuple(Requirement(r) for r in meta.get_all("Requires-Dist") or ()))
+    return Wheel(
+        path=path,
+        name=canonical(meta["Name"]),
+        version=meta["Version"],
+        requires=tuple(Requirement(r) for r in meta.get_all("Requires-Dist") or ()),
+    )
 
 
 def read_machine_packages(path: Path) -> dict[str, str | None]:

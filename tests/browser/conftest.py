@@ -6,6 +6,7 @@
 that needs Chromium and cannot find it fails (never skips): CI must not count it as passing.
 Install it with `apt-get install -y --no-install-recommends chromium` (see reference/BROWSER_TESTS.md).
 """
+
 import os
 import shutil
 from pathlib import Path
@@ -17,8 +18,14 @@ import pytest
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM = os.environ.get("OPL_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def pytest_collection_modifyitems(items):
@@ -31,8 +38,11 @@ def pytest_collection_modifyitems(items):
 def chromium_path() -> str:
     path = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
     if not path:
-        pytest.fail(f"Chromium not found at {CHROMIUM} (set OPL_CHROMIUM): install Debian's package with "
-                    "`apt-get install -y --no-install-recommends chromium`", pytrace=False)
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM} (set OPL_CHROMIUM): install Debian's package with "
+            "`apt-get install -y --no-install-recommends chromium`",
+            pytrace=False,
+        )
     return path
 
 
@@ -68,17 +78,36 @@ def browser_login(browser, live_url):
         client = Client()
         client.force_login(user)
         context = browser.new_context(base_url=live_url)
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-                              "url": live_url}])
+        context.add_cookies(
+            [
+                {
+                    "name": settings.SESSION_COOKIE_NAME,
+                    "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
+                    "url": live_url,
+                }
+            ]
+        )
         context.set_default_timeout(10_000)
         contexts.append(context)
         page = context.new_page()
         page.console_errors, page.http_errors = [], []
-        page.on("console", lambda msg: msg.type == "error" and not msg.text.startswith("Failed to load resource")
-                and page.console_errors.append(msg.text))
+        page.on(
+            "console",
+            lambda msg: (
+                msg.type == "error"
+                and not msg.text.startswith("Failed to load resource")
+                and page.console_errors.append(msg.text)
+            ),
+        )
         page.on("pageerror", lambda exc: page.console_errors.append(str(exc)))
-        page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico")
-                and page.http_errors.append(f"{r.status} {r.request.method} {r.url}"))
+        page.on(
+            "response",
+            lambda r: (
+                r.status >= 400
+                and not r.url.endswith("/favicon.ico")
+                and page.http_errors.append(f"{r.status} {r.request.method} {r.url}")
+            ),
+        )
         page.on("dialog", lambda dialog: dialog.accept())
         return page
 

@@ -1,5 +1,6 @@
 """Charts in headless Chromium against a real uvicorn (the ASGI path the live stream needs; the
 shared live_server is WSGI). Chromium comes from tests/browser/conftest.py's `browser` fixture."""
+
 import threading
 import time
 from pathlib import Path
@@ -52,10 +53,13 @@ def push_off_loop(client, run_id, token, body):
 
 def line_points(page, panel):
     """Points in the panel's line traces (what the user sees), read from Plotly's data."""
-    return page.evaluate("""(panel) => {
+    return page.evaluate(
+        """(panel) => {
         const el = document.querySelector(`.panel-chart[data-panel="${panel}"]`);
         return (el && el.data || []).filter((t) => t.meta && t.meta.role === "line").map((t) => t.x);
-    }""", panel)
+    }""",
+        panel,
+    )
 
 
 def test_a_live_runs_chart_grows_while_the_trainer_posts(page_as, server, client, alice, tiny_config):
@@ -73,18 +77,22 @@ def test_a_live_runs_chart_grows_while_the_trainer_posts(page_as, server, client
 
     thread = threading.Thread(target=trainer)
     thread.start()
-    page.wait_for_function("""() => {
+    page.wait_for_function(
+        """() => {
         const el = document.querySelector('.panel-chart[data-panel="reward"]');
         const line = el.data.find((t) => t.meta && t.meta.role === "line");
         return line && line.x.length >= 40;
-    }""", timeout=20_000)
+    }""",
+        timeout=20_000,
+    )
     thread.join()
     assert line_points(page, "reward") == [list(range(40))]  # in order, nothing twice
 
 
 def test_grouping_draws_one_band_per_group(page_as, server, alice, tiny_config):
-    experiment = experiment_create(owner=alice, name="sweep", config=tiny_config,
-                                   sweep={"algorithm.objective": ["m2po", "grpo"]}, seeds=2)
+    experiment = experiment_create(
+        owner=alice, name="sweep", config=tiny_config, sweep={"algorithm.objective": ["m2po", "grpo"]}, seeds=2
+    )
     for i, run in enumerate(experiment.runs.order_by("id")):
         metrics_ingest(run=run, attempt=1, points=points(KEY, range(50), value=lambda s, i=i: s * (1 + i)))
     page = page_as(alice)
@@ -109,8 +117,11 @@ def test_grouping_draws_one_band_per_group(page_as, server, alice, tiny_config):
     page.goto(page.url)  # the shared link restores grouping and the runs toggle
     page.wait_for_selector("#compare[data-ready='1']")
     assert page.eval_on_selector("[data-control=group]", "el => el.value") == "algorithm.objective"
-    assert page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
-        .filter((t) => t.meta && t.meta.role === "band").length""") == 2
+    assert (
+        page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
+        .filter((t) => t.meta && t.meta.role === "band").length""")
+        == 2
+    )
 
 
 def test_zooming_refetches_the_visible_range_at_full_resolution(page_as, server, alice, tiny_config):
@@ -137,8 +148,9 @@ def test_zooming_refetches_the_visible_range_at_full_resolution(page_as, server,
     }""")
 
 
-def test_a_restart_while_watching_redraws_one_clean_line_with_an_attempt_marker(page_as, server, client, alice,
-                                                                                  tiny_config):
+def test_a_restart_while_watching_redraws_one_clean_line_with_an_attempt_marker(
+    page_as, server, client, alice, tiny_config
+):
     from tests.unit.metrics.helpers import start_attempt
 
     run, token = make_run(alice, tiny_config)
@@ -147,11 +159,19 @@ def test_a_restart_while_watching_redraws_one_clean_line_with_an_attempt_marker(
     page.goto(f"{server}/runs/{run.pk}/")
     page.wait_for_function("() => document.querySelector('[data-show=live]').textContent.includes('live')")
     run, token2 = start_attempt(run, 2)  # requeued; resumes from its checkpoint at step 10
-    assert push_off_loop(client, run.pk, token2, {"attempt": 2, "points": points(KEY, range(10, 15), value=lambda s: 5.0)}).status_code == 202
-    page.wait_for_function("""() => {
+    assert (
+        push_off_loop(
+            client, run.pk, token2, {"attempt": 2, "points": points(KEY, range(10, 15), value=lambda s: 5.0)}
+        ).status_code
+        == 202
+    )
+    page.wait_for_function(
+        """() => {
         const el = document.querySelector('.panel-chart[data-panel="reward"]');
         return (el.layout.annotations || []).some((a) => a.text === "attempt 2");
-    }""", timeout=20_000)
+    }""",
+        timeout=20_000,
+    )
     line = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
         .find((t) => t.meta && t.meta.role === "line")""")
     assert line["x"] == list(range(15))

@@ -1,5 +1,6 @@
 """Issue 14: values from the URL, run names and configs reach Plotly, which renders trace names
 and tick labels as a subset of HTML; the compare page must show them as text, never as links."""
+
 from urllib.parse import quote
 
 import pytest
@@ -14,8 +15,9 @@ EVIL = "<a href='https://evil.example/'>click</a>"
 
 
 def test_group_labels_from_the_url_are_text_not_links(page_as, server, alice, tiny_config):  # noqa: F811
-    experiment = experiment_create(owner=alice, name="sweep", config=tiny_config,
-                                   sweep={"algorithm.objective": ["m2po", "grpo"]})
+    experiment = experiment_create(
+        owner=alice, name="sweep", config=tiny_config, sweep={"algorithm.objective": ["m2po", "grpo"]}
+    )
     for run in experiment.runs.all():
         metrics_ingest(run=run, attempt=1, points=points(KEY, range(20)))
     page = page_as(alice)

@@ -1,5 +1,6 @@
 """The experiment flow in a real browser: create a 6-run sweep from the generated form, see the
 runs queued, cancel one, pause the sweep, then clone a run and change one field."""
+
 import re
 
 import pytest
@@ -80,8 +81,13 @@ def test_sweep_queue_cancel_pause_clone(browser_page, live_url, alice):
 def test_runs_table_filters_in_place_and_selects_runs_to_compare(browser_page, alice, tiny_config):
     from orchestrator.experiments.services import experiment_create
 
-    experiment = experiment_create(owner=alice, name="grid", project="lab", config=tiny_config,
-                                   sweep={"staleness.k": [0, 16, 64], "algorithm.objective": ["grpo", "m2po"]})
+    experiment = experiment_create(
+        owner=alice,
+        name="grid",
+        project="lab",
+        config=tiny_config,
+        sweep={"staleness.k": [0, 16, 64], "algorithm.objective": ["grpo", "m2po"]},
+    )
     page = browser_page
     page.goto("/")
     expect(page.locator("table#runs tbody tr")).to_have_count(6)
@@ -92,11 +98,16 @@ def test_runs_table_filters_in_place_and_selects_runs_to_compare(browser_page, a
     expect(page).to_have_url(re.compile(r"q=algorithm.objective"))
     expect(page.locator("#runs-table")).to_contain_text("m2po-s32")
 
-    ids = sorted(experiment.runs.filter(config__algorithm__objective="m2po", config__staleness__k__gte=16)
-                 .values_list("id", flat=True))
+    ids = sorted(
+        experiment.runs.filter(config__algorithm__objective="m2po", config__staleness__k__gte=16).values_list(
+            "id", flat=True
+        )
+    )
     for run_id in ids:
         page.check(f"#run-row-{run_id} .compare-box")
-    expect(page.locator("#compare-link")).to_have_attribute("href", re.compile(rf"/compare/\?runs={ids[0]},{ids[1]}$|/compare/\?runs={ids[1]},{ids[0]}$"))
+    expect(page.locator("#compare-link")).to_have_attribute(
+        "href", re.compile(rf"/compare/\?runs={ids[0]},{ids[1]}$|/compare/\?runs={ids[1]},{ids[0]}$")
+    )
 
     page.fill("#run-query", "staleness.kk = 1")
     page.press("#run-query", "Enter")

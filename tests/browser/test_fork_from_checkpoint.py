@@ -2,6 +2,7 @@
 "Fork from here"; the click opens the new-experiment form pre-filled with the parent's config and
 init.from_run / init.from_step; queuing it records the lineage, shown on both runs' pages. The
 compare page draws a fork from its parent's step."""
+
 import re
 
 import pytest
@@ -15,7 +16,9 @@ from trainer import checkpoint as ckpt
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_fork_from_here_prefills_the_form_and_links_parent_and_child(browser_page, live_url, alice, tiny_config, tmp_path, settings):
+def test_fork_from_here_prefills_the_form_and_links_parent_and_child(
+    browser_page, live_url, alice, tiny_config, tmp_path, settings
+):
     settings.RUNS_DIR = tmp_path / "runs"  # the live server's thread reads the same settings
     tiny_config["algorithm"]["lr"] = 0.0003
     parent = experiment_create(owner=alice, name="warm", project="lab", config=tiny_config).runs.get()
@@ -61,12 +64,15 @@ def test_fork_from_here_prefills_the_form_and_links_parent_and_child(browser_pag
 
 def _line_ranges(page) -> dict[int, tuple[float, float]]:
     """{run id: (first x, last x)} of the reward panel's line traces, read from Plotly's data."""
-    return {int(k): tuple(v) for k, v in page.evaluate("""() => {
+    return {
+        int(k): tuple(v)
+        for k, v in page.evaluate("""() => {
         const el = document.querySelector('.panel-chart[data-panel="reward"]');
         const out = {};
         for (const t of (el && el.data) || []) if (t.meta && t.meta.role === "line") out[t.meta.run] = [t.x[0], t.x[t.x.length - 1]];
         return out;
-    }""").items()}
+    }""").items()
+    }
 
 
 def test_compare_draws_a_fork_from_its_parents_step(page_as, server, alice, tiny_config, settings, tmp_path):  # noqa: F811
@@ -75,7 +81,9 @@ def test_compare_draws_a_fork_from_its_parents_step(page_as, server, alice, tiny
 
     settings.RUNS_DIR = tmp_path / "runs"
     parent = experiment_create(owner=alice, name="warm", config=tiny_config).runs.get()
-    child = experiment_create(owner=alice, name="fork", config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 4}}).runs.get()
+    child = experiment_create(
+        owner=alice, name="fork", config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 4}}
+    ).runs.get()
     metrics_ingest(run=parent, attempt=1, points=points("train/reward_mean", range(1, 9)))
     metrics_ingest(run=child, attempt=1, points=points("train/reward_mean", range(1, 6)))
     page = page_as(alice)

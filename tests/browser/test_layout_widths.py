@@ -1,14 +1,15 @@
 """Layout at 1,440 and 1,024 px (issue 16, item 7): no page scrolls sideways, the runs table's
 actions stay inside its card, the preview shows under the sweep, the preset dropdown follows the
 form. Screenshots go to OPL_SCREENS_DIR (e.g. /work/notes/screens) for a person to compare."""
+
 import os
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
-from orchestrator.experiments.services import experiment_create, run_transition
 from orchestrator.experiments.models import Run
+from orchestrator.experiments.services import experiment_create, run_transition
 from orchestrator.metrics.services import metrics_ingest
 from tests.browser.test_charts import page_as, server  # noqa: F401 (the uvicorn fixtures)
 from tests.unit.metrics.helpers import points
@@ -33,18 +34,30 @@ def no_sideways_scroll(page, name):
 def lab(alice, tiny_config, settings):
     settings.MAX_ACTIVE_RUNS = 2
     with connection.cursor() as cur:  # 9-digit run ids, as the full suite reaches them: the widest case
-        cur.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), GREATEST(100000000, (SELECT COALESCE(MAX(id), 0) FROM {0})))"
-                    .format(Run._meta.db_table), [Run._meta.db_table])
-    experiment = experiment_create(owner=alice, name="a-rather-long-experiment-name", config=tiny_config,
-                                   sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 1, 2, 4, 8]}, seeds=1,
-                                   tags=["staleness", "paper"])
+        cur.execute(
+            f"SELECT setval(pg_get_serial_sequence(%s, 'id'), GREATEST(100000000, (SELECT COALESCE(MAX(id), 0) FROM {Run._meta.db_table})))",
+            [Run._meta.db_table],
+        )
+    experiment = experiment_create(
+        owner=alice,
+        name="a-rather-long-experiment-name",
+        config=tiny_config,
+        sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 1, 2, 4, 8]},
+        seeds=1,
+        tags=["staleness", "paper"],
+    )
     runs = list(experiment.runs.order_by("id"))
     for run in runs[:2]:
         run_transition(run=run, to=Run.State.SUBMITTED)
         Run.objects.filter(pk=run.pk).update(job_id="1234567", node_list="gpu-node-017", backend="slurm")
     for i, run in enumerate(runs):
-        metrics_ingest(run=run, attempt=1, points=points("train/reward_mean", range(30), lambda s, i=i: s * i / 100)
-                       + points("eval/avg_acc", [0, 29], lambda s: 0.4) + points("actor/m2", range(30), lambda s: 0.05))
+        metrics_ingest(
+            run=run,
+            attempt=1,
+            points=points("train/reward_mean", range(30), lambda s, i=i: s * i / 100)
+            + points("eval/avg_acc", [0, 29], lambda s: 0.4)
+            + points("actor/m2", range(30), lambda s: 0.05),
+        )
     return experiment, runs
 
 
@@ -70,7 +83,9 @@ def test_pages_fit_the_window(page_as, server, alice, lab, width):
         if name.startswith("runs"):  # the actions column is inside the table's card
             card = page.locator(".table-scroll").bounding_box()
             actions = page.locator("#runs tbody tr:first-child td.row-actions").bounding_box()
-            inside_scroll = page.evaluate("() => { const s = document.querySelector('.table-scroll'); return s.scrollWidth - s.clientWidth; }")
+            inside_scroll = page.evaluate(
+                "() => { const s = document.querySelector('.table-scroll'); return s.scrollWidth - s.clientWidth; }"
+            )
             assert actions["x"] + actions["width"] <= card["x"] + card["width"] + 1  # sticky at the card's edge
             assert actions["x"] >= card["x"]
             if name == "runs":  # the default columns fit, at 1,024 px too: at most a scrollbar's width
@@ -100,7 +115,9 @@ def test_the_preview_shows_under_the_sweep_and_the_preset_follows_the_form(page_
     preview = page.locator("#preview").bounding_box()
     first_section = page.locator(".config-section").first.bounding_box()
     assert preview["y"] < first_section["y"]  # under the sweep, above the config sections
-    assert -5 <= page.evaluate("() => document.getElementById('preview').getBoundingClientRect().top") < 900  # scrolled to it
+    assert (
+        -5 <= page.evaluate("() => document.getElementById('preview').getBoundingClientRect().top") < 900
+    )  # scrolled to it
     assert "s = k × updates/step" in page.inner_text("#preview")
     shot(page, "preview-1440")
 

@@ -6,6 +6,7 @@ worker starting attempt 2 (header, facts card and job card agree without a reloa
 run ends cancelled and its reason is the job's, not "cancelling: …"), then the experiment's page
 while its last run ends (it says ended and offers no Pause or Cancel). The CSP is on throughout,
 so any inline script, handler or eval on these pages shows as a console error."""
+
 import pytest
 from playwright.sync_api import expect
 
@@ -32,8 +33,14 @@ def production_csp(settings):
 
 def start_attempt(run, attempt, tmp_path):
     run.refresh_from_db()
-    assert run_transition(run=run, to=S.SUBMITTED, attempt=attempt, backend="local", job_id=f"opl-{run.pk}-a{attempt}",
-                          run_dir=str(tmp_path / f"run-{run.pk}"))
+    assert run_transition(
+        run=run,
+        to=S.SUBMITTED,
+        attempt=attempt,
+        backend="local",
+        job_id=f"opl-{run.pk}-a{attempt}",
+        run_dir=str(tmp_path / f"run-{run.pk}"),
+    )
     Job.objects.create(run=run, attempt=attempt, backend="local", name=run.job_id, job_id=run.job_id)
     assert run_transition(run=run, to=S.RUNNING)
 
@@ -43,8 +50,9 @@ def job_ends(run, state, reason):
     sync_one_run(run, JobStatus(job_id=run.job_id, state=state, native_state=state.value.upper(), reason=reason))
 
 
-def test_retry_cancel_and_the_experiments_end_show_without_a_reload(browser_page, live_url, alice, tiny_config,
-                                                                    tmp_path, settings, production_csp):
+def test_retry_cancel_and_the_experiments_end_show_without_a_reload(
+    browser_page, live_url, alice, tiny_config, tmp_path, settings, production_csp
+):
     settings.RUNS_DIR = tmp_path
     settings.LOCAL_JOBS_DIR = tmp_path / "jobs"
     experiment = experiment_create(owner=alice, name="follow", config=tiny_config, seeds=2)

@@ -1,6 +1,7 @@
 """The off-policy panels in Chromium: M2 on a log axis with the run's tau, one eval line per
 benchmark, the token fraction named by objective, a description per panel, and a compare legend
 that stays one readable row of buttons with 8 runs."""
+
 import os
 import threading
 import time
@@ -23,26 +24,36 @@ def shot(page, name):
 
 
 def traces(page, panel):
-    return page.evaluate("""(panel) => {
+    return page.evaluate(
+        """(panel) => {
         const el = document.querySelector(`.panel-chart[data-panel="${panel}"]`);
         return (el.data || []).map((t) => ({name: t.name, role: t.meta && t.meta.role, y: t.y, showlegend: t.showlegend}));
-    }""", panel)
+    }""",
+        panel,
+    )
 
 
 def wait_drawn(page, panel):
-    page.wait_for_function("""(panel) => {
+    page.wait_for_function(
+        """(panel) => {
         const el = document.querySelector(`.panel-chart[data-panel="${panel}"]`);
         return el && el.data && el.data.some((t) => t.meta && t.meta.role === "line");
-    }""", arg=panel)
+    }""",
+        arg=panel,
+    )
 
 
 def test_run_page_panels_show_tau_on_a_log_m2_axis_and_each_benchmark_once(page_as, alice, tiny_config, server):
     tiny_config["algorithm"]["tau_m2"] = 0.04
     run, _ = make_run(alice, tiny_config)
     spikes = lambda s: 7.0 if s % 5 == 0 else 0.02  # noqa: E731
-    rows = (points("actor/m2", range(20), spikes) + points("actor/m2_after", range(20), lambda s: 0.01)
-            + points("eval/avg_acc", [0, 10], lambda s: 0.5) + points("eval/arithmetic/acc", [0, 10], lambda s: 0.5)
-            + points("actor/clip_frac", range(20), lambda s: 0.01))
+    rows = (
+        points("actor/m2", range(20), spikes)
+        + points("actor/m2_after", range(20), lambda s: 0.01)
+        + points("eval/avg_acc", [0, 10], lambda s: 0.5)
+        + points("eval/arithmetic/acc", [0, 10], lambda s: 0.5)
+        + points("actor/clip_frac", range(20), lambda s: 0.01)
+    )
     metrics_ingest(run=run, attempt=1, points=rows)
     page = page_as(alice)
     page.goto(f"{server}/runs/{run.pk}/")
@@ -65,21 +76,33 @@ def test_run_page_panels_show_tau_on_a_log_m2_axis_and_each_benchmark_once(page_
     shot(page, "run-panels")
 
 
-def test_compare_legend_with_eight_runs_is_one_set_of_toggles_and_plots_keep_their_size(page_as, alice, tiny_config, server):
-    experiment = experiment_create(owner=alice, name="eight", config=tiny_config,
-                                   sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 1, 2, 4]})
+def test_compare_legend_with_eight_runs_is_one_set_of_toggles_and_plots_keep_their_size(
+    page_as, alice, tiny_config, server
+):
+    experiment = experiment_create(
+        owner=alice,
+        name="eight",
+        config=tiny_config,
+        sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 1, 2, 4]},
+    )
     runs = list(experiment.runs.order_by("id"))
     assert len(runs) == 8
     for i, run in enumerate(runs):
-        metrics_ingest(run=run, attempt=1, points=points("train/reward_mean", range(30), lambda s, i=i: s * i)
-                       + points("actor/clip_frac", range(30), lambda s: 0.02))
+        metrics_ingest(
+            run=run,
+            attempt=1,
+            points=points("train/reward_mean", range(30), lambda s, i=i: s * i)
+            + points("actor/clip_frac", range(30), lambda s: 0.02),
+        )
     page = page_as(alice)
     page.goto(f"{server}/compare/?experiment={experiment.pk}")
     page.wait_for_selector("#compare[data-ready='1']")
     assert page.locator("[data-legend] .legend-item").count() == 8
     assert page.eval_on_selector("[data-control=hs]", "el => el.value") == "tail_mean"  # the heatmap's default
     assert page.evaluate("() => document.querySelector('.panel-chart[data-panel=reward]').layout.showlegend") is False
-    height = page.evaluate("() => document.querySelector('.panel-chart[data-panel=reward] .main-svg').getBoundingClientRect().height")
+    height = page.evaluate(
+        "() => document.querySelector('.panel-chart[data-panel=reward] .main-svg').getBoundingClientRect().height"
+    )
     assert height >= 280
     names = [t["name"] for t in traces(page, "clip_frac") if t["role"] == "line"]
     assert any(n.endswith("masked (m2po)") for n in names) and any(n.endswith("clipped (grpo)") for n in names)
@@ -100,7 +123,9 @@ def test_a_queued_run_shows_its_place_until_its_first_metrics_arrive(page_as, al
     page.wait_for_function("() => document.querySelector('[data-show=live]').textContent.includes('live')")
     run, token = start_attempt(run, 1)
     answers = []  # the ingestion view is async-aware: post from a thread without Playwright's event loop
-    thread = threading.Thread(target=lambda: answers.append(push(client, run.pk, token, {"points": points("train/reward_mean", range(5))})))
+    thread = threading.Thread(
+        target=lambda: answers.append(push(client, run.pk, token, {"points": points("train/reward_mean", range(5))}))
+    )
     thread.start()
     thread.join()
     assert answers[0].status_code == 202
@@ -143,15 +168,24 @@ def test_the_compare_page_extends_live_runs_from_their_streams(page_as, alice, t
     def trainer():
         for start in range(10, 30, 5):
             time.sleep(0.3)
-            assert push(client, run_a.pk, token_a, {"points": points("train/reward_mean", range(start, start + 5))}).status_code == 202
+            assert (
+                push(
+                    client, run_a.pk, token_a, {"points": points("train/reward_mean", range(start, start + 5))}
+                ).status_code
+                == 202
+            )
 
     thread = threading.Thread(target=trainer)
     thread.start()
-    page.wait_for_function("""(runId) => {
+    page.wait_for_function(
+        """(runId) => {
         const el = document.querySelector('.panel-chart[data-panel="reward"]');
         const line = el.data.find((t) => t.meta && t.meta.role === "line" && t.meta.run === runId);
         return line && line.x.length === 30;
-    }""", arg=run_a.pk, timeout=20_000)
+    }""",
+        arg=run_a.pk,
+        timeout=20_000,
+    )
     thread.join()
     lines = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
         .filter((t) => t.meta && t.meta.role === "line").map((t) => [t.meta.run, t.x])""")

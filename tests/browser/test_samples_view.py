@@ -6,6 +6,7 @@ masked) pushes its samples over HTTP into the uvicorn server, and the page's mar
 token by token, with that run's own RUN_DIR/samples.jsonl (written from the loss's tensors).
 
 A screenshot of the view is written to $OPL_SAMPLES_SCREENSHOT when that is set."""
+
 import json
 import os
 import time
@@ -34,8 +35,12 @@ SIDES_JS = """() => Array.from(document.querySelectorAll('#run-samples [data-sam
 
 
 def post_samples(server, run_id, token, samples):
-    answer = httpx.post(f"{server}/api/v1/runs/{run_id}/samples", json={"attempt": 1, "samples": samples},
-                        headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    answer = httpx.post(
+        f"{server}/api/v1/runs/{run_id}/samples",
+        json={"attempt": 1, "samples": samples},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
     assert answer.status_code == 200, answer.text
     return answer.json()
 
@@ -60,10 +65,20 @@ def screenshot(page, name):
 def test_masked_and_clipped_tokens_are_marked_and_coloured(page_as, server, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
     tokens = [" The", " sum", " <b>is</b>", " 12", ".", "\n", ""]
-    posted = [sample(2, 0, reward=0.0),
-              sample(6, 0, tokens=tokens, log_ratio=[0.0, -0.6, 0.6, 0.05, None, -0.02, 0.3], masked=[1, 2], clipped=[6],
-                     prompt="Tom has <i>5</i> apples and buys 7. How many?", reward=1.0),
-              sample(6, 1, reward=0.0, masked=[4])]
+    posted = [
+        sample(2, 0, reward=0.0),
+        sample(
+            6,
+            0,
+            tokens=tokens,
+            log_ratio=[0.0, -0.6, 0.6, 0.05, None, -0.02, 0.3],
+            masked=[1, 2],
+            clipped=[6],
+            prompt="Tom has <i>5</i> apples and buys 7. How many?",
+            reward=1.0,
+        ),
+        sample(6, 1, reward=0.0, masked=[4]),
+    ]
     assert post_samples(server, run.pk, token, posted) == {"stored": 3, "duplicates": 0, "dropped": 0}
     page = page_as(alice)
     page.goto(f"{server}/runs/{run.pk}/")
@@ -75,7 +90,9 @@ def test_masked_and_clipped_tokens_are_marked_and_coloured(page_as, server, alic
     assert [t["flag"] for t in first] == ["", "masked", "masked", "", "", "", "clipped"]
     assert first[2]["text"] == " <b>is</b>"  # shown as text, not markup
     assert page.locator("#run-samples b:text-is('is')").count() == 0
-    assert first[1]["bg"] == "rgba(37, 99, 235, 0.85)" and first[2]["bg"] == "rgba(220, 38, 38, 0.85)"  # saturated at ±0.5
+    assert (
+        first[1]["bg"] == "rgba(37, 99, 235, 0.85)" and first[2]["bg"] == "rgba(220, 38, 38, 0.85)"
+    )  # saturated at ±0.5
     assert first[0]["bg"] == "rgba(0, 0, 0, 0)" and first[4]["lr"] == "null"
     assert "log ratio -0.6000" in first[1]["title"] and first[1]["title"].endswith("masked")
     assert page.locator("#run-samples .tok-legend .tok-swatch").count() == 7
@@ -106,30 +123,56 @@ def test_compare_shows_each_runs_answers_to_the_same_prompt(page_as, server, ali
     from orchestrator.experiments.services import experiment_create
     from orchestrator.experiments.tokens import derive_token, token_hash
 
-    experiment = experiment_create(owner=alice, name="pair", config=tiny_config, sweep={"algorithm.objective": ["m2po", "grpo"]})
+    experiment = experiment_create(
+        owner=alice, name="pair", config=tiny_config, sweep={"algorithm.objective": ["m2po", "grpo"]}
+    )
     runs = list(experiment.runs.order_by("id"))
     for n, run in enumerate(runs):
         run.attempt, run.token_salt, run.state = 1, "s", "running"
         run.token_hash = token_hash(derive_token(run.pk, 1, "s"))
         run.save()
-        post_samples(server, run.pk, derive_token(run.pk, 1, "s"), [
-            sample(10 * (n + 1), 0, kind="eval", prompt="What is 17 * 3?", reward=float(n == 0), response=["51", "54"][n]),
-            sample(10 * (n + 1), 1, kind="eval", prompt="Solve x + 2 = 5.", reward=1.0, response="3"),
-            sample(10 * (n + 1), 0, prompt="2+2=", masked=[n], reward=0.0)])
+        post_samples(
+            server,
+            run.pk,
+            derive_token(run.pk, 1, "s"),
+            [
+                sample(
+                    10 * (n + 1),
+                    0,
+                    kind="eval",
+                    prompt="What is 17 * 3?",
+                    reward=float(n == 0),
+                    response=["51", "54"][n],
+                ),
+                sample(10 * (n + 1), 1, kind="eval", prompt="Solve x + 2 = 5.", reward=1.0, response="3"),
+                sample(10 * (n + 1), 0, prompt="2+2=", masked=[n], reward=0.0),
+            ],
+        )
     page = page_as(alice)
     page.goto(f"{server}/compare/?runs={runs[0].pk},{runs[1].pk}")
     page.wait_for_selector("#compare-samples .samples-column")
-    options = page.eval_on_selector_all("#compare-samples [data-control=prompt] option", "els => els.map((e) => e.textContent)")
-    assert len(options) == 3 and options[0].startswith("[eval gsm8k · 2 runs]") and options[2].startswith("[train · 2 runs]")
+    options = page.eval_on_selector_all(
+        "#compare-samples [data-control=prompt] option", "els => els.map((e) => e.textContent)"
+    )
+    assert (
+        len(options) == 3
+        and options[0].startswith("[eval gsm8k · 2 runs]")
+        and options[2].startswith("[train · 2 runs]")
+    )
     columns = page.locator("#compare-samples .samples-column")
     assert columns.count() == 2
     first_prompt = page.inner_text("#compare-samples .sample-prompt pre")
     page.evaluate("() => { document.querySelector('#compare-samples').dataset.old = '1'; }")
     page.select_option("#compare-samples [data-control=prompt]", index=2)
-    page.wait_for_function("() => { const c = document.querySelector('#compare-samples'); return c && !c.dataset.old; }")
+    page.wait_for_function(
+        "() => { const c = document.querySelector('#compare-samples'); return c && !c.dataset.old; }"
+    )
     assert page.inner_text("#compare-samples .sample-prompt pre") == "2+2=" != first_prompt
-    marked = page.eval_on_selector_all("#compare-samples .samples-column", """cols => cols.map((c) =>
-        Array.from(c.querySelectorAll('.tok-masked')).map((t) => Number(t.dataset.i)))""")
+    marked = page.eval_on_selector_all(
+        "#compare-samples .samples-column",
+        """cols => cols.map((c) =>
+        Array.from(c.querySelectorAll('.tok-masked')).map((t) => Number(t.dataset.i)))""",
+    )
     assert marked == [[0], [1]]
     if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
         page.locator("#compare-samples").screenshot(path=os.path.join(folder, "compare-samples.png"))
@@ -145,17 +188,19 @@ def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, 
     from orchestrator.experiments.services import experiment_create
 
     settings.RUNS_DIR, settings.LOCAL_JOBS_DIR, settings.PUBLIC_URL = tmp_path / "runs", tmp_path / "jobs", server
-    tiny_config.update({
-        # a tiny M2 budget, so that M2PO masks tokens; a high lr and short answers, so that the random
-        # tiny model earns some partial reward (an advantage) and moves away from its behaviour policy
-        "algorithm": {"objective": "m2po", "updates_per_step": 2, "tau_m2": 1e-6, "lr": 1e-2},
-        "staleness": {"mode": "stale_k", "k": 1},
-        "train": {"steps": 4, "seed": 1, "device": "cpu", "torch_threads": 1},
-        "rollout": {"group_size": 8, "prompts_per_step": 8, "max_new_tokens": 3},
-        "checkpoint": {"every": 0},
-        "samples": {"every": 1, "per_step": 8},
-        "reporting": {"push_interval_s": 0.5},
-    })
+    tiny_config.update(
+        {
+            # a tiny M2 budget, so that M2PO masks tokens; a high lr and short answers, so that the random
+            # tiny model earns some partial reward (an advantage) and moves away from its behaviour policy
+            "algorithm": {"objective": "m2po", "updates_per_step": 2, "tau_m2": 1e-6, "lr": 1e-2},
+            "staleness": {"mode": "stale_k", "k": 1},
+            "train": {"steps": 4, "seed": 1, "device": "cpu", "torch_threads": 1},
+            "rollout": {"group_size": 8, "prompts_per_step": 8, "max_new_tokens": 3},
+            "checkpoint": {"every": 0},
+            "samples": {"every": 1, "per_step": 8},
+            "reporting": {"push_interval_s": 0.5},
+        }
+    )
     run = experiment_create(owner=alice, name="samples-real", config=tiny_config).runs.get()
     run_submit(run_id=run.pk, backend_name="local")
     deadline = time.monotonic() + 300
@@ -179,7 +224,9 @@ def test_a_real_cpu_run_shows_the_trainers_own_masks(page_as, server, settings, 
         shown = {c["index"]: c["tokens"] for c in cards(page)}
         for s in (s for s in train if s["step"] == step):
             tokens = shown[s["index"]]
-            assert [t["text"] for t in tokens] == [t.replace("\n", "↵\n").replace("\t", "⇥\t") or "∅" for t in s["tokens"]]
+            assert [t["text"] for t in tokens] == [
+                t.replace("\n", "↵\n").replace("\t", "⇥\t") or "∅" for t in s["tokens"]
+            ]
             assert [t["i"] for t in tokens if t["masked"]] == s["masked"], (step, s["index"])
             assert [t["i"] for t in tokens if t["clipped"]] == s["clipped"], (step, s["index"])
             for t, lr in zip(tokens, s["log_ratio"]):
@@ -199,7 +246,9 @@ def check_correction_panels(page, run_dir):
     assert {"actor/ratio_neg_max", "actor/top_token_share_max", "actor/masked_frac"} <= logged
     page.wait_for_function("""() => { const el = document.querySelector('.panel-chart[data-panel="neg_tail"]');
         return el && el.data && el.data.some((t) => t.meta && t.meta.role === "line"); }""")
-    assert "Corrections and the A<0 tail" in page.eval_on_selector_all("#run-metrics .panel-group", "els => els.map((e) => e.textContent)")
+    assert "Corrections and the A<0 tail" in page.eval_on_selector_all(
+        "#run-metrics .panel-group", "els => els.map((e) => e.textContent)"
+    )
     lines = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="corrections_frac"]').data
         .filter((t) => t.meta && t.meta.role === "line").map((t) => t.name)""")
     assert lines == ["masked: m2po"]  # a plain m2po run: only its mask can act
@@ -235,41 +284,79 @@ def check_counterfactual_marks(page, server, run, train):
             mine = dict.fromkeys(s["masked"], "masked")
             other = {i: flag for flag in ("masked", "clipped", "reweighted") for i in clip(s)[flag]}
             differ = [i for i in range(len(s["tokens"])) if mine.get(i, "") != other.get(i, "")]
-            assert [t["i"] for t in own if t["only"]] == differ == [t["i"] for t in theirs if t["only"]], (step, s["index"])
+            assert [t["i"] for t in own if t["only"]] == differ == [t["i"] for t in theirs if t["only"]], (
+                step,
+                s["index"],
+            )
             assert all(t["other"] == other.get(t["i"], "") for t in own if t["only"])
             dropped_a, dropped_b = set(s["masked"]), set(clip(s)["masked"] + clip(s)["clipped"])
             only_a, only_b = only_a + len(dropped_a - dropped_b), only_b + len(dropped_b - dropped_a)
     page.wait_for_selector("#run-corrections [data-total]")
-    total = page.eval_on_selector_all("#run-corrections [data-total] [data-only]", "els => els.map((e) => Number(e.textContent))")
+    total = page.eval_on_selector_all(
+        "#run-corrections [data-total] [data-only]", "els => els.map((e) => Number(e.textContent))"
+    )
     assert total == [only_a, only_b]
     screenshot(page, "samples-real-run-beside.png")
     if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
         page.locator("#run-corrections").screenshot(path=os.path.join(folder, "run-corrections-real.png"))
 
 
-FEW_SHOT = "".join(f"Question: Natalia sold clips to {n} of her friends in April, and then she sold half as many clips in May. "
-                   f"How many clips did Natalia sell altogether in April and May?\nAnswer: {n} + {n // 2} = {n + n // 2}. "
-                   f"The answer is {n + n // 2}.\n\n" for n in range(40, 60, 2)) + \
-    "Question: A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?\nAnswer:"
-LONG_TOKENS = ([" Let", "'s", " think", " step", " by", " step", ".", "\n", " The", " robe", " needs", " 2", " bolts", " of", " blue"]
-               + [" and", " 2", "/", "2", " =", " 1", " bolt", " of", " white", ".", "\n"] * 12
-               + [" https://example.org/" + "a" * 120, " \\frac{" + "1" * 90 + "}{2}", " So", " 3", " bolts", "."])
+FEW_SHOT = (
+    "".join(
+        f"Question: Natalia sold clips to {n} of her friends in April, and then she sold half as many clips in May. "
+        f"How many clips did Natalia sell altogether in April and May?\nAnswer: {n} + {n // 2} = {n + n // 2}. "
+        f"The answer is {n + n // 2}.\n\n"
+        for n in range(40, 60, 2)
+    )
+    + "Question: A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?\nAnswer:"
+)
+LONG_TOKENS = (
+    [
+        " Let",
+        "'s",
+        " think",
+        " step",
+        " by",
+        " step",
+        ".",
+        "\n",
+        " The",
+        " robe",
+        " needs",
+        " 2",
+        " bolts",
+        " of",
+        " blue",
+    ]
+    + [" and", " 2", "/", "2", " =", " 1", " bolt", " of", " white", ".", "\n"] * 12
+    + [" https://example.org/" + "a" * 120, " \\frac{" + "1" * 90 + "}{2}", " So", " 3", " bolts", "."]
+)
 
 
 # issue 23: the longest variant names the contract allows, as a decoupled_ppo run with every option records them
 LONGEST = "decoupled_ppo+dual_clip+token_mask+seq_mask+tis+sq_penalty"
-LONG_COUNTERFACTUAL_NAMES = [f"{o}+dual_clip+token_mask+seq_mask+tis+sq_penalty" for o in ("m2po", "m2po_cap", "grpo", "no_clip", "gspo")] \
-    + ["cispo+token_mask+seq_mask+tis+sq_penalty", "sapo+token_mask+seq_mask+tis+sq_penalty"]
-LONG_COUNTERFACTUAL = {name: {"masked": list(range(k, len(LONG_TOKENS), 9)), "clipped": list(range(k + 4, len(LONG_TOKENS), 9)),
-                              "reweighted": [k + 2]} for k, name in enumerate(LONG_COUNTERFACTUAL_NAMES)}
+LONG_COUNTERFACTUAL_NAMES = [
+    f"{o}+dual_clip+token_mask+seq_mask+tis+sq_penalty" for o in ("m2po", "m2po_cap", "grpo", "no_clip", "gspo")
+] + ["cispo+token_mask+seq_mask+tis+sq_penalty", "sapo+token_mask+seq_mask+tis+sq_penalty"]
+LONG_COUNTERFACTUAL = {
+    name: {
+        "masked": list(range(k, len(LONG_TOKENS), 9)),
+        "clipped": list(range(k + 4, len(LONG_TOKENS), 9)),
+        "reweighted": [k + 2],
+    }
+    for k, name in enumerate(LONG_COUNTERFACTUAL_NAMES)
+}
 
 
 def overflow(page, selector):
     """How far the selector's content pokes out of it sideways (0 when it fits), and what does."""
-    return page.evaluate("""(sel) => { const card = document.querySelector(sel); const box = card.getBoundingClientRect();
+    return page.evaluate(
+        """(sel) => { const card = document.querySelector(sel); const box = card.getBoundingClientRect();
         const wide = [...card.querySelectorAll('*')].filter((el) => el.getBoundingClientRect().right > box.right + 1
             && !el.closest('.tokens, pre, .samples-columns'));
-        return [card.scrollWidth - card.clientWidth, wide.slice(0, 3).map((el) => el.tagName + '.' + el.className)]; }""", selector)
+        return [card.scrollWidth - card.clientWidth, wide.slice(0, 3).map((el) => el.tagName + '.' + el.className)]; }""",
+        selector,
+    )
 
 
 @pytest.mark.parametrize("width", (1440, 1024))
@@ -280,21 +367,52 @@ def test_long_prompts_and_answers_fit_the_card(page_as, server, alice, tiny_conf
     from orchestrator.experiments.services import experiment_create
     from orchestrator.experiments.tokens import derive_token, token_hash
 
-    experiment = experiment_create(owner=alice, name="a-rather-long-experiment-name-for-staleness", config=tiny_config,
-                                   sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 8]})
+    experiment = experiment_create(
+        owner=alice,
+        name="a-rather-long-experiment-name-for-staleness",
+        config=tiny_config,
+        sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 8]},
+    )
     runs = list(experiment.runs.order_by("id"))
     n = len(LONG_TOKENS)
     for r, run in enumerate(runs):
         run.attempt, run.token_salt, run.state = 1, "s", "running"
         run.token_hash = token_hash(derive_token(run.pk, 1, "s"))
         run.save()
-        post_samples(server, run.pk, derive_token(run.pk, 1, "s"), [
-            sample(step, i, prompt=FEW_SHOT, tokens=LONG_TOKENS, reward=float(i % 2), masked=list(range(8 + i, n, 7 + r)),
-                   log_ratio=[((j * 37) % 17 - 8) / 10 for j in range(n)], eval_set=None, variant=LONGEST,
-                   entropy=[(j % 13) / 4 for j in range(n)], advantage=-0.5 + i / 4,
-                   counterfactual=LONG_COUNTERFACTUAL) for step in (10, 20, 1000000) for i in range(4)]
-            + [sample(1000000, 0, kind="eval", prompt=FEW_SHOT, response=" The robe takes 3 bolts.", eval_set="gsm8k_platinum_test",
-                      reward=float(r % 2))])
+        post_samples(
+            server,
+            run.pk,
+            derive_token(run.pk, 1, "s"),
+            [
+                sample(
+                    step,
+                    i,
+                    prompt=FEW_SHOT,
+                    tokens=LONG_TOKENS,
+                    reward=float(i % 2),
+                    masked=list(range(8 + i, n, 7 + r)),
+                    log_ratio=[((j * 37) % 17 - 8) / 10 for j in range(n)],
+                    eval_set=None,
+                    variant=LONGEST,
+                    entropy=[(j % 13) / 4 for j in range(n)],
+                    advantage=-0.5 + i / 4,
+                    counterfactual=LONG_COUNTERFACTUAL,
+                )
+                for step in (10, 20, 1000000)
+                for i in range(4)
+            ]
+            + [
+                sample(
+                    1000000,
+                    0,
+                    kind="eval",
+                    prompt=FEW_SHOT,
+                    response=" The robe takes 3 bolts.",
+                    eval_set="gsm8k_platinum_test",
+                    reward=float(r % 2),
+                )
+            ],
+        )
     page = page_as(alice)
     page.set_viewport_size({"width": width, "height": 1000})
     page.goto(f"{server}/runs/{runs[0].pk}/")
@@ -314,7 +432,9 @@ def test_long_prompts_and_answers_fit_the_card(page_as, server, alice, tiny_conf
     if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
         os.makedirs(folder, exist_ok=True)
         page.locator("#run-samples").screenshot(path=os.path.join(folder, f"run-samples-{width}.png"))
-        page.locator("#run-samples [data-sample]").first.screenshot(path=os.path.join(folder, f"run-sample-{width}.png"))
+        page.locator("#run-samples [data-sample]").first.screenshot(
+            path=os.path.join(folder, f"run-sample-{width}.png")
+        )
         page.locator("#run-corrections").screenshot(path=os.path.join(folder, f"run-corrections-{width}.png"))
 
     page.goto(f"{server}/compare/?runs={','.join(str(r.pk) for r in runs)}")

@@ -1,5 +1,6 @@
 """Issue 13 in the browser: the experiment page loads the seed statistics and the verdicts, the
 options change them, and `study_report` writes docs with PNGs drawn by the compare page."""
+
 import pytest
 from django.core.management import call_command
 
@@ -16,8 +17,13 @@ FINAL = {(0, "grpo"): 0.8, (8, "grpo"): 0.4, (0, "m2po"): 0.8, (8, "m2po"): 0.78
 @pytest.fixture
 def sweep(alice, tiny_config, settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
-    experiment = experiment_create(owner=alice, name="study", config=tiny_config, seeds=2,
-                                   sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]})
+    experiment = experiment_create(
+        owner=alice,
+        name="study",
+        config=tiny_config,
+        seeds=2,
+        sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]},
+    )
     for run in experiment.runs.all():
         final = FINAL[(run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"])] + 0.01 * run.seed
         rows = [{"step": s, "key": "rollout/reward_mean", "value": final * s / 198, "time": 1.0e9 + s} for s in STEPS]
@@ -68,14 +74,26 @@ def off_regime_sweep(alice, tiny_config, settings, tmp_path):
     """Stale m2po with M2 before masking at 40x tau and 70% near-deterministic tokens: (c) cannot
     be judged in the paper's regime, whatever its fractions say."""
     settings.RUNS_DIR = tmp_path / "runs"
-    experiment = experiment_create(owner=alice, name="off-regime", config=tiny_config, seeds=2,
-                                   sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]})
+    experiment = experiment_create(
+        owner=alice,
+        name="off-regime",
+        config=tiny_config,
+        seeds=2,
+        sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]},
+    )
     for run in experiment.runs.all():
         k, objective = run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"]
         final = FINAL[(k, objective)] + 0.01 * run.seed
-        rows = [{"step": s, "key": "rollout/reward_mean", "value": 0.2 + (final - 0.2) * s / 198, "time": 1.0e9 + s} for s in STEPS]
+        rows = [
+            {"step": s, "key": "rollout/reward_mean", "value": 0.2 + (final - 0.2) * s / 198, "time": 1.0e9 + s}
+            for s in STEPS
+        ]
         m2 = 1.6 if (k, objective) == (8, "m2po") else 0.02
-        for key, value in (("actor/m2", m2), ("actor/near_det_frac", 0.7), ("actor/clip_frac", 0.07 if objective == "m2po" else 0.1)):
+        for key, value in (
+            ("actor/m2", m2),
+            ("actor/near_det_frac", 0.7),
+            ("actor/clip_frac", 0.07 if objective == "m2po" else 0.1),
+        ):
             rows += [{"step": s, "key": key, "value": value, "time": 1.0e9 + s} for s in STEPS]
         metrics_ingest(run=run, attempt=1, points=rows)
     experiment.runs.update(state="succeeded")

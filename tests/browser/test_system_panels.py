@@ -1,5 +1,6 @@
 """The System panel group in Chromium: a CPU run's page draws CPU and RAM from its system/...
 points, shows its alert card, and draws no GPU panel (none reported)."""
+
 import pytest
 
 from orchestrator.metrics.services import metrics_ingest
@@ -12,14 +13,21 @@ pytestmark = pytest.mark.browser
 
 def test_a_cpu_runs_system_panels_show_cpu_and_ram(page_as, alice, tiny_config, server):
     run, _ = make_run(alice, tiny_config)
-    rows = (points("system/cpu_pct", range(10), lambda s: 95.0) + points("system/host_cpu_pct", range(10), lambda s: 50.0)
-            + points("system/ram_gb", range(10), lambda s: 1.5) + points("system/host_ram_pct", range(10), lambda s: 40.0)
-            + points("actor/grad_norm", [10], lambda s: float("nan")))
+    rows = (
+        points("system/cpu_pct", range(10), lambda s: 95.0)
+        + points("system/host_cpu_pct", range(10), lambda s: 50.0)
+        + points("system/ram_gb", range(10), lambda s: 1.5)
+        + points("system/host_ram_pct", range(10), lambda s: 40.0)
+        + points("actor/grad_norm", [10], lambda s: float("nan"))
+    )
     metrics_ingest(run=run, attempt=1, points=rows)
     page = page_as(alice)
     page.goto(f"{server}/runs/{run.pk}/")
     wait_drawn(page, "system_cpu")
-    assert [t["name"] for t in traces(page, "system_cpu") if t["role"] == "line"] == ["system/cpu_pct", "system/host_cpu_pct"]
+    assert [t["name"] for t in traces(page, "system_cpu") if t["role"] == "line"] == [
+        "system/cpu_pct",
+        "system/host_cpu_pct",
+    ]
     wait_drawn(page, "system_ram")
     assert page.inner_text(".metric-panel[data-panel=system_ram] .panel-title") == "System · RAM"
     assert page.locator(".panel-chart[data-panel=system_gpu_util]").count() == 0

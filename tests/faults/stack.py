@@ -6,6 +6,7 @@ Redis is either the one in REDIS_URL (the test's own db number) or, with redis_u
 redis-server of the stack's own on a free port, which fault trials may stop and restart. The
 database is the stack's SQLite file unless database_url names another (a throwaway PostgreSQL).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,15 @@ def wait_until(predicate, timeout: float, what: str, every: float = 0.3):
 
 
 class EmbeddedStack:
-    def __init__(self, root: Path, *, redis_url: str | None, database_url: str | None = None,
-                 worker_concurrency: int = 2, extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        root: Path,
+        *,
+        redis_url: str | None,
+        database_url: str | None = None,
+        worker_concurrency: int = 2,
+        extra_env: dict[str, str] | None = None,
+    ):
         self.root = root
         self.var = root / "var"
         self.var.mkdir(parents=True, exist_ok=True)
@@ -52,11 +60,17 @@ class EmbeddedStack:
         redis_url = redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
         self.worker_concurrency = worker_concurrency
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "OPL_MAX_ACTIVE_RUNS")}
-        env.update({
-            "OPL_VAR_DIR": str(self.var), "REDIS_URL": redis_url, "OPL_PUBLIC_URL": self.url,
-            "CLUSTER_BACKEND": "local", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
-            "SECRET_KEY": os.environ.get("SECRET_KEY", "test-secret-key-not-for-production"),
-        })
+        env.update(
+            {
+                "OPL_VAR_DIR": str(self.var),
+                "REDIS_URL": redis_url,
+                "OPL_PUBLIC_URL": self.url,
+                "CLUSTER_BACKEND": "local",
+                "HF_HUB_OFFLINE": "1",
+                "PYTHONUNBUFFERED": "1",
+                "SECRET_KEY": os.environ.get("SECRET_KEY", "test-secret-key-not-for-production"),
+            }
+        )
         if database_url:
             env["DATABASE_URL"] = database_url
         env.update(extra_env or {})
@@ -70,32 +84,65 @@ class EmbeddedStack:
 
     # ------------------------------------------------------------------ processes
     def manage(self, *args: str, timeout: float = 120) -> str:
-        done = subprocess.run([PYTHON, "manage.py", *args], cwd=REPO, env=self.env, capture_output=True,
-                              text=True, timeout=timeout)
+        done = subprocess.run(
+            [PYTHON, "manage.py", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
     def _start(self, name: str, argv: list[str]) -> None:
         log = open(self.root / f"{name}.log", "ab")
-        self.procs[name] = subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
 
     def start_web(self) -> None:
-        self._start("web", [PYTHON, "-m", "uvicorn", "orchestrator.asgi:application", "--host", "127.0.0.1",
-                            "--port", str(self.port)])
+        self._start(
+            "web",
+            [PYTHON, "-m", "uvicorn", "orchestrator.asgi:application", "--host", "127.0.0.1", "--port", str(self.port)],
+        )
         wait_until(self._web_up, 60, "the web server")
 
     def start_redis(self) -> None:
         if self.redis_port is None:
             return
-        self._start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port), "--save", "",
-                              "--appendonly", "no", "--dir", str(self.root)])
+        self._start(
+            "redis",
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.redis_port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.root),
+            ],
+        )
         wait_until(lambda: self._port_open(self.redis_port), 30, "redis-server")
 
     def start_worker(self) -> None:
-        self._start("worker", [PYTHON, "-m", "celery", "-A", "orchestrator", "worker", "--concurrency",
-                               str(self.worker_concurrency), "--loglevel", "INFO", "-n", f"w{self.port}@%h"])
+        self._start(
+            "worker",
+            [
+                PYTHON,
+                "-m",
+                "celery",
+                "-A",
+                "orchestrator",
+                "worker",
+                "--concurrency",
+                str(self.worker_concurrency),
+                "--loglevel",
+                "INFO",
+                "-n",
+                f"w{self.port}@%h",
+            ],
+        )
 
     def pool_children(self) -> list[int]:
         """Pids of the worker's pool processes (where tasks run)."""
@@ -111,22 +158,50 @@ class EmbeddedStack:
             return s.connect_ex(("127.0.0.1", port)) == 0
 
     def start_beat(self) -> None:
-        self._start("beat", [PYTHON, "-m", "celery", "-A", "orchestrator", "beat", "--loglevel", "INFO",
-                             "-s", str(self.root / "beat-schedule")])
+        self._start(
+            "beat",
+            [
+                PYTHON,
+                "-m",
+                "celery",
+                "-A",
+                "orchestrator",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "-s",
+                str(self.root / "beat-schedule"),
+            ],
+        )
 
-    def start(self) -> "EmbeddedStack":
+    def start(self) -> EmbeddedStack:
         self.start_redis()
-        subprocess.run([PYTHON, "-m", "celery", "-A", "orchestrator", "purge", "-f"], cwd=REPO, env=self.env,
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [PYTHON, "-m", "celery", "-A", "orchestrator", "purge", "-f"],
+            cwd=REPO,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         self.manage("migrate", "--noinput")
         self.start_web()
         self.start_worker()
         self.start_beat()
-        self.token = self.manage("shell", "-c", (
-            "from django.contrib.auth.models import User\n"
-            "from orchestrator.accounts.services import api_token_create\n"
-            "u = User.objects.create_user('demo', password='demo-pass-123', is_staff=True)\n"
-            "print(api_token_create(user=u, name='faults'))")).strip().splitlines()[-1]
+        self.token = (
+            self.manage(
+                "shell",
+                "-c",
+                (
+                    "from django.contrib.auth.models import User\n"
+                    "from orchestrator.accounts.services import api_token_create\n"
+                    "u = User.objects.create_user('demo', password='demo-pass-123', is_staff=True)\n"
+                    "print(api_token_create(user=u, name='faults'))"
+                ),
+            )
+            .strip()
+            .splitlines()[-1]
+        )
         return self
 
     def stop(self, name: str, sig: int = signal.SIGTERM, wait: float = 30) -> None:
@@ -161,8 +236,12 @@ class EmbeddedStack:
     # ------------------------------------------------------------------ API and database
     def api(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.url}{path}", data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{self.url}{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 return resp.status, json.loads(resp.read() or b"{}")
@@ -175,9 +254,20 @@ class EmbeddedStack:
             return conn.execute(sql, params).fetchall()
 
     def runs(self, experiment_id: int) -> dict[int, dict]:
-        cols = ["id", "state", "state_reason", "job_id", "exit_code", "cancel_requested", "attempt", "step", "finished_at"]
-        rows = self.query(f"SELECT {', '.join(cols)} FROM experiments_run WHERE experiment_id = ? ORDER BY id",
-                          experiment_id)
+        cols = [
+            "id",
+            "state",
+            "state_reason",
+            "job_id",
+            "exit_code",
+            "cancel_requested",
+            "attempt",
+            "step",
+            "finished_at",
+        ]
+        rows = self.query(
+            f"SELECT {', '.join(cols)} FROM experiments_run WHERE experiment_id = ? ORDER BY id", experiment_id
+        )
         return {row[0]: dict(zip(cols, row)) for row in rows}
 
     def logs(self) -> dict[str, str]:

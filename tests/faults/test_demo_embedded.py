@@ -2,6 +2,7 @@
 Celery worker with 2 processes and beat, the local backend, and a 4-run sweep of real trainers
 pushing metrics. Nothing may meet "database is locked", every run must end, and a cancel made
 while its run trains must be visible at once and honoured within the grace period."""
+
 import time
 
 import pytest

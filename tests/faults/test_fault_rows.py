@@ -1,5 +1,6 @@
 """The rows of benchmarks/faults.py, each against a stack of its own, with fewer trials and
 shorter outages than the benchmark: a row fails on any duplicate job, stuck run or lost point."""
+
 import json
 import subprocess
 import sys
@@ -30,9 +31,28 @@ def test_fault_row_loses_nothing(row, tmp_path):
         if not SLURM_ENV.exists():
             pytest.skip("the Slurm test cluster is not up (scripts/slurm/cluster-up.sh)")
     out = tmp_path / "row.json"
-    done = subprocess.run([sys.executable, "benchmarks/faults.py", "--rows", row, "--trials", "3", "--outage-s", "10",
-                           "--dashboard-down-s", "8", "--pause-s", "5", "--json", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/faults.py",
+            "--rows",
+            row,
+            "--trials",
+            "3",
+            "--outage-s",
+            "10",
+            "--dashboard-down-s",
+            "8",
+            "--pause-s",
+            "5",
+            "--json",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.exists(), done.stderr[-3000:]
     (result,) = json.loads(out.read_text())
     assert result.get("error") is None, result["error"]

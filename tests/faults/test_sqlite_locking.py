@@ -3,10 +3,10 @@ transaction that reads, then writes, while another process writes. With SQLite's
 (deferred BEGIN) the reader's upgrade to a writer fails at once, without waiting; with the
 settings' IMMEDIATE transactions, WAL and busy timeout, both writers wait their turn and succeed.
 Two real processes on one SQLite file, configured by orchestrator/settings.py."""
+
 import os
 import subprocess
 import sys
-import time
 
 from tests.faults.stack import LOCKED, REPO
 
@@ -53,8 +53,14 @@ def test_a_read_then_write_transaction_waits_for_a_concurrent_writer_instead_of_
     flags.mkdir()
 
     def start(role):
-        return subprocess.Popen([sys.executable, "-c", SCRIPT, role, str(flags)], cwd=REPO, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, role, str(flags)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     setup = start("setup")
     assert setup.wait(60) == 0, setup.stderr.read()
@@ -63,7 +69,15 @@ def test_a_read_then_write_transaction_waits_for_a_concurrent_writer_instead_of_
     for name, (code, out, err) in outs.items():
         assert LOCKED not in err, f"{name}: {err[-1500:]}"
         assert code == 0 and out.strip() == "ok wal", f"{name}: exit {code}\n{out}\n{err[-1500:]}"
-    rows = subprocess.run([sys.executable, "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("
-                           "'SELECT count(*) FROM t').fetchone()[0])", str(tmp_path / "var" / "opl.sqlite3")],
-                          capture_output=True, text=True, check=True)
+    rows = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM t').fetchone()[0])",
+            str(tmp_path / "var" / "opl.sqlite3"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert rows.stdout.strip() == "2"  # both writes are there

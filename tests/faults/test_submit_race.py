@@ -6,6 +6,7 @@ claims it, the other finds it submitted without a job id. The Slurm backend's su
 by name and then a POST (two requests, not atomic), so both used to find nothing and both
 submitted: the restd-outage fault row's duplicate job, whose twin trainer shared the run's
 folder. This is the cause, reproduced without the outage's timing."""
+
 import os
 import shutil
 import threading
@@ -30,7 +31,11 @@ SHARED = Path(os.environ.get("OPL_SLURM_SHARED_DIR", "/var/lib/opl-test"))
 
 
 def read_env(path: Path) -> dict[str, str]:
-    return {k.strip(): v.strip().strip('"') for k, _, v in (line.partition("=") for line in path.read_text().splitlines()) if _}
+    return {
+        k.strip(): v.strip().strip('"')
+        for k, _, v in (line.partition("=") for line in path.read_text().splitlines())
+        if _
+    }
 
 
 @pytest.fixture
@@ -47,8 +52,12 @@ def slurm(settings, tmp_path):
     settings.RUNS_DIR = SHARED / f"race-{os.getpid()}-{time.time_ns() % 10**9}"
     settings.RUNS_DIR.mkdir(parents=True)
     os.chmod(settings.RUNS_DIR, 0o1777)
-    ClusterProfile.objects.create(name="race", is_default=True, partition=env.get("SLURM_PARTITION", ""),
-                                  setup_lines=f"export PYTHONPATH={REPO}\nexport HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1")
+    ClusterProfile.objects.create(
+        name="race",
+        is_default=True,
+        partition=env.get("SLURM_PARTITION", ""),
+        setup_lines=f"export PYTHONPATH={REPO}\nexport HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1",
+    )
     # run ids unique across sessions: Slurm remembers the names (opl-<run>-a<n>) of finished jobs
     start = int(time.time() * 10) % 10_000_000 * 100
     with connection.cursor() as cur:
@@ -74,7 +83,7 @@ def at_once(*calls):
         gate.wait()
         try:
             out[i] = call()
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:
             out[i] = exc
         finally:
             connection.close()

@@ -31,8 +31,14 @@ REPO = Path(__file__).resolve().parents[2]
 STANDIN_REQUIREMENTS = Path(__file__).with_name("standin-requirements.txt")
 GPU_STUDY_PRESET = REPO / "examples/presets/gpu-study-smollm2.yaml"
 CPU_STUDY_PRESET = REPO / "examples/presets/cpu-staleness-study.yaml"
-OUT_FILES = {"gpu-check.log", "junit.xml", "gpu-figures.json", "nvidia-smi-before.txt", "nvidia-smi-after.txt",
-             "study-runs.tar.gz"}
+OUT_FILES = {
+    "gpu-check.log",
+    "junit.xml",
+    "gpu-figures.json",
+    "nvidia-smi-before.txt",
+    "nvidia-smi-after.txt",
+    "study-runs.tar.gz",
+}
 BUNDLE_BUDGET_MIB = 48
 
 
@@ -50,20 +56,33 @@ def clean_env(**extra: str) -> dict:
 def standin_python() -> Path:
     """The stand-in's python3, built once per requirements and torch (about 1-2 minutes, from PyPI)."""
     torch_dist = importlib.metadata.distribution("torch")
-    key = hashlib.sha256((STANDIN_REQUIREMENTS.read_text() + torch_dist.version + sys._base_executable).encode()).hexdigest()[:12]
+    key = hashlib.sha256(
+        (STANDIN_REQUIREMENTS.read_text() + torch_dist.version + sys._base_executable).encode()
+    ).hexdigest()[:12]
     root = cache_root() / f"standin-{key}"
     python = root / "bin" / "python3"
     if (root / ".ready").exists():
         return python
     subprocess.run(["rm", "-rf", str(root)], check=True)
-    subprocess.run([sys._base_executable, "-m", "venv", str(root)], check=True, timeout=120)  # a venv, as on the machine
-    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-r", str(STANDIN_REQUIREMENTS)],
-                          capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [sys._base_executable, "-m", "venv", str(root)], check=True, timeout=120
+    )  # a venv, as on the machine
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-r", str(STANDIN_REQUIREMENTS)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode != 0:
-        pytest.fail("could not build the GPU machine's stand-in from PyPI (is it reachable from here?):\n"
-                    + "\n".join(done.stderr.strip().splitlines()[-15:]))
-    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                        text=True).strip())
+        pytest.fail(
+            "could not build the GPU machine's stand-in from PyPI (is it reachable from here?):\n"
+            + "\n".join(done.stderr.strip().splitlines()[-15:])
+        )
+    site = Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
     ours = Path(torch_dist.locate_file(""))
     info = next(ours.glob(f"torch-{torch_dist.version}.dist-info"))
     for name in [*torch_dist.read_text("top_level.txt").split(), info.name]:
@@ -74,25 +93,44 @@ def standin_python() -> Path:
 
 def test_the_gpu_check_runs_end_to_end_on_a_stand_in_of_the_gpu_machine(tmp_path):
     python = standin_python()
-    version = subprocess.check_output([str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
-                                      text=True).strip()
-    standin_torch = subprocess.check_output([str(python), "-c", "import torch; print(torch.__version__)"], text=True).strip()
+    version = subprocess.check_output(
+        [str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"], text=True
+    ).strip()
+    standin_torch = subprocess.check_output(
+        [str(python), "-c", "import torch; print(torch.__version__)"], text=True
+    ).strip()
     preset = GPU_STUDY_PRESET if GPU_STUDY_PRESET.exists() else CPU_STUDY_PRESET
     wheels, out = tmp_path / "wheels", tmp_path / "out"
 
     # Here: the wheels the machine lacks, for its Python, and the study plan (with the CPU override).
-    fetch = subprocess.run(["bash", "scripts/gpu-check.sh", "--fetch-wheels", str(wheels)], cwd=REPO, capture_output=True, text=True,
-                           timeout=300, env=clean_env(GPU_PYTHON_VERSION=version, GPU_CHECK_DRY="cpu", GPU_CHECK_STUDY_PRESET=str(preset)))
+    fetch = subprocess.run(
+        ["bash", "scripts/gpu-check.sh", "--fetch-wheels", str(wheels)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(GPU_PYTHON_VERSION=version, GPU_CHECK_DRY="cpu", GPU_CHECK_STUDY_PRESET=str(preset)),
+    )
     print(fetch.stdout, fetch.stderr)
     assert fetch.returncode == 0, fetch.stdout[-3000:] + fetch.stderr[-3000:]
     size = re.search(r"bundle size: tree ([\d.]+) MiB \+ wheels ([\d.]+) MiB = ([\d.]+) MiB", fetch.stdout)
     assert size and float(size[3]) < BUNDLE_BUDGET_MIB, fetch.stdout
 
     # There: the machine's python3 first on PATH, no network needed, everything under $OUT.
-    env = clean_env(PATH=f"{python.parent}{os.pathsep}{os.environ['PATH']}", OUT=str(out), GPU_CHECK_DRY="cpu",
-                    GPU_CHECK_STUDY_PRESET=str(preset))
-    run = subprocess.run(["bash", "scripts/gpu-check.sh", "--study", str(wheels)], cwd=REPO, capture_output=True, text=True,
-                         timeout=420, env=env)
+    env = clean_env(
+        PATH=f"{python.parent}{os.pathsep}{os.environ['PATH']}",
+        OUT=str(out),
+        GPU_CHECK_DRY="cpu",
+        GPU_CHECK_STUDY_PRESET=str(preset),
+    )
+    run = subprocess.run(
+        ["bash", "scripts/gpu-check.sh", "--study", str(wheels)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env=env,
+    )
     print(run.stdout[-8000:], run.stderr[-2000:])
     last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
     assert last.startswith("gpu-check summary: preflight=0 install=0 tests=0 benchmark=0 study=0 "), run.stdout[-4000:]

@@ -29,23 +29,37 @@ install = load_install()
 
 def make_wheel(folder: Path, name: str, version: str, *requires: str) -> Path:
     path = folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{name.replace('-', '_')}-{version}.dist-info/METADATA", meta)
     return path
 
 
 def test_only_missing_wheels_and_short_fallbacks_are_installed(tmp_path):
-    bundle = [install.read_wheel(make_wheel(tmp_path, *spec)) for spec in (
-        ("pydantic", "2.14.4", "typing-extensions>=4.16.0", "annotated-types>=0.6.0", "tomli; python_version < '3.0'"),
-        ("annotated-types", "0.8.0"),
-        ("typing-extensions", "4.16.0"),
-        ("mpmath", "1.3.0"),
-    )]
+    bundle = [
+        install.read_wheel(make_wheel(tmp_path, *spec))
+        for spec in (
+            (
+                "pydantic",
+                "2.14.4",
+                "typing-extensions>=4.16.0",
+                "annotated-types>=0.6.0",
+                "tomli; python_version < '3.0'",
+            ),
+            ("annotated-types", "0.8.0"),
+            ("typing-extensions", "4.16.0"),
+            ("mpmath", "1.3.0"),
+        )
+    ]
     here = {"typing-extensions": "4.12.2", "mpmath": "1.3.0", "torch": "2.11.0"}
     chosen, problems = install.select(bundle, here)
-    assert chosen == {"pydantic": "missing here", "annotated-types": "missing here",
-                      "typing-extensions": "pydantic needs typing-extensions>=4.16.0; here: 4.12.2"}
+    assert chosen == {
+        "pydantic": "missing here",
+        "annotated-types": "missing here",
+        "typing-extensions": "pydantic needs typing-extensions>=4.16.0; here: 4.12.2",
+    }
     assert problems == []
 
 
@@ -59,8 +73,12 @@ def test_a_requirement_nothing_meets_is_named(tmp_path):
 def test_wheels_for_another_python_are_refused_before_pip_runs(tmp_path):
     make_wheel(tmp_path, "annotated-types", "0.8.0")
     (tmp_path / "manifest.json").write_text(json.dumps({"python_version": "2.7", "wheels": []}))
-    done = subprocess.run([sys.executable, str(TOOLS / "install.py"), str(tmp_path), str(tmp_path / "site"), str(tmp_path / "r.json")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(TOOLS / "install.py"), str(tmp_path), str(tmp_path / "site"), str(tmp_path / "r.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     ours = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert f"are for Python 2.7, this python3 is {ours}" in done.stdout and f"GPU_PYTHON_VERSION={ours}" in done.stdout

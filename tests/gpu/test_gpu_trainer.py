@@ -36,8 +36,22 @@ def test_a_bf16_run_trains_on_the_gpu(tmp_path):
         "checkpoint": {"every": 0},
     }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    done = subprocess.run([sys.executable, "-m", "trainer", "run", "--config", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "run")],
-                          cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "run",
+            "--config",
+            str(tmp_path / "c.yaml"),
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     points = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     losses = [p for p in points if p["key"] == "actor/pg_loss"]

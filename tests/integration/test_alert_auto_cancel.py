@@ -7,6 +7,7 @@ The cancel task that the alert enqueues is not consumed here (no Celery worker r
 sync's re-send of a requested cancel (sync_active_runs -> resend_cancels) delivers it, as it
 does in production when the worker is down. The run's system/... metrics are checked to have
 arrived through the same ingestion path."""
+
 import time
 
 import pytest
@@ -15,7 +16,6 @@ from orchestrator.alerts.models import Alert
 from orchestrator.alerts.services import alert_rule_set
 from orchestrator.cluster.jobspec import run_dir_for
 from orchestrator.cluster.services import run_submit, sync_active_runs
-from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics import selectors
 from trainer import checkpoint as ckpt
@@ -28,11 +28,13 @@ def test_an_alert_with_auto_cancel_stops_a_real_run(settings, tmp_path, live_ser
     settings.RUNS_DIR = tmp_path / "runs"
     settings.LOCAL_JOBS_DIR = tmp_path / "jobs"
     settings.PUBLIC_URL = live_server.url
-    tiny_config.update({
-        "train": {"steps": 400, "seed": 1, "device": "cpu", "torch_threads": 1},  # far longer than the test waits
-        "checkpoint": {"every": 0},
-        "reporting": {"push_interval_s": 0.5},
-    })
+    tiny_config.update(
+        {
+            "train": {"steps": 400, "seed": 1, "device": "cpu", "torch_threads": 1},  # far longer than the test waits
+            "checkpoint": {"every": 0},
+            "reporting": {"push_interval_s": 0.5},
+        }
+    )
     run = experiment_create(owner=alice, name="doomed", config=tiny_config).runs.get()
     alert_rule_set(run=run, kind="entropy_floor", threshold=100.0, action=action)  # 100 nats: always under
     run_submit(run_id=run.pk, backend_name="local")

@@ -4,6 +4,7 @@ Celery worker runs it on the local backend, the trainer pushes its metrics into 
 and the run page shows the Corrections panels with the option's own line, drawn from keys the run
 really logged. The configs are the trainer-side correction runs' (tests/integration/trainer/
 test_corrections_run.py), so the option acts in each run."""
+
 import json
 import re
 import time
@@ -31,7 +32,9 @@ def pasted_config(algorithm: dict) -> dict:
 def run_page_config(client, run: Run) -> dict:
     page = client.get(f"/runs/{run.pk}/")
     assert page.status_code == 200
-    found = re.search(r'<script id="run-metrics-config" type="application/json">(.*?)</script>', page.content.decode(), re.S)
+    found = re.search(
+        r'<script id="run-metrics-config" type="application/json">(.*?)</script>', page.content.decode(), re.S
+    )
     return json.loads(found[1])
 
 
@@ -54,7 +57,7 @@ def test_each_correction_queued_from_the_form_succeeds_with_its_panels(celery_wo
         for run, _ in queued.values():
             run.refresh_from_db()
     log = (celery_worker / "worker.log").read_text(errors="replace")[-3000:]
-    assert {label: run.state for label, (run, _) in queued.items()} == {label: "succeeded" for label in queued}, log
+    assert {label: run.state for label, (run, _) in queued.items()} == dict.fromkeys(queued, "succeeded"), log
 
     for label, (run, own_stat) in queued.items():
         page = run_page_config(client, run)

@@ -1,5 +1,6 @@
 """The whole flow with real parts: API -> PostgreSQL -> Celery worker and beat on Redis -> local
 backend -> trainer subprocess -> metrics pushed over HTTP into the live server -> succeeded."""
+
 import json
 import os
 import signal
@@ -29,13 +30,28 @@ def celery_worker(live_server, tmp_path):
         "OPL_VAR_DIR": str(tmp_path / "var"),
         "CLUSTER_BACKEND": "local",
     }
-    subprocess.run([sys.executable, "-m", "celery", "-A", "orchestrator", "purge", "-f"], env=env,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "orchestrator", "purge", "-f"], env=env, check=True, capture_output=True
+    )
     log = open(tmp_path / "worker.log", "wb")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "orchestrator", "worker", "-B", "--pool=solo",
-         "--loglevel=INFO", "-s", str(tmp_path / "beat-schedule")],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "orchestrator",
+            "worker",
+            "-B",
+            "--pool=solo",
+            "--loglevel=INFO",
+            "-s",
+            str(tmp_path / "beat-schedule"),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     yield tmp_path
     os.killpg(worker.pid, signal.SIGTERM)
@@ -44,8 +60,9 @@ def celery_worker(live_server, tmp_path):
 
 
 def test_experiment_created_through_the_api_trains_and_succeeds(celery_worker, alice, api_client, tiny_config):
-    response = api_client(alice).post("/api/v1/experiments", data=json.dumps(
-        {"name": "e2e", "config": tiny_config}), content_type="application/json")
+    response = api_client(alice).post(
+        "/api/v1/experiments", data=json.dumps({"name": "e2e", "config": tiny_config}), content_type="application/json"
+    )
     assert response.status_code == 201, response.content
     run_id = response.json()["runs"][0]
 

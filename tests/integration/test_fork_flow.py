@@ -2,6 +2,7 @@
 job; a fork created while the parent is still queued waits for it, pins the parent's update-1
 checkpoint (which the parent's clean-up, keep 1, would delete) and, once submitted, starts from
 exactly those weights."""
+
 import time
 
 import pytest
@@ -30,12 +31,14 @@ def stack(settings, tmp_path, live_server):
 
 
 def _config(tiny_config):
-    tiny_config.update({
-        "staleness": {"mode": "stale_k", "k": 0},
-        "algorithm": {"objective": "grpo", "updates_per_step": 1, "lr": 1e-2},
-        "train": {"steps": 3, "seed": 1, "device": "cpu"},
-        "checkpoint": {"every": 1, "keep": 1},  # alone, clean-up would keep only update 3
-    })
+    tiny_config.update(
+        {
+            "staleness": {"mode": "stale_k", "k": 0},
+            "algorithm": {"objective": "grpo", "updates_per_step": 1, "lr": 1e-2},
+            "train": {"steps": 3, "seed": 1, "device": "cpu"},
+            "checkpoint": {"every": 1, "keep": 1},  # alone, clean-up would keep only update 3
+        }
+    )
     return tiny_config
 
 
@@ -48,14 +51,18 @@ def _run_to_end(run_id: int, timeout: float = 240) -> Run:
         sync_active_runs("local")
         run.refresh_from_db()
     log = (run_dir_for(run) / "logs").glob("*")
-    assert run.state == "succeeded", f"{run.state}: {run.state_reason}\n" + "\n".join(p.read_text()[-2000:] for p in log)
+    assert run.state == "succeeded", f"{run.state}: {run.state_reason}\n" + "\n".join(
+        p.read_text()[-2000:] for p in log
+    )
     return run
 
 
 def test_a_fork_waits_for_its_parent_keeps_its_checkpoint_and_starts_from_its_weights(stack, alice, tiny_config):
     config = _config(tiny_config)
     parent = experiment_create(owner=alice, name="warmup", config=config).runs.get()
-    child = experiment_create(owner=alice, name="fork", config={**config, "init": {"from_run": parent.pk, "from_step": 1}}).runs.get()
+    child = experiment_create(
+        owner=alice, name="fork", config={**config, "init": {"from_run": parent.pk, "from_step": 1}}
+    ).runs.get()
     assert (child.parent_id, child.parent_step) == (parent.pk, 1)
     assert runs_to_dispatch() == [parent.pk]  # the fork waits: update 1 is not written yet
 

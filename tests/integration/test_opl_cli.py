@@ -1,6 +1,7 @@
 """The `opl` client drives a sweep end to end against a running server (issue 16): installed from
 client/ without Django, it submits a sweep file, cancels a run, lists runs with the filter
 language, and exports a finished run's metrics as CSV; a wrong key names the known ones."""
+
 import csv
 import io
 import json
@@ -23,24 +24,46 @@ NO_DJANGO = "import sys; sys.modules['django'] = None; from opl_client.cli impor
 def installed(tmp_path_factory):
     """`pip install ./client` into a folder of its own (no dependencies fetched: PyYAML is here)."""
     target = tmp_path_factory.mktemp("opl-site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(ROOT / "client")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(ROOT / "client"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     assert (target / "bin" / "opl").exists()  # the console script
     return target
 
 
 def opl(installed, url, token, *args):
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(installed), "OPL_URL": url, "OPL_TOKEN": token, "HOME": str(installed)}
-    return subprocess.run([sys.executable, "-c", NO_DJANGO, *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=60)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(installed),
+        "OPL_URL": url,
+        "OPL_TOKEN": token,
+        "HOME": str(installed),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", NO_DJANGO, *map(str, args)], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_opl_drives_a_sweep_end_to_end(installed, celery_worker, live_server, alice, tiny_config, tmp_path):  # noqa: F811
     token = api_token_create(user=alice, name="cli")
     tiny_config["train"]["steps"] = 2
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"name": "cli-sweep", "project": "lab", "sweep": {"staleness.k": [0, 1]},
-                                     "config": tiny_config}))
+    sweep.write_text(
+        yaml.safe_dump({"name": "cli-sweep", "project": "lab", "sweep": {"staleness.k": [0, 1]}, "config": tiny_config})
+    )
     url = live_server.url
 
     preview = opl(installed, url, token, "submit", sweep, "--preview")
@@ -66,7 +89,9 @@ def test_opl_drives_a_sweep_end_to_end(installed, celery_worker, live_server, al
         time.sleep(2)
     assert states == {kept: "succeeded", cancelled: "cancelled"}, (celery_worker / "worker.log").read_text()[-3000:]
 
-    table = opl(installed, url, token, "runs", "-q", f"experiment = cli-sweep and sweep = {experiment} and state = succeeded")
+    table = opl(
+        installed, url, token, "runs", "-q", f"experiment = cli-sweep and sweep = {experiment} and state = succeeded"
+    )
     assert [line.split()[0] for line in table.stdout.splitlines()] == ["id", str(kept)]
 
     exported = opl(installed, url, token, "metrics", kept, "train/reward_mean", "--csv")
@@ -81,8 +106,10 @@ def test_opl_drives_a_sweep_end_to_end(installed, celery_worker, live_server, al
     assert samples.returncode == 0, samples.stderr
     got = json.loads(samples.stdout)
     assert got["kind"] == "train" and got["step"] == 2 and len(got["samples"]) == 8  # the first training step
-    assert all(len(s["tokens"]) == len(s["log_ratio"]) and all(i < len(s["tokens"]) for i in s["masked"] + s["clipped"])
-               for s in got["samples"])
+    assert all(
+        len(s["tokens"]) == len(s["log_ratio"]) and all(i < len(s["tokens"]) for i in s["masked"] + s["clipped"])
+        for s in got["samples"]
+    )
     shown = opl(installed, url, token, "samples", kept, "--marks")
     assert shown.returncode == 0 and shown.stdout.startswith(f"run {kept} · train step 2 · 8 samples"), shown.stderr
 
@@ -102,13 +129,26 @@ def test_opl_shows_a_runs_rollout_samples(installed, live_server, alice, tiny_co
 
     run, run_token = make_run(alice, tiny_config)
     token, url = api_token_create(user=alice, name="cli"), live_server.url
-    posted = [sample(2, 0, reward=0.0),
-              sample(6, 0, tokens=[" The", " sum", " is", " 12", "."], masked=[1, 2], clipped=[3], reward=1.0,
-                     prompt="Tom has 5 apples and buys 7.\nHow many?"),
-              sample(6, 1, tokens=[" 1", "3"], masked=[0], reward=0.0, prompt="Tom has 5 apples and buys 7.\nHow many?"),
-              sample(6, 0, kind="eval", prompt="What is 17 * 3?", response="51", reward=1.0)]
-    answer = httpx.post(f"{url}/api/v1/runs/{run.pk}/samples", json={"attempt": 1, "samples": posted},
-                        headers={"Authorization": f"Bearer {run_token}"}, timeout=30)
+    posted = [
+        sample(2, 0, reward=0.0),
+        sample(
+            6,
+            0,
+            tokens=[" The", " sum", " is", " 12", "."],
+            masked=[1, 2],
+            clipped=[3],
+            reward=1.0,
+            prompt="Tom has 5 apples and buys 7.\nHow many?",
+        ),
+        sample(6, 1, tokens=[" 1", "3"], masked=[0], reward=0.0, prompt="Tom has 5 apples and buys 7.\nHow many?"),
+        sample(6, 0, kind="eval", prompt="What is 17 * 3?", response="51", reward=1.0),
+    ]
+    answer = httpx.post(
+        f"{url}/api/v1/runs/{run.pk}/samples",
+        json={"attempt": 1, "samples": posted},
+        headers={"Authorization": f"Bearer {run_token}"},
+        timeout=30,
+    )
     assert answer.json() == {"stored": 4, "duplicates": 0, "dropped": 0}
 
     shown = opl(installed, url, token, "samples", run.pk, "--marks")
@@ -127,18 +167,34 @@ def test_opl_shows_a_runs_rollout_samples(installed, live_server, alice, tiny_co
     assert "The\x1b[9;35m sum is\x1b[0m" not in coloured and " \x1b[9;35msum is\x1b[0m" in coloured
 
     steps = opl(installed, url, token, "samples", run.pk, "--steps")
-    assert steps.stdout.splitlines() == ["step  samples  masked  clipped", "6     2        3       1",
-                                         "2     1        0       0"]
+    assert steps.stdout.splitlines() == [
+        "step  samples  masked  clipped",
+        "6     2        3       1",
+        "2     1        0       0",
+    ]
     evals = json.loads(opl(installed, url, token, "samples", run.pk, "--kind", "eval", "--json").stdout)
     assert evals["step"] == 6 and [s["response"] for s in evals["samples"]] == ["51"]
     missing = opl(installed, url, token, "samples", run.pk, "--step", 3)
     assert missing.returncode == 1 and "no train samples recorded at step 3" in missing.stderr
 
     library = subprocess.run(
-        [sys.executable, "-c", "import sys, json; sys.modules['django'] = None; from opl_client import Client; "
-         f"print(json.dumps(Client().samples({run.pk}, 6, sort='masked')))"],
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(installed), "OPL_URL": url, "OPL_TOKEN": token, "HOME": str(installed)},
-        capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-c",
+            "import sys, json; sys.modules['django'] = None; from opl_client import Client; "
+            f"print(json.dumps(Client().samples({run.pk}, 6, sort='masked')))",
+        ],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(installed),
+            "OPL_URL": url,
+            "OPL_TOKEN": token,
+            "HOME": str(installed),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     got = json.loads(library.stdout)
     assert [s["index"] for s in got["samples"]] == [0, 1] and got["samples"][0]["masked"] == [1, 2]
     assert got["steps"][0] == {"step": 6, "n": 2, "masked": 3, "clipped": 1}

@@ -10,6 +10,7 @@ lowered to 2 KiB here so that these real batches are really over it while each s
 (tests/unit/metrics/test_pusher_to_server.py sends 64 full-length samples past a 1 MiB limit).
 On main the 413 (an HTML 400 before that) was taken for a bad batch and the samples were skipped.
 """
+
 import gzip
 import json
 
@@ -43,8 +44,15 @@ def test_a_real_run_whose_samples_batch_is_too_big_stores_every_sample(alice, tm
     run, token = make_run(alice, CONFIG)
     run_dir = tmp_path / "run"
     with serve_asgi() as url:
-        done = run_trainer(write_config(tmp_path / "run.yaml", CONFIG), run_dir, timeout=300,
-                           OPL_DASHBOARD_URL=url, OPL_RUN_ID=str(run.pk), OPL_RUN_TOKEN=token, OPL_ATTEMPT="1")
+        done = run_trainer(
+            write_config(tmp_path / "run.yaml", CONFIG),
+            run_dir,
+            timeout=300,
+            OPL_DASHBOARD_URL=url,
+            OPL_RUN_ID=str(run.pk),
+            OPL_RUN_TOKEN=token,
+            OPL_ATTEMPT="1",
+        )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert "as too large (HTTP 413" in done.stderr, "the batch should really have been too big"
 
@@ -54,13 +62,16 @@ def test_a_real_run_whose_samples_batch_is_too_big_stores_every_sample(alice, tm
     spooled = [json.loads(line) for line in lines]
     assert sum(s["kind"] == "train" for s in spooled) == 64  # and the final evaluation's answers
     stored = RolloutSample.objects.filter(run=run)
-    assert sorted(stored.values_list("kind", "step", "index")) == sorted((s["kind"], s["step"], s["index"]) for s in spooled)
+    assert sorted(stored.values_list("kind", "step", "index")) == sorted(
+        (s["kind"], s["step"], s["index"]) for s in spooled
+    )
     by_id = {(s.kind, s.index): s for s in stored}
     assert all(by_id[s["kind"], s["index"]].tokens == s["tokens"] for s in spooled)
 
     points = read_points(run_dir)
     series = live_series(run.pk)
-    assert sorted((p["key"], p["step"]) for p in points) == \
-        sorted((key, step) for key, s in series.items() for step in s.steps.tolist())
+    assert sorted((p["key"], p["step"]) for p in points) == sorted(
+        (key, step) for key, s in series.items() for step in s.steps.tolist()
+    )
     assert "metrics/push_failures" not in series and "samples/push_failures" not in series  # a split is no failure
     assert read_rejected(run_dir, "samples.jsonl") == read_rejected(run_dir, "metrics.jsonl") == []

@@ -5,6 +5,7 @@ another user, staff who is no member, an anonymous visitor, and the run's
 own ingestion token (no session). A URL pattern missing from MATRIX fails
 test_every_url_pattern_is_in_the_matrix, so a new page or endpoint cannot ship unexamined.
 """
+
 import json
 from dataclasses import dataclass
 
@@ -55,9 +56,11 @@ MATRIX: dict[str, list[Case]] = {
     "exp-run-priority": [Case("post", "/runs/{run}/priority", RUN_WRITE_PAGE, {"priority": "3"})],
     "exp-run-annotate": [Case("post", "/runs/{run}/annotate", RUN_WRITE_PAGE, {"tags": "a", "notes": "n"})],
     "exp-experiment-list": [Case("get", "/experiments/", PAGE_READ)],
-    "exp-experiment-new": [Case("get", "/experiments/new/", PAGE_READ),
-                           # only owners and members add experiments to a project (viewers: 403)
-                           Case("post", "/experiments/new/", (302, 302, 404, 302, 302, 302), {**FORM, "project": "lab"})],
+    "exp-experiment-new": [
+        Case("get", "/experiments/new/", PAGE_READ),
+        # only owners and members add experiments to a project (viewers: 403)
+        Case("post", "/experiments/new/", (302, 302, 404, 302, 302, 302), {**FORM, "project": "lab"}),
+    ],
     "exp-experiment-validate": [Case("post", "/experiments/validate", PAGE_READ, FORM)],
     "exp-experiment-preview": [Case("post", "/experiments/preview", PAGE_READ, FORM)],
     "exp-experiment-export": [Case("post", "/experiments/export", PAGE_READ, FORM)],
@@ -75,46 +78,81 @@ MATRIX: dict[str, list[Case]] = {
     "exp-project-member-remove": [Case("post", "/projects/lab/members/remove", RUN_WRITE_PAGE, {"username": "member"})],
     "api-openapi": [Case("get", "/api/v1/openapi.json", (200, 200, 200, 200, 200, 200))],
     "api-runconfig-schema": [Case("get", "/api/v1/schema/runconfig", API_READ)],
-    "api-experiments": [Case("get", "/api/v1/experiments", API_READ),
-                        Case("post", "/api/v1/experiments", (201, 201, 404, 201, 401, 401), NEW_EXPERIMENT, True)],
+    "api-experiments": [
+        Case("get", "/api/v1/experiments", API_READ),
+        Case("post", "/api/v1/experiments", (201, 201, 404, 201, 401, 401), NEW_EXPERIMENT, True),
+    ],
     "api-experiments-preview": [Case("post", "/api/v1/experiments/preview", API_READ, NEW_EXPERIMENT, True)],
     "api-experiment-detail": [Case("get", "/api/v1/experiments/{exp}", API_RUN_READ)],
     "api-experiment-pause": [Case("post", "/api/v1/experiments/{exp}/pause", (200, 403, 404, 200, 401, 401))],
     "api-experiment-resume": [Case("post", "/api/v1/experiments/{exp}/resume", (409, 403, 404, 409, 401, 401))],
     "api-experiment-cancel": [Case("post", "/api/v1/experiments/{exp}/cancel", (200, 403, 404, 200, 401, 401))],
-    "api-experiment-priority": [Case("post", "/api/v1/experiments/{exp}/priority", (200, 403, 404, 200, 401, 401),
-                                     {"priority": 2}, True)],
+    "api-experiment-priority": [
+        Case("post", "/api/v1/experiments/{exp}/priority", (200, 403, 404, 200, 401, 401), {"priority": 2}, True)
+    ],
     "api-runs": [Case("get", "/api/v1/runs", API_READ)],
-    "api-run-detail": [Case("get", "/api/v1/runs/{run}", API_RUN_READ),
-                       Case("patch", "/api/v1/runs/{run}", (200, 403, 404, 200, 401, 401), {"notes": "n"}, True)],
+    "api-run-detail": [
+        Case("get", "/api/v1/runs/{run}", API_RUN_READ),
+        Case("patch", "/api/v1/runs/{run}", (200, 403, 404, 200, 401, 401), {"notes": "n"}, True),
+    ],
     "api-run-cancel": [Case("post", "/api/v1/runs/{run}/cancel", (200, 403, 404, 200, 401, 401))],
     "api-run-retry": [Case("post", "/api/v1/runs/{run}/retry", (409, 403, 404, 409, 401, 401))],  # it is running
     "api-run-move-to-top": [Case("post", "/api/v1/runs/{run}/move-to-top", (409, 403, 404, 409, 401, 401))],
-    "api-run-priority": [Case("post", "/api/v1/runs/{run}/priority", (409, 403, 404, 409, 401, 401), {"priority": 1}, True)],
-    "api-run-alerts": [Case("get", "/api/v1/runs/{run}/alerts", API_RUN_READ),
-                       Case("post", "/api/v1/runs/{run}/alerts", (200, 403, 404, 200, 401, 401),
-                            {"kind": "entropy_floor", "threshold": 0.1}, True)],
-    "api-projects": [Case("get", "/api/v1/projects", API_READ),
-                     Case("post", "/api/v1/projects", (201, 201, 201, 201, 401, 401), {"name": "fresh"}, True)],
-    "api-project-detail": [Case("get", "/api/v1/projects/lab", API_RUN_READ),
-                           Case("patch", "/api/v1/projects/lab", (200, 403, 404, 200, 401, 401),
-                                {"add_members": ["other"]}, True)],
-    "api-project-alerts": [Case("get", "/api/v1/projects/lab/alerts", API_RUN_READ),
-                           Case("post", "/api/v1/projects/lab/alerts", (200, 403, 404, 200, 401, 401),
-                                {"rule": {"kind": "entropy_floor", "threshold": 0.1}}, True)],
+    "api-run-priority": [
+        Case("post", "/api/v1/runs/{run}/priority", (409, 403, 404, 409, 401, 401), {"priority": 1}, True)
+    ],
+    "api-run-alerts": [
+        Case("get", "/api/v1/runs/{run}/alerts", API_RUN_READ),
+        Case(
+            "post",
+            "/api/v1/runs/{run}/alerts",
+            (200, 403, 404, 200, 401, 401),
+            {"kind": "entropy_floor", "threshold": 0.1},
+            True,
+        ),
+    ],
+    "api-projects": [
+        Case("get", "/api/v1/projects", API_READ),
+        Case("post", "/api/v1/projects", (201, 201, 201, 201, 401, 401), {"name": "fresh"}, True),
+    ],
+    "api-project-detail": [
+        Case("get", "/api/v1/projects/lab", API_RUN_READ),
+        Case("patch", "/api/v1/projects/lab", (200, 403, 404, 200, 401, 401), {"add_members": ["other"]}, True),
+    ],
+    "api-project-alerts": [
+        Case("get", "/api/v1/projects/lab/alerts", API_RUN_READ),
+        Case(
+            "post",
+            "/api/v1/projects/lab/alerts",
+            (200, 403, 404, 200, 401, 401),
+            {"rule": {"kind": "entropy_floor", "threshold": 0.1}},
+            True,
+        ),
+    ],
     "api-tags": [Case("get", "/api/v1/tags", API_READ)],
     # ingestion takes the run's token only; reading a series takes a user
-    "metrics-ingest": [Case("post", "/api/v1/runs/{run}/metrics", (401, 401, 401, 401, 401, 202),
-                            {"attempt": 1, "points": points("train/loss", [1, 2])}, True),
-                       Case("get", "/api/v1/runs/{run}/metrics?key=train/loss", API_RUN_READ)],
+    "metrics-ingest": [
+        Case(
+            "post",
+            "/api/v1/runs/{run}/metrics",
+            (401, 401, 401, 401, 401, 202),
+            {"attempt": 1, "points": points("train/loss", [1, 2])},
+            True,
+        ),
+        Case("get", "/api/v1/runs/{run}/metrics?key=train/loss", API_RUN_READ),
+    ],
     "metrics-keys": [Case("get", "/api/v1/runs/{run}/metrics/keys", API_RUN_READ)],
     "metrics-stream": [Case("get", "/api/v1/runs/{run}/metrics/stream", API_RUN_READ)],
-    "metrics-heartbeat": [Case("post", "/api/v1/runs/{run}/heartbeat", (401, 401, 401, 401, 401, 200), {"step": 1}, True)],
+    "metrics-heartbeat": [
+        Case("post", "/api/v1/runs/{run}/heartbeat", (401, 401, 401, 401, 401, 200), {"step": 1}, True)
+    ],
     "metrics-compare-api": [Case("get", "/api/v1/metrics/compare?runs={run}&key=train/loss", API_RUN_READ)],
     "metrics-compare": [Case("get", "/compare/?runs={run}", RUN_READ_PAGE)],
     # rollout samples: ingestion like metrics (the run's token only), reads and fragments like the run page
-    "samples-api": [Case("post", "/api/v1/runs/{run}/samples", (401, 401, 401, 401, 401, 200), {"attempt": 1, "samples": []}, True),
-                    Case("get", "/api/v1/runs/{run}/samples", API_RUN_READ)],
+    "samples-api": [
+        Case("post", "/api/v1/runs/{run}/samples", (401, 401, 401, 401, 401, 200), {"attempt": 1, "samples": []}, True),
+        Case("get", "/api/v1/runs/{run}/samples", API_RUN_READ),
+    ],
     "samples-run": [Case("get", "/runs/{run}/samples/", RUN_READ_PAGE)],
     "samples-newer": [Case("get", "/runs/{run}/samples/newer/", RUN_READ_PAGE)],
     "samples-compare": [Case("get", "/compare/samples/?runs={run}", RUN_READ_PAGE)],
@@ -154,8 +192,10 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
     from orchestrator.experiments.models import Experiment, Project, Run
 
     with django_db_blocker.unblock():
-        users = {role: User.objects.create(username=role, is_staff=role == "staff")
-                 for role in ("owner", "member", "other", "staff")}
+        users = {
+            role: User.objects.create(username=role, is_staff=role == "staff")
+            for role in ("owner", "member", "other", "staff")
+        }
         experiment = experiment_create(owner=users["owner"], name="exp", project="lab", config=tiny_config_module)
         experiment.project.members.add(users["member"])
         run, token = start_attempt(experiment.runs.get(), 1)  # running, with its ingestion token
@@ -213,8 +253,12 @@ def test_authorization(world, db, name, index, caller):
 # writes (403) before any view runs; an expired token is refused everywhere (401). Endpoints that
 # answer without a user (the OpenAPI document, unknown /api/ paths) answer as for the owner; those
 # that take only a run's token (ingestion) are left out: a personal token is no run token, whatever its scope.
-TOKEN_CASES = [(name, i) for name, cases in MATRIX.items() for i, case in enumerate(cases)
-               if case.statuses[0] != 401 or case.statuses[CALLERS.index("run_token")] == 401]
+TOKEN_CASES = [
+    (name, i)
+    for name, cases in MATRIX.items()
+    for i, case in enumerate(cases)
+    if case.statuses[0] != 401 or case.statuses[CALLERS.index("run_token")] == 401
+]
 
 
 def token_expectation(case: Case, kind: str) -> int:

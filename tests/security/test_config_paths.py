@@ -8,6 +8,7 @@ lie under OPL_DATA_ROOTS or in the folder of a run the caller may read, and is s
 the job is given its roots (OPL_PATH_ROOTS) and the trainer checks again before it looks at any
 file. No answer tells an existing path from a missing one.
 """
+
 import json
 import os
 from pathlib import Path
@@ -47,8 +48,9 @@ def charlies_run(charlie, tiny_config, roots):
 
 
 def preview(api, config: dict) -> tuple[int, list]:
-    response = api.post("/api/v1/experiments/preview", data=json.dumps({"name": "x", "config": config}),
-                        content_type="application/json")
+    response = api.post(
+        "/api/v1/experiments/preview", data=json.dumps({"name": "x", "config": config}), content_type="application/json"
+    )
     return response.status_code, response.json().get("errors", [])
 
 
@@ -62,15 +64,21 @@ def api(alice, api_client):
 
 
 def test_a_relative_from_path_names_the_sibling_run_and_is_refused(api, charlies_run):
-    for path in (f"../run-{charlies_run.pk}", f"../run-{charlies_run.pk}/ckpt/step-00000008",
-                 f"/proc/self/cwd/../run-{charlies_run.pk}", str(run_dir_for(charlies_run))):
+    for path in (
+        f"../run-{charlies_run.pk}",
+        f"../run-{charlies_run.pk}/ckpt/step-00000008",
+        f"/proc/self/cwd/../run-{charlies_run.pk}",
+        str(run_dir_for(charlies_run)),
+    ):
         status, errors = preview(api, {"init": {"from_path": path}})
         assert status == 400 and [e["field"] for e in errors] == ["config.init.from_path"], path
         assert "init.from_run" in errors[0]["message"] or errors[0]["message"] == OUTSIDE, path
 
 
 def test_absolute_paths_outside_the_roots_get_one_answer_whether_or_not_they_exist(api, roots):
-    answers = {path: preview(api, {"init": {"from_path": path}}) for path in ("/etc", "/nonexistent/ckpt", "/proc/self/cwd")}
+    answers = {
+        path: preview(api, {"init": {"from_path": path}}) for path in ("/etc", "/nonexistent/ckpt", "/proc/self/cwd")
+    }
     assert all(status == 400 for status, _ in answers.values())
     assert len({json.dumps(errors) for _, errors in answers.values()}) == 1
     assert answers["/etc"][1] == [{"field": "config.init.from_path", "message": OUTSIDE}]
@@ -81,7 +89,9 @@ def test_absolute_paths_outside_the_roots_get_one_answer_whether_or_not_they_exi
 def test_a_model_name_that_is_not_a_hub_id_is_a_path(api, roots):
     for name in ("logs/../../../../etc", "a/b/c", "~/models", "/etc"):
         assert preview(api, {"model": {"name": name}})[1][0]["field"] == "config.model.name", name
-    assert preview(api, {"model": {"name": "./m"}})[1][0]["message"].startswith("a relative path is opened from the run's own folder")
+    assert preview(api, {"model": {"name": "./m"}})[1][0]["message"].startswith(
+        "a relative path is opened from the run's own folder"
+    )
     for hub_id in ("Qwen/Qwen3-1.7B-Base", "gpt2", "smollm2-135m"):
         assert preview(api, {"model": {"name": hub_id}})[0] == 200, hub_id
 
@@ -99,8 +109,11 @@ def test_a_dataset_name_that_is_not_a_hub_id_is_a_path(api, roots):
 def test_paths_are_stored_resolved_and_symlinks_are_followed(alice, roots, charlies_run, tmp_path):
     (roots / "link").symlink_to(run_dir_for(charlies_run))
     (roots / "models" / "escape").symlink_to("/etc")
-    run = experiment_create(owner=alice, name="ok", config={
-        **math(str(roots / "models" / ".." / "train.jsonl")), "model": {"name": str(roots / "models" / "m")}}).runs.get()
+    run = experiment_create(
+        owner=alice,
+        name="ok",
+        config={**math(str(roots / "models" / ".." / "train.jsonl")), "model": {"name": str(roots / "models" / "m")}},
+    ).runs.get()
     assert run.config["task"]["train_file"] == str(roots / "train.jsonl")  # '..' resolved
     assert run.config["model"]["name"] == str(roots / "models" / "m")
     for config in (math(str(roots / "link" / "data.jsonl")), {"model": {"name": str(roots / "models" / "escape")}}):
@@ -109,7 +122,9 @@ def test_paths_are_stored_resolved_and_symlinks_are_followed(alice, roots, charl
         assert exc.value.errors[0]["message"] == OUTSIDE
 
 
-def test_a_file_in_a_run_folder_needs_read_access_to_that_run(alice, charlie, api, api_client, charlies_run, tiny_config):
+def test_a_file_in_a_run_folder_needs_read_access_to_that_run(
+    alice, charlie, api, api_client, charlies_run, tiny_config
+):
     own = experiment_create(owner=alice, name="mine", project="lab", config=tiny_config).runs.get()
     run_dir_for(own).mkdir(parents=True)
     (run_dir_for(own) / "data.jsonl").write_text('{"question": "q", "answer": "a"}\n')
@@ -120,13 +135,16 @@ def test_a_file_in_a_run_folder_needs_read_access_to_that_run(alice, charlie, ap
     assert preview(api_client(charlie), math(f"../run-{charlies_run.pk}/data.jsonl"))[0] == 200
 
 
-def test_the_job_gets_its_roots_and_the_trainer_checks_them_before_any_file(alice, roots, tiny_config, tmp_path, monkeypatch, capsys):
+def test_the_job_gets_its_roots_and_the_trainer_checks_them_before_any_file(
+    alice, roots, tiny_config, tmp_path, monkeypatch, capsys
+):
     parent = experiment_create(owner=alice, name="parent", project="lab", config=tiny_config).runs.get()
     ckpt = run_dir_for(parent) / "ckpt" / "step-00000008"
     ckpt.mkdir(parents=True)
     (ckpt / "state.pt").write_bytes(b"w")
-    fork = experiment_create(owner=alice, name="fork", project="lab",
-                             config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 8}}).runs.get()
+    fork = experiment_create(
+        owner=alice, name="fork", project="lab", config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 8}}
+    ).runs.get()
     spec = build_job_spec(fork, "token", run_dir_for(fork))
     job_roots = spec.env[PATH_ROOTS_ENV].split(os.pathsep)
     assert job_roots == [str(roots), str(run_dir_for(parent).resolve())]
@@ -140,6 +158,9 @@ def test_the_job_gets_its_roots_and_the_trainer_checks_them_before_any_file(alic
         config.write_text(yaml.safe_dump({**written, **math(path), "init": {}}))
         assert cli.main(["check", "--config", str(config)]) == cli.EX_CONFIG
         answers.append(capsys.readouterr().err.replace(str(config), "CONFIG"))
-    assert len(set(answers)) == 1 and f"task.train_file: outside the folders this job may read ({PATH_ROOTS_ENV})" in answers[0]
+    assert (
+        len(set(answers)) == 1
+        and f"task.train_file: outside the folders this job may read ({PATH_ROOTS_ENV})" in answers[0]
+    )
     assert "no such file" not in answers[0]
     assert Path(written["init"]["from_path"]).is_absolute()

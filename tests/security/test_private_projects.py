@@ -1,6 +1,7 @@
 """Projects are private to their members: naming one is not joining it (Bob's attack, API and
 form), only owners change membership, and the three roles mean the same in the API, the page
 and the admin."""
+
 import json
 
 import pytest
@@ -20,15 +21,18 @@ def patch(client, url, body):
 
 @pytest.fixture
 def alice_private(alice, api_client, tiny_config):
-    response = post(api_client(alice), "/api/v1/experiments",
-                    {"name": "secret", "project": "alice-private", "config": tiny_config})
+    response = post(
+        api_client(alice), "/api/v1/experiments", {"name": "secret", "project": "alice-private", "config": tiny_config}
+    )
     assert response.status_code == 201
     return Project.objects.get(name="alice-private")
 
 
 def test_bob_cannot_join_a_project_by_naming_it_in_the_api(alice_private, bob, api_client, tiny_config):
     bob_api = api_client(bob)
-    response = post(bob_api, "/api/v1/experiments", {"name": "sneak", "project": "alice-private", "config": tiny_config})
+    response = post(
+        bob_api, "/api/v1/experiments", {"name": "sneak", "project": "alice-private", "config": tiny_config}
+    )
     assert response.status_code == 404
     assert response.json()["errors"][0]["field"] == "project"
     assert not alice_private.members.filter(pk=bob.pk).exists()
@@ -45,8 +49,9 @@ def test_bob_cannot_join_a_project_by_naming_it_in_the_api(alice_private, bob, a
 def test_bob_cannot_join_a_project_by_naming_it_in_the_form(alice_private, bob):
     client = Client()
     client.force_login(bob)
-    response = client.post("/experiments/new/", {"name": "sneak", "project": "alice-private",
-                                                 "model.name": "tiny", "train.device": "cpu"})
+    response = client.post(
+        "/experiments/new/", {"name": "sneak", "project": "alice-private", "model.name": "tiny", "train.device": "cpu"}
+    )
     assert response.status_code == 404
     assert "alice-private" in response.content.decode()  # the error names the field's value
     assert not alice_private.members.filter(pk=bob.pk).exists()
@@ -54,7 +59,12 @@ def test_bob_cannot_join_a_project_by_naming_it_in_the_form(alice_private, bob):
 
 
 def test_a_new_name_creates_a_project_owned_by_its_creator(bob, api_client, tiny_config):
-    assert post(api_client(bob), "/api/v1/experiments", {"name": "e", "project": "bob-lab", "config": tiny_config}).status_code == 201
+    assert (
+        post(
+            api_client(bob), "/api/v1/experiments", {"name": "e", "project": "bob-lab", "config": tiny_config}
+        ).status_code
+        == 201
+    )
     assert Membership.objects.get(project__name="bob-lab").role == "owner"
 
 
@@ -71,27 +81,42 @@ def test_no_project_means_a_personal_project_nobody_can_squat(alice, bob, api_cl
 
 def test_only_owners_change_members_and_roles(alice_private, bob, charlie, api_client, tiny_config):
     alice_api, bob_api = api_client(alice_private.members.get()), api_client(bob)
-    assert patch(alice_api, "/api/v1/projects/alice-private", {"add_members": ["bob"], "role": "viewer"}).json()["roles"] == {
-        "alice": "owner", "bob": "viewer"}
+    assert patch(alice_api, "/api/v1/projects/alice-private", {"add_members": ["bob"], "role": "viewer"}).json()[
+        "roles"
+    ] == {"alice": "owner", "bob": "viewer"}
     # a viewer reads but neither adds members nor experiments
     assert bob_api.get("/api/v1/projects/alice-private").status_code == 200
     assert patch(bob_api, "/api/v1/projects/alice-private", {"add_members": ["charlie"]}).status_code == 403
-    assert post(bob_api, "/api/v1/experiments", {"name": "v", "project": "alice-private", "config": tiny_config}).status_code == 403
+    assert (
+        post(
+            bob_api, "/api/v1/experiments", {"name": "v", "project": "alice-private", "config": tiny_config}
+        ).status_code
+        == 403
+    )
     # a member adds experiments but still does not manage members
     assert patch(alice_api, "/api/v1/projects/alice-private", {"set_roles": {"bob": "member"}}).status_code == 200
-    assert post(bob_api, "/api/v1/experiments", {"name": "m", "project": "alice-private", "config": tiny_config}).status_code == 201
+    assert (
+        post(
+            bob_api, "/api/v1/experiments", {"name": "m", "project": "alice-private", "config": tiny_config}
+        ).status_code
+        == 201
+    )
     assert patch(bob_api, "/api/v1/projects/alice-private", {"set_roles": {"bob": "owner"}}).status_code == 403
     assert patch(bob_api, "/api/v1/projects/alice-private", {"remove_members": ["alice"]}).status_code == 403
     # the last owner cannot leave the project ownerless
     response = patch(alice_api, "/api/v1/projects/alice-private", {"set_roles": {"alice": "member"}})
     assert response.status_code == 409
-    assert patch(alice_api, "/api/v1/projects/alice-private", {"remove_members": ["bob"]}).json()["members"] == ["alice"]
+    assert patch(alice_api, "/api/v1/projects/alice-private", {"remove_members": ["bob"]}).json()["members"] == [
+        "alice"
+    ]
 
 
 def test_a_demoted_viewer_can_no_longer_change_their_own_runs(alice_private, bob, api_client, tiny_config):
     alice_api, bob_api = api_client(alice_private.members.get()), api_client(bob)
     patch(alice_api, "/api/v1/projects/alice-private", {"add_members": ["bob"]})
-    run_id = post(bob_api, "/api/v1/experiments", {"name": "m", "project": "alice-private", "config": tiny_config}).json()["runs"][0]
+    run_id = post(
+        bob_api, "/api/v1/experiments", {"name": "m", "project": "alice-private", "config": tiny_config}
+    ).json()["runs"][0]
     page = Client()
     page.force_login(bob)
     assert "Cancel run" in page.get(f"/runs/{run_id}/").content.decode()

@@ -1,5 +1,6 @@
 """Migration 0003: the members table becomes Membership without losing a member; each project's
 earliest member becomes its owner, and names that cannot go into a URL are renamed."""
+
 import pytest
 
 from tests.migrations import latest, migrate

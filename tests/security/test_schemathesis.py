@@ -9,6 +9,7 @@ Requests go through Django's WSGI handler in this process, inside the test's tra
 paths point at a real run and experiment (and the project `lab`) where the generator chose a
 valid integer, so the cases reach the views' logic rather than stopping at a 404.
 """
+
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
@@ -37,8 +38,9 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 # Loaded from the served document through the WSGI app (the view needs no database).
 schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_application())
-schema.config.generation.update(max_examples=EXAMPLES, modes=["positive", "negative"], deterministic=True,
-                                no_shrink=True)
+schema.config.generation.update(
+    max_examples=EXAMPLES, modes=["positive", "negative"], deterministic=True, no_shrink=True
+)
 
 
 @pytest.fixture
@@ -57,10 +59,16 @@ def world(db, alice, bob, tiny_config, client):
     experiment = experiment_create(owner=alice, name="exp", project="lab", config=tiny_config, tags=["t"])
     experiment.project.members.add(bob)
     run, run_token = start_attempt(experiment.runs.get(), 1)
-    assert push(client, run.pk, run_token, {"attempt": 1, "points": points("train/loss", range(1, 20))}).status_code == 202
-    return {"run_id": run.pk, "experiment_id": experiment.pk, "name": "lab",
-            "user_token": api_token_create(user=alice, name="schemathesis"), "run_token": run_token}
-
+    assert (
+        push(client, run.pk, run_token, {"attempt": 1, "points": points("train/loss", range(1, 20))}).status_code == 202
+    )
+    return {
+        "run_id": run.pk,
+        "experiment_id": experiment.pk,
+        "name": "lab",
+        "user_token": api_token_create(user=alice, name="schemathesis"),
+        "run_token": run_token,
+    }
 
 
 @schema.parametrize()
@@ -69,5 +77,9 @@ def test_api_conforms_to_its_document(case, world, keep_test_connection):
     for param, value in list((case.path_parameters or {}).items()):
         if param in world and (isinstance(value, int) or param == "name"):
             case.path_parameters[param] = world[param]
-    token = world["run_token"] if case.path.endswith(("/metrics", "/heartbeat", "/samples")) and case.method == "POST" else world["user_token"]
+    token = (
+        world["run_token"]
+        if case.path.endswith(("/metrics", "/heartbeat", "/samples")) and case.method == "POST"
+        else world["user_token"]
+    )
     case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)

@@ -1,5 +1,6 @@
 """Migration accounts 0003: a personal token made before tokens had an expiry gets the longest
 lifetime a new one may have, from the upgrade on, so no token is valid forever."""
+
 from datetime import timedelta
 
 import pytest
@@ -16,8 +17,9 @@ def test_a_token_made_before_expiry_gets_the_longest_lifetime(alice, settings):
     old = migrate([BEFORE])
     ApiToken = old.get_model("accounts", "ApiToken")
     legacy = ApiToken.objects.create(user_id=alice.pk, name="legacy", token_hash="a" * 64)
-    dated = ApiToken.objects.create(user_id=alice.pk, name="dated", token_hash="b" * 64,
-                                    expires_at=timezone.now() + timedelta(days=7))
+    dated = ApiToken.objects.create(
+        user_id=alice.pk, name="dated", token_hash="b" * 64, expires_at=timezone.now() + timedelta(days=7)
+    )
     started = timezone.now()
 
     migrate(latest())

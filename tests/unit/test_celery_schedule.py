@@ -1,4 +1,5 @@
 """Beat only ever sends tasks that a worker knows: a misspelt name would be dropped silently."""
+
 from django.conf import settings
 
 from orchestrator.celery import app

@@ -3,6 +3,7 @@
 blocked, in a fresh interpreter. What the web process needs from the trainer (the config schema,
 metric names and directions, checkpoint folders and pins) lives in torch-free modules:
 trainer/config.py, trainer/metric_keys.py with trainer/loss_keys.py, trainer/checkpoint_files.py."""
+
 import os
 import subprocess
 import sys
@@ -35,8 +36,14 @@ print("\\n".join(failed))
 
 
 def test_every_orchestrator_module_imports_with_torch_blocked():
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     count, *failed = done.stdout.strip().split("\n")
     assert int(count) > 150 and [f for f in failed if f] == []

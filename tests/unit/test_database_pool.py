@@ -1,4 +1,5 @@
 """DATABASE_POOL=1 makes web requests borrow PostgreSQL connections instead of opening one each."""
+
 import os
 import subprocess
 import sys
@@ -22,9 +23,15 @@ print(len(pids))
 
 def backends_used(pool: bool) -> int:
     settings = connection.settings_dict
-    url = f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
-    env = {**os.environ, "DATABASE_URL": url, "DATABASE_POOL": "1" if pool else "0",
-           "DJANGO_SETTINGS_MODULE": "orchestrator.settings"}
+    url = (
+        f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
+    )
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DATABASE_POOL": "1" if pool else "0",
+        "DJANGO_SETTINGS_MODULE": "orchestrator.settings",
+    }
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return int(out.stdout.strip())

@@ -4,6 +4,7 @@ trainer/ (migrations aside) from an AST walk; a circle is a strongly connected s
 modules. The rule it keeps: experiments owns the run state machine and announces what the cluster
 must do (experiments/signals.py); metrics owns ingestion and calls alerts through its registry;
 the trainer's command line and loop share only trainer/run_markers.py."""
+
 import ast
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
             base = node.module or ""
             if node.level:
                 here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-                here = here[:len(here) - (node.level - 1)]
+                here = here[: len(here) - (node.level - 1)]
                 base = ".".join(here + ([base] if base else []))
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
         else:

@@ -21,8 +21,9 @@ def test_logged_in_user_sees_the_runs_page(client, alice):
 
 def test_form_shows_config_errors_next_to_the_field(client, alice):
     client.force_login(alice)
-    response = client.post("/experiments/new/", {"name": "exp", "project": "p",
-                                                 "config_yaml": "algorithm: {objective: nope}\n"})
+    response = client.post(
+        "/experiments/new/", {"name": "exp", "project": "p", "config_yaml": "algorithm: {objective: nope}\n"}
+    )
     assert response.status_code == 200
     assert b'data-field="config_yaml"' in response.content
     assert b"algorithm.objective" in response.content

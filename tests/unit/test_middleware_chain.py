@@ -3,6 +3,7 @@
 Without orchestrator.middleware.SyncChain last in MIDDLEWARE, Django runs each async-capable
 middleware on the event loop and crosses to a thread for every one of its hooks. That cost
 single-writer metric ingestion over HTTP about a quarter of its rate (benchmarks/metrics.py)."""
+
 from asgiref.sync import AsyncToSync, SyncToAsync
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler

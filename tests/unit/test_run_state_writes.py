@@ -2,6 +2,7 @@
 UPDATE that also stamps the time and writes the history event): the orchestrator's code is
 walked for any other write of `state` on a Run, as a queryset `.update(state=...)`, a
 `run.state = ...` assignment, a `Run(state=...)` / `Run.objects.create(state=...)`, or SQL."""
+
 import ast
 import re
 from pathlib import Path
@@ -63,9 +64,9 @@ def direct_state_writes(source: str, filename: str = "<code>") -> list[str]:
             keywords = {k.arg for k in node.keywords}
             func = node.func
             if "state" in keywords and isinstance(func, ast.Attribute):
-                if func.attr in ("update", "bulk_update") and not _writes_other_model(func.value):
-                    self.note(node)
-                elif func.attr in ("create", "get_or_create", "update_or_create") and _root_names(func.value)[:1] == ["Run"]:
+                if func.attr in ("update", "bulk_update") and not _writes_other_model(func.value) or func.attr in ("create", "get_or_create", "update_or_create") and _root_names(func.value)[:1] == [
+                    "Run"
+                ]:
                     self.note(node)
             if "state" in keywords and isinstance(func, ast.Name) and func.id == "Run":
                 self.note(node)
@@ -100,24 +101,30 @@ def test_no_code_writes_a_runs_state_outside_run_transition():
     assert found == [], "change these through experiments.services.run_transition:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("code", [
-    "Run.objects.filter(pk=1, state=S.SUBMITTED).update(state=S.QUEUED, attempt=0)",
-    "runs = Run.objects.filter(pk=1)\nruns.update(state='failed')",
-    "experiment.runs.update(state='cancelled')",
-    "run.state = Run.State.FAILED\nrun.save()",
-    "Run.objects.create(experiment=e, state='running')",
-    "setattr(run, 'state', 'lost')",
-    "cursor.execute('UPDATE experiments_run SET state = %s WHERE id = %s', ['lost', 1])",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "Run.objects.filter(pk=1, state=S.SUBMITTED).update(state=S.QUEUED, attempt=0)",
+        "runs = Run.objects.filter(pk=1)\nruns.update(state='failed')",
+        "experiment.runs.update(state='cancelled')",
+        "run.state = Run.State.FAILED\nrun.save()",
+        "Run.objects.create(experiment=e, state='running')",
+        "setattr(run, 'state', 'lost')",
+        "cursor.execute('UPDATE experiments_run SET state = %s WHERE id = %s', ['lost', 1])",
+    ],
+)
 def test_the_walk_finds_each_kind_of_direct_write(code):
-    assert len(direct_state_writes(f"def f():\n" + "".join(f"    {line}\n" for line in code.splitlines()))) == 1
+    assert len(direct_state_writes("def f():\n" + "".join(f"    {line}\n" for line in code.splitlines()))) == 1
 
 
-@pytest.mark.parametrize("code", [
-    "Experiment.objects.filter(pk=1).update(state=Experiment.State.PAUSED)",
-    "experiment.state = Experiment.State.CANCELLED",
-    "Run.objects.filter(state=S.RUNNING).update(state_reason='stalled?')",
-    "run_transition(run=run, to=S.QUEUED, reason='x')",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "Experiment.objects.filter(pk=1).update(state=Experiment.State.PAUSED)",
+        "experiment.state = Experiment.State.CANCELLED",
+        "Run.objects.filter(state=S.RUNNING).update(state_reason='stalled?')",
+        "run_transition(run=run, to=S.QUEUED, reason='x')",
+    ],
+)
 def test_the_walk_leaves_other_writes_alone(code):
     assert direct_state_writes(f"def f():\n    {code}\n") == []

@@ -37,15 +37,24 @@ def main(out_path: str) -> None:
 
     torch.set_num_threads(1)
     cfg = RunConfig.model_validate(
-        {"model": {"name": "tiny", "tiny_hidden_size": 64}, "rollout": {"engine": "vllm"}, "train": {"device": "cpu", "seed": 3}}
+        {
+            "model": {"name": "tiny", "tiny_hidden_size": 64},
+            "rollout": {"engine": "vllm"},
+            "train": {"device": "cpu", "seed": 3},
+        }
     )
     task = ArithmeticTask(1, 2)
     policy = load_policy(cfg.model, task.alphabet, seed=3, device=torch.device("cpu"))
     folder = Path(out_path).parent / "model"
     write_model_folder(policy, policy.model.state_dict(), folder)
     # A model's own sampling defaults must not reach the sampler: with these, every log-prob would be 0.
-    (folder / "generation_config.json").write_text(json.dumps({"top_k": 1, "repetition_penalty": 3.0, "temperature": 0.1}))
-    report: dict = {"vocab": len(policy.tokenizer), "head_size": policy.model.config.hidden_size // policy.model.config.num_attention_heads}
+    (folder / "generation_config.json").write_text(
+        json.dumps({"top_k": 1, "repetition_penalty": 3.0, "temperature": 0.1})
+    )
+    report: dict = {
+        "vocab": len(policy.tokenizer),
+        "head_size": policy.model.config.hidden_size // policy.model.config.num_attention_heads,
+    }
     t0 = time.perf_counter()
     engine = VLLMEngine(folder, policy, cfg)
     report["startup_s"] = time.perf_counter() - t0

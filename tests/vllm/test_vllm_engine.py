@@ -17,7 +17,11 @@ def report(vllm_python, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("vllm-engine") / "report.json"
     done = subprocess.run(
         [str(vllm_python), str(REPO / "tests" / "vllm" / "engine_checks.py"), str(out)],
-        cwd=REPO, env=vllm_env(), capture_output=True, text=True, timeout=420,
+        cwd=REPO,
+        env=vllm_env(),
+        capture_output=True,
+        text=True,
+        timeout=420,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
     data = json.loads(out.read_text())

@@ -14,7 +14,13 @@ pytestmark = pytest.mark.vllm
 BASE = {
     "model": {"name": "tiny"},
     "task": {"name": "arithmetic"},
-    "rollout": {"engine": "vllm", "group_size": 4, "prompts_per_step": 4, "max_new_tokens": 8, "behav_logp": "recompute"},
+    "rollout": {
+        "engine": "vllm",
+        "group_size": 4,
+        "prompts_per_step": 4,
+        "max_new_tokens": 8,
+        "behav_logp": "recompute",
+    },
     "algorithm": {"objective": "m2po", "updates_per_step": 2, "lr": 1e-3},
     "train": {"seed": 1, "device": "cpu", "torch_threads": 1},
     "eval": {"every": 0, "at_start": False},
@@ -29,7 +35,11 @@ def run(vllm_python, tmp_path, overrides: dict) -> tuple[subprocess.CompletedPro
     run_dir = tmp_path / "run"
     done = subprocess.run(
         [str(vllm_python), "-m", "trainer", "run", "--config", str(config), "--run-dir", str(run_dir)],
-        cwd=REPO, env=vllm_env(), capture_output=True, text=True, timeout=480,
+        cwd=REPO,
+        env=vllm_env(),
+        capture_output=True,
+        text=True,
+        timeout=480,
     )
     steps: dict[int, dict[str, float]] = {}
     metrics = run_dir / "metrics.jsonl"
@@ -44,7 +54,9 @@ def trained(steps: dict) -> dict[int, dict[str, float]]:
 
 
 def test_stale_k_run_of_20_updates_with_the_vllm_engine(vllm_python, tmp_path):
-    done, steps = run(vllm_python, tmp_path, {"staleness": {"mode": "stale_k", "k": 1}, "train": {**BASE["train"], "steps": 10}})
+    done, steps = run(
+        vllm_python, tmp_path, {"staleness": {"mode": "stale_k", "k": 1}, "train": {**BASE["train"], "steps": 10}}
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
     points = trained(steps)
     assert sorted(points) == list(range(2, 21, 2))  # 10 steps x 2 updates = 20 updates
@@ -58,7 +70,11 @@ def test_stale_k_run_of_20_updates_with_the_vllm_engine(vllm_python, tmp_path):
 
 
 def test_async_run_with_the_vllm_engine_in_the_generator_process(vllm_python, tmp_path):
-    done, steps = run(vllm_python, tmp_path, {"staleness": {"mode": "async", "max_staleness": 4}, "train": {**BASE["train"], "steps": 3}})
+    done, steps = run(
+        vllm_python,
+        tmp_path,
+        {"staleness": {"mode": "async", "max_staleness": 4}, "train": {**BASE["train"], "steps": 3}},
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
     points = trained(steps)
     assert sorted(points) == [2, 4, 6]
@@ -71,15 +87,35 @@ def test_async_run_with_the_vllm_engine_in_the_generator_process(vllm_python, tm
 def test_two_ranks_each_with_their_own_vllm_engine(vllm_python, tmp_path):
     """Under torchrun (FSDP2 over gloo here) rank 0 writes the engine's folder once, behind a
     barrier, and each rank's engine is synced from the gathered full weights at every step."""
-    cfg = {**BASE, "staleness": {"mode": "stale_k", "k": 1}, "train": {**BASE["train"], "steps": 3},
-           "rollout": {**BASE["rollout"], "prompts_per_step": 8}, "resources": {"workers_per_node": 2}}
+    cfg = {
+        **BASE,
+        "staleness": {"mode": "stale_k", "k": 1},
+        "train": {**BASE["train"], "steps": 3},
+        "rollout": {**BASE["rollout"], "prompts_per_step": 8},
+        "resources": {"workers_per_node": 2},
+    }
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(cfg))
     run_dir = tmp_path / "run"
     done = subprocess.run(
-        [str(vllm_python), "-m", "trainer.launch", "--nproc-per-node", "2", "--",
-         "run", "--config", str(config), "--run-dir", str(run_dir)],
-        cwd=REPO, env=vllm_env(), capture_output=True, text=True, timeout=480,
+        [
+            str(vllm_python),
+            "-m",
+            "trainer.launch",
+            "--nproc-per-node",
+            "2",
+            "--",
+            "run",
+            "--config",
+            str(config),
+            "--run-dir",
+            str(run_dir),
+        ],
+        cwd=REPO,
+        env=vllm_env(),
+        capture_output=True,
+        text=True,
+        timeout=480,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
     points = {}

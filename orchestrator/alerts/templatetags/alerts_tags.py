@@ -1,4 +1,5 @@
 """The run page's alerts card: `{% run_alerts_card run %}`."""
+
 from django import template
 
 from orchestrator.alerts.selectors import run_alerts_data

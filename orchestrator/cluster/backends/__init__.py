@@ -1,4 +1,5 @@
 """Cluster backends by name. Adding one means adding a module and a line here."""
+
 from importlib import import_module
 
 from orchestrator.cluster.backends.base import BackendError, ClusterBackend, JobSpec, JobState, JobStatus

@@ -3,6 +3,7 @@
 Views and tasks only ever see `ClusterBackend`; adding a backend (e.g. sbatch over SSH)
 means adding a module here and a name in `backends/__init__.py`, nothing else.
 """
+
 from __future__ import annotations
 
 import enum

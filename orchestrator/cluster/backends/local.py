@@ -9,13 +9,14 @@ inherits and holds for its whole life. A submitter killed at any point leaves ei
 supervisor (the lock is free and nothing is recorded: a retry starts it) or one that holds the
 lock (a retry finds it): never two.
 """
+
 import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -23,8 +24,18 @@ from django.conf import settings
 from orchestrator.cluster.backends.base import BackendError, JobSpec, JobState, JobStatus
 
 # Environment a local job inherits from the worker: nothing secret (no SECRET_KEY, no DATABASE_URL).
-INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "OMP_NUM_THREADS",
-                 "OPL_BENCHMARKS_DIR", "OPL_MODEL_CACHE")
+INHERITED_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "OMP_NUM_THREADS",
+    "OPL_BENCHMARKS_DIR",
+    "OPL_MODEL_CACHE",
+)
 CANCEL_MARKER = "cancel-requested"
 
 
@@ -49,8 +60,11 @@ class LocalBackend:
 
     def submit(self, spec: JobSpec) -> str:
         if spec.nodes > 1:
-            raise BackendError(f"the local backend runs on this one machine; the run asks for {spec.nodes} nodes "
-                               "(resources.nodes): use the slurm backend, or 1 node", permanent=True)
+            raise BackendError(
+                f"the local backend runs on this one machine; the run asks for {spec.nodes} nodes "
+                "(resources.nodes): use the slurm backend, or 1 node",
+                permanent=True,
+            )
         job_dir = self.jobs_dir / spec.name
         job_dir.mkdir(parents=True, exist_ok=True)
         lock = os.open(job_dir / "lock", os.O_CREAT | os.O_RDWR, 0o600)
@@ -71,18 +85,38 @@ class LocalBackend:
         env.update(spec.env)
         env["PYTHONPATH"] = str(settings.BASE_DIR)
         supervisor = [
-            sys.executable, "-m", "orchestrator.cluster.backends.local_supervisor", str(job_dir),
-            "--stdout", str(logs["stdout"]), "--stderr", str(logs["stderr"]), "--cwd", str(spec.run_dir),
-            "--grace-s", str(settings.CANCEL_GRACE_SECONDS),
-            "--time-limit-s", str((spec.time_limit_min or 0) * 60),
-            "--lock-fd", str(lock),
-            "--", *spec.argv,
+            sys.executable,
+            "-m",
+            "orchestrator.cluster.backends.local_supervisor",
+            str(job_dir),
+            "--stdout",
+            str(logs["stdout"]),
+            "--stderr",
+            str(logs["stderr"]),
+            "--cwd",
+            str(spec.run_dir),
+            "--grace-s",
+            str(settings.CANCEL_GRACE_SECONDS),
+            "--time-limit-s",
+            str((spec.time_limit_min or 0) * 60),
+            "--lock-fd",
+            str(lock),
+            "--",
+            *spec.argv,
         ]
         try:
             with open(job_dir / "supervisor.log", "ab") as log:
                 # pass_fds: the supervisor shares our lock and keeps it after we close our copy
-                subprocess.Popen(supervisor, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                                 cwd=settings.BASE_DIR, start_new_session=True, pass_fds=(lock,))
+                subprocess.Popen(
+                    supervisor,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=env,
+                    cwd=settings.BASE_DIR,
+                    start_new_session=True,
+                    pass_fds=(lock,),
+                )
         except OSError as exc:
             raise BackendError(f"could not start local job: {exc}", permanent=True) from exc
         (job_dir / "submitted").touch()
@@ -116,8 +150,11 @@ class LocalBackend:
 
     def health(self) -> dict:
         """This machine's cores and memory, and the jobs whose supervisors are alive."""
-        running = [d.name for d in self.jobs_dir.iterdir()
-                   if d.is_dir() and not (d / "exit.json").exists() and _locked(d / "lock")]
+        running = [
+            d.name
+            for d in self.jobs_dir.iterdir()
+            if d.is_dir() and not (d / "exit.json").exists() and _locked(d / "lock")
+        ]
         return {"cores": settings.LOCAL_CORES, "memory_gb": _memory_gb(), "jobs": sorted(running)}
 
     def _status(self, job_id: str) -> JobStatus | None:
@@ -135,8 +172,14 @@ class LocalBackend:
             return JobStatus(job_id, JobState.PENDING, "starting", reason="starting the process")
         if not _alive(info["supervisor_pid"], job_id):
             return None  # vanished without a final state: the caller decides when it is lost
-        return JobStatus(job_id, JobState.RUNNING, "running", nodes="localhost", started_at=started,
-                         reason=f"pid {info['child_pid']}")
+        return JobStatus(
+            job_id,
+            JobState.RUNNING,
+            "running",
+            nodes="localhost",
+            started_at=started,
+            reason=f"pid {info['child_pid']}",
+        )
 
     @staticmethod
     def _read(path: Path) -> dict | None:
@@ -205,4 +248,4 @@ def _memory_gb() -> dict[str, float]:
 
 
 def _dt(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, tz=timezone.utc)
+    return datetime.fromtimestamp(ts, tz=UTC)

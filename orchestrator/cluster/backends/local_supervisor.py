@@ -9,6 +9,7 @@ after a grace period, and the outcome is written atomically to exit.json, which 
 backend reads as the job's final status. The start lock inherited from the backend (--lock-fd)
 stays open for the supervisor's life: it tells a retried submit that this job exists.
 """
+
 import argparse
 import json
 import os
@@ -29,7 +30,7 @@ def write_json_atomic(path: Path, data: dict) -> None:
 def _split(args: list[str]) -> tuple[list[str], list[str]]:
     """Our options before the first "--", the job's argv after it."""
     cut = args.index("--")
-    return args[:cut], args[cut + 1:]
+    return args[:cut], args[cut + 1 :]
 
 
 def kill_job_processes() -> None:

@@ -6,12 +6,14 @@ a crash finds the job it already created. The look-up and the POST are two reque
 submits of one attempt at once would both create a job: services.run_submit lets one through
 at a time, and holds a claim for at least `submit_timeout_s`.
 """
+
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from orchestrator.cluster.backends.base import BackendError, JobSpec, JobState, JobStatus
 from orchestrator.cluster.slurm import jobscript, logs, states
@@ -33,11 +35,13 @@ def client_from_settings() -> SlurmClient:
     with _clients_lock:
         if config not in _clients:
             if not config.url:
-                raise BackendError("SLURM_REST_URL is not set: the slurm backend has no cluster to talk to",
-                                   permanent=True)
+                raise BackendError(
+                    "SLURM_REST_URL is not set: the slurm backend has no cluster to talk to", permanent=True
+                )
             credentials = SlurmCredentials(config.user, token=config.token, key_file=config.key_file or None)
-            _clients[config] = SlurmClient(config.url, credentials, api_version=config.api_version,
-                                           timeout_s=config.timeout_s)
+            _clients[config] = SlurmClient(
+                config.url, credentials, api_version=config.api_version, timeout_s=config.timeout_s
+            )
         return _clients[config]
 
 
@@ -60,9 +64,13 @@ def to_status(job: JobInfo) -> JobStatus:
 class SlurmBackend:
     name = "slurm"
 
-    def __init__(self, client: SlurmClient | None = None,
-                 profiles: Callable[[str], SlurmProfile] = load_profile,
-                 run_dir_mode: int | None = None, accounting: bool | None = None):
+    def __init__(
+        self,
+        client: SlurmClient | None = None,
+        profiles: Callable[[str], SlurmProfile] = load_profile,
+        run_dir_mode: int | None = None,
+        accounting: bool | None = None,
+    ):
         self._client = client
         self._profiles = profiles
         self._run_dir_mode = run_dir_mode
@@ -100,9 +108,13 @@ class SlurmBackend:
         return self._find(name)
 
     def _find(self, name: str, comment: str | None = None) -> str | None:
-        mine = [j for j in self.client.jobs() if j.name == name
-                and (not j.user or j.user == self.client.credentials.user)
-                and (comment is None or j.comment == comment)]
+        mine = [
+            j
+            for j in self.client.jobs()
+            if j.name == name
+            and (not j.user or j.user == self.client.credentials.user)
+            and (comment is None or j.comment == comment)
+        ]
         if not mine:
             return None
         return max(mine, key=lambda j: int(j.job_id) if j.job_id.isdigit() else 0).job_id
@@ -154,8 +166,17 @@ class SlurmBackend:
         """Reachability, API version, partitions, nodes with GPU counts and our jobs.
         Never raises: failures are reported in "error" (and "auth_failed")."""
         url = self._client.base_url if self._client else SlurmConfig.from_settings().url
-        report: dict[str, Any] = {"url": url, "reachable": False, "api_version": "", "slurm_release": "",
-                                  "partitions": [], "nodes": [], "jobs": [], "error": "", "auth_failed": False}
+        report: dict[str, Any] = {
+            "url": url,
+            "reachable": False,
+            "api_version": "",
+            "slurm_release": "",
+            "partitions": [],
+            "nodes": [],
+            "jobs": [],
+            "error": "",
+            "auth_failed": False,
+        }
         try:
             client = self.client
             report["url"] = client.base_url
@@ -168,9 +189,18 @@ class SlurmBackend:
             report["nodes"] = [n.model_dump() for n in client.nodes()]
             report["partitions"] = [p.model_dump() for p in client.partitions()]
             ours = [j for j in client.jobs() if j.name.startswith("opl-") and j.user in ("", client.credentials.user)]
-            report["jobs"] = [{"job_id": j.job_id, "name": j.name, "state": s.state.value,
-                               "native_state": s.native_state, "reason": s.reason, "nodes": j.nodes}
-                              for j in ours if not (s := to_status(j)).state.is_terminal]
+            report["jobs"] = [
+                {
+                    "job_id": j.job_id,
+                    "name": j.name,
+                    "state": s.state.value,
+                    "native_state": s.native_state,
+                    "reason": s.reason,
+                    "nodes": j.nodes,
+                }
+                for j in ours
+                if not (s := to_status(j)).state.is_terminal
+            ]
         except SlurmError as exc:
             report["error"] = str(exc)
             report["auth_failed"] = isinstance(exc, SlurmAuthError)

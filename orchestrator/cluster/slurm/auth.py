@@ -3,6 +3,7 @@ HS256 key file (AuthAltParameters=jwt_key=...), renewed before it expires.
 
 Tokens are secrets: `SlurmCredentials.__repr__` hides them, and nothing here logs them.
 """
+
 from __future__ import annotations
 
 import base64
@@ -25,8 +26,9 @@ def mint_token(key: bytes, username: str, lifespan_s: int, now: float | None = N
     """An HS256 token as `scontrol token` makes it: claims exp, iat and sun (the user)."""
     issued = int(now if now is not None else time.time())
     header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
-    claims = _b64(json.dumps({"exp": issued + lifespan_s, "iat": issued, "sun": username},
-                             separators=(",", ":")).encode())
+    claims = _b64(
+        json.dumps({"exp": issued + lifespan_s, "iat": issued, "sun": username}, separators=(",", ":")).encode()
+    )
     signature = _b64(hmac.new(key, header + b"." + claims, hashlib.sha256).digest())
     return (header + b"." + claims + b"." + signature).decode()
 
@@ -44,8 +46,7 @@ class SlurmCredentials:
     """Gives the headers for each request. Exactly one of `token` or `key_file` is used;
     with a key file a fresh token is minted whenever the current one nears expiry."""
 
-    def __init__(self, user: str, *, token: str = "", key_file: str | Path | None = None,
-                 lifespan_s: int = 3600):
+    def __init__(self, user: str, *, token: str = "", key_file: str | Path | None = None, lifespan_s: int = 3600):
         if not user:
             raise ValueError("SLURM_REST_USER: the user name sent to slurmrestd is required")
         if not token and not key_file:

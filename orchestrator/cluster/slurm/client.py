@@ -6,6 +6,7 @@
 - Retries with backoff only when the connection could not be made (nothing was sent,
   so even a submit is safe to resend); everything else is reported at once.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,17 +35,26 @@ ESLURM_ALREADY_DONE = 2021  # "Job/step already completing or completed"
 
 
 class SlurmClient:
-    def __init__(self, base_url: str, credentials: SlurmCredentials, *, api_version: str = "auto",
-                 timeout_s: float = 10.0, connect_retries: int = 3, backoff_s: float = 0.5,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        credentials: SlurmCredentials,
+        *,
+        api_version: str = "auto",
+        timeout_s: float = 10.0,
+        connect_retries: int = 3,
+        backoff_s: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+    ):
         if not re.match(r"^https?://[^\s]+$", base_url or ""):
             raise ValueError(f"SLURM_REST_URL: not an http(s) URL: {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.credentials = credentials
         self._configured_version = api_version or "auto"
         if self._configured_version != "auto" and self._configured_version not in SUPPORTED_VERSIONS:
-            raise ValueError(f"SLURM_REST_API_VERSION: {api_version!r} is not one of "
-                             f"{', '.join(SUPPORTED_VERSIONS)} (or 'auto')")
+            raise ValueError(
+                f"SLURM_REST_API_VERSION: {api_version!r} is not one of {', '.join(SUPPORTED_VERSIONS)} (or 'auto')"
+            )
         self.connect_retries = connect_retries
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
@@ -64,7 +74,7 @@ class SlurmClient:
     def call_timeout_s(self) -> float:
         """The longest one call takes before it raises, when slurmrestd accepts connections: the
         connect back-off, then the request's timeout."""
-        return self.backoff_s * (2 ** self.connect_retries - 1) + self.timeout_s
+        return self.backoff_s * (2**self.connect_retries - 1) + self.timeout_s
 
     # ------------------------------------------------------------------ plumbing
     def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
@@ -81,11 +91,13 @@ class SlurmClient:
                 delay *= 2
             except httpx.TimeoutException as exc:
                 # Sent, but no answer in time: it may have acted, so let the caller decide.
-                raise SlurmUnreachable(self.base_url, f"no answer within the timeout ({type(exc).__name__})",
-                                       uncertain=method != "GET") from None
+                raise SlurmUnreachable(
+                    self.base_url, f"no answer within the timeout ({type(exc).__name__})", uncertain=method != "GET"
+                ) from None
             except httpx.TransportError as exc:  # e.g. the connection dropped before the answer
-                raise SlurmUnreachable(self.base_url, str(exc) or type(exc).__name__,
-                                       uncertain=method != "GET") from None
+                raise SlurmUnreachable(
+                    self.base_url, str(exc) or type(exc).__name__, uncertain=method != "GET"
+                ) from None
         raise AssertionError("unreachable")
 
     def _auth_error(self, detail: str, status: int) -> SlurmAuthError:
@@ -95,8 +107,9 @@ class SlurmClient:
             detail = f"the token expired at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(exp))}"
         return SlurmAuthError(f"{detail} (user {self.credentials.user!r}, HTTP {status})", http_status=status)
 
-    def _call(self, method: str, endpoint: str, *, job_id: str | None = None, accounting: bool = False,
-              **kw: Any) -> dict[str, Any]:
+    def _call(
+        self, method: str, endpoint: str, *, job_id: str | None = None, accounting: bool = False, **kw: Any
+    ) -> dict[str, Any]:
         path = self.wire.accounting_path(endpoint) if accounting else self.wire.path(endpoint)
         resp = self._send(method, path, **kw)
         try:
@@ -125,9 +138,14 @@ class SlurmClient:
         code, message = next(((c, m) for c, m in errors if c != 9001), errors[0] if errors else (None, ""))
         if code == ESLURM_INVALID_JOB_ID and job_id is not None:
             raise SlurmJobNotFound(job_id, f"Slurm does not know job {job_id}: {message}", http_status=status)
-        raise SlurmError(f"{message} (Slurm error {code}, HTTP {status})" if code is not None
-                         else f"{what}: HTTP {status}: {message or 'no detail'}",
-                         code=code, http_status=status, permanent=code in PERMANENT_ERRORS)
+        raise SlurmError(
+            f"{message} (Slurm error {code}, HTTP {status})"
+            if code is not None
+            else f"{what}: HTTP {status}: {message or 'no detail'}",
+            code=code,
+            http_status=status,
+            permanent=code in PERMANENT_ERRORS,
+        )
 
     # ------------------------------------------------------------------ version
     @property
@@ -145,8 +163,9 @@ class SlurmClient:
         if resp.status_code == 401:
             raise self._auth_error("no token or the token was refused", 401)
         if resp.status_code >= 400:
-            raise SlurmError(f"GET /openapi/v3: HTTP {resp.status_code}: {resp.text[:200]}",
-                             http_status=resp.status_code)
+            raise SlurmError(
+                f"GET /openapi/v3: HTTP {resp.status_code}: {resp.text[:200]}", http_status=resp.status_code
+            )
         try:
             paths = resp.json().get("paths") or {}
         except (ValueError, AttributeError):
@@ -158,8 +177,11 @@ class SlurmClient:
         offered = self.offered_versions()
         usable = [v for v in offered if v in SUPPORTED_VERSIONS]
         if not usable:
-            raise SlurmError(f"slurmrestd at {self.base_url} offers {', '.join(offered) or 'no'} API "
-                             f"versions; this client speaks {', '.join(SUPPORTED_VERSIONS)}", permanent=True)
+            raise SlurmError(
+                f"slurmrestd at {self.base_url} offers {', '.join(offered) or 'no'} API "
+                f"versions; this client speaks {', '.join(SUPPORTED_VERSIONS)}",
+                permanent=True,
+            )
         return usable[-1]
 
     # ------------------------------------------------------------------ operations

@@ -12,6 +12,7 @@ Names (all optional except a URL, a user and a token or key file):
   SLURM_RUN_DIR_MODE      octal mode for run and log directories, e.g. 1777, when the
                           job user differs from the dashboard's user ("" = leave as is)
 """
+
 from __future__ import annotations
 
 import os
@@ -62,5 +63,7 @@ class SlurmConfig:
         )
 
     def __repr__(self) -> str:  # the token stays out of logs and tracebacks
-        return (f"SlurmConfig(url={self.url!r}, user={self.user!r}, token={'<set>' if self.token else '<unset>'}, "
-                f"key_file={self.key_file!r}, api_version={self.api_version!r})")
+        return (
+            f"SlurmConfig(url={self.url!r}, user={self.user!r}, token={'<set>' if self.token else '<unset>'}, "
+            f"key_file={self.key_file!r}, api_version={self.api_version!r})"
+        )

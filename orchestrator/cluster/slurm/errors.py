@@ -3,6 +3,7 @@
 All derive from BackendError so the orchestrator treats them like any backend failure:
 `permanent=False` (keep the run queued, retry later) unless the request itself is bad.
 """
+
 from __future__ import annotations
 
 from orchestrator.cluster.backends.base import BackendError
@@ -42,8 +43,9 @@ PERMANENT_ERRORS = {
 class SlurmError(BackendError):
     """slurmrestd answered, but with an error. `code` is Slurm's error number when known."""
 
-    def __init__(self, message: str, *, code: int | None = None, http_status: int | None = None,
-                 permanent: bool = False):
+    def __init__(
+        self, message: str, *, code: int | None = None, http_status: int | None = None, permanent: bool = False
+    ):
         super().__init__(message, permanent=permanent)
         self.code = code
         self.http_status = http_status
@@ -68,6 +70,7 @@ class SlurmUnreachable(SlurmError):
 
 class SlurmJobNotFound(SlurmError):
     def __init__(self, job_id: str, message: str = "", *, http_status: int | None = None):
-        super().__init__(message or f"Slurm does not know job {job_id}", code=ESLURM_INVALID_JOB_ID,
-                         http_status=http_status)
+        super().__init__(
+            message or f"Slurm does not know job {job_id}", code=ESLURM_INVALID_JOB_ID, http_status=http_status
+        )
         self.job_id = job_id

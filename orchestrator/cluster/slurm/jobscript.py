@@ -7,6 +7,7 @@ the job environment and the script reads them back as "${!name}" array elements.
 The only shell text is fixed template text plus the profile's set-up lines, which an
 administrator writes (module loads, conda activation) and which are shown verbatim.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,7 +39,11 @@ class UnsafeValue(ValueError):
 def check_name(field: str, value: str) -> str:
     if value and not NAME_RE.match(value):
         bad = sorted({c for c in value if not (c.isalnum() or c in "_.-")})
-        why = f"contains {' '.join(repr(c) for c in bad)}" if bad else "must start with a letter or digit, at most 64 characters"
+        why = (
+            f"contains {' '.join(repr(c) for c in bad)}"
+            if bad
+            else "must start with a letter or digit, at most 64 characters"
+        )
         raise UnsafeValue(field, value, f"{why}; only letters, digits, '_', '.' and '-' are allowed")
     return value
 
@@ -50,8 +55,11 @@ def check_path(field: str, value: str) -> str:
         raise UnsafeValue(field, value, "must be an absolute path")
     bad = sorted({c for c in value if not (c.isalnum() or c in "_./+-")})
     if bad:
-        raise UnsafeValue(field, value, f"contains {' '.join(repr(c) for c in bad)}; "
-                                        "only letters, digits, '_', '.', '/', '+' and '-' are allowed")
+        raise UnsafeValue(
+            field,
+            value,
+            f"contains {' '.join(repr(c) for c in bad)}; only letters, digits, '_', '.', '/', '+' and '-' are allowed",
+        )
     if ".." in PurePosixPath(value).parts:
         raise UnsafeValue(field, value, "must not contain '..'")
     return value
@@ -103,8 +111,7 @@ class SlurmProfile(BaseModel):
 
 
 def log_paths(run_dir: str, attempt: int) -> dict[str, str]:
-    return {"stdout": f"{run_dir}/logs/attempt-{attempt}.out",
-            "stderr": f"{run_dir}/logs/attempt-{attempt}.err"}
+    return {"stdout": f"{run_dir}/logs/attempt-{attempt}.out", "stderr": f"{run_dir}/logs/attempt-{attempt}.err"}
 
 
 def render_script(profile: SlurmProfile, run_id: int, attempt: int, tasks: int = 1) -> str:
@@ -117,7 +124,8 @@ def render_script(profile: SlurmProfile, run_id: int, attempt: int, tasks: int =
     lines = [
         "#!/bin/bash",
         f"# OffPolicy Lab run {int(run_id)}, attempt {int(attempt)}, profile {profile.name!r}"
-        if NAME_RE.match(profile.name) else f"# OffPolicy Lab run {int(run_id)}, attempt {int(attempt)}",
+        if NAME_RE.match(profile.name)
+        else f"# OffPolicy Lab run {int(run_id)}, attempt {int(attempt)}",
         "set -eo pipefail",
         # Slurm may requeue a job by itself (node failure, preemption); the orchestrator
         # requeues runs as new attempts, so a second start of the same job must not train
@@ -136,7 +144,7 @@ def render_script(profile: SlurmProfile, run_id: int, attempt: int, tasks: int =
     ]
     if int(tasks) > 1:
         # srun forwards Slurm's signals to every task and exits with the highest task exit code
-        lines += [f"exec srun --ntasks={int(tasks)} --kill-on-bad-exit=0 -- \"${{argv[@]}}\"", ""]
+        lines += [f'exec srun --ntasks={int(tasks)} --kill-on-bad-exit=0 -- "${{argv[@]}}"', ""]
     else:
         # exec: the trainer itself receives Slurm's signals (SIGUSR1, SIGTERM on cancel)
         lines += ['exec "${argv[@]}"', ""]

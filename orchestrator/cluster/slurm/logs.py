@@ -1,4 +1,5 @@
 """Reading the end of a job's stdout/stderr from the shared run directory."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Finding the cluster profile a run asks for."""
+
 from __future__ import annotations
 
 from .config import setting
@@ -25,7 +26,7 @@ def load_profile(name: str) -> SlurmProfile:
     try:
         from orchestrator.cluster.models import ClusterProfile
     except ImportError:
-        ClusterProfile = None  # noqa: N806 - before the model exists
+        ClusterProfile = None
     if ClusterProfile is not None:
         qs = ClusterProfile.objects.filter(name=name) if name else ClusterProfile.objects.filter(is_default=True)
         row = qs.first()

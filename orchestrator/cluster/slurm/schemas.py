@@ -3,6 +3,7 @@
 The wire adapters (wire.py) turn these into each API version's JSON and back, so the
 rest of the project never sees `{"set": true, "number": N}` or raw wait statuses.
 """
+
 from __future__ import annotations
 
 from datetime import datetime

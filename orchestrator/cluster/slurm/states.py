@@ -1,4 +1,5 @@
 """Slurm's job states and pending reasons, mapped onto run states and plain words."""
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,19 @@ STATE_MAP: dict[str, tuple[JobState, str]] = {
 CLUSTER_FAULT_STATES = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"}
 
 # Flags that mean "not settled yet", whatever the base state says.
-UNSETTLED_FLAGS = {"COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING", "REQUEUED", "RESIZING",
-                   "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "UPDATE_DB", "POWER_UP_NODE"}
+UNSETTLED_FLAGS = {
+    "COMPLETING",
+    "CONFIGURING",
+    "STAGE_OUT",
+    "SIGNALING",
+    "REQUEUED",
+    "RESIZING",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "SPECIAL_EXIT",
+    "UPDATE_DB",
+    "POWER_UP_NODE",
+}
 
 # Pending (and end) reasons in plain words; anything else is spelled out from its name.
 REASONS: dict[str, str] = {
@@ -77,8 +89,18 @@ REASONS: dict[str, str] = {
     "BurstBufferOperation": "a burst buffer operation failed",
 }
 
-_WORDS = {"Assoc": "association", "Grp": "group", "QOS": "QOS", "Max": "max", "Per": "per",
-          "Mem": "memory", "Cpu": "CPU", "GRES": "GPU/GRES", "Req": "requested", "Min": "minutes"}
+_WORDS = {
+    "Assoc": "association",
+    "Grp": "group",
+    "QOS": "QOS",
+    "Max": "max",
+    "Per": "per",
+    "Mem": "memory",
+    "Cpu": "CPU",
+    "GRES": "GPU/GRES",
+    "Req": "requested",
+    "Min": "minutes",
+}
 
 
 def reason_in_words(reason: str) -> str:
@@ -104,8 +126,9 @@ def describe(job: JobInfo) -> tuple[JobState, str]:
         # Slurm requeued the job itself (22.05's REST API cannot turn requeueing off, and
         # 22.05 never shows the NODE_FAIL): the job script refuses to run a second time,
         # so this attempt is over and the run is resubmitted as a new attempt.
-        return JobState.INFRA_FAILED, ("Slurm requeued it after a node failure or preemption; "
-                                       "it is resubmitted as a new attempt")
+        return JobState.INFRA_FAILED, (
+            "Slurm requeued it after a node failure or preemption; it is resubmitted as a new attempt"
+        )
     state, meaning = STATE_MAP.get(job.state, (JobState.PENDING, f"in Slurm state {job.state}"))
     flags = set(job.state_flags)
     if state.is_terminal and flags & UNSETTLED_FLAGS:
@@ -133,4 +156,3 @@ def exit_code_of(job: JobInfo) -> int | None:
     if job.signal:
         return 128 + job.signal
     return None
-

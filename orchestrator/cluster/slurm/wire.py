@@ -5,10 +5,11 @@ every field that matters to us (see docs in reference/slurm/NOTES.md): environme
 object vs list, gres vs tres_per_node, plain ints vs {"set","infinite","number"},
 job_state as string vs list, exit_code as raw wait status vs a struct.
 """
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .schemas import JobInfo, JobRequest, NodeInfo, PartitionInfo, PingInfo
@@ -37,7 +38,7 @@ def unwrap_number(value: Any) -> int | None:
 
 def _timestamp(value: Any) -> datetime | None:
     n = unwrap_number(value)
-    return datetime.fromtimestamp(n, tz=timezone.utc) if n else None  # 0 means "not yet"
+    return datetime.fromtimestamp(n, tz=UTC) if n else None  # 0 means "not yet"
 
 
 def gpu_count(gres: str | None) -> int:
@@ -139,8 +140,14 @@ class WireFormat:
     def place_script(self, job: dict[str, Any], script: str) -> dict[str, Any]:
         return {"script": script, "job": job}
 
-    def update_body(self, *, hold: bool | None = None, priority: int | None = None,
-                    comment: str | None = None, time_limit_min: int | None = None) -> dict[str, Any]:
+    def update_body(
+        self,
+        *,
+        hold: bool | None = None,
+        priority: int | None = None,
+        comment: str | None = None,
+        time_limit_min: int | None = None,
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {}
         if hold is not None:
             body["hold"] = hold
@@ -341,8 +348,18 @@ class WireV0040(WireFormat):
 
 # Base job states (job_state_string in Slurm); anything else in the list is a flag.
 BASE_STATES = {
-    "PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
-    "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
+    "PENDING",
+    "RUNNING",
+    "SUSPENDED",
+    "COMPLETED",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "OUT_OF_MEMORY",
 }
 
 
@@ -352,5 +369,4 @@ def wire_for(api_version: str) -> WireFormat:
         return WireV0038(api_version)
     if 40 <= n <= 42:
         return WireV0040(api_version)
-    raise ValueError(
-        f"slurmrestd API {api_version} is not supported; supported: {', '.join(SUPPORTED_VERSIONS)}")
+    raise ValueError(f"slurmrestd API {api_version} is not supported; supported: {', '.join(SUPPORTED_VERSIONS)}")

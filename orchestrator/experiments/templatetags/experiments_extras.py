@@ -35,7 +35,7 @@ def duration(run):
 
 @register.simple_tag
 def progress(run, form="text"):
-    """"update 1200 / 1200 · step 600 / 600": optimizer updates and training steps, both named;
+    """ "update 1200 / 1200 · step 600 / 600": optimizer updates and training steps, both named;
     form="short": "1200/1200" (updates), for the runs table's Updates column."""
     from orchestrator.experiments.progress import progress as run_progress
 

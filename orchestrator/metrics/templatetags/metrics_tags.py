@@ -1,4 +1,5 @@
 """Template helpers for the metrics partials included in other apps' pages."""
+
 from django import template
 from django.urls import reverse
 

@@ -1,6 +1,7 @@
 """Live Slurm clusters for `pytest -m slurm`: brought up by scripts/slurm/cluster-up.sh
 when not already up, and offered to tests as the `cluster` fixture, parametrized so each
 test id names the Slurm version it ran against (slurm-22.05, slurm-24.11)."""
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,12 @@ def read_env(path: Path) -> dict[str, str]:
 
 def _healthy(env: dict[str, str]) -> bool:
     try:
-        with SlurmClient(env["SLURM_REST_URL"], SlurmCredentials(env["SLURM_REST_USER"], key_file=env["SLURM_JWT_KEY_FILE"]),
-                         connect_retries=0, timeout_s=5) as client:
+        with SlurmClient(
+            env["SLURM_REST_URL"],
+            SlurmCredentials(env["SLURM_REST_USER"], key_file=env["SLURM_JWT_KEY_FILE"]),
+            connect_retries=0,
+            timeout_s=5,
+        ) as client:
             return bool(client.nodes())
     except (SlurmError, OSError, KeyError):
         return False
@@ -115,8 +120,9 @@ class Cluster:
         return Path(f"{self.chroot}/run/slurmrestd.pid" if self.chroot else "/run/slurmrestd.pid")
 
     def up(self) -> None:
-        subprocess.run([str(REPO / "scripts/slurm/cluster-up.sh"), self.role], check=True, timeout=900,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(REPO / "scripts/slurm/cluster-up.sh"), self.role], check=True, timeout=900, stdout=subprocess.DEVNULL
+        )
         self.env = read_env(ENV_DIR / CLUSTERS[self.id][1])
 
 
@@ -138,14 +144,19 @@ class TwoNodeCluster(Cluster):
 
     def up(self) -> None:
         """Idempotent; brings a crashed node back (its link up, its slurmd started)."""
-        subprocess.run([str(REPO / "scripts/slurm/cluster-up.sh"), "2node"], check=True, timeout=900,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(REPO / "scripts/slurm/cluster-up.sh"), "2node"], check=True, timeout=900, stdout=subprocess.DEVNULL
+        )
         self.env = read_env(ENV_DIR / "2node.env")
 
     def crash_node(self, node: str) -> None:
         """The node dies at once: its link goes silent, then every process on it is killed."""
-        subprocess.run([self.env["SLURM_CLUSTER_SCRIPT"], "crash-node", node.rsplit("-", 1)[1]], check=True,
-                       timeout=60, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [self.env["SLURM_CLUSTER_SCRIPT"], "crash-node", node.rsplit("-", 1)[1]],
+            check=True,
+            timeout=60,
+            stdout=subprocess.DEVNULL,
+        )
 
     def pids_on(self, node: str) -> list[int]:
         """Processes running on the node: those in its network namespace."""
@@ -167,10 +178,13 @@ def two_node_cluster(request, slurm_run_root) -> TwoNodeCluster:
     Brought up (or repaired: a node a failed test left crashed) once per session."""
     env_file = ENV_DIR / "2node.env"
     if os.geteuid() == 0:
-        subprocess.run([str(REPO / "scripts/slurm/cluster-up.sh"), "2node"], check=True, timeout=900,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(REPO / "scripts/slurm/cluster-up.sh"), "2node"], check=True, timeout=900, stdout=subprocess.DEVNULL
+        )
     elif not (env_file.exists() and _healthy(read_env(env_file))):
-        pytest.skip("the two-node Slurm cluster is not up and bringing it up needs root (scripts/slurm/cluster-up.sh 2node)")
+        pytest.skip(
+            "the two-node Slurm cluster is not up and bringing it up needs root (scripts/slurm/cluster-up.sh 2node)"
+        )
     env = read_env(env_file)
     assert env["SLURM_VERSION"].startswith("22.05"), f"the two-node cluster runs Slurm {env['SLURM_VERSION']}"
     root = slurm_run_root / request.param

@@ -1,4 +1,5 @@
 """Helpers for the live Slurm tests: trainer job specs and polling."""
+
 from __future__ import annotations
 
 import json
@@ -9,15 +10,22 @@ from pathlib import Path
 import yaml
 
 from orchestrator.cluster.backends.base import JobSpec, JobState, JobStatus
-
 from tests.conftest import TINY_CONFIG
 from tests.integration.slurm.conftest import PYTHON, REPO, Cluster
 
 TINY = TINY_CONFIG  # the suite's one tiny run config
 
 
-def trainer_spec(cluster: Cluster, run_id: int, *, attempt: int = 1, steps: int = 4, ckpt_every: int = 2,
-                 gpus: int = 1, config: dict | None = None) -> JobSpec:
+def trainer_spec(
+    cluster: Cluster,
+    run_id: int,
+    *,
+    attempt: int = 1,
+    steps: int = 4,
+    ckpt_every: int = 2,
+    gpus: int = 1,
+    config: dict | None = None,
+) -> JobSpec:
     run_dir = cluster.run_dir(run_id)
     cfg = json.loads(json.dumps(config or TINY))
     if config is None:
@@ -29,15 +37,36 @@ def trainer_spec(cluster: Cluster, run_id: int, *, attempt: int = 1, steps: int 
     argv = [PYTHON, "-m", "trainer", "run", "--config", str(path), "--run-dir", str(run_dir)]
     if attempt > 1:
         argv.append("--resume")
-    env = {"PYTHONPATH": str(REPO), "OPL_RUN_ID": str(run_id), "OPL_ATTEMPT": str(attempt),
-           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    return JobSpec(run_id=run_id, attempt=attempt, run_dir=run_dir, argv=argv, env=env, gpus=gpus,
-                   cpus=1, mem_gb=1.0, time_limit_min=15)
+    env = {
+        "PYTHONPATH": str(REPO),
+        "OPL_RUN_ID": str(run_id),
+        "OPL_ATTEMPT": str(attempt),
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    return JobSpec(
+        run_id=run_id,
+        attempt=attempt,
+        run_dir=run_dir,
+        argv=argv,
+        env=env,
+        gpus=gpus,
+        cpus=1,
+        mem_gb=1.0,
+        time_limit_min=15,
+    )
 
 
 def sleep_spec(cluster: Cluster, run_id: int, seconds: int = 300, gpus: int = 0) -> JobSpec:
-    return JobSpec(run_id=run_id, attempt=1, run_dir=cluster.run_dir(run_id), argv=["/bin/sleep", str(seconds)],
-                   gpus=gpus, mem_gb=0.25)
+    return JobSpec(
+        run_id=run_id,
+        attempt=1,
+        run_dir=cluster.run_dir(run_id),
+        argv=["/bin/sleep", str(seconds)],
+        gpus=gpus,
+        mem_gb=0.25,
+    )
 
 
 def wait_status(backend, job_id: str, until, timeout: float = 180, seen: list | None = None) -> JobStatus:

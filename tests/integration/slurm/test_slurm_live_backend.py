@@ -1,6 +1,7 @@
 """The slurm backend against real Slurm clusters (22.05 / REST v0.0.38 and 24.11 / v0.0.42).
 
 Each test runs once per cluster; its id names the Slurm version (…[slurm-22.05])."""
+
 from __future__ import annotations
 
 import os
@@ -10,7 +11,6 @@ import subprocess
 import pytest
 
 from orchestrator.cluster.backends.base import BackendError, JobState
-
 from tests.integration.slurm.conftest import PYTHON, REPO
 from tests.integration.slurm.livehelpers import (
     metric_steps,
@@ -34,15 +34,27 @@ def test_trainer_job_goes_pending_running_completed_with_metrics(cluster):
     job = backend.submit(spec)
     seen: list[JobState] = []
     # right after the submit Slurm gives no reason yet; its scheduler adds one shortly
-    pending = wait_status(backend, job, lambda s: s.state is not JobState.PENDING
-                          or s.reason != "Waiting in the Slurm queue", seen=seen, timeout=90)
+    pending = wait_status(
+        backend,
+        job,
+        lambda s: s.state is not JobState.PENDING or s.reason != "Waiting in the Slurm queue",
+        seen=seen,
+        timeout=90,
+    )
     assert pending.state is JobState.PENDING
     assert pending.reason == "Waiting for resources (CPUs, memory or GPUs) to become free"
     backend.cancel(blocker)
     wait_status(backend, job, lambda s: s.state is not JobState.PENDING, seen=seen)
     metrics_while_running = []
-    final = wait_status(backend, job, lambda s: (metrics_while_running.append(
-        s.state is JobState.RUNNING and bool(metric_steps(spec.run_dir, UPDATE_KEY))) or terminal(s)), seen=seen)
+    final = wait_status(
+        backend,
+        job,
+        lambda s: (
+            metrics_while_running.append(s.state is JobState.RUNNING and bool(metric_steps(spec.run_dir, UPDATE_KEY)))
+            or terminal(s)
+        ),
+        seen=seen,
+    )
     assert seen == [JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED]
     assert any(metrics_while_running), "no metrics appeared while the job was running"
     assert (final.exit_code, final.nodes, final.native_state) == (0, "localhost", "COMPLETED")
@@ -143,8 +155,8 @@ from orchestrator.cluster.backends.slurm import SlurmBackend
 from orchestrator.cluster.slurm.auth import SlurmCredentials
 from orchestrator.cluster.slurm.client import SlurmClient
 from orchestrator.cluster.slurm.jobscript import SlurmProfile
-client = SlurmClient({cluster.env['SLURM_REST_URL']!r}, SlurmCredentials({cluster.env['SLURM_REST_USER']!r},
-                     key_file={cluster.env['SLURM_JWT_KEY_FILE']!r}))
+client = SlurmClient({cluster.env["SLURM_REST_URL"]!r}, SlurmCredentials({cluster.env["SLURM_REST_USER"]!r},
+                     key_file={cluster.env["SLURM_JWT_KEY_FILE"]!r}))
 backend = SlurmBackend(client=client, profiles=lambda _n: SlurmProfile(), run_dir_mode=0o1777)
 spec = JobSpec(run_id={spec.run_id}, attempt=1, run_dir=Path({str(spec.run_dir)!r}), argv={spec.argv!r}, mem_gb=0.25)
 backend.submit(spec)
@@ -163,8 +175,15 @@ def test_node_failure_ends_node_fail_and_the_next_attempt_resumes(cluster):
     run_id = cluster.new_run_id()
     first = trainer_spec(cluster, run_id, steps=40, ckpt_every=2)
     job = backend.submit(first)
-    wait_until(lambda: (first.run_dir / "ckpt").exists() and any((first.run_dir / "ckpt").iterdir())
-               and len(metric_steps(first.run_dir, UPDATE_KEY)) >= 3, timeout=180, what="a checkpoint")
+    wait_until(
+        lambda: (
+            (first.run_dir / "ckpt").exists()
+            and any((first.run_dir / "ckpt").iterdir())
+            and len(metric_steps(first.run_dir, UPDATE_KEY)) >= 3
+        ),
+        timeout=180,
+        what="a checkpoint",
+    )
     cluster.command("scontrol", "update", "nodename=localhost", "state=down", "reason=opl-node-fail-test")
     try:
         failed = wait_status(backend, job, terminal)
@@ -178,8 +197,11 @@ def test_node_failure_ends_node_fail_and_the_next_attempt_resumes(cluster):
         backend.cancel(job)  # what sync does before resubmitting
     else:
         assert failed.native_state == "NODE_FAIL" and failed.reason.startswith("Its node failed")
-    wait_until(lambda: all(n.state in ("IDLE", "MIXED", "ALLOCATED") for n in backend.client.nodes()),
-               timeout=60, what="the node to come back")
+    wait_until(
+        lambda: all(n.state in ("IDLE", "MIXED", "ALLOCATED") for n in backend.client.nodes()),
+        timeout=60,
+        what="the node to come back",
+    )
     before = metric_steps(first.run_dir, UPDATE_KEY)
     second = trainer_spec(cluster, run_id, attempt=2, steps=40, ckpt_every=2)
     final = wait_status(backend, backend.submit(second), terminal, timeout=300)

@@ -6,6 +6,7 @@ The test cluster has one node, so the job has 2 tasks on it where a real run has
 2 nodes; the job spec is the one build_job_spec makes for `resources: {nodes: 2}` except for that.
 It runs on 24.11 only: on 22.05, test_slurm_live_two_nodes.py trains a `nodes: 2` run across two
 real nodes (network namespaces), which covers this and more."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,11 +17,10 @@ import yaml
 
 from orchestrator.cluster.backends.base import JobSpec, JobState
 from orchestrator.cluster.jobspec import trainer_argv
-from trainer import checkpoint as ckpt
-
 from tests.conftest import TINY_CONFIG
 from tests.integration.slurm.conftest import PYTHON, REPO
 from tests.integration.slurm.livehelpers import metric_steps, terminal, wait_status
+from trainer import checkpoint as ckpt
 
 pytestmark = pytest.mark.slurm
 
@@ -36,10 +36,17 @@ def two_task_spec(cluster, run_id: int) -> JobSpec:
     path.chmod(0o666)
     argv = trainer_argv(PYTHON, ["run", "--config", str(path), "--run-dir", str(run_dir)], nodes=2, per_node=1)
     assert argv[2:9] == ["trainer.launch", "--nproc-per-node", "1", "--nnodes", "2", "--rendezvous", "slurm"]
-    env = {"PYTHONPATH": str(REPO), "OPL_RUN_ID": str(run_id), "OPL_ATTEMPT": "1", "HF_HUB_OFFLINE": "1",
-           "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    spec = JobSpec(run_id=run_id, attempt=1, run_dir=run_dir, argv=argv, env=env, cpus=1, mem_gb=4.0,
-                   time_limit_min=15, nodes=2)
+    env = {
+        "PYTHONPATH": str(REPO),
+        "OPL_RUN_ID": str(run_id),
+        "OPL_ATTEMPT": "1",
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    spec = JobSpec(
+        run_id=run_id, attempt=1, run_dir=run_dir, argv=argv, env=env, cpus=1, mem_gb=4.0, time_limit_min=15, nodes=2
+    )
     return dataclasses.replace(spec, nodes=1, tasks_per_node=2)  # the one test node stands in for two
 
 

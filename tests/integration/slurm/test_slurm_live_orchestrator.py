@@ -2,6 +2,7 @@
 
 Services are driven in-process (no Celery): `run_submit` and `sync_active_runs` are what
 the Celery tasks call. The trainer in the Slurm job pushes metrics to a live server."""
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,6 @@ from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.chunks import live_rows
 from orchestrator.metrics.models import MetricChunk
-
 from tests.integration.slurm.conftest import PYTHON, REPO
 from tests.integration.slurm.livehelpers import TINY, wait_until
 
@@ -40,8 +40,12 @@ def slurm_settings(settings, cluster, live_server, tmp_path):
     settings.PUBLIC_URL = live_server.url
     settings.RUNS_DIR.mkdir(parents=True)
     os.chmod(settings.RUNS_DIR, 0o1777)
-    ClusterProfile.objects.create(name="test", is_default=True, partition=cluster.env["SLURM_PARTITION"],
-                                  setup_lines=f"export PYTHONPATH={REPO}\nexport HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1")
+    ClusterProfile.objects.create(
+        name="test",
+        is_default=True,
+        partition=cluster.env["SLURM_PARTITION"],
+        setup_lines=f"export PYTHONPATH={REPO}\nexport HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1",
+    )
     return settings
 
 
@@ -73,8 +77,11 @@ def drive(run: Run, until, timeout: float = 240) -> Run:
 def jobs_named(cluster, name: str, since: float) -> int:
     """Jobs of that name submitted since `since` (run ids restart with each test database,
     so Slurm may still remember an older job of the same name)."""
-    return sum(1 for j in cluster.client().jobs()
-               if j.name == name and j.submit_time and j.submit_time.timestamp() >= since - 1)
+    return sum(
+        1
+        for j in cluster.client().jobs()
+        if j.name == name and j.submit_time and j.submit_time.timestamp() >= since - 1
+    )
 
 
 def history(run: Run) -> list[str]:
@@ -178,11 +185,20 @@ def test_submit_task_killed_after_its_post_is_retried_without_a_second_job(slurm
     since = time.time()
     run = new_run(alice, steps=1)
     db = dj.DATABASES["default"]
-    env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-           "SECRET_KEY": dj.SECRET_KEY, "CLUSTER_BACKEND": "slurm", "SLURM_REST_URL": dj.SLURM_REST_URL,
-           "SLURM_REST_USER": dj.SLURM_REST_USER, "SLURM_JWT_KEY_FILE": dj.SLURM_JWT_KEY_FILE,
-           "SLURM_RUN_DIR_MODE": "1777", "OPL_RUNS_DIR": str(dj.RUNS_DIR), "OPL_TRAINER_PYTHON": PYTHON,
-           "OPL_PUBLIC_URL": dj.PUBLIC_URL, "DJANGO_SETTINGS_MODULE": "orchestrator.settings"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "SECRET_KEY": dj.SECRET_KEY,
+        "CLUSTER_BACKEND": "slurm",
+        "SLURM_REST_URL": dj.SLURM_REST_URL,
+        "SLURM_REST_USER": dj.SLURM_REST_USER,
+        "SLURM_JWT_KEY_FILE": dj.SLURM_JWT_KEY_FILE,
+        "SLURM_RUN_DIR_MODE": "1777",
+        "OPL_RUNS_DIR": str(dj.RUNS_DIR),
+        "OPL_TRAINER_PYTHON": PYTHON,
+        "OPL_PUBLIC_URL": dj.PUBLIC_URL,
+        "DJANGO_SETTINGS_MODULE": "orchestrator.settings",
+    }
     code = f"""
 import os, signal, django
 django.setup()
@@ -215,8 +231,11 @@ def test_node_failure_requeues_the_run_which_resumes_with_one_metric_history(slu
     run = new_run(alice, steps=30, ckpt_every=2)
     run = drive(run, lambda r: r.state == "running")
     run_dir = run.run_dir
-    wait_until(lambda: len(live_rows(run.pk, UPDATE_KEY)) >= 4
-               and any(os.scandir(f"{run_dir}/ckpt")), timeout=180, what="a checkpoint and metrics")
+    wait_until(
+        lambda: len(live_rows(run.pk, UPDATE_KEY)) >= 4 and any(os.scandir(f"{run_dir}/ckpt")),
+        timeout=180,
+        what="a checkpoint and metrics",
+    )
     cluster.command("scontrol", "update", "nodename=localhost", "state=down", "reason=opl-node-fail-test")
     try:
         run = drive(run, lambda r: r.attempt == 1 and r.state == "queued", timeout=120)

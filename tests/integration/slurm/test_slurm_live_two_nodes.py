@@ -5,6 +5,7 @@ A job on `nodes: 2` gets one task on each node; torchrun's static rendezvous mee
 node's address across the bridge, and the two ranks train together (gloo on CPU stands in for
 NCCL on GPUs: this machine has none). Cancel and preemption are Slurm's own, delivered by each
 node's slurmd; a node crash is a node going silent (link down) and losing every process."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -26,18 +27,19 @@ from orchestrator.cluster.slurm.jobscript import SlurmProfile
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.chunks import live_rows
-from trainer import checkpoint as ckpt
-
 from tests.integration.slurm.conftest import PYTHON, REPO
 from tests.integration.slurm.livehelpers import TINY, terminal, wait_status, wait_until
+from trainer import checkpoint as ckpt
 
 pytestmark = pytest.mark.slurm
 UPDATE_KEY = "actor/pg_loss"
 
 # Each task notes its start, and Slurm's SIGTERM when it comes, in a file named after its host.
-SIGNAL_PROBE = ('echo "$SLURM_PROCID" > "$OPL_RUN_DIR/started-$(hostname)"; '
-                'trap \'echo "$SLURM_PROCID" > "$OPL_RUN_DIR/sigterm-$(hostname)"; exit 0\' TERM; '
-                'sleep 300 & wait')
+SIGNAL_PROBE = (
+    'echo "$SLURM_PROCID" > "$OPL_RUN_DIR/started-$(hostname)"; '
+    'trap \'echo "$SLURM_PROCID" > "$OPL_RUN_DIR/sigterm-$(hostname)"; exit 0\' TERM; '
+    "sleep 300 & wait"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -68,25 +70,35 @@ def test_the_nodes_reach_each_other_and_the_controller_and_nothing_else(two_node
     env = two_node_cluster.env
     subnet = ipaddress.ip_network(f"{env['SLURM_HOST_ADDR']}/24", strict=False)
     for node in two_node_cluster.nodes:
-        routes = subprocess.run(["ip", "-n", node, "-4", "route", "show"], capture_output=True, text=True,
-                                check=True).stdout.splitlines()
+        routes = subprocess.run(
+            ["ip", "-n", node, "-4", "route", "show"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
         assert [r.split()[:3] for r in routes] == [[str(subnet), "dev", "eth0"]]  # no default route, nothing else
         # no route, so the kernel refuses before a packet is sent (TEST-NET-3 stands for the world)
         assert connect_from(node, "203.0.113.1", 9) == "ENETUNREACH"
-    config = dict(line.split(" = ", 1) for line in two_node_cluster.command("scontrol", "show", "config").splitlines()
-                  if " = " in line)
+    config = dict(
+        line.split(" = ", 1)
+        for line in two_node_cluster.command("scontrol", "show", "config").splitlines()
+        if " = " in line
+    )
     ports = {key.strip(): int(value) for key, value in config.items() if key.strip() in ("SlurmctldPort", "SlurmdPort")}
     assert connect_from("opl2n-2", env["SLURM_HOST_ADDR"], ports["SlurmctldPort"]) == "connected"
     assert connect_from("opl2n-2", two_node_cluster.node_addr("opl2n-1"), ports["SlurmdPort"]) == "connected"
 
 
 def probe_spec(cluster, run_id: int) -> JobSpec:
-    return JobSpec(run_id=run_id, attempt=1, run_dir=cluster.run_dir(run_id), argv=["/bin/bash", "-c", SIGNAL_PROBE],
-                   nodes=2, mem_gb=0.25)
+    return JobSpec(
+        run_id=run_id,
+        attempt=1,
+        run_dir=cluster.run_dir(run_id),
+        argv=["/bin/bash", "-c", SIGNAL_PROBE],
+        nodes=2,
+        mem_gb=0.25,
+    )
 
 
 def files_by_host(run_dir: Path, prefix: str) -> dict[str, str]:
-    return {p.name[len(prefix):]: p.read_text().strip() for p in run_dir.glob(f"{prefix}*")}
+    return {p.name[len(prefix) :]: p.read_text().strip() for p in run_dir.glob(f"{prefix}*")}
 
 
 def start_probe(cluster, backend) -> tuple[str, JobSpec]:
@@ -117,8 +129,17 @@ def test_preemption_reaches_the_tasks_on_both_nodes(two_node_cluster):
     job, spec = start_probe(two_node_cluster, backend)
     urgent = two_node_cluster.backend(SlurmProfile(partition=env["SLURM_PREEMPT_PARTITION"]))
     urgent_id = two_node_cluster.new_run_id()
-    urgent_job = urgent.submit(JobSpec(run_id=urgent_id, attempt=1, run_dir=two_node_cluster.run_dir(urgent_id),
-                                       argv=["/bin/true"], nodes=2, cpus=int(env["SLURM_NODE_CPUS"]), mem_gb=0.25))
+    urgent_job = urgent.submit(
+        JobSpec(
+            run_id=urgent_id,
+            attempt=1,
+            run_dir=two_node_cluster.run_dir(urgent_id),
+            argv=["/bin/true"],
+            nodes=2,
+            cpus=int(env["SLURM_NODE_CPUS"]),
+            mem_gb=0.25,
+        )
+    )
     final = wait_status(backend, job, terminal, timeout=60)
     assert (final.state, final.native_state) == (JobState.INFRA_FAILED, "PREEMPTED"), final
     assert files_by_host(spec.run_dir, "sigterm-") == {"opl2n-1": "0", "opl2n-2": "1"}
@@ -153,15 +174,23 @@ def two_node_settings(settings, two_node_cluster, bridge_live_server):
     settings.PUBLIC_URL = bridge_live_server.url
     settings.RUNS_DIR.mkdir(parents=True)
     os.chmod(settings.RUNS_DIR, 0o1777)
-    ClusterProfile.objects.create(name="test", is_default=True, partition=env["SLURM_PARTITION"],
-                                  setup_lines=f"export PYTHONPATH={REPO}\nexport HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1")
+    ClusterProfile.objects.create(
+        name="test",
+        is_default=True,
+        partition=env["SLURM_PARTITION"],
+        setup_lines=f"export PYTHONPATH={REPO}\nexport HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1",
+    )
     return settings
 
 
 def two_node_run(owner, steps: int) -> Run:
-    config = {**TINY, "rollout": {**TINY["rollout"], "prompts_per_step": 8},  # whole groups for each rank
-              "train": {"steps": steps, "seed": 1, "device": "cpu", "torch_threads": 1},
-              "checkpoint": {"every": 2, "keep": 2}, "resources": {"nodes": 2}}
+    config = {
+        **TINY,
+        "rollout": {**TINY["rollout"], "prompts_per_step": 8},  # whole groups for each rank
+        "train": {"steps": steps, "seed": 1, "device": "cpu", "torch_threads": 1},
+        "checkpoint": {"every": 2, "keep": 2},
+        "resources": {"nodes": 2},
+    }
     return experiment_create(owner=owner, name=f"two-nodes-{time.time_ns()}", config=config).runs.get()
 
 
@@ -198,8 +227,11 @@ def training_ranks(cluster, run: Run, attempt: int | None = None) -> dict[str, l
                 env = environ(pid)
             except OSError:
                 continue
-            if env.get("OPL_RUN_ID") == str(run.pk) and "LOCAL_RANK" in env and (
-                    attempt is None or env.get("OPL_ATTEMPT") == str(attempt)):
+            if (
+                env.get("OPL_RUN_ID") == str(run.pk)
+                and "LOCAL_RANK" in env
+                and (attempt is None or env.get("OPL_ATTEMPT") == str(attempt))
+            ):
                 found[node].append((pid, env))
     return found
 
@@ -214,7 +246,7 @@ def tcp_peers(pid: int) -> set[tuple[str, str]]:
         except OSError:
             continue
         if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
+            inodes.add(target[len("socket:[") : -1])
 
     def addr(hex_addr_port: str) -> str:
         return str(ipaddress.IPv4Address(socket.ntohl(int(hex_addr_port.split(":")[0], 16))))
@@ -228,15 +260,19 @@ def tcp_peers(pid: int) -> set[tuple[str, str]]:
 
 
 def hostname_of(pid: int) -> str:
-    return subprocess.run(["nsenter", "-t", str(pid), "-u", "hostname"], capture_output=True, text=True,
-                          check=True, timeout=10).stdout.strip()
+    return subprocess.run(
+        ["nsenter", "-t", str(pid), "-u", "hostname"], capture_output=True, text=True, check=True, timeout=10
+    ).stdout.strip()
 
 
 def assert_spans_both_nodes(cluster, run: Run) -> None:
     ranks = training_ranks(cluster, run)
-    assert {node: [env["RANK"] for _, env in procs] for node, procs in ranks.items()} == {"opl2n-1": ["0"], "opl2n-2": ["1"]}
-    (pid0, env0), = ranks["opl2n-1"]
-    (pid1, env1), = ranks["opl2n-2"]
+    assert {node: [env["RANK"] for _, env in procs] for node, procs in ranks.items()} == {
+        "opl2n-1": ["0"],
+        "opl2n-2": ["1"],
+    }
+    ((pid0, env0),) = ranks["opl2n-1"]
+    ((pid1, env1),) = ranks["opl2n-2"]
     assert (hostname_of(pid0), hostname_of(pid1)) == ("opl2n-1", "opl2n-2")
     assert env0["WORLD_SIZE"] == env1["WORLD_SIZE"] == "2"
     # the rendezvous is the first node's, and rank 1 talks to it over the bridge (not 127.0.0.1)
@@ -271,8 +307,11 @@ def test_two_node_run_survives_a_node_crash_and_resumes_on_both_nodes(two_node_s
     steps = 8
     run = drive(two_node_run(alice, steps), lambda r: r.state == "running", timeout=90)
     run_dir = Path(run.run_dir)
-    wait_until(lambda: len(live_rows(run.pk, UPDATE_KEY)) >= 2 and ckpt.latest_checkpoint(run_dir) is not None,
-               timeout=120, what="a checkpoint and metrics from attempt 1")
+    wait_until(
+        lambda: len(live_rows(run.pk, UPDATE_KEY)) >= 2 and ckpt.latest_checkpoint(run_dir) is not None,
+        timeout=120,
+        what="a checkpoint and metrics from attempt 1",
+    )
     assert_spans_both_nodes(two_node_cluster, run)
 
     two_node_cluster.crash_node("opl2n-2")

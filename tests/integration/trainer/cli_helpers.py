@@ -32,14 +32,30 @@ def trainer_cmd(config: Path, run_dir: Path, resume: bool = False) -> list[str]:
     return cmd + (["--resume"] if resume else [])
 
 
-def run_trainer(config: Path, run_dir: Path, resume: bool = False, timeout: float = 300, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(trainer_cmd(config, run_dir, resume), cwd=REPO, env=trainer_env(**env), capture_output=True, text=True, timeout=timeout)
+def run_trainer(
+    config: Path, run_dir: Path, resume: bool = False, timeout: float = 300, **env
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        trainer_cmd(config, run_dir, resume),
+        cwd=REPO,
+        env=trainer_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def start_trainer(config: Path, run_dir: Path, resume: bool = False, own_group: bool = False, **env) -> subprocess.Popen:
+def start_trainer(
+    config: Path, run_dir: Path, resume: bool = False, own_group: bool = False, **env
+) -> subprocess.Popen:
     return subprocess.Popen(
-        trainer_cmd(config, run_dir, resume), cwd=REPO, env=trainer_env(**env), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=own_group,
+        trainer_cmd(config, run_dir, resume),
+        cwd=REPO,
+        env=trainer_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=own_group,
     )
 
 

@@ -2,8 +2,8 @@
 the chosen metric as the run itself logged it (metrics.jsonl), and a step pinned before the run
 started; then a --resume after the run's own clean-up finds its newest checkpoint."""
 
-from trainer import checkpoint as ckpt
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, write_config
+from trainer import checkpoint as ckpt
 
 CONFIG = {
     "model": {"name": "tiny"},
@@ -39,8 +39,9 @@ def test_the_run_keeps_its_newest_its_best_and_the_pinned_step(tmp_path):
         assert ckpt.read_meta(c)["metrics"]["train/reward_mean"] == rewards[ckpt.checkpoint_step(c)]
 
     # Two more updates after a resume: the run's own clean-up left it its newest checkpoint.
-    more = run_trainer(write_config(tmp_path / "c2.yaml", {**CONFIG, "train": {**CONFIG["train"], "steps": 8}}),
-                       run_dir, resume=True)
+    more = run_trainer(
+        write_config(tmp_path / "c2.yaml", {**CONFIG, "train": {**CONFIG["train"], "steps": 8}}), run_dir, resume=True
+    )
     assert more.returncode == 0, more.stdout[-2000:] + more.stderr[-2000:]
     assert "resumed at update 6" in more.stdout
     rewards = _rewards(run_dir)

@@ -29,9 +29,22 @@ BASE = {
 RUNS = {
     "cispo+tis": ({"objective": "cispo", "tis_cap": 1.0, "eps_low": 0.01, "eps_high": 0.01}, "actor/reweighted_frac"),
     "sapo+seq_mask": ({"objective": "sapo", "seq_mask": True, "seq_mask_high": 1.01}, "actor/seq_mask_frac"),
-    "m2po+dual_clip+sq_penalty": ({"objective": "m2po", "dual_clip_c": 1.05, "sq_log_ratio_coef": 1e-3}, "actor/dual_clip_frac"),
-    "grpo+token_mask": ({"objective": "grpo", "token_mask": True, "token_mask_low": 0.5, "token_mask_high": 2.0, "tau_m2": 0.04,
-                         "eps_low": 0.01, "eps_high": 0.01}, "actor/token_mask_frac"),
+    "m2po+dual_clip+sq_penalty": (
+        {"objective": "m2po", "dual_clip_c": 1.05, "sq_log_ratio_coef": 1e-3},
+        "actor/dual_clip_frac",
+    ),
+    "grpo+token_mask": (
+        {
+            "objective": "grpo",
+            "token_mask": True,
+            "token_mask_low": 0.5,
+            "token_mask_high": 2.0,
+            "tau_m2": 0.04,
+            "eps_low": 0.01,
+            "eps_high": 0.01,
+        },
+        "actor/token_mask_frac",
+    ),
 }
 
 
@@ -56,7 +69,12 @@ def test_a_correction_runs_from_yaml_with_its_stats_diagnostics_and_counterfactu
     trained = [m for m in metrics.values() if "train/reward_mean" in m]
     assert len(trained) == 2
     for m in trained:
-        assert set(UPDATE_KEYS) | set(ENGINE_KEYS) | {own_stat, "actor/masked_frac", "actor/clipped_frac", "actor/reweighted_frac"} <= set(m)
+        assert set(UPDATE_KEYS) | set(ENGINE_KEYS) | {
+            own_stat,
+            "actor/masked_frac",
+            "actor/clipped_frac",
+            "actor/reweighted_frac",
+        } <= set(m)
         assert all(math.isfinite(m[k]) for k in UPDATE_KEYS + ENGINE_KEYS)
         assert m["actor/ratio_pos_p50"] <= m["actor/ratio_pos_p99"] <= m["actor/ratio_pos_max"]
         assert 0 < m["actor/ess_frac"] <= 1 and m["actor/kl_k3"] >= 0 and m["actor/chi2"] >= 0
@@ -67,10 +85,17 @@ def test_a_correction_runs_from_yaml_with_its_stats_diagnostics_and_counterfactu
     for r in rows:
         assert r["variant"] == run_variant(cfg.algorithm) and list(r["counterfactual"]) == variants
         assert len(r["entropy"]) == len(r["tokens"]) and all(e is not None and e >= 0 for e in r["entropy"])
-        marks = [r["masked"], r["clipped"], r["reweighted"]] + [i for v in r["counterfactual"].values() for i in v.values()]
+        marks = [r["masked"], r["clipped"], r["reweighted"]] + [
+            i for v in r["counterfactual"].values() for i in v.values()
+        ]
         assert all(0 <= t < len(r["tokens"]) for kind in marks for t in kind)
-        for v in [{"masked": r["masked"], "clipped": r["clipped"], "reweighted": r["reweighted"]}, *r["counterfactual"].values()]:
-            assert not (set(v["masked"]) & set(v["clipped"])) and not (set(v["reweighted"]) & (set(v["masked"]) | set(v["clipped"])))
+        for v in [
+            {"masked": r["masked"], "clipped": r["clipped"], "reweighted": r["reweighted"]},
+            *r["counterfactual"].values(),
+        ]:
+            assert not (set(v["masked"]) & set(v["clipped"])) and not (
+                set(v["reweighted"]) & (set(v["masked"]) | set(v["clipped"]))
+            )
     if label == "cispo+tis":
         assert sum(len(r["reweighted"]) for r in rows) > 0 and all(r["masked"] == r["clipped"] == [] for r in rows)
     if label == "grpo+token_mask":
@@ -89,17 +114,34 @@ def _check_counterfactual_marks(rows, alg):
     for step, step_rows in by_step.items():
         ratios = [torch.exp(torch.tensor(r["log_ratio"], dtype=torch.float32)).tolist() for r in step_rows]
         token_masked = {(i, t) for i, rr in enumerate(ratios) for t, x in enumerate(rr) if x < 0.5 or x > 2.0}
-        ppo = {(i, t) for i, (rr, r) in enumerate(zip(ratios, step_rows)) for t, x in enumerate(rr)
-               if (r["advantage"] > 0 and x > 1.01) or (r["advantage"] < 0 and x < 0.99)}
-        dual = {(i, t) for i, (rr, r) in enumerate(zip(ratios, step_rows)) for t, x in enumerate(rr) if r["advantage"] < 0 and x > 3.0}
+        ppo = {
+            (i, t)
+            for i, (rr, r) in enumerate(zip(ratios, step_rows))
+            for t, x in enumerate(rr)
+            if (r["advantage"] > 0 and x > 1.01) or (r["advantage"] < 0 and x < 0.99)
+        }
+        dual = {
+            (i, t)
+            for i, (rr, r) in enumerate(zip(ratios, step_rows))
+            for t, x in enumerate(rr)
+            if r["advantage"] < 0 and x > 3.0
+        }
         m2po = _algorithm1(step_rows, alg.tau_m2)  # over the whole minibatch: the run's m2po_scope
-        got = {name: {k: {(i, t) for i, r in enumerate(step_rows) for t in (r["counterfactual"][name][k] if name else r[k])}
-                      for k in ("masked", "clipped", "reweighted")}
-               for name in ("", "m2po+token_mask", "no_clip+token_mask", "grpo+dual_clip+token_mask")}
+        got = {
+            name: {
+                k: {(i, t) for i, r in enumerate(step_rows) for t in (r["counterfactual"][name][k] if name else r[k])}
+                for k in ("masked", "clipped", "reweighted")
+            }
+            for name in ("", "m2po+token_mask", "no_clip+token_mask", "grpo+dual_clip+token_mask")
+        }
         assert got[""] == {"masked": token_masked, "clipped": ppo - token_masked, "reweighted": set()}, step
         assert got["m2po+token_mask"] == {"masked": m2po | token_masked, "clipped": set(), "reweighted": set()}, step
         assert got["no_clip+token_mask"] == {"masked": token_masked, "clipped": set(), "reweighted": set()}, step
-        assert got["grpo+dual_clip+token_mask"] == {"masked": token_masked, "clipped": (ppo | dual) - token_masked, "reweighted": set()}, step
+        assert got["grpo+dual_clip+token_mask"] == {
+            "masked": token_masked,
+            "clipped": (ppo | dual) - token_masked,
+            "reweighted": set(),
+        }, step
         seen["own"] += len(ppo - token_masked)
         seen["m2po"] += len(m2po - token_masked)
     assert all(seen.values()), f"the run should exercise every mark checked here: {seen}"

@@ -7,8 +7,8 @@ import sys
 
 import torch
 
-from trainer import checkpoint as ckpt
 from tests.integration.trainer.cli_helpers import REPO, by_step, read_points, trainer_env, write_config
+from trainer import checkpoint as ckpt
 
 
 def test_two_ranks_train_in_bf16_over_fp32_master_weights(tmp_path):
@@ -26,8 +26,21 @@ def test_two_ranks_train_in_bf16_over_fp32_master_weights(tmp_path):
         },
     )
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "trainer", "run", "--config", str(cfg), "--run-dir", str(run_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "trainer",
+        "run",
+        "--config",
+        str(cfg),
+        "--run-dir",
+        str(run_dir),
+    ]
     done = subprocess.run(cmd, cwd=REPO, env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     steps = by_step(read_points(run_dir))

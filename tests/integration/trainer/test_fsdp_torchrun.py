@@ -4,8 +4,8 @@ import subprocess
 import sys
 from collections import Counter
 
-from trainer import checkpoint as ckpt
 from tests.integration.trainer.cli_helpers import REPO, read_points, trainer_env, write_config
+from trainer import checkpoint as ckpt
 
 CONFIG = {
     "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 4},
@@ -18,8 +18,21 @@ CONFIG = {
 
 
 def _torchrun(cfg, run_dir, resume=False):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "trainer", "run", "--config", str(cfg), "--run-dir", str(run_dir)] + (["--resume"] if resume else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "trainer",
+        "run",
+        "--config",
+        str(cfg),
+        "--run-dir",
+        str(run_dir),
+    ] + (["--resume"] if resume else [])
     return subprocess.run(cmd, cwd=REPO, env=trainer_env(), capture_output=True, text=True, timeout=300)
 
 

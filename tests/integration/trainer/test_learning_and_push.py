@@ -37,7 +37,9 @@ def test_every_point_reaches_the_dashboard_with_the_run_token(tmp_path):
         },
     )
     with Dashboard() as dash:
-        result = run_trainer(cfg, tmp_path / "run", OPL_DASHBOARD_URL=dash.url, OPL_RUN_ID="42", OPL_RUN_TOKEN="tok-42", OPL_ATTEMPT="1")
+        result = run_trainer(
+            cfg, tmp_path / "run", OPL_DASHBOARD_URL=dash.url, OPL_RUN_ID="42", OPL_RUN_TOKEN="tok-42", OPL_ATTEMPT="1"
+        )
     assert result.returncode == 0, result.stdout + result.stderr
     spooled = read_points(tmp_path / "run")
     assert sorted(map(str, dash.accepted_points())) == sorted(map(str, spooled))

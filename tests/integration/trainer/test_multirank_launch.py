@@ -20,10 +20,9 @@ from orchestrator.cluster.backends.base import JobState
 from orchestrator.cluster.backends.local import LocalBackend
 from orchestrator.cluster.jobspec import build_job_spec
 from orchestrator.experiments.services import experiment_create
+from tests.integration.trainer.cli_helpers import REPO, read_points, trainer_env
 from trainer import checkpoint as ckpt
 from trainer.launch import children
-
-from tests.integration.trainer.cli_helpers import REPO, read_points, trainer_env
 
 TWO_WORKERS = {
     "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 4},
@@ -74,11 +73,29 @@ LONG = {**TWO_WORKERS, "train": {**TWO_WORKERS["train"], "steps": 400}, "checkpo
 def _launch(tmp_path, cfg: dict, resume: bool = False) -> subprocess.Popen:
     config = tmp_path / ("resume.yaml" if resume else "run.yaml")
     config.write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-m", "trainer.launch", "--nproc-per-node", "2", "--",
-           "run", "--config", str(config), "--run-dir", str(tmp_path / "run")] + (["--resume"] if resume else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer.launch",
+        "--nproc-per-node",
+        "2",
+        "--",
+        "run",
+        "--config",
+        str(config),
+        "--run-dir",
+        str(tmp_path / "run"),
+    ] + (["--resume"] if resume else [])
     # own session: a failed test kills the launcher and its ranks together (killpg below)
-    return subprocess.Popen(cmd, cwd=REPO, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=trainer_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _kill_all(proc: subprocess.Popen) -> None:
@@ -111,7 +128,7 @@ def _ranks(proc: subprocess.Popen) -> list[int]:
 
 
 def _rank_of(pid: int) -> int:
-    env = (f"/proc/{pid}/environ")
+    env = f"/proc/{pid}/environ"
     with open(env, "rb") as fh:
         pairs = dict(item.split(b"=", 1) for item in fh.read().split(b"\0") if b"=" in item)
     return int(pairs[b"RANK"])

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from trainer import checkpoint as ckpt
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, start_trainer, write_config
+from trainer import checkpoint as ckpt
 
 CONFIG = {
     "model": {"name": "tiny"},
@@ -74,7 +74,11 @@ def test_the_stop_signal_checkpoints_and_exits_75(tmp_path, signum):
 
 def test_sigterm_to_the_whole_process_group_stops_an_async_run_cleanly(tmp_path):
     """A cluster signals the job's process group: the generator child must not die first."""
-    data = {**CONFIG, "staleness": {"mode": "async", "max_staleness": 4}, "train": {"steps": 100000, "seed": 5, "torch_threads": 1}}
+    data = {
+        **CONFIG,
+        "staleness": {"mode": "async", "max_staleness": 4},
+        "train": {"steps": 100000, "seed": 5, "torch_threads": 1},
+    }
     cfg = write_config(tmp_path / "run.yaml", data)
     proc = start_trainer(cfg, tmp_path / "run", own_group=True)
     _wait_for_checkpoint(tmp_path / "run", 4, proc)

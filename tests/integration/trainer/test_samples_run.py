@@ -16,9 +16,9 @@ from fractions import Fraction
 import pytest
 import torch
 
-from trainer import checkpoint as ckpt
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, start_trainer, write_config
 from tests.unit.trainer.fake_dashboard import Dashboard
+from trainer import checkpoint as ckpt
 
 BASE = {
     "model": {"name": "tiny"},
@@ -160,7 +160,9 @@ def test_grpo_samples_hold_the_clipped_tokens_bounded_and_only_at_recording_step
             if not r["truncated"]:  # the whole response is there
                 assert r["response"] == "".join(t for t in r["tokens"] if not (t.startswith("<") and t.endswith(">")))
             ratio = torch.exp(torch.tensor(r["log_ratio"], dtype=torch.float32))
-            expected = [t for t, x in enumerate(ratio.tolist()) if (sign > 0 and x > 1 + eps) or (sign < 0 and x < 1 - eps)]
+            expected = [
+                t for t, x in enumerate(ratio.tolist()) if (sign > 0 and x > 1 + eps) or (sign < 0 and x < 1 - eps)
+            ]
             assert r["clipped"] == expected, (step, r)
             clipped += len(expected)
             assert r["staleness"] >= 0 and r["policy_version"] <= step - 1
@@ -173,7 +175,14 @@ def test_grpo_samples_hold_the_clipped_tokens_bounded_and_only_at_recording_step
 def test_every_objective_reports_its_own_kind_of_mark(tmp_path, objective):
     cfg = _config(
         tmp_path,
-        algorithm={"objective": objective, "tau_m2": 1e-4, "eps_low": 1e-3, "eps_high": 1e-3, "updates_per_step": 2, "lr": 1e-2},
+        algorithm={
+            "objective": objective,
+            "tau_m2": 1e-4,
+            "eps_low": 1e-3,
+            "eps_high": 1e-3,
+            "updates_per_step": 2,
+            "lr": 1e-2,
+        },
         train={"steps": 5},
         eval={"at_start": False, "every": 0},
         task={"eval_sets": []},
@@ -226,7 +235,11 @@ def test_samples_survive_a_kill_9_resume_and_a_failing_dashboard(tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, "the run ended before the cut"
             latest = ckpt.latest_checkpoint(run_dir)
             if latest is not None and (run_dir / "samples.jsonl").exists():
-                spooled = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines() if line.endswith("}")]
+                spooled = [
+                    json.loads(line)
+                    for line in (run_dir / "samples.jsonl").read_text().splitlines()
+                    if line.endswith("}")
+                ]
                 if ckpt.checkpoint_step(latest) >= 8 and max(s["step"] for s in spooled) > ckpt.checkpoint_step(latest):
                     break
             time.sleep(0.005)
@@ -300,8 +313,19 @@ def test_two_ranks_with_the_dashboard_down_record_rank_0s_rows_and_count_the_fai
         samples={"every": 2, "per_step": 64},
         reporting={"push_interval_s": 0.1, "flush_timeout_s": 1},
     )
-    cmd = [sys.executable, "-m", "trainer.launch", "--nproc-per-node", "2", "--",
-           "run", "--config", str(cfg), "--run-dir", str(tmp_path / "run")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer.launch",
+        "--nproc-per-node",
+        "2",
+        "--",
+        "run",
+        "--config",
+        str(cfg),
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
     env = trainer_env(OPL_DASHBOARD_URL="http://127.0.0.1:9", OPL_RUN_ID="17", OPL_RUN_TOKEN="tok-17")
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]

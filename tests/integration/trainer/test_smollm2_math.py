@@ -31,12 +31,20 @@ def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path)
     train.write_text("".join(json.dumps({"problem": q, "answer": a}) + "\n" for q, a in TRAIN))
     bench = tmp_path / "benchmarks" / "gsm8k"
     bench.mkdir(parents=True)
-    (bench / "test.jsonl").write_text("".join(json.dumps({"question": q, "answer": f"work #### {a}"}) + "\n" for q, a in EVAL))
+    (bench / "test.jsonl").write_text(
+        "".join(json.dumps({"question": q, "answer": f"work #### {a}"}) + "\n" for q, a in EVAL)
+    )
     cfg = write_config(
         tmp_path / "run.yaml",
         {
             "model": {"name": "smollm2-135m", "chat_template": "none"},
-            "task": {"name": "math", "train_file": str(train), "prompt_template": TEMPLATE, "eval_sets": ["gsm8k"], "eval_max_problems": 3},
+            "task": {
+                "name": "math",
+                "train_file": str(train),
+                "prompt_template": TEMPLATE,
+                "eval_sets": ["gsm8k"],
+                "eval_max_problems": 3,
+            },
             "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8, "temperature": 0.7},
             # m2po with the dual clip on A < 0 tokens (issue 23): the study's m2po+dual-clip arm
             "algorithm": {"objective": "m2po", "lr": 1.0e-6, "updates_per_step": 1, "dual_clip_c": 3.0},
@@ -46,7 +54,9 @@ def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path)
             "checkpoint": {"every": 0},
         },
     )
-    result = run_trainer(cfg, tmp_path / "run", timeout=900, OPL_BENCHMARKS_DIR=tmp_path / "benchmarks", HF_HUB_OFFLINE=1)
+    result = run_trainer(
+        cfg, tmp_path / "run", timeout=900, OPL_BENCHMARKS_DIR=tmp_path / "benchmarks", HF_HUB_OFFLINE=1
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     steps = by_step(read_points(tmp_path / "run"))
     trained = [m for m in steps.values() if "train/reward_mean" in m]
@@ -74,8 +84,15 @@ def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path)
         assert s["response"].strip() in "".join(s["tokens"])  # the pieces, spaces included, make the text
         assert s["correct"] == (s["reward"] >= 1.0) and s["clipped"] == []  # r stays far below c = 3 at lr 1e-6
         assert s["variant"] == "m2po+dual_clip" and set(s["counterfactual"]) == {
-            "m2po_cap+dual_clip", "grpo+dual_clip", "no_clip+dual_clip", "gspo+dual_clip", "cispo", "sapo",
-            "m2po+dual_clip+token_mask", "m2po+dual_clip+seq_mask"}
+            "m2po_cap+dual_clip",
+            "grpo+dual_clip",
+            "no_clip+dual_clip",
+            "gspo+dual_clip",
+            "cispo",
+            "sapo",
+            "m2po+dual_clip+token_mask",
+            "m2po+dual_clip+seq_mask",
+        }
         assert len(s["entropy"]) == len(s["tokens"]) and all(e >= 0 for e in s["entropy"])
     assert any(" " in t for s in train for t in s["tokens"]), "decode([id]) keeps a word's leading space"
     answers = [s for s in samples if s["kind"] == "eval"]

@@ -2,8 +2,8 @@
 
 import torch
 
-from trainer import checkpoint as ckpt
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, write_config
+from trainer import checkpoint as ckpt
 
 
 def _config(**sections):
@@ -42,7 +42,10 @@ def test_async_never_exceeds_max_staleness(tmp_path):
     max_staleness = 3
     cfg = write_config(
         tmp_path / "run.yaml",
-        _config(staleness={"mode": "async", "max_staleness": max_staleness, "sync_every": 1}, train={"steps": 12, "seed": 3, "torch_threads": 1}),
+        _config(
+            staleness={"mode": "async", "max_staleness": max_staleness, "sync_every": 1},
+            train={"steps": 12, "seed": 3, "torch_threads": 1},
+        ),
     )
     result = run_trainer(cfg, tmp_path / "run")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -18,7 +18,9 @@ def test_vllm_log_probs_match_the_trainer_and_follow_in_place_weight_updates(tmp
     from trainer.rollout import token_logprobs
     from trainer.vllm_engine import VLLMEngine
 
-    cfg = RunConfig.model_validate({"rollout": {"engine": "vllm", "vllm_gpu_memory_utilization": 0.2}, "train": {"device": "cuda"}})
+    cfg = RunConfig.model_validate(
+        {"rollout": {"engine": "vllm", "vllm_gpu_memory_utilization": 0.2}, "train": {"device": "cuda"}}
+    )
     dev = torch.device("cuda")
     policy = load_policy(cfg.model, "0123456789+=", seed=1, device=dev)
     engine = VLLMEngine.from_policy(policy, cfg, work_dir=tmp_path / "model")

@@ -3,6 +3,7 @@ watched keys costs the database round trips of one without them (libpq's protoco
 benchmarks/metrics.py counts them), also once a rule has fired; a rule changed between batches
 applies to the next one; the reward fold stays exactly once when writers and retries of one run
 race, and when a batch takes the general path (a re-post with new steps)."""
+
 import os
 import tempfile
 import threading
@@ -20,13 +21,44 @@ from tests.unit.metrics.helpers import T0, make_run
 
 # One training step of a tiny CPU m2po run (its metrics.jsonl): 37 keys, 5 of them watched.
 STEP_KEYS = [
-    "actor/clip_frac", "actor/clip_frac_high", "actor/clip_frac_low", "actor/entropy", "actor/grad_norm", "actor/lr",
-    "actor/m2", "actor/m2_after", "actor/m2_all", "actor/m2po_tau", "actor/pg_loss", "actor/ppo_kl", "actor/ratio_max",
-    "actor/ratio_mean", "actor/ratio_min", "actor/tr_frac", "perf/gen_s", "perf/samples_per_s", "perf/step_s",
-    "perf/tokens_per_s", "perf/train_s", "reward/errors", "reward/timeouts", "rollout/engine_kl",
-    "rollout/queue_batches", "rollout/reward_mean", "rollout/staleness_max", "rollout/staleness_mean",
-    "rollout/staleness_min", "train/adv_abs_mean", "train/response_len_mean", "train/reward_mean", "train/reward_std",
-    "train/samples_seen", "train/solved_frac", "train/tokens_seen", "train/train_step"]
+    "actor/clip_frac",
+    "actor/clip_frac_high",
+    "actor/clip_frac_low",
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/lr",
+    "actor/m2",
+    "actor/m2_after",
+    "actor/m2_all",
+    "actor/m2po_tau",
+    "actor/pg_loss",
+    "actor/ppo_kl",
+    "actor/ratio_max",
+    "actor/ratio_mean",
+    "actor/ratio_min",
+    "actor/tr_frac",
+    "perf/gen_s",
+    "perf/samples_per_s",
+    "perf/step_s",
+    "perf/tokens_per_s",
+    "perf/train_s",
+    "reward/errors",
+    "reward/timeouts",
+    "rollout/engine_kl",
+    "rollout/queue_batches",
+    "rollout/reward_mean",
+    "rollout/staleness_max",
+    "rollout/staleness_mean",
+    "rollout/staleness_min",
+    "train/adv_abs_mean",
+    "train/response_len_mean",
+    "train/reward_mean",
+    "train/reward_std",
+    "train/samples_seen",
+    "train/solved_frac",
+    "train/tokens_seen",
+    "train/train_step",
+]
 
 
 def calm(key, step):
@@ -69,8 +101,9 @@ def test_a_trainer_batch_with_watched_keys_costs_the_round_trips_of_one_without(
         metrics_ingest(run=run, attempt=1, points=trainer_batch([2, 4]))
     assert RunWatch.objects.get(run=watched).reward_points == 2
 
-    unwatched = round_trips(lambda: metrics_ingest(run=plain, attempt=1, points=trainer_batch(
-        [6, 8], rename=lambda k: f"other/{k}")))
+    unwatched = round_trips(
+        lambda: metrics_ingest(run=plain, attempt=1, points=trainer_batch([6, 8], rename=lambda k: f"other/{k}"))
+    )
     assert round_trips(lambda: metrics_ingest(run=watched, attempt=1, points=trainer_batch([6, 8]))) == unwatched
     watch = RunWatch.objects.get(run=watched)
     assert (watch.reward_points, watch.reward_step) == (4, 8)  # folded in by the same round trips
@@ -116,8 +149,13 @@ def test_racing_writers_and_retries_of_one_run_fold_each_reward_step_once(alice,
     """Four pushers post the same run's batches in step order, each a retry racing the others:
     every batch is stored once and every reward step folded once, in step order; one alert."""
     run, _ = make_run(alice, tiny_config)
-    value = lambda key, step: ("NaN" if key == "actor/pg_loss" and step == 30 else  # noqa: E731
-                               0.5 + step % 7 / 100 if key == "train/reward_mean" else calm(key, step))
+    value = lambda key, step: (
+        "NaN"
+        if key == "actor/pg_loss" and step == 30
+        else 0.5 + step % 7 / 100
+        if key == "train/reward_mean"
+        else calm(key, step)
+    )
     batches = [trainer_batch(range(lo, lo + 10, 2), value=value) for lo in range(2, 82, 10)]  # steps 2..80
     errors = []
 

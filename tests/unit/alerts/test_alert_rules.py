@@ -1,6 +1,7 @@
 """Each alert rule fires from crafted metric batches through the real ingestion service
 (metrics_ingest) or from the beat task's check, once per attempt and kind; the run's own rules
 override the defaults; a cancel rule asks the cluster to stop the run."""
+
 from datetime import timedelta
 
 import pytest
@@ -44,7 +45,9 @@ def test_a_retried_run_is_watched_anew(run):
     run, _ = start_attempt(run, 2)  # e.g. Retry after a 'stop' alert
     ingest(run, "actor/pg_loss", ["NaN"], first_step=2)
     assert list(Alert.objects.filter(run=run).order_by("attempt").values_list("attempt", "kind")) == [
-        (1, "nonfinite"), (2, "nonfinite")]
+        (1, "nonfinite"),
+        (2, "nonfinite"),
+    ]
 
 
 def test_the_smoothed_reward_falling_from_its_best_fires(run):
@@ -118,7 +121,9 @@ def test_a_cancel_rule_cancels_the_run_and_tells_the_trainer_to_skip_its_checkpo
     run.refresh_from_db()
     alert = Alert.objects.get(run=run)
     assert run.cancel_requested and run.state_reason.startswith("cancelling")
-    assert alert.action == "cancel" and alert.action_result == "cancel requested: the trainer exits without a checkpoint"
+    assert (
+        alert.action == "cancel" and alert.action_result == "cancel requested: the trainer exits without a checkpoint"
+    )
     assert (tmp_path / NO_CHECKPOINT_MARKER).read_text() == "attempt 1\n"
 
 

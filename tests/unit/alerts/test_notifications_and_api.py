@@ -1,6 +1,7 @@
 """Notifications (Django's locmem email backend; a real HTTP server on localhost as the webhook),
 failures counted on the alert; the run's alerts in the API and on its page; rule errors name
 the field; outsiders are refused."""
+
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -75,8 +76,15 @@ def test_a_failing_webhook_is_counted_shown_and_raised_for_the_tasks_retry(fired
 def test_the_api_lists_a_runs_alerts_and_effective_rules(fired, api_client, alice, charlie):
     body = api_client(alice).get(f"/api/v1/runs/{fired.run_id}/alerts").json()
     assert [a["kind"] for a in body["alerts"]] == ["nonfinite"] and body["alerts"][0]["value"] == "nan"
-    assert {r["kind"] for r in body["rules"]} == {"nonfinite", "reward_drop", "entropy_floor", "clip_ceiling",
-                                                   "neg_adv_tail", "no_heartbeat", "no_progress"}
+    assert {r["kind"] for r in body["rules"]} == {
+        "nonfinite",
+        "reward_drop",
+        "entropy_floor",
+        "clip_ceiling",
+        "neg_adv_tail",
+        "no_heartbeat",
+        "no_progress",
+    }
     assert api_client(charlie).get(f"/api/v1/runs/{fired.run_id}/alerts").status_code == 404
 
 
@@ -87,11 +95,16 @@ def test_setting_a_rule_through_the_api_names_the_bad_field(fired, api_client, a
     def post(body):
         return client.post(url, data=json.dumps(body), content_type="application/json")
 
-    for body, field in [({"kind": "loss_spike"}, "kind"), ({"kind": "clip_ceiling", "threshold": 1.5}, "threshold"),
-                        ({"kind": "no_heartbeat", "window_s": 1}, "window_s"), ({"kind": "nonfinite", "action": "explode"}, "action"),
-                        ({"kind": "nonfinite", "colour": "red"}, "colour"),
-                        ({"kind": "nonfinite", "window_s": 2**40}, "window_s"), ({"kind": "nonfinite", "window_s": -1}, "window_s"),
-                        ({"kind": "reward_drop", "threshold": 1e300}, "threshold")]:
+    for body, field in [
+        ({"kind": "loss_spike"}, "kind"),
+        ({"kind": "clip_ceiling", "threshold": 1.5}, "threshold"),
+        ({"kind": "no_heartbeat", "window_s": 1}, "window_s"),
+        ({"kind": "nonfinite", "action": "explode"}, "action"),
+        ({"kind": "nonfinite", "colour": "red"}, "colour"),
+        ({"kind": "nonfinite", "window_s": 2**40}, "window_s"),
+        ({"kind": "nonfinite", "window_s": -1}, "window_s"),
+        ({"kind": "reward_drop", "threshold": 1e300}, "threshold"),
+    ]:
         response = post(body)
         assert response.status_code == 400, body
         assert [e["field"] for e in response.json()["errors"]] == [field], response.json()
@@ -101,7 +114,9 @@ def test_setting_a_rule_through_the_api_names_the_bad_field(fired, api_client, a
     assert (rule["threshold"], rule["action"], rule["source"]) == (0.2, "cancel", "run")
 
 
-def test_a_projects_owner_sets_its_rules_and_where_alerts_go_with_errors_naming_the_field(alice, bob, api_client, fired):
+def test_a_projects_owner_sets_its_rules_and_where_alerts_go_with_errors_naming_the_field(
+    alice, bob, api_client, fired
+):
     from orchestrator.experiments.services import project_add_member
 
     project = fired.run.experiment.project
@@ -111,18 +126,29 @@ def test_a_projects_owner_sets_its_rules_and_where_alerts_go_with_errors_naming_
     def post(body, who=client):
         return who.post(url, data=json.dumps(body), content_type="application/json")
 
-    for body, field in [({"rule": {"kind": "clip_ceiling", "threshold": 0}}, "rule.threshold"),
-                        ({"notifications": {"webhook_url": "ftp://x"}}, "notifications.webhook_url"),
-                        ({"notifications": {"emails": ["not-an-address"]}}, "notifications.emails"),
-                        ({"notifications": {"emails": [f"{'a' * 60}{i}@example.org" for i in range(19)]}}, "notifications.emails")]:
+    for body, field in [
+        ({"rule": {"kind": "clip_ceiling", "threshold": 0}}, "rule.threshold"),
+        ({"notifications": {"webhook_url": "ftp://x"}}, "notifications.webhook_url"),
+        ({"notifications": {"emails": ["not-an-address"]}}, "notifications.emails"),
+        ({"notifications": {"emails": [f"{'a' * 60}{i}@example.org" for i in range(19)]}}, "notifications.emails"),
+    ]:
         response = post(body)
-        assert response.status_code == 400 and [e["field"] for e in response.json()["errors"]] == [field], response.json()
-    response = post({"rule": {"kind": "reward_drop", "threshold": 0.1, "action": "stop"},
-                     "notifications": {"webhook_url": "https://hooks.example.org/T1", "emails": ["lab@example.org"]}})
+        assert response.status_code == 400 and [e["field"] for e in response.json()["errors"]] == [field], (
+            response.json()
+        )
+    response = post(
+        {
+            "rule": {"kind": "reward_drop", "threshold": 0.1, "action": "stop"},
+            "notifications": {"webhook_url": "https://hooks.example.org/T1", "emails": ["lab@example.org"]},
+        }
+    )
     assert response.status_code == 200, response.json()
     body = response.json()
-    assert body["notifications"] == {"webhook_url": "https://hooks.example.org/T1", "emails": ["lab@example.org"],
-                                     "email_owner": True}
+    assert body["notifications"] == {
+        "webhook_url": "https://hooks.example.org/T1",
+        "emails": ["lab@example.org"],
+        "email_owner": True,
+    }
     assert next(r for r in body["rules"] if r["kind"] == "reward_drop")["source"] == "project"
     # the project's rule reaches its runs
     run_rules = client.get(f"/api/v1/runs/{fired.run_id}/alerts").json()["rules"]

@@ -1,5 +1,6 @@
 """The runs table marks runs whose alerts fired (counted inside the page's own query) and filters
 them with `alert = <kind>` or `alert ~ ""` (any)."""
+
 import pytest
 
 from orchestrator.experiments.services import experiment_create
@@ -13,8 +14,14 @@ pytestmark = pytest.mark.django_db
 def runs(alice, tiny_config):
     sweep = experiment_create(owner=alice, name="s", config=tiny_config, sweep={"train.seed": [1, 2, 3]})
     runs = [start_attempt(r, 1)[0] for r in sweep.runs.order_by("id")]
-    metrics_ingest(run=runs[0], attempt=1, points=[{"step": 1, "key": "actor/grad_norm", "value": "NaN", "time": T0},
-                                                   {"step": 1, "key": "actor/entropy", "value": 0.0, "time": T0}])
+    metrics_ingest(
+        run=runs[0],
+        attempt=1,
+        points=[
+            {"step": 1, "key": "actor/grad_norm", "value": "NaN", "time": T0},
+            {"step": 1, "key": "actor/entropy", "value": 0.0, "time": T0},
+        ],
+    )
     metrics_ingest(run=runs[1], attempt=1, points=[{"step": 1, "key": "actor/clip_frac", "value": 0.9, "time": T0}])
     return runs
 

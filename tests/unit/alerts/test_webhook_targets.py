@@ -6,6 +6,7 @@ the project's owner is a status class and a short reason, never the answer or th
 Every request these tests send goes to loopback: real HTTP servers on 127.0.0.1. The other
 ranges are checked where the address is judged, before anything connects. `socket.getaddrinfo`
 is replaced where a test needs a name to resolve to chosen addresses (there is no DNS here)."""
+
 import json
 import socket
 import threading
@@ -89,8 +90,23 @@ def test_this_machine_is_refused_unless_allowed_and_nothing_is_sent(fired, recei
     assert str(server.port) not in fired.last_error
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "10.1.2.3", "172.16.0.9", "192.168.1.1", "169.254.169.254",
-                                     "100.64.0.1", "0.0.0.0", "::ffff:127.0.0.1", "fe80::1", "fd00::1", "224.0.0.1"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "::1",
+        "10.1.2.3",
+        "172.16.0.9",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "::ffff:127.0.0.1",
+        "fe80::1",
+        "fd00::1",
+        "224.0.0.1",
+    ],
+)
 def test_every_non_public_range_is_refused_where_the_address_is_judged(monkeypatch, settings, address):
     settings.OPL_WEBHOOK_ALLOW = []
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
@@ -113,14 +129,21 @@ def test_a_name_with_one_private_address_among_public_ones_is_refused(monkeypatc
 def test_setting_a_private_webhook_is_a_400_naming_the_field(fired, api_client, alice, settings):
     settings.OPL_WEBHOOK_ALLOW = []
     url = f"/api/v1/projects/{fired.run.experiment.project.name}/alerts"
-    for target in ("http://127.0.0.1:6379/", "http://localhost:8000/", "http://[::1]/", "http://169.254.169.254/latest/"):
-        response = api_client(alice).post(url, data=json.dumps({"notifications": {"webhook_url": target}}),
-                                          content_type="application/json")
+    for target in (
+        "http://127.0.0.1:6379/",
+        "http://localhost:8000/",
+        "http://[::1]/",
+        "http://169.254.169.254/latest/",
+    ):
+        response = api_client(alice).post(
+            url, data=json.dumps({"notifications": {"webhook_url": target}}), content_type="application/json"
+        )
         assert response.status_code == 400, target
         assert [e["field"] for e in response.json()["errors"]] == ["notifications.webhook_url"]
     settings.OPL_WEBHOOK_ALLOW = ["127.0.0.1"]
-    response = api_client(alice).post(url, data=json.dumps({"notifications": {"webhook_url": "http://127.0.0.1:9/"}}),
-                                      content_type="application/json")
+    response = api_client(alice).post(
+        url, data=json.dumps({"notifications": {"webhook_url": "http://127.0.0.1:9/"}}), content_type="application/json"
+    )
     assert response.status_code == 200
 
 

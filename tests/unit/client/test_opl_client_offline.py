@@ -1,5 +1,6 @@
 """The opl client's own logic, without a server: where settings come from, how a YAML file becomes
 an experiment spec, and a clear exit when the dashboard cannot be reached."""
+
 import io
 import sys
 from pathlib import Path
@@ -9,9 +10,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "client"))
 
-from opl_client import cli  # noqa: E402
-from opl_client.config import load_settings  # noqa: E402
-from opl_client.specs import experiment_spec  # noqa: E402
+from opl_client import cli
+from opl_client.config import load_settings
+from opl_client.specs import experiment_spec
 
 
 def test_arguments_win_over_the_environment_which_wins_over_the_file(tmp_path, monkeypatch):
@@ -32,9 +33,15 @@ def test_a_plain_run_config_and_an_experiment_file_both_become_specs(tmp_path):
     plain.write_text(yaml.safe_dump({"model": {"name": "tiny"}, "train": {"steps": 2}}))
     assert experiment_spec(plain) == {"config": {"model": {"name": "tiny"}, "train": {"steps": 2}}, "name": "tiny"}
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"name": "s", "sweep": {"staleness.s": [0, 8]}, "config": {"model": {"name": "tiny"}}}))
+    sweep.write_text(
+        yaml.safe_dump({"name": "s", "sweep": {"staleness.s": [0, 8]}, "config": {"model": {"name": "tiny"}}})
+    )
     assert experiment_spec(sweep, project="lab", seeds=None) == {
-        "name": "s", "sweep": {"staleness.s": [0, 8]}, "config": {"model": {"name": "tiny"}}, "project": "lab"}
+        "name": "s",
+        "sweep": {"staleness.s": [0, 8]},
+        "config": {"model": {"name": "tiny"}},
+        "project": "lab",
+    }
     bad = tmp_path / "list.yaml"
     bad.write_text("- 1\n")
     with pytest.raises(ValueError, match="expected a mapping"):

@@ -1,11 +1,12 @@
 """How `opl samples` writes a step's samples for a terminal, without a server: marks that survive
 a pipe, one pair of markers per run of marked tokens, long prompts shortened, verdicts."""
+
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "client"))
 
-from opl_client.samples_text import marked_tokens, render_step, short_prompt, verdict  # noqa: E402
+from opl_client.samples_text import marked_tokens, render_step, short_prompt, verdict
 
 
 def test_masked_and_clipped_runs_are_marked_in_text_and_in_colour():
@@ -38,10 +39,23 @@ def test_a_run_without_samples_says_so():
 
 
 def test_as_shows_another_corrections_marks_on_the_same_tokens():
-    sample = {"kind": "train", "index": 0, "prompt": "7+5=", "reward": 0.0, "correct": False, "tokens": [" 1", "2", "."],
-              "masked": [1], "clipped": [], "reweighted": [], "variant": "m2po", "objective": "m2po",
-              "counterfactual": {"grpo": {"masked": [], "clipped": [0, 1], "reweighted": []},
-                                 "cispo": {"masked": [], "clipped": [], "reweighted": [2]}}}
+    sample = {
+        "kind": "train",
+        "index": 0,
+        "prompt": "7+5=",
+        "reward": 0.0,
+        "correct": False,
+        "tokens": [" 1", "2", "."],
+        "masked": [1],
+        "clipped": [],
+        "reweighted": [],
+        "variant": "m2po",
+        "objective": "m2po",
+        "counterfactual": {
+            "grpo": {"masked": [], "clipped": [0, 1], "reweighted": []},
+            "cispo": {"masked": [], "clipped": [], "reweighted": [2]},
+        },
+    }
     answer = {"run": 3, "kind": "train", "step": 6, "steps": [{"step": 6, "n": 1}], "samples": [sample]}
     own = render_step(answer, marks=True)
     assert "corrections recorded (--as NAME shows one's marks): m2po, grpo, cispo" in own and " 1[[2]]." in own

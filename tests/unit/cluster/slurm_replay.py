@@ -1,4 +1,5 @@
 """Replaying recorded slurmrestd exchanges through httpx.MockTransport."""
+
 from __future__ import annotations
 
 import gzip
@@ -60,10 +61,15 @@ class Replay:
         return httpx.Response(resp["status"], json=body)
 
 
-def replay_client(family: str, *names: str, any_path: bool = False, token: str = "t.t.t",
-                  api_version: str | None = None) -> tuple[SlurmClient, Replay]:
+def replay_client(
+    family: str, *names: str, any_path: bool = False, token: str = "t.t.t", api_version: str | None = None
+) -> tuple[SlurmClient, Replay]:
     replay = Replay(family, *names, any_path=any_path)
-    client = SlurmClient("http://slurm.test:6820", SlurmCredentials("slurmtest", token=token),
-                         api_version=api_version or FAMILIES[family],
-                         transport=httpx.MockTransport(replay), connect_retries=0)
+    client = SlurmClient(
+        "http://slurm.test:6820",
+        SlurmCredentials("slurmtest", token=token),
+        api_version=api_version or FAMILIES[family],
+        transport=httpx.MockTransport(replay),
+        connect_retries=0,
+    )
     return client, replay

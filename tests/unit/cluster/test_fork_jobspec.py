@@ -35,7 +35,11 @@ def test_the_job_reads_the_parents_checkpoint_folder(alice, settings, tmp_path):
     at_4 = tmp_path / "runs" / f"run-{parent.pk}" / "ckpt" / "step-00000004"
     build_job_spec(child, "t", tmp_path / "child")
     written = yaml.safe_load((tmp_path / "child" / "config.yaml").read_text())
-    assert (written["init"]["from_run"], written["init"]["from_step"], written["init"]["from_path"]) == (parent.pk, 4, str(at_4))
+    assert (written["init"]["from_run"], written["init"]["from_step"], written["init"]["from_path"]) == (
+        parent.pk,
+        4,
+        str(at_4),
+    )
     assert Run.objects.get(pk=child.pk).config["init"]["from_path"] is None  # stored as asked: by run and step
 
 

@@ -1,4 +1,5 @@
 """The local backend with real processes (no doubles): start, observe, signal, fail."""
+
 import sys
 import time
 from pathlib import Path
@@ -25,8 +26,13 @@ time.sleep(120)
 def spec(tmp_path: Path, code: str, run_id: int = 1, attempt: int = 1) -> JobSpec:
     run_dir = tmp_path / f"run-{run_id}"
     run_dir.mkdir(exist_ok=True)
-    return JobSpec(run_id=run_id, attempt=attempt, run_dir=run_dir, argv=[sys.executable, "-c", code],
-                   env={"OPL_RUN_ID": str(run_id)})
+    return JobSpec(
+        run_id=run_id,
+        attempt=attempt,
+        run_dir=run_dir,
+        argv=[sys.executable, "-c", code],
+        env={"OPL_RUN_ID": str(run_id)},
+    )
 
 
 def wait_for(backend, job_id, states, timeout=20.0):

@@ -1,5 +1,6 @@
 """The cluster page on the local backend: this machine's cores and memory, active runs against
 the limit (one per core by default), and whether the worker's periodic sync is alive."""
+
 import os
 from datetime import timedelta
 
@@ -45,7 +46,17 @@ def test_the_default_limit_is_one_run_per_core():
 
     env = {k: v for k, v in os.environ.items() if k != "OPL_MAX_ACTIVE_RUNS"}
     env["CLUSTER_BACKEND"] = "local"
-    out = subprocess.run([sys.executable, "-c", "import django, os; os.environ['DJANGO_SETTINGS_MODULE']="
-                          "'orchestrator.settings'; django.setup(); from django.conf import settings; "
-                          "print(settings.MAX_ACTIVE_RUNS)"], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django, os; os.environ['DJANGO_SETTINGS_MODULE']="
+            "'orchestrator.settings'; django.setup(); from django.conf import settings; "
+            "print(settings.MAX_ACTIVE_RUNS)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert int(out.stdout.strip()) == len(os.sched_getaffinity(0))

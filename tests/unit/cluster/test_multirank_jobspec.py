@@ -4,7 +4,6 @@ nodes, GPUs per node in the request and in the queue's quotas, every value its o
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,7 @@ from orchestrator.cluster.slurm.wire import wire_for
 from orchestrator.experiments.limits import run_gpus
 from orchestrator.experiments.services import experiment_create
 from trainer.config import ConfigError, RunConfig, parse_config
-from trainer.launch import exit_code, first_host, torchrun_args, _parser
+from trainer.launch import _parser, exit_code, first_host, torchrun_args
 
 NASTY_DIR = "/tmp/runs/a b;$(id)"
 
@@ -39,8 +38,18 @@ def test_four_gpus_on_one_node_run_torchrun_standalone(alice, settings, tmp_path
     run = make_run(alice, {"train": {"device": "cuda"}, "resources": {"gpus_per_node": 4}})
     assert run.gpus == 4  # the queue's GPU quotas count all of them
     spec = build_job_spec(run, "t", tmp_path / "run")
-    assert spec.argv[:10] == ["/opt/py/bin/python", "-m", "trainer.launch", "--nproc-per-node", "4", "--nnodes", "1",
-                              "--rendezvous", "standalone", "--"]
+    assert spec.argv[:10] == [
+        "/opt/py/bin/python",
+        "-m",
+        "trainer.launch",
+        "--nproc-per-node",
+        "4",
+        "--nnodes",
+        "1",
+        "--rendezvous",
+        "standalone",
+        "--",
+    ]
     assert spec.argv[10:12] == ["run", "--config"]
     assert (spec.nodes, spec.gpus, spec.cpus) == (1, 4, 4)
 
@@ -48,8 +57,14 @@ def test_four_gpus_on_one_node_run_torchrun_standalone(alice, settings, tmp_path
 @pytest.mark.django_db
 def test_two_nodes_of_eight_gpus_use_slurm_tasks_and_a_slurm_rendezvous(alice, settings, tmp_path):
     settings.TRAINER_PYTHON = "/opt/py/bin/python"
-    run = make_run(alice, {"model": {"name": "Qwen/Qwen2.5-0.5B"}, "rollout": {"prompts_per_step": 32},
-                          "resources": {"nodes": 2, "gpus_per_node": 8}})
+    run = make_run(
+        alice,
+        {
+            "model": {"name": "Qwen/Qwen2.5-0.5B"},
+            "rollout": {"prompts_per_step": 32},
+            "resources": {"nodes": 2, "gpus_per_node": 8},
+        },
+    )
     assert run.gpus == 16
     spec = build_job_spec(run, "t", tmp_path / "run")
     assert spec.argv[3:9] == ["--nproc-per-node", "8", "--nnodes", "2", "--rendezvous", "slurm"]
@@ -66,8 +81,13 @@ def test_two_nodes_of_eight_gpus_use_slurm_tasks_and_a_slurm_rendezvous(alice, s
 
 def test_one_task_scripts_do_not_change_and_values_stay_out_of_the_script(tmp_path):
     assert "srun" not in render_script(SlurmProfile(), 1, 1)
-    spec = JobSpec(run_id=1, attempt=1, run_dir=tmp_path, nodes=2,
-                   argv=[sys.executable, "-m", "trainer.launch", "--", "run", "--config", NASTY_DIR])
+    spec = JobSpec(
+        run_id=1,
+        attempt=1,
+        run_dir=tmp_path,
+        nodes=2,
+        argv=[sys.executable, "-m", "trainer.launch", "--", "run", "--config", NASTY_DIR],
+    )
     req = build_request(spec, SlurmProfile())
     assert NASTY_DIR not in req.script and req.environment["OPL_ARGV_6"] == NASTY_DIR
 
@@ -83,9 +103,15 @@ def test_the_form_shows_resources_from_the_schema():
     from orchestrator.experiments.schema_form import config_sections
 
     props = RunConfig.model_json_schema()["$defs"]["ResourcesConfig"]["properties"]
-    assert set(props) == {"nodes", "gpus_per_node", "workers_per_node"} and all(p.get("description") for p in props.values())
+    assert set(props) == {"nodes", "gpus_per_node", "workers_per_node"} and all(
+        p.get("description") for p in props.values()
+    )
     section = next(s for s in config_sections() if s.name == "resources")
-    assert [f.path for f in section.fields] == ["resources.nodes", "resources.gpus_per_node", "resources.workers_per_node"]
+    assert [f.path for f in section.fields] == [
+        "resources.nodes",
+        "resources.gpus_per_node",
+        "resources.workers_per_node",
+    ]
 
 
 def test_run_gpus_multiplies_per_node_by_nodes():
@@ -97,9 +123,19 @@ def test_run_gpus_multiplies_per_node_by_nodes():
 def test_slurm_rendezvous_comes_from_the_allocation():
     args = _parser().parse_args(["--nproc-per-node", "2", "--rendezvous", "slurm", "--", "run", "--config", "c.yaml"])
     env = {"SLURM_JOB_ID": "123", "SLURM_NTASKS": "2", "SLURM_PROCID": "1", "SLURM_JOB_NODELIST": "localhost"}
-    assert torchrun_args(args, env) == ["--nnodes=2", "--node-rank=1", "--master-addr=localhost", "--master-port=29623",
-                                        "--nproc-per-node=2", "--max-restarts=0", "-m", "trainer",
-                                        "run", "--config", "c.yaml"]
+    assert torchrun_args(args, env) == [
+        "--nnodes=2",
+        "--node-rank=1",
+        "--master-addr=localhost",
+        "--master-port=29623",
+        "--nproc-per-node=2",
+        "--max-restarts=0",
+        "-m",
+        "trainer",
+        "run",
+        "--config",
+        "c.yaml",
+    ]
 
 
 @pytest.mark.parametrize("nodelist,host", [("gpu[03-05,07],cpu1", "gpu03"), ("node7", "node7"), ("a1,a2", "a1")])

@@ -1,5 +1,6 @@
 """Reconciling with the backend's own record, and cancels that never silently do nothing:
 the real local backend with real processes (short Python jobs in place of the trainer)."""
+
 import sys
 import time
 from datetime import timedelta
@@ -42,8 +43,14 @@ def local(settings, tmp_path):
 def claimed_run(alice, config, tmp_path, *, ago_s: float = 30) -> Run:
     """A run its submit task claimed `ago_s` seconds ago and then died, recording no job id."""
     run = experiment_create(owner=alice, name="r", config=config).runs.get()
-    assert run_transition(run=run, to=S.SUBMITTED, attempt=1, token_salt=new_salt(), backend="local",
-                          run_dir=str(tmp_path / "runs" / f"run-{run.pk}"))
+    assert run_transition(
+        run=run,
+        to=S.SUBMITTED,
+        attempt=1,
+        token_salt=new_salt(),
+        backend="local",
+        run_dir=str(tmp_path / "runs" / f"run-{run.pk}"),
+    )
     Run.objects.filter(pk=run.pk).update(submitted_at=timezone.now() - timedelta(seconds=ago_s))
     run.refresh_from_db()
     return run
@@ -52,8 +59,9 @@ def claimed_run(alice, config, tmp_path, *, ago_s: float = 30) -> Run:
 def start_job(backend: LocalBackend, run: Run, code: str) -> str:
     run_dir = tmp = backend.jobs_dir.parent / "runs" / f"run-{run.pk}"
     tmp.mkdir(parents=True, exist_ok=True)
-    return backend.submit(JobSpec(run_id=run.pk, attempt=run.attempt, run_dir=run_dir,
-                                  argv=[sys.executable, "-c", code]))
+    return backend.submit(
+        JobSpec(run_id=run.pk, attempt=run.attempt, run_dir=run_dir, argv=[sys.executable, "-c", code])
+    )
 
 
 def wait_state(run: Run, states, timeout=30.0) -> Run:
@@ -80,7 +88,9 @@ def test_a_submit_that_died_after_starting_the_job_is_found_by_name_and_finalise
     assert list(run.events.values_list("to_state", flat=True)) == ["submitted", "pending", "running", "succeeded"]
 
 
-def test_a_claim_whose_submit_never_started_a_job_is_submitted_again_once(alice, tiny_config, local, tmp_path, settings):
+def test_a_claim_whose_submit_never_started_a_job_is_submitted_again_once(
+    alice, tiny_config, local, tmp_path, settings
+):
     run = claimed_run(alice, tiny_config, tmp_path, ago_s=120)
     assert reconcile_submissions() == 1  # nothing on the backend: a new submit of the same attempt
     run.refresh_from_db()
@@ -116,12 +126,16 @@ def test_cancel_without_a_job_id_finds_the_job_by_name_and_stops_it(alice, tiny_
 
 
 def test_cancel_before_any_job_exists_says_so_and_ends_the_run_when_the_claim_goes_stale(
-        alice, tiny_config, local, tmp_path, settings):
+    alice, tiny_config, local, tmp_path, settings
+):
     run = claimed_run(alice, tiny_config, tmp_path, ago_s=1)
     assert run_request_cancel(run=run)
     assert run_cancel(run_id=run.pk) is False
     run.refresh_from_db()
-    assert run.state == S.SUBMITTED and run.state_reason == "cancelling: waiting for the job to be created, then stopping it"
+    assert (
+        run.state == S.SUBMITTED
+        and run.state_reason == "cancelling: waiting for the job to be created, then stopping it"
+    )
     settings.SUBMIT_STALE_SECONDS = 0
     Run.objects.filter(pk=run.pk).update(submitted_at=timezone.now() - timedelta(seconds=10))
     assert reconcile_submissions() == 1
@@ -136,7 +150,8 @@ def test_cancel_request_is_visible_at_once_with_one_history_line(alice, tiny_con
     run.refresh_from_db()
     assert run.cancel_requested and run.state_reason.startswith("cancelling")
     assert list(RunEvent.objects.filter(run=run, detail="cancel requested").values_list("from_state", "to_state")) == [
-        ("submitted", "submitted")]
+        ("submitted", "submitted")
+    ]
 
 
 def test_a_lost_run_whose_job_ended_is_finalised_from_exit_json(alice, tiny_config, local, tmp_path):
@@ -149,7 +164,9 @@ def test_a_lost_run_whose_job_ended_is_finalised_from_exit_json(alice, tiny_conf
     assert run.exit_code == 3 and "recorded late" in run.state_reason
 
 
-def test_the_runs_table_and_run_page_show_cancelling_instead_of_the_cancel_button(alice, tiny_config, local, tmp_path, client):
+def test_the_runs_table_and_run_page_show_cancelling_instead_of_the_cancel_button(
+    alice, tiny_config, local, tmp_path, client
+):
     run = claimed_run(alice, tiny_config, tmp_path, ago_s=1)
     client.force_login(alice)
     page = client.get(f"/runs/{run.pk}/").content.decode()

@@ -1,4 +1,5 @@
 """Tokens: from settings, or minted from the key file and renewed; never shown."""
+
 from __future__ import annotations
 
 import base64
@@ -18,8 +19,11 @@ from orchestrator.cluster.slurm.errors import SlurmUnreachable
 def test_minted_token_is_a_valid_hs256_jwt():
     token = mint_token(b"secret-key", "slurmtest", lifespan_s=600, now=1000)
     head, claims, sig = token.split(".")
-    expected = base64.urlsafe_b64encode(hmac.new(b"secret-key", f"{head}.{claims}".encode(), hashlib.sha256)
-                                        .digest()).rstrip(b"=").decode()
+    expected = (
+        base64.urlsafe_b64encode(hmac.new(b"secret-key", f"{head}.{claims}".encode(), hashlib.sha256).digest())
+        .rstrip(b"=")
+        .decode()
+    )
     assert sig == expected
     body = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
     assert body == {"exp": 1600, "iat": 1000, "sun": "slurmtest"}
@@ -51,9 +55,14 @@ def test_unreachable_names_the_url_and_retries_connection_errors_only(caplog):
         calls.append(request)
         raise httpx.ConnectError("connection refused")
 
-    client = SlurmClient("http://10.255.255.1:6820", SlurmCredentials("u", token="secret.token.value"),
-                         api_version="v0.0.42", transport=httpx.MockTransport(refuse),
-                         connect_retries=2, backoff_s=0.01)
+    client = SlurmClient(
+        "http://10.255.255.1:6820",
+        SlurmCredentials("u", token="secret.token.value"),
+        api_version="v0.0.42",
+        transport=httpx.MockTransport(refuse),
+        connect_retries=2,
+        backoff_s=0.01,
+    )
     with caplog.at_level(logging.DEBUG):
         with pytest.raises(SlurmUnreachable, match=r"unreachable at http://10\.255\.255\.1:6820"):
             client.ping()
@@ -66,8 +75,14 @@ def test_unreachable_names_the_url_and_retries_connection_errors_only(caplog):
         answered.append(request)
         return httpx.Response(502, text="bad gateway")
 
-    client = SlurmClient("http://h:1", SlurmCredentials("u", token="t"), api_version="v0.0.42",
-                         transport=httpx.MockTransport(server_error), connect_retries=2, backoff_s=0.01)
+    client = SlurmClient(
+        "http://h:1",
+        SlurmCredentials("u", token="t"),
+        api_version="v0.0.42",
+        transport=httpx.MockTransport(server_error),
+        connect_retries=2,
+        backoff_s=0.01,
+    )
     with pytest.raises(Exception, match="502"):
         client.ping()
     assert len(answered) == 1  # an answer, even a bad one, is not retried

@@ -1,4 +1,5 @@
 """Job script rendering: strict names and paths, everything else through the environment."""
+
 from __future__ import annotations
 
 import os
@@ -17,13 +18,19 @@ NASTY = ["a b", "$(touch /tmp/opl-pwned)", "`id`", "x; rm -rf /", "'\"", "$HOME"
 
 
 def spec(tmp_path: Path, **kw) -> JobSpec:
-    return JobSpec(run_id=42, attempt=3, run_dir=kw.pop("run_dir", tmp_path / "run-42"),
-                   argv=kw.pop("argv", ["/usr/bin/python3", "-m", "trainer", "run"]), **kw)
+    return JobSpec(
+        run_id=42,
+        attempt=3,
+        run_dir=kw.pop("run_dir", tmp_path / "run-42"),
+        argv=kw.pop("argv", ["/usr/bin/python3", "-m", "trainer", "run"]),
+        **kw,
+    )
 
 
 def test_golden_job_script():
-    profile = SlurmProfile(name="a100", partition="gpu", setup_lines=["module load cuda/12.4",
-                                                                       "source /opt/conda/bin/activate rl"])
+    profile = SlurmProfile(
+        name="a100", partition="gpu", setup_lines=["module load cuda/12.4", "source /opt/conda/bin/activate rl"]
+    )
     assert render_script(profile, 42, 3) == GOLDEN.read_text()
 
 
@@ -52,8 +59,10 @@ def test_bad_environment_names_are_refused(tmp_path):
 
 
 def test_request_carries_ids_profile_and_resources(tmp_path):
-    req = build_request(spec(tmp_path, gpus=2, cpus=4, mem_gb=8, time_limit_min=30),
-                        SlurmProfile(partition="gpu", account="rl", qos="high", gpu_type="a100"))
+    req = build_request(
+        spec(tmp_path, gpus=2, cpus=4, mem_gb=8, time_limit_min=30),
+        SlurmProfile(partition="gpu", account="rl", qos="high", gpu_type="a100"),
+    )
     assert req.name == "opl-42-a3" and req.comment == "opl run=42 attempt=3"
     assert (req.partition, req.account, req.qos, req.gpus, req.gpu_type) == ("gpu", "rl", "high", 2, "a100")
     assert (req.cpus_per_task, req.memory_mb, req.time_limit_min) == (4, 8192, 30)
@@ -69,8 +78,15 @@ def test_nasty_arguments_and_env_values_reach_the_program_verbatim(tmp_path):
     run_dir = tmp_path / "run-42"
     run_dir.mkdir()
     probe = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['OPL_NASTY'], os.getcwd()]))"
-    req = build_request(spec(tmp_path, run_dir=run_dir, argv=[sys.executable, "-c", probe, *NASTY],
-                             env={"OPL_NASTY": "$(touch /tmp/opl-pwned)`id`;'"}), SlurmProfile())
+    req = build_request(
+        spec(
+            tmp_path,
+            run_dir=run_dir,
+            argv=[sys.executable, "-c", probe, *NASTY],
+            env={"OPL_NASTY": "$(touch /tmp/opl-pwned)`id`;'"},
+        ),
+        SlurmProfile(),
+    )
     script = tmp_path / "job.sh"
     script.write_text(req.script)
     out = subprocess.run(["bash", str(script)], env=req.environment, capture_output=True, text=True, check=True)

@@ -1,4 +1,5 @@
 """Requeue after the cluster's faults, the stalled flag, profiles and the health view."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -20,24 +21,31 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def running_run(alice, tiny_config) -> Run:
     run = experiment_create(owner=alice, name="recovery", config=tiny_config).runs.get()
-    Run.objects.filter(pk=run.pk).update(state=Run.State.RUNNING, attempt=1, backend="slurm", job_id="77",
-                                         started_at=timezone.now())
+    Run.objects.filter(pk=run.pk).update(
+        state=Run.State.RUNNING, attempt=1, backend="slurm", job_id="77", started_at=timezone.now()
+    )
     Job.objects.create(run=run, attempt=1, backend="slurm", name=f"opl-{run.pk}-a1", job_id="77")
     run.refresh_from_db()
     return run
 
 
 def node_fail(**kw) -> JobStatus:
-    return JobStatus(job_id="77", state=kw.pop("state", JobState.INFRA_FAILED), native_state=kw.pop("native", "NODE_FAIL"),
-                     reason=kw.pop("reason", "Its node failed"), **kw)
+    return JobStatus(
+        job_id="77",
+        state=kw.pop("state", JobState.INFRA_FAILED),
+        native_state=kw.pop("native", "NODE_FAIL"),
+        reason=kw.pop("reason", "Its node failed"),
+        **kw,
+    )
 
 
 def test_node_failure_requeues_with_attempts_left(running_run):
     assert sync_one_run(running_run, node_fail())
     running_run.refresh_from_db()
     assert running_run.state == "queued"
-    assert running_run.state_reason == ("Its node failed; requeued as attempt 2 of 3, resuming from the last "
-                                        "checkpoint")
+    assert running_run.state_reason == (
+        "Its node failed; requeued as attempt 2 of 3, resuming from the last checkpoint"
+    )
     job = Job.objects.get(run=running_run, attempt=1)
     assert (job.native_state, job.final) == ("NODE_FAIL", True)  # the attempt's end is kept
 

@@ -1,4 +1,5 @@
 """Every recorded exchange of both slurmrestd families, replayed through the client."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,6 @@ from orchestrator.cluster.backends.base import JobState
 from orchestrator.cluster.backends.slurm import SlurmBackend, to_status
 from orchestrator.cluster.slurm.errors import SlurmAuthError, SlurmError, SlurmJobNotFound
 from orchestrator.cluster.slurm.schemas import JobRequest
-
 from tests.unit.cluster.slurm_replay import FAMILIES, replay_client, sample, sample_names
 
 families = pytest.mark.parametrize("family", list(FAMILIES))
@@ -18,8 +18,14 @@ def use(family: str, *names: str, **kw):
 
 
 def dummy_request() -> JobRequest:
-    return JobRequest(name="x", script="#!/bin/sh\n", environment={"PATH": "/bin"}, working_directory="/tmp",
-                      standard_output="/tmp/o", standard_error="/tmp/e")
+    return JobRequest(
+        name="x",
+        script="#!/bin/sh\n",
+        environment={"PATH": "/bin"},
+        working_directory="/tmp",
+        standard_output="/tmp/o",
+        standard_error="/tmp/e",
+    )
 
 
 @families
@@ -38,8 +44,15 @@ def test_ping_diag_nodes_partitions(family):
 
 @families
 def test_training_job_lifecycle(family):
-    client, replay = use(family, "05-job-submit", "06-job-get-running", "07-jobs-list",
-                         "08-job-signal-USR1", "08b-job-cancel", "09-job-get-cancelled")
+    client, replay = use(
+        family,
+        "05-job-submit",
+        "06-job-get-running",
+        "07-jobs-list",
+        "08-job-signal-USR1",
+        "08b-job-cancel",
+        "09-job-get-cancelled",
+    )
     assert client.submit(dummy_request()).job_id == "1"
     running = client.job("1")
     assert (running.state, running.nodes, running.gres_detail) == ("RUNNING", "localhost", ["gpu:a100:1(IDX:0)"])
@@ -58,8 +71,7 @@ def test_training_job_lifecycle(family):
 
 @families
 def test_completed_and_failed_jobs(family):
-    client, _ = use(family, "10-job-submit-quick", "11-job-get-completed", "12-job-submit-failing",
-                    "13-job-get-failed")
+    client, _ = use(family, "10-job-submit-quick", "11-job-get-completed", "12-job-submit-failing", "13-job-get-failed")
     assert client.submit(dummy_request()).job_id == "2"
     done = to_status(client.job("2"))
     assert (done.state, done.exit_code) == (JobState.SUCCEEDED, 0)
@@ -71,8 +83,15 @@ def test_completed_and_failed_jobs(family):
 
 @families
 def test_held_job_update_and_cancel(family):
-    client, replay = use(family, "14-job-submit-held", "15-job-get-held", "16-job-update",
-                         "17-job-get-updated", "18-error-signal-pending-job", "19-job-cancel-held")
+    client, replay = use(
+        family,
+        "14-job-submit-held",
+        "15-job-get-held",
+        "16-job-update",
+        "17-job-get-updated",
+        "18-error-signal-pending-job",
+        "19-job-cancel-held",
+    )
     held = client.submit(dummy_request())
     assert held.job_id == "4"  # a 200 with job_id is a success even with "errors" (2042) in it
     assert any("held state" in w for w in held.warnings)
@@ -187,12 +206,22 @@ def test_every_recorded_sample_is_replayed():
 def test_submit_body_matches_the_recorded_wire_format(family):
     """Our request for the recorded training job has the recorded shape, field by field."""
     recorded = sample(family, "05-job-submit")["request"]["body"]
-    ours = replay_client(family)[0].wire.submit_body(JobRequest(
-        name="train-resnet50", partition="debug", working_directory="/tmp",
-        environment={"PATH": "/usr/local/bin:/usr/bin:/bin", "MODEL": "resnet50", "EPOCHS": "30"},
-        standard_output="/tmp/train-%j.out", standard_error="/tmp/train-%j.err", gpus=1,
-        cpus_per_task=2, memory_mb=1024, time_limit_min=10, comment="dashboard-run-42",
-        script=(recorded.get("script") or recorded["job"]["script"])))
+    ours = replay_client(family)[0].wire.submit_body(
+        JobRequest(
+            name="train-resnet50",
+            partition="debug",
+            working_directory="/tmp",
+            environment={"PATH": "/usr/local/bin:/usr/bin:/bin", "MODEL": "resnet50", "EPOCHS": "30"},
+            standard_output="/tmp/train-%j.out",
+            standard_error="/tmp/train-%j.err",
+            gpus=1,
+            cpus_per_task=2,
+            memory_mb=1024,
+            time_limit_min=10,
+            comment="dashboard-run-42",
+            script=(recorded.get("script") or recorded["job"]["script"]),
+        )
+    )
 
     def normal(body):
         job = {k: v for k, v in body["job"].items() if k != "requeue"}

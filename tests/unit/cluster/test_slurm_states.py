@@ -1,4 +1,5 @@
 """Every Slurm job state maps onto a run state, with the detail kept in plain words."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,24 +11,38 @@ from orchestrator.cluster.slurm.states import CLUSTER_FAULT_STATES, STATE_MAP, r
 from orchestrator.cluster.slurm.wire import wire_for
 
 EXPECTED = {
-    "PENDING": JobState.PENDING, "RUNNING": JobState.RUNNING, "SUSPENDED": JobState.RUNNING,
-    "COMPLETED": JobState.SUCCEEDED, "FAILED": JobState.FAILED, "OUT_OF_MEMORY": JobState.FAILED,
-    "CANCELLED": JobState.CANCELLED, "TIMEOUT": JobState.TIMEOUT, "DEADLINE": JobState.FAILED,
-    "NODE_FAIL": JobState.INFRA_FAILED, "PREEMPTED": JobState.INFRA_FAILED, "BOOT_FAIL": JobState.INFRA_FAILED,
+    "PENDING": JobState.PENDING,
+    "RUNNING": JobState.RUNNING,
+    "SUSPENDED": JobState.RUNNING,
+    "COMPLETED": JobState.SUCCEEDED,
+    "FAILED": JobState.FAILED,
+    "OUT_OF_MEMORY": JobState.FAILED,
+    "CANCELLED": JobState.CANCELLED,
+    "TIMEOUT": JobState.TIMEOUT,
+    "DEADLINE": JobState.FAILED,
+    "NODE_FAIL": JobState.INFRA_FAILED,
+    "PREEMPTED": JobState.INFRA_FAILED,
+    "BOOT_FAIL": JobState.INFRA_FAILED,
 }
 
 
 def test_every_base_state_is_mapped():
     assert set(STATE_MAP) == set(EXPECTED)
-    assert CLUSTER_FAULT_STATES == {s for s, st in EXPECTED.items() if st is JobState.INFRA_FAILED}
+    assert {s for s, st in EXPECTED.items() if st is JobState.INFRA_FAILED} == CLUSTER_FAULT_STATES
 
 
 @pytest.mark.parametrize("api", ["v0.0.38", "v0.0.42"])
 @pytest.mark.parametrize("state", sorted(EXPECTED))
 def test_state_mapping_on_both_wire_formats(api, state):
     wire = wire_for(api)
-    raw = {"job_id": 7, "job_state": state if api == "v0.0.38" else [state], "state_reason": "None",
-           "start_time": 1795966872 if state != "PENDING" else 0, "end_time": 1795966900, "nodes": "n1"}
+    raw = {
+        "job_id": 7,
+        "job_state": state if api == "v0.0.38" else [state],
+        "state_reason": "None",
+        "start_time": 1795966872 if state != "PENDING" else 0,
+        "end_time": 1795966900,
+        "nodes": "n1",
+    }
     status = to_status(wire.parse_job(raw))
     assert status.state is EXPECTED[state]
     assert status.native_state == state
@@ -60,6 +75,7 @@ def test_completing_is_not_final_yet(raw):
 
 
 def test_slurm_requeued_job_is_pending_with_the_flag_kept():
-    status = to_status(wire_for("v0.0.42").parse_job({"job_id": 1, "job_state": ["PENDING", "REQUEUED"],
-                                                      "state_reason": "BeginTime"}))
+    status = to_status(
+        wire_for("v0.0.42").parse_job({"job_id": 1, "job_state": ["PENDING", "REQUEUED"], "state_reason": "BeginTime"})
+    )
     assert status.state is JobState.PENDING and status.native_state == "PENDING+REQUEUED"

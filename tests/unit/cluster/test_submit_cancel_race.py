@@ -1,5 +1,6 @@
 """A cancel that arrives while a run is being submitted (claimed, no job id yet) still stops
 the job once it exists: real local backend, real trainer process."""
+
 import time
 from datetime import timedelta
 
@@ -26,7 +27,9 @@ def test_cancel_requested_during_submission_cancels_the_new_job(alice, tiny_conf
     # ... when the user cancels: there is no job id for the cancel task to act on.
     assert run_request_cancel(run=run)
     # The submit task died; once its claim is stale another submit may take it over.
-    Run.objects.filter(pk=run.pk).update(submitted_at=timezone.now() - timedelta(seconds=settings.SUBMIT_STALE_SECONDS + 1))
+    Run.objects.filter(pk=run.pk).update(
+        submitted_at=timezone.now() - timedelta(seconds=settings.SUBMIT_STALE_SECONDS + 1)
+    )
 
     assert run_submit(run_id=run.pk)  # the retried submit creates the job
 

@@ -4,6 +4,7 @@ enqueues a queued run again every few seconds while its submit task waits to ret
 a slurmrestd outage several submit tasks of one run run at once (benchmarks/faults.py
 restd-outage; tests/faults/test_submit_race.py does this on the live cluster). Real local
 backend; the Slurm client's error flags against an httpx transport that fails like a network."""
+
 import time
 from datetime import timedelta
 
@@ -57,7 +58,12 @@ def test_a_fresh_claim_is_left_to_its_submitter(alice, tiny_config, local):
     assert run_submit(run_id=run.pk) is None  # e.g. a second task the dispatcher enqueued
     after = Run.objects.get(pk=run.pk)
     assert (after.state, after.job_id, after.attempt, after.token_salt, after.submitted_at) == (
-        S.SUBMITTED, "", 1, run.token_salt, run.submitted_at)
+        S.SUBMITTED,
+        "",
+        1,
+        run.token_salt,
+        run.submitted_at,
+    )
     assert not any(local.jobs_dir.iterdir())  # nothing submitted
 
 
@@ -98,8 +104,13 @@ def test_a_sent_request_without_an_answer_is_uncertain_a_refused_connection_is_n
     def times_out(request):
         raise httpx.ReadTimeout("no answer", request=request)
 
-    client = SlurmClient("http://h:1", SlurmCredentials("u", token="t"), api_version="v0.0.38",
-                         transport=httpx.MockTransport(times_out), connect_retries=0)
+    client = SlurmClient(
+        "http://h:1",
+        SlurmCredentials("u", token="t"),
+        api_version="v0.0.38",
+        transport=httpx.MockTransport(times_out),
+        connect_retries=0,
+    )
     with pytest.raises(SlurmUnreachable) as posted:
         client.cancel("12")  # a DELETE, like the submit's POST, may have been carried out
     assert posted.value.uncertain and not posted.value.permanent
@@ -110,8 +121,13 @@ def test_a_sent_request_without_an_answer_is_uncertain_a_refused_connection_is_n
     def refuses(request):
         raise httpx.ConnectError("connection refused", request=request)
 
-    client = SlurmClient("http://h:1", SlurmCredentials("u", token="t"), api_version="v0.0.38",
-                         transport=httpx.MockTransport(refuses), connect_retries=0)
+    client = SlurmClient(
+        "http://h:1",
+        SlurmCredentials("u", token="t"),
+        api_version="v0.0.38",
+        transport=httpx.MockTransport(refuses),
+        connect_retries=0,
+    )
     with pytest.raises(SlurmUnreachable) as refused:
         client.cancel("12")
     assert not refused.value.uncertain  # never sent

@@ -2,6 +2,7 @@
 queued again with its attempt unspent and the history says why (it used to be a bare UPDATE with
 no event), or it ends cancelled when a cancel came while it was being submitted. The cluster is a
 real Slurm client pointed at a port where nothing listens (no retries, so it fails at once)."""
+
 import pytest
 
 from orchestrator.cluster.backends import BackendError

@@ -12,6 +12,7 @@
 
 Tests pass the result to Django's test client as the POST body.
 """
+
 from __future__ import annotations
 
 import re
@@ -89,7 +90,9 @@ class _FormReader(HTMLParser):
         if self._option is not None:
             option, self._option = self._option, None
             text = " ".join("".join(option["text"]).split())
-            self._select["options"].append({**option, "value": option["value"] if option["value"] is not None else text})
+            self._select["options"].append(
+                {**option, "value": option["value"] if option["value"] is not None else text}
+            )
 
     def handle_data(self, data):
         if self._textarea is not None:

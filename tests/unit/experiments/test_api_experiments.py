@@ -12,16 +12,28 @@ def post_json(client, url, body):
 
 
 def test_create_experiment_returns_queued_runs(alice, api_client, tiny_config):
-    response = post_json(api_client(alice), "/api/v1/experiments",
-                         {"name": "exp", "project": "lab", "config": tiny_config,
-                          "sweep": {"algorithm.objective": ["grpo", "m2po"]}, "seeds": 2})
+    response = post_json(
+        api_client(alice),
+        "/api/v1/experiments",
+        {
+            "name": "exp",
+            "project": "lab",
+            "config": tiny_config,
+            "sweep": {"algorithm.objective": ["grpo", "m2po"]},
+            "seeds": 2,
+        },
+    )
     assert response.status_code == 201, response.content
     body = response.json()
     runs = Run.objects.filter(pk__in=body["runs"]).order_by("id")
     assert len(body["runs"]) == 4
     assert {r.state for r in runs} == {"queued"}
     assert sorted((r.config["algorithm"]["objective"], r.config["train"]["seed"]) for r in runs) == [
-        ("grpo", 1), ("grpo", 2), ("m2po", 1), ("m2po", 2)]
+        ("grpo", 1),
+        ("grpo", 2),
+        ("m2po", 1),
+        ("m2po", 2),
+    ]
 
 
 def test_invalid_config_is_refused_naming_the_field(alice, api_client, tiny_config):
@@ -34,8 +46,11 @@ def test_invalid_config_is_refused_naming_the_field(alice, api_client, tiny_conf
 
 
 def test_invalid_sweep_value_creates_nothing(alice, api_client, tiny_config):
-    response = post_json(api_client(alice), "/api/v1/experiments",
-                         {"name": "exp", "config": tiny_config, "sweep": {"staleness.k": [1, -3]}})
+    response = post_json(
+        api_client(alice),
+        "/api/v1/experiments",
+        {"name": "exp", "config": tiny_config, "sweep": {"staleness.k": [1, -3]}},
+    )
     assert response.status_code == 400
     assert "staleness.k" in response.json()["errors"][0]["field"]
     assert Run.objects.count() == 0
@@ -53,8 +68,9 @@ def test_unknown_run_is_404_json(alice, api_client):
 
 
 def test_outsider_cannot_see_and_member_cannot_cancel(alice, bob, charlie, api_client, tiny_config):
-    run_id = post_json(api_client(alice), "/api/v1/experiments",
-                       {"name": "exp", "project": "lab", "config": tiny_config}).json()["runs"][0]
+    run_id = post_json(
+        api_client(alice), "/api/v1/experiments", {"name": "exp", "project": "lab", "config": tiny_config}
+    ).json()["runs"][0]
     Run.objects.get(pk=run_id).experiment.project.members.add(bob)
     assert api_client(charlie).get(f"/api/v1/runs/{run_id}").status_code == 404
     assert api_client(bob).get(f"/api/v1/runs/{run_id}").status_code == 200

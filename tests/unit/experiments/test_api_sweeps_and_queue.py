@@ -1,4 +1,5 @@
 """The JSON API beyond creation: preview, sweep ranges, run actions, listing, projects, OpenAPI."""
+
 import json
 
 import pytest
@@ -19,8 +20,13 @@ def patch(client, url, body):
 
 @pytest.fixture
 def sweep36(alice, api_client, tiny_config):
-    body = {"name": "stale", "project": "lab", "config": tiny_config, "seeds": 3,
-            "sweep": {"staleness.k": [0, 16, 64, 256], "algorithm.objective": ["grpo", "no_clip", "m2po"]}}
+    body = {
+        "name": "stale",
+        "project": "lab",
+        "config": tiny_config,
+        "seeds": 3,
+        "sweep": {"staleness.k": [0, 16, 64, 256], "algorithm.objective": ["grpo", "no_clip", "m2po"]},
+    }
     response = post(api_client(alice), "/api/v1/experiments", body)
     assert response.status_code == 201, response.content
     return response.json()
@@ -32,8 +38,13 @@ def test_the_36_run_sweep_in_one_request(sweep36):
 
 
 def test_preview_counts_and_names_without_creating(alice, api_client, tiny_config):
-    body = {"name": "p", "config": tiny_config, "seeds": 2, "sweep": {"algorithm.lr": {"log": [1e-6, 1e-4, 3]}},
-            "random": {"samples": 2, "seed": 1, "params": {"algorithm.tau_m2": {"uniform": [0.02, 0.08]}}}}
+    body = {
+        "name": "p",
+        "config": tiny_config,
+        "seeds": 2,
+        "sweep": {"algorithm.lr": {"log": [1e-6, 1e-4, 3]}},
+        "random": {"samples": 2, "seed": 1, "params": {"algorithm.tau_m2": {"uniform": [0.02, 0.08]}}},
+    }
     response = post(api_client(alice), "/api/v1/experiments/preview", body)
     assert response.status_code == 200, response.content
     data = response.json()
@@ -44,22 +55,30 @@ def test_preview_counts_and_names_without_creating(alice, api_client, tiny_confi
 
 def test_too_large_sweep_is_refused_with_its_count(alice, api_client, tiny_config, settings):
     settings.OPL_MAX_SWEEP_RUNS = 50
-    response = post(api_client(alice), "/api/v1/experiments",
-                    {"name": "big", "config": tiny_config, "sweep": {"train.steps": list(range(1, 11))}, "seeds": 6})
+    response = post(
+        api_client(alice),
+        "/api/v1/experiments",
+        {"name": "big", "config": tiny_config, "sweep": {"train.steps": list(range(1, 11))}, "seeds": 6},
+    )
     assert response.status_code == 400
-    assert response.json()["errors"] == [{"field": "sweep", "message": "expands to 60 runs, more than the maximum of 50"}]
+    assert response.json()["errors"] == [
+        {"field": "sweep", "message": "expands to 60 runs, more than the maximum of 50"}
+    ]
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"name": "bad name!"}, "name"),
-    ({"name": "x", "seeds": 0}, "seeds"),
-    ({"name": "x", "colour": "red"}, "colour"),
-    ({"name": "x", "config": {"algorithm": {"lr": -1}}}, "config.algorithm.lr"),
-    ({"name": "x", "config": {"algorithm": {"objectiv": "m2po"}}}, "config.algorithm.objectiv"),
-    ({"name": "x", "sweep": {"staleness.k": {"linear": [0, 8]}}}, "sweep.staleness.k"),
-    ({"name": "x", "random": {"samples": 0, "params": {"algorithm.lr": {"uniform": [0, 1]}}}}, "random.samples"),
-    ({"name": "x", "tags": ["t" * 51]}, "tags"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"name": "bad name!"}, "name"),
+        ({"name": "x", "seeds": 0}, "seeds"),
+        ({"name": "x", "colour": "red"}, "colour"),
+        ({"name": "x", "config": {"algorithm": {"lr": -1}}}, "config.algorithm.lr"),
+        ({"name": "x", "config": {"algorithm": {"objectiv": "m2po"}}}, "config.algorithm.objectiv"),
+        ({"name": "x", "sweep": {"staleness.k": {"linear": [0, 8]}}}, "sweep.staleness.k"),
+        ({"name": "x", "random": {"samples": 0, "params": {"algorithm.lr": {"uniform": [0, 1]}}}}, "random.samples"),
+        ({"name": "x", "tags": ["t" * 51]}, "tags"),
+    ],
+)
 def test_every_invalid_value_names_its_field(alice, api_client, body, field):
     response = post(api_client(alice), "/api/v1/experiments", body)
     assert response.status_code == 400, response.content
@@ -68,7 +87,9 @@ def test_every_invalid_value_names_its_field(alice, api_client, body, field):
 
 
 def test_unknown_config_key_names_the_nearest(alice, api_client):
-    response = post(api_client(alice), "/api/v1/experiments", {"name": "x", "config": {"algorithm": {"objectiv": "m2po"}}})
+    response = post(
+        api_client(alice), "/api/v1/experiments", {"name": "x", "config": {"algorithm": {"objectiv": "m2po"}}}
+    )
     assert "did you mean 'objective'?" in response.json()["errors"][0]["message"]
 
 
@@ -80,7 +101,9 @@ def test_run_detail_has_state_and_backend_details(alice, api_client, sweep36):
 
 
 def test_run_list_filters_with_the_query_language(alice, api_client, sweep36):
-    response = api_client(alice).get("/api/v1/runs", {"q": "algorithm.objective = m2po and staleness.k >= 64", "per_page": 5})
+    response = api_client(alice).get(
+        "/api/v1/runs", {"q": "algorithm.objective = m2po and staleness.k >= 64", "per_page": 5}
+    )
     data = response.json()
     assert data["count"] == 6 and len(data["runs"]) == 5 and data["pages"] == 2
     bad = api_client(alice).get("/api/v1/runs", {"q": "staleness.kk = 1"})
@@ -123,8 +146,12 @@ def test_members_see_but_only_owners_change(alice, bob, charlie, api_client, swe
     exp, run = sweep36["id"], sweep36["runs"][0]
     assert patch(api_client(alice), "/api/v1/projects/lab", {"add_members": ["bob"]}).status_code == 200
     assert api_client(bob).get(f"/api/v1/experiments/{exp}").status_code == 200
-    for url in (f"/api/v1/runs/{run}/cancel", f"/api/v1/runs/{run}/move-to-top", f"/api/v1/experiments/{exp}/pause",
-                f"/api/v1/experiments/{exp}/cancel"):
+    for url in (
+        f"/api/v1/runs/{run}/cancel",
+        f"/api/v1/runs/{run}/move-to-top",
+        f"/api/v1/experiments/{exp}/pause",
+        f"/api/v1/experiments/{exp}/cancel",
+    ):
         assert post(api_client(bob), url).status_code == 403, url
     assert patch(api_client(bob), f"/api/v1/runs/{run}", {"notes": "mine"}).status_code == 403
     assert api_client(charlie).get(f"/api/v1/experiments/{exp}").status_code == 404
@@ -155,11 +182,22 @@ def test_tags_notes_and_projects(alice, bob, api_client, sweep36):
 def test_openapi_document_covers_the_api(client):
     doc = client.get("/api/v1/openapi.json").json()
     assert doc["openapi"].startswith("3.")
-    for path in ("/api/v1/experiments", "/api/v1/experiments/preview", "/api/v1/experiments/{experiment_id}/pause",
-                 "/api/v1/experiments/{experiment_id}/cancel", "/api/v1/runs", "/api/v1/runs/{run_id}",
-                 "/api/v1/runs/{run_id}/cancel", "/api/v1/runs/{run_id}/retry", "/api/v1/runs/{run_id}/priority",
-                 "/api/v1/runs/{run_id}/move-to-top", "/api/v1/projects", "/api/v1/tags",
-                 "/api/v1/runs/{run_id}/alerts", "/api/v1/projects/{name}/alerts"):
+    for path in (
+        "/api/v1/experiments",
+        "/api/v1/experiments/preview",
+        "/api/v1/experiments/{experiment_id}/pause",
+        "/api/v1/experiments/{experiment_id}/cancel",
+        "/api/v1/runs",
+        "/api/v1/runs/{run_id}",
+        "/api/v1/runs/{run_id}/cancel",
+        "/api/v1/runs/{run_id}/retry",
+        "/api/v1/runs/{run_id}/priority",
+        "/api/v1/runs/{run_id}/move-to-top",
+        "/api/v1/projects",
+        "/api/v1/tags",
+        "/api/v1/runs/{run_id}/alerts",
+        "/api/v1/projects/{name}/alerts",
+    ):
         assert path in doc["paths"], path
     schemas = doc["components"]["schemas"]
     assert set(schemas["ExperimentIn"]["properties"]) >= {"name", "project", "config", "sweep", "seeds"}

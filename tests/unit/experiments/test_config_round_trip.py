@@ -5,6 +5,7 @@ The form is read from the rendered page the way a browser reads it (browser_form
 box loses the newline of the default prompt template, which Django's test client fed with
 flat_from_spec's dict never showed.
 """
+
 import json
 
 import pytest
@@ -25,7 +26,11 @@ FORM = "experiment-form"
 # newline and trailing spaces, a list, a null over a non-null default, a float that %g would round.
 EDGE_CONFIG = {
     "model": {"name": "tiny", "tiny_layers": 1},
-    "task": {"prompt_template": "\nQ: {question}\n\n  A (boxed):  ", "eval_sets": ["arithmetic", "gsm8k"], "eval_max_problems": None},
+    "task": {
+        "prompt_template": "\nQ: {question}\n\n  A (boxed):  ",
+        "eval_sets": ["arithmetic", "gsm8k"],
+        "eval_max_problems": None,
+    },
     "rollout": {"group_size": 2, "prompts_per_step": 4, "max_new_tokens": 8, "temperature": 0.123456789},
     "algorithm": {"objective": "grpo", "eps_high": 0.28, "loss_agg": "seq-mean-token-mean", "lr": 3.3333333333e-4},
     "train": {"steps": 3, "device": "cpu", "seed": -7},
@@ -58,7 +63,9 @@ def _queued(experiment: Experiment) -> dict:
     runs = []
     for run in experiment.runs.order_by("id"):
         config = json.loads(json.dumps(run.config))
-        if experiment.runs.model.objects.filter(pk=run.parent_id, experiment__name=f"{experiment.name}-warmup").exists():
+        if experiment.runs.model.objects.filter(
+            pk=run.parent_id, experiment__name=f"{experiment.name}-warmup"
+        ).exists():
             config["init"]["from_run"] = "WARM"
         runs.append((run.name, run.seed, run.sweep_values, config, sorted(t.name for t in run.tags.all())))
     fields = ("name", "sweep", "random", "seeds", "priority", "notes")
@@ -85,7 +92,9 @@ def test_a_preset_queues_the_same_runs_through_the_api_the_form_and_its_yaml(log
             if path not in (spec.get("sweep") or {}) and path != "train.seed" and not path.startswith("init."):
                 section, name = path.split(".", 1)
                 assert config[section][name] == value, path
-        assert config["task"]["prompt_template"] == spec["config"].get("task", {}).get("prompt_template", MATH_PROMPT_TEMPLATE)
+        assert config["task"]["prompt_template"] == spec["config"].get("task", {}).get(
+            "prompt_template", MATH_PROMPT_TEMPLATE
+        )
 
     page = logged_in.get(f"/experiments/new/?preset={preset.slug}").content.decode()
     assert _queued(_queue_page(logged_in, page)) == by_api
@@ -108,11 +117,15 @@ def test_every_kind_of_field_comes_back_from_the_form_and_the_api_as_it_went_in(
     assert queued["task"]["eval_max_problems"] is None and queued["task"]["eval_sets"] == ["arithmetic", "gsm8k"]
 
     clone = logged_in.get(f"/experiments/new/?clone={run_id}").content.decode()
-    assert 'name="task.prompt_template"' in clone and "<textarea" in clone.split('name="task.prompt_template"')[0][-300:]
+    assert (
+        'name="task.prompt_template"' in clone and "<textarea" in clone.split('name="task.prompt_template"')[0][-300:]
+    )
     experiment = _queue_page(logged_in, clone)
     assert experiment.runs.get().config == queued
 
-    page = logged_in.post("/experiments/import", {"yaml": yaml.safe_dump({"name": "edges", "config": queued})}).content.decode()
+    page = logged_in.post(
+        "/experiments/import", {"yaml": yaml.safe_dump({"name": "edges", "config": queued})}
+    ).content.decode()
     fields = submitted_fields(page, FORM)
     fields["notes"] = "\r\nfirst line\r\nsecond line  \r\n"  # typed by hand: the browser sends CR LF
     before = set(Experiment.objects.values_list("pk", flat=True))

@@ -15,6 +15,7 @@ exponent, and it comes back as the integer 10**23 (that storage is outside this 
 Line breaks are LF: a browser sends every line break of a textarea as CR LF and the form takes
 those back as LF, so a lone CR cannot survive any browser.
 """
+
 import json
 import re
 
@@ -69,8 +70,12 @@ def _resolve(node: dict) -> dict:
 def _value(node: dict):
     """A strategy for one JSON-schema node: anyOf (null), enum, integer, number, boolean, string."""
     if "anyOf" in node:
-        return st.one_of(*[_value({**_resolve(o), **{k: v for k, v in node.items() if k not in ("anyOf", "default")}})
-                           for o in node["anyOf"]])
+        return st.one_of(
+            *[
+                _value({**_resolve(o), **{k: v for k, v in node.items() if k not in ("anyOf", "default")}})
+                for o in node["anyOf"]
+            ]
+        )
     if "enum" in node:
         return st.sampled_from(node["enum"])
     kind = node.get("type")
@@ -83,9 +88,14 @@ def _value(node: dict):
         high = node.get("maximum", node.get("exclusiveMaximum", 2**31) - 1)
         return st.integers(low, high)
     if kind == "number":
-        return st.floats(node.get("minimum", node.get("exclusiveMinimum", -BIG)), node.get("maximum", node.get("exclusiveMaximum", BIG)),
-                         exclude_min="exclusiveMinimum" in node, exclude_max="exclusiveMaximum" in node,
-                         allow_nan=False, allow_infinity=False)
+        return st.floats(
+            node.get("minimum", node.get("exclusiveMinimum", -BIG)),
+            node.get("maximum", node.get("exclusiveMaximum", BIG)),
+            exclude_min="exclusiveMinimum" in node,
+            exclude_max="exclusiveMaximum" in node,
+            allow_nan=False,
+            allow_infinity=False,
+        )
     if kind == "string":
         return st.text(LINE, min_size=node.get("minLength", 0), max_size=min(node.get("maxLength", 30), 30))
     raise AssertionError(f"no strategy for schema node {node}")
@@ -93,11 +103,17 @@ def _value(node: dict):
 
 def _section(name: str, node: dict):
     fields = _resolve(node).get("properties", {})
-    return st.fixed_dictionaries({}, optional={f: SPECIAL[f"{name}.{f}"] if f"{name}.{f}" in SPECIAL else _value(prop) for f, prop in fields.items()})
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            f: SPECIAL[f"{name}.{f}"] if f"{name}.{f}" in SPECIAL else _value(prop) for f, prop in fields.items()
+        },
+    )
 
 
-DRAWN = st.fixed_dictionaries({}, optional={name: _section(name, node) for name, node in SCHEMA["properties"].items()
-                                            if name != "reporting"})
+DRAWN = st.fixed_dictionaries(
+    {}, optional={name: _section(name, node) for name, node in SCHEMA["properties"].items() if name != "reporting"}
+)
 DOTTED = re.compile(r"\b([a-z_]+)\.([a-z_0-9]+)\b")
 
 
@@ -147,8 +163,13 @@ def _through_the_api(config: dict) -> dict:
 ROUND_TRIPS: list[dict] = []  # the configs the property below really sent round
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(DRAWN)
 def _round_trip(drawn):
     config = _valid(drawn)

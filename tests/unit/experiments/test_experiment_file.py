@@ -1,4 +1,5 @@
 """Experiment YAML files: import, the submit_experiment command, presets."""
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -13,7 +14,11 @@ pytestmark = pytest.mark.django_db
 
 def test_plain_run_config_is_accepted():
     assert parse_experiment_yaml("algorithm: {objective: grpo}\n", default_name="f") == {
-        "name": "f", "config": {"algorithm": {"objective": "grpo"}}, "sweep": {}, "random": {}}
+        "name": "f",
+        "config": {"algorithm": {"objective": "grpo"}},
+        "sweep": {},
+        "random": {},
+    }
 
 
 def test_unknown_top_level_key_names_the_nearest():
@@ -35,15 +40,26 @@ def test_unknown_config_key_is_refused_by_the_trainer_schema():
 
 
 def test_dump_round_trips():
-    spec = {"name": "x", "project": "p", "seeds": 3, "sweep": {"staleness.k": [0, 4]}, "config": {"algorithm": {"lr": 0.01}}}
+    spec = {
+        "name": "x",
+        "project": "p",
+        "seeds": 3,
+        "sweep": {"staleness.k": [0, 4]},
+        "config": {"algorithm": {"lr": 0.01}},
+    }
     assert parse_experiment_yaml(dump_experiment_yaml(spec)) == {**spec, "random": {}}
 
 
 @pytest.mark.parametrize("preset", list_presets(), ids=lambda p: p.slug)
 def test_every_preset_is_valid(preset):
     spec = preset.spec()
-    planned = experiment_plan(name=spec["name"], config=spec.get("config") or {}, sweep=spec.get("sweep"),
-                              random=spec.get("random"), seeds=spec.get("seeds", 1))
+    planned = experiment_plan(
+        name=spec["name"],
+        config=spec.get("config") or {},
+        sweep=spec.get("sweep"),
+        random=spec.get("random"),
+        seeds=spec.get("seeds", 1),
+    )
     assert planned
 
 
@@ -80,11 +96,23 @@ def test_submit_experiment_refuses_bad_files(alice, tmp_path):
 
 
 def test_submit_experiment_refuses_another_teams_project(alice, bob, tmp_path):
-    call_command("submit_experiment", "examples/presets/cpu-demo-staleness-sweep.yaml", "--user", "alice",
-                 "--project", "alice-lab")
+    call_command(
+        "submit_experiment",
+        "examples/presets/cpu-demo-staleness-sweep.yaml",
+        "--user",
+        "alice",
+        "--project",
+        "alice-lab",
+    )
     with pytest.raises(CommandError, match="project: project 'alice-lab' does not exist or you are not a member"):
-        call_command("submit_experiment", "examples/presets/cpu-demo-staleness-sweep.yaml", "--user", "bob",
-                     "--project", "alice-lab")
+        call_command(
+            "submit_experiment",
+            "examples/presets/cpu-demo-staleness-sweep.yaml",
+            "--user",
+            "bob",
+            "--project",
+            "alice-lab",
+        )
     assert Experiment.objects.count() == 2  # alice's sweep and its warm-up; nothing of bob's
 
 
@@ -106,7 +134,9 @@ def test_submit_experiment_checks_the_experiment_keys(alice, tmp_path):
     bad.write_text("name: 'no spaces please'\nseeds: 0\n")
     with pytest.raises(CommandError) as exc:
         call_command("submit_experiment", str(bad), "--user", "alice")
-    assert "name: String should match pattern" in str(exc.value) and "seeds: Input should be greater than or equal to 1" in str(exc.value)
+    assert "name: String should match pattern" in str(
+        exc.value
+    ) and "seeds: Input should be greater than or equal to 1" in str(exc.value)
 
 
 def test_import_of_a_malformed_range_shows_the_error(client, alice):
@@ -117,5 +147,8 @@ def test_import_of_a_malformed_range_shows_the_error(client, alice):
     response = client.post("/experiments/import", {"file": SimpleUploadedFile("x.yaml", text)})
     html = response.content.decode()
     assert response.status_code == 400
-    assert 'id="err-sweep-0"><p class="error">give a list of values, {linear: [start, stop, count]} or {log: [start, stop, count]}' in html
+    assert (
+        'id="err-sweep-0"><p class="error">give a list of values, {linear: [start, stop, count]} or {log: [start, stop, count]}'
+        in html
+    )
     assert "random.params.algorithm.tau_m2: Input should be a valid dictionary" in html

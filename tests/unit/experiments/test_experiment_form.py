@@ -1,5 +1,6 @@
 """The generated new-experiment form: fields from the schema, live validation, preview, create,
 clone, presets, YAML import and export."""
+
 import pytest
 import yaml
 
@@ -17,8 +18,9 @@ def logged_in(client, alice):
 
 
 def form_data(**changes):
-    data = flat_from_spec({"name": "exp", "project": "lab",
-                           "config": {"model": {"name": "tiny"}, "train": {"device": "cpu", "steps": 4}}})
+    data = flat_from_spec(
+        {"name": "exp", "project": "lab", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu", "steps": 4}}}
+    )
     data.update(changes)
     return data
 
@@ -43,19 +45,32 @@ def test_live_validation_names_each_bad_field(logged_in):
 def test_live_validation_runs_the_trainer_checks(logged_in):
     response = logged_in.post("/experiments/validate", form_data(**{"staleness.k": "-1", "algorithm.objective": "ppo"}))
     html = response.content.decode()
-    assert 'id="err-staleness__k" hx-swap-oob="true"><p class="error">Input should be greater than or equal to 0' in html
+    assert (
+        'id="err-staleness__k" hx-swap-oob="true"><p class="error">Input should be greater than or equal to 0' in html
+    )
     assert "unknown objective &#x27;ppo&#x27;" in html
     assert "2 problems" in html
 
 
 def test_valid_form_reports_the_run_count(logged_in):
-    data = form_data(**{"seeds": "3", "sweep-0-field": "staleness.k", "sweep-0-mode": "list", "sweep-0-values": "0, 16, 64, 256",
-                        "sweep-1-field": "algorithm.objective", "sweep-1-mode": "list", "sweep-1-values": "grpo, no_clip, m2po"})
+    data = form_data(
+        **{
+            "seeds": "3",
+            "sweep-0-field": "staleness.k",
+            "sweep-0-mode": "list",
+            "sweep-0-values": "0, 16, 64, 256",
+            "sweep-1-field": "algorithm.objective",
+            "sweep-1-mode": "list",
+            "sweep-1-values": "grpo, no_clip, m2po",
+        }
+    )
     assert ">36 runs<" in logged_in.post("/experiments/validate", data).content.decode()
 
 
 def test_preview_lists_the_expanded_runs(logged_in):
-    data = form_data(**{"seeds": "2", "sweep-0-field": "algorithm.lr", "sweep-0-mode": "log", "sweep-0-values": "1e-6, 1e-4, 3"})
+    data = form_data(
+        **{"seeds": "2", "sweep-0-field": "algorithm.lr", "sweep-0-mode": "log", "sweep-0-values": "1e-6, 1e-4, 3"}
+    )
     html = logged_in.post("/experiments/preview", data).content.decode()
     assert '<span id="preview-count">6</span>' in html
     assert "lr1e-5-seed2" in html
@@ -63,8 +78,15 @@ def test_preview_lists_the_expanded_runs(logged_in):
 
 
 def test_the_36_run_sweep_is_one_form_submission(logged_in):
-    data = form_data(**{"seeds": "3", "sweep-0-field": "staleness.k", "sweep-0-values": "0, 16, 64, 256",
-                        "sweep-1-field": "algorithm.objective", "sweep-1-values": "grpo, no_clip, m2po"})
+    data = form_data(
+        **{
+            "seeds": "3",
+            "sweep-0-field": "staleness.k",
+            "sweep-0-values": "0, 16, 64, 256",
+            "sweep-1-field": "algorithm.objective",
+            "sweep-1-values": "grpo, no_clip, m2po",
+        }
+    )
     response = logged_in.post("/experiments/new/", data)
     experiment = Experiment.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/experiments/{experiment.pk}/"
@@ -84,7 +106,10 @@ def test_refused_submission_comes_back_as_typed(logged_in):
 def test_sweep_row_errors_name_the_row_field(logged_in):
     data = form_data(**{"sweep-0-field": "staleness.k", "sweep-0-mode": "linear", "sweep-0-values": "0, 64"})
     html = logged_in.post("/experiments/validate", data).content.decode()
-    assert 'id="err-sweep-0" hx-swap-oob="true"><p class="error">staleness.k: linear range (start, stop, count): expected 3' in html
+    assert (
+        'id="err-sweep-0" hx-swap-oob="true"><p class="error">staleness.k: linear range (start, stop, count): expected 3'
+        in html
+    )
 
 
 def test_clone_prefills_the_form_with_the_run_config(logged_in, alice, tiny_config):
@@ -134,7 +159,9 @@ def test_export_gives_the_file_the_trainer_takes(logged_in):
 
 
 def test_export_with_a_sweep_is_an_experiment_file(logged_in):
-    response = logged_in.post("/experiments/export", form_data(**{"seeds": "3", "sweep-0-field": "staleness.k", "sweep-0-values": "0, 4"}))
+    response = logged_in.post(
+        "/experiments/export", form_data(**{"seeds": "3", "sweep-0-field": "staleness.k", "sweep-0-values": "0, 4"})
+    )
     data = yaml.safe_load(response.content)
     assert data["sweep"] == {"staleness.k": [0, 4]} and data["seeds"] == 3
     assert data["config"]["train"] == {"steps": 4, "device": "cpu"}  # only what differs from the defaults

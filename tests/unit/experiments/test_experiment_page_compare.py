@@ -1,5 +1,6 @@
 """Experiment pages that compare (issue 16): the runs' charts embedded and grouped by the swept
 field, counts by every state (cancelled too), and "compare all"."""
+
 import json
 
 import pytest
@@ -15,12 +16,13 @@ pytestmark = pytest.mark.django_db
 def embedded_config(html):
     start = html.index('id="compare-config"')
     start = html.index(">", start) + 1
-    return json.loads(html[start:html.index("</script>", start)])
+    return json.loads(html[start : html.index("</script>", start)])
 
 
 def test_experiment_page_embeds_the_grouped_charts_of_its_runs(client, alice, tiny_config):
-    experiment = experiment_create(owner=alice, name="sweep", config=tiny_config,
-                                   sweep={"staleness.k": [0, 4]}, seeds=2)
+    experiment = experiment_create(
+        owner=alice, name="sweep", config=tiny_config, sweep={"staleness.k": [0, 4]}, seeds=2
+    )
     for run in experiment.runs.all():
         metrics_ingest(run=run, attempt=1, points=points("train/reward_mean", range(5)))
     client.force_login(alice)
@@ -40,6 +42,12 @@ def test_counts_include_cancelled_runs(client, alice, tiny_config):
     detail = client.get(f"/experiments/{experiment.pk}/").content.decode()
     assert "1 · 1 cancelled" in detail
     listing = client.get("/experiments/").content.decode()
-    assert "<th>Cancelled</th>" in listing and '<span class="state sweep-ended" title="all its runs have ended">ended</span>' in listing
+    assert (
+        "<th>Cancelled</th>" in listing
+        and '<span class="state sweep-ended" title="all its runs have ended">ended</span>' in listing
+    )
     # runs, queued, active, succeeded, failed, cancelled
-    assert "<td>1</td>\n      <td>0</td>\n      <td>0</td>\n      <td>0</td>\n      <td>0</td>\n      <td>1</td>" in listing
+    assert (
+        "<td>1</td>\n      <td>0</td>\n      <td>0</td>\n      <td>0</td>\n      <td>0</td>\n      <td>1</td>"
+        in listing
+    )

@@ -2,6 +2,7 @@
 any more (succeeded, failed, cancelled, deleted), kept while it may still need it (queued,
 running, lost), so the parent's clean-up can free the disk; viewers may not fork (a pin is a
 write on the parent project's disk); the run page says how much disk pins hold."""
+
 import json
 
 import pytest
@@ -40,8 +41,13 @@ def folder_of(run):
 
 
 def fork(owner, config, parent, step=2, **kw):
-    return experiment_create(owner=owner, name="fork", project="lab",
-                             config={**config, "init": {"from_run": parent.pk, "from_step": step}}, **kw)
+    return experiment_create(
+        owner=owner,
+        name="fork",
+        project="lab",
+        config={**config, "init": {"from_run": parent.pk, "from_step": step}},
+        **kw,
+    )
 
 
 def kept_after_cleanup(parent):
@@ -49,10 +55,12 @@ def kept_after_cleanup(parent):
     return [ckpt.checkpoint_step(c) for c in ckpt.list_checkpoints(folder_of(parent))]
 
 
-@pytest.mark.parametrize("path", [[S.SUBMITTED, S.RUNNING, S.SUCCEEDED], [S.SUBMITTED, S.RUNNING, S.FAILED],
-                                  [S.CANCELLED]])
+@pytest.mark.parametrize(
+    "path", [[S.SUBMITTED, S.RUNNING, S.SUCCEEDED], [S.SUBMITTED, S.RUNNING, S.FAILED], [S.CANCELLED]]
+)
 def test_a_fork_that_ends_releases_its_pin_and_the_parents_cleanup_frees_the_disk(
-        alice, tiny_config, django_capture_on_commit_callbacks, path):
+    alice, tiny_config, django_capture_on_commit_callbacks, path
+):
     parent = parent_run(alice, tiny_config)
     child = fork(alice, tiny_config, parent).runs.get()
     assert ckpt.read_pins(folder_of(parent)) == {2: [f"run {child.pk}"]}
@@ -64,7 +72,9 @@ def test_a_fork_that_ends_releases_its_pin_and_the_parents_cleanup_frees_the_dis
     assert kept_after_cleanup(parent) == [6, 8]
 
 
-def test_a_fork_that_may_still_need_the_checkpoint_keeps_its_pin(alice, tiny_config, django_capture_on_commit_callbacks):
+def test_a_fork_that_may_still_need_the_checkpoint_keeps_its_pin(
+    alice, tiny_config, django_capture_on_commit_callbacks
+):
     parent = parent_run(alice, tiny_config)
     child = fork(alice, tiny_config, parent).runs.get()
     with django_capture_on_commit_callbacks(execute=True):
@@ -104,12 +114,22 @@ def test_a_viewer_may_not_fork(alice, bob, tiny_config, api_client):
     parent = parent_run(alice, tiny_config)
     project_add_member(project=parent.experiment.project, user=bob, role=Membership.Role.VIEWER)
     with pytest.raises(ConfigError) as refused:  # into their own project: still a pin on lab's disk
-        experiment_create(owner=bob, name="mine", config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 2}})
+        experiment_create(
+            owner=bob, name="mine", config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 2}}
+        )
     [error] = refused.value.errors
     assert error["field"] == "config.init.from_run" and "viewer" in error["message"]
-    response = api_client(bob).post("/api/v1/experiments", content_type="application/json", data=json.dumps(
-        {"name": "mine", "config": {**tiny_config, "init": {"from_run": parent.pk, "from_step": 2}},
-         "sweep": {"algorithm.lr": [0.001 * i for i in range(1, 50)]}}))
+    response = api_client(bob).post(
+        "/api/v1/experiments",
+        content_type="application/json",
+        data=json.dumps(
+            {
+                "name": "mine",
+                "config": {**tiny_config, "init": {"from_run": parent.pk, "from_step": 2}},
+                "sweep": {"algorithm.lr": [0.001 * i for i in range(1, 50)]},
+            }
+        ),
+    )
     assert response.status_code == 400
     assert [e["field"] for e in response.json()["errors"]] == ["config.init.from_run"]
     assert ckpt.read_pins(folder_of(parent)) == {} and not Run.objects.filter(owner=bob).exists()

@@ -2,6 +2,7 @@
 checkpoint checked and pinned, clear errors naming the field; a sweep forks every cell from one
 checkpoint through the API, the form and an experiment file; the queue holds a fork until its
 parent has written the checkpoint."""
+
 import json
 
 import pytest
@@ -32,7 +33,8 @@ def _parent(owner, tiny_config, *, state=Run.State.SUCCEEDED, steps=(2, 4, 6, 8)
         folder.mkdir(parents=True)
         (folder / "state.pt").write_bytes(b"x" * 10)
     path = {Run.State.QUEUED: [], Run.State.RUNNING: [Run.State.SUBMITTED, Run.State.RUNNING]}.get(
-        state, [Run.State.SUBMITTED, Run.State.RUNNING, state])
+        state, [Run.State.SUBMITTED, Run.State.RUNNING, state]
+    )
     for to in path:
         run_transition(run=run, to=to)
     return Run.objects.get(pk=run.pk)
@@ -106,7 +108,10 @@ def test_a_running_parent_is_forked_from_a_step_it_will_write(alice, tiny_config
     assert child.parent_step == 6 and ckpt.read_pins(_dir(parent)) == {6: [f"run {child.pk}"]}
     with pytest.raises(ConfigError) as exc:  # every 2 updates, 2 updates a step: 2, 4, 6, 8
         _fork(alice, tiny_config, {"from_run": parent.pk, "from_step": 5})
-    assert _error(exc) == ("config.init.from_step", f"run {parent.pk} writes checkpoints at updates 2, 4, 6, 8; 5 is not one of them")
+    assert _error(exc) == (
+        "config.init.from_step",
+        f"run {parent.pk} writes checkpoints at updates 2, 4, 6, 8; 5 is not one of them",
+    )
     Run.objects.filter(pk=parent.pk).update(step=6)
     with pytest.raises(ConfigError) as exc:  # passed, and not on disk: its clean-up removed it
         _fork(alice, tiny_config, {"from_run": parent.pk, "from_step": 4})
@@ -139,12 +144,17 @@ def test_a_fork_keeps_its_parents_model(alice, tiny_config):
     assert field == "config.model.tiny_layers" and "keeps its model" in message
 
 
-def test_a_path_into_the_dashboards_run_folders_must_be_named_by_run(alice, tiny_config, runs_dir, tmp_path, monkeypatch):
+def test_a_path_into_the_dashboards_run_folders_must_be_named_by_run(
+    alice, tiny_config, runs_dir, tmp_path, monkeypatch
+):
     parent = _parent(alice, tiny_config)
     with pytest.raises(ConfigError) as exc:
         _fork(alice, tiny_config, {"from_path": str(_dir(parent))})
-    assert _error(exc) == ("init.from_path", "a run of this dashboard is named by init.from_run (its access is "
-                                             "checked and its checkpoint kept), not by its folder")
+    assert _error(exc) == (
+        "init.from_path",
+        "a run of this dashboard is named by init.from_run (its access is "
+        "checked and its checkpoint kept), not by its folder",
+    )
     monkeypatch.setenv("OPL_DATA_ROOTS", str(tmp_path / "cluster"))
     with pytest.raises(ConfigError) as exc:
         _fork(alice, tiny_config, {"from_run": parent.pk, "from_path": str(tmp_path / "cluster" / "ckpt")})
@@ -158,8 +168,13 @@ def test_a_path_into_the_dashboards_run_folders_must_be_named_by_run(alice, tiny
 
 def test_a_sweep_forks_every_cell_from_one_checkpoint(alice, tiny_config):
     parent = _parent(alice, tiny_config)
-    experiment = _fork(alice, tiny_config, {"from_run": parent.pk, "from_step": 6},
-                       sweep={"staleness.k": [0, 4], "algorithm.objective": ["grpo", "m2po"]}, seeds=2)
+    experiment = _fork(
+        alice,
+        tiny_config,
+        {"from_run": parent.pk, "from_step": 6},
+        sweep={"staleness.k": [0, 4], "algorithm.objective": ["grpo", "m2po"]},
+        seeds=2,
+    )
     runs = list(experiment.runs.order_by("id"))
     assert len(runs) == 8 and {(r.parent_id, r.parent_step) for r in runs} == {(parent.pk, 6)}
     assert sorted(ckpt.read_pins(_dir(parent))[6]) == sorted(f"run {r.pk}" for r in runs)
@@ -167,8 +182,12 @@ def test_a_sweep_forks_every_cell_from_one_checkpoint(alice, tiny_config):
 
 def test_the_api_takes_the_init_section_and_names_the_field_it_refuses(alice, charlie, api_client, tiny_config):
     parent = _parent(alice, tiny_config)
-    body = {"name": "forked", "project": "lab", "config": {**tiny_config, "init": {"from_run": parent.pk, "from_step": 2, "optimizer": True}},
-            "sweep": {"staleness.k": [0, 2]}}
+    body = {
+        "name": "forked",
+        "project": "lab",
+        "config": {**tiny_config, "init": {"from_run": parent.pk, "from_step": 2, "optimizer": True}},
+        "sweep": {"staleness.k": [0, 2]},
+    }
     response = api_client(alice).post("/api/v1/experiments", data=json.dumps(body), content_type="application/json")
     assert response.status_code == 201, response.content
     run = api_client(alice).get(f"/api/v1/runs/{response.json()['runs'][0]}").json()
@@ -197,7 +216,13 @@ sweep:
     from_file = experiment_create(owner=alice, **spec)
     assert [(r.parent_id, r.parent_step) for r in from_file.runs.all()] == [(parent.pk, 4)] * 3
     client.force_login(alice)
-    form = flat_from_spec({"name": "form-fork", "project": "lab", "config": {**tiny_config, "init": {"from_run": parent.pk, "from_step": 8}}})
+    form = flat_from_spec(
+        {
+            "name": "form-fork",
+            "project": "lab",
+            "config": {**tiny_config, "init": {"from_run": parent.pk, "from_step": 8}},
+        }
+    )
     form.update({"sweep-0-field": "staleness.k", "sweep-0-mode": "list", "sweep-0-values": "0, 4"})
     assert form["init.from_run"] == str(parent.pk)
     response = client.post("/experiments/new/", form)
@@ -218,9 +243,14 @@ def test_the_form_shows_a_refused_fork_next_to_its_field(alice, charlie, client,
 def test_live_validation_checks_the_fork_as_the_user_types(alice, charlie, client, tiny_config):
     parent = _parent(alice, tiny_config, steps=(2, 4))
     client.force_login(alice)
-    form = flat_from_spec({"name": "f", "project": "lab", "config": {**tiny_config, "init": {"from_run": parent.pk, "from_step": 6}}})
+    form = flat_from_spec(
+        {"name": "f", "project": "lab", "config": {**tiny_config, "init": {"from_run": parent.pk, "from_step": 6}}}
+    )
     html = client.post("/experiments/validate", form).content.decode()
-    assert f'id="err-init__from_step" hx-swap-oob="true"><p class="error">run {parent.pk} has no checkpoint at update 6 (it has 2, 4)' in html
+    assert (
+        f'id="err-init__from_step" hx-swap-oob="true"><p class="error">run {parent.pk} has no checkpoint at update 6 (it has 2, 4)'
+        in html
+    )
     form["init.from_step"] = "4"
     html = client.post("/experiments/validate", form).content.decode()
     assert 'id="err-init__from_step" hx-swap-oob="true"></div>' in html and ">1 run<" in html

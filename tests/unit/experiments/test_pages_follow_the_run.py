@@ -2,6 +2,7 @@
 the facts card (attempt, reason, actions) with it when they changed; a run that ended cancelled
 does not keep "cancelling: …" as its reason; an experiment ends with its last run (and a retry
 reopens it), and its page then offers no Pause or Cancel."""
+
 import json
 
 import pytest
@@ -34,7 +35,7 @@ def test_the_job_poll_brings_the_header_and_facts_when_the_status_changed(alice,
     assert run_transition(run=run, to=S.SUBMITTED, attempt=2)  # the worker starts attempt 2
     assert run_transition(run=run, to=S.RUNNING)
     poll = client.get(f"/runs/{run.pk}/job", {"seen": seen}).content.decode()
-    facts = poll[poll.index('<div id="run-facts" hx-swap-oob="true">'):]
+    facts = poll[poll.index('<div id="run-facts" hx-swap-oob="true">') :]
     assert "attempt 2 of 3" in facts and "Cancel run" in facts and "Retry" not in facts
     assert '<span class="state state-running" id="run-state" hx-swap-oob="true">running</span>' in poll
     assert "<dt>Attempt</dt><dd>2 of 3</dd>" in poll  # the job card says the same

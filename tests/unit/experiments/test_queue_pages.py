@@ -1,5 +1,6 @@
 """Queue transparency on pages (issue 16): a queued run shows its place and what holds it, in the
 runs table and on its page, instead of "–", "attempt 0 of 3" and empty charts."""
+
 import pytest
 
 from orchestrator.experiments.models import Run
@@ -12,7 +13,11 @@ def test_a_queued_runs_page_shows_its_place_instead_of_empty_charts(client, alic
     settings.MAX_ACTIVE_RUNS = 1
     busy = experiment_create(owner=alice, name="busy", config=tiny_config).runs.get()
     run_transition(run=busy, to=Run.State.SUBMITTED)
-    runs = list(experiment_create(owner=alice, name="w", config=tiny_config, sweep={"train.steps": [1, 2, 3]}).runs.order_by("id"))
+    runs = list(
+        experiment_create(owner=alice, name="w", config=tiny_config, sweep={"train.steps": [1, 2, 3]}).runs.order_by(
+            "id"
+        )
+    )
     client.force_login(alice)
     page = client.get(f"/runs/{runs[2].pk}/").content.decode()
     assert 'id="queue-note"' in page and "3rd; waiting: cluster full 1/1" in page

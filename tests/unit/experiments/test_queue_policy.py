@@ -1,4 +1,5 @@
 """The dispatcher's choice: priorities, limits, fairness between users, paused sweeps."""
+
 from collections import Counter
 
 import pytest
@@ -20,8 +21,13 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def site_limits(settings):
     settings.MAX_ACTIVE_RUNS = 4
-    for name in ("OPL_USER_MAX_ACTIVE_RUNS", "OPL_USER_MAX_GPUS", "OPL_PROJECT_MAX_ACTIVE_RUNS",
-                 "OPL_PROJECT_MAX_GPUS", "OPL_MAX_GPUS"):
+    for name in (
+        "OPL_USER_MAX_ACTIVE_RUNS",
+        "OPL_USER_MAX_GPUS",
+        "OPL_PROJECT_MAX_ACTIVE_RUNS",
+        "OPL_PROJECT_MAX_GPUS",
+        "OPL_MAX_GPUS",
+    ):
         setattr(settings, name, 0)
     return settings
 
@@ -29,8 +35,14 @@ def site_limits(settings):
 def sweep(owner, n, config, *, project="lab", priority=0, name="s"):
     if (shared := Project.objects.filter(name=project).first()) is not None:
         shared.members.add(owner)  # the users of a test share its projects: added, not joined by naming
-    return experiment_create(owner=owner, name=name, project=project, config=config,
-                             sweep={"train.steps": list(range(1, n + 1))}, priority=priority)
+    return experiment_create(
+        owner=owner,
+        name=name,
+        project=project,
+        config=config,
+        sweep={"train.steps": list(range(1, n + 1))},
+        priority=priority,
+    )
 
 
 def activate(run_ids):
@@ -184,7 +196,18 @@ def test_places_follow_the_dispatch_order(alice, bob, tiny_config, settings):
     assert sorted(places, key=places.get) == runs_to_dispatch()  # the same policy, no limit holding anyone
     assert places[urgent.runs.get().pk] == 1
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
-        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "101st",
+        "111th",
+    ]
 
 
 def test_gpu_count_comes_from_the_config_or_the_cluster_profile(alice, tiny_config, settings):

@@ -1,5 +1,6 @@
 """The run page's checkpoints (step, size, why kept, "Fork from here") and lineage both ways, and
 the new-experiment form pre-filled from a checkpoint."""
+
 import pytest
 from django.conf import settings
 
@@ -33,12 +34,19 @@ def _finished(owner, config, steps_bytes: dict[int, int], metrics: dict[int, flo
 def test_the_listing_gives_each_checkpoints_size_and_why_it_is_kept(alice, tiny_config):
     tiny_config["checkpoint"] = {"every": 2, "keep": 1, "keep_best_metric": "eval/avg_acc"}
     parent = _finished(alice, tiny_config, {2: 100, 4: 300, 8: 50}, {2: 0.1, 4: 0.7, 8: 0.3})
-    child = experiment_create(owner=alice, name="child", project="lab",
-                              config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 2}}).runs.get()
+    child = experiment_create(
+        owner=alice,
+        name="child",
+        project="lab",
+        config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 2}},
+    ).runs.get()
     listing = run_checkpoints(parent)
     rows = {r.step: r for r in listing.rows}
     assert [r.step for r in listing.rows] == [8, 4, 2]  # newest first
-    sizes = {s: rows[s].size_bytes - len((listing.folder / "ckpt" / f"step-{s:08d}" / "meta.json").read_bytes()) for s in rows}
+    sizes = {
+        s: rows[s].size_bytes - len((listing.folder / "ckpt" / f"step-{s:08d}" / "meta.json").read_bytes())
+        for s in rows
+    }
     assert sizes == {2: 100, 4: 300, 8: 50}
     assert listing.total_bytes == sum(r.size_bytes for r in listing.rows)
     assert rows[8].reasons == ["newest 1"]
@@ -49,16 +57,18 @@ def test_the_listing_gives_each_checkpoints_size_and_why_it_is_kept(alice, tiny_
 
 def test_a_pinned_step_not_yet_written_is_listed(alice, tiny_config):
     parent = experiment_create(owner=alice, name="p", project="lab", config=tiny_config).runs.get()
-    child = experiment_create(owner=alice, name="c", project="lab",
-                              config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 6}}).runs.get()
+    child = experiment_create(
+        owner=alice, name="c", project="lab", config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 6}}
+    ).runs.get()
     [row] = run_checkpoints(parent).rows
     assert (row.step, row.exists, row.reasons) == (6, False, [f"pinned by run {child.pk}, not written yet"])
 
 
 def test_lineage_both_ways_shows_only_runs_the_user_can_read(alice, bob, tiny_config):
     parent = _finished(alice, tiny_config, {2: 10, 4: 10})
-    mine = experiment_create(owner=alice, name="mine", project="lab",
-                             config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 2}}).runs.get()
+    mine = experiment_create(
+        owner=alice, name="mine", project="lab", config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 2}}
+    ).runs.get()
     project_add_member(project=parent.experiment.project, user=bob)
     bobs = experiment_create(owner=bob, name="bobs", config={**tiny_config, "init": {"from_run": parent.pk}}).runs.get()
     assert bobs.experiment.project != parent.experiment.project  # bob's own project: alice cannot read it
@@ -71,8 +81,12 @@ def test_lineage_both_ways_shows_only_runs_the_user_can_read(alice, bob, tiny_co
 
 def test_the_run_page_lists_checkpoints_with_fork_links_and_the_lineage(alice, client, tiny_config):
     parent = _finished(alice, tiny_config, {2: 10, 4: 2 * 1024 * 1024})
-    child = experiment_create(owner=alice, name="child-run", project="lab",
-                              config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 4}}).runs.get()
+    child = experiment_create(
+        owner=alice,
+        name="child-run",
+        project="lab",
+        config={**tiny_config, "init": {"from_run": parent.pk, "from_step": 4}},
+    ).runs.get()
     client.force_login(alice)
     html = client.get(f"/runs/{parent.pk}/").content.decode()
     assert f'href="/experiments/new/?fork={parent.pk}&amp;step=4" data-fork-step="4">Fork from here</a>' in html
@@ -89,11 +103,14 @@ def test_fork_from_here_prefills_the_form_with_the_parents_config(alice, client,
     parent = _finished(alice, tiny_config, {2: 10, 4: 10})
     client.force_login(alice)
     html = client.get(f"/experiments/new/?fork={parent.pk}&step=2").content.decode()
+
     def value(path):
         return html.split(f'name="{path}" value="', 1)[1].split('"', 1)[0]
 
     assert (value("init.from_run"), value("init.from_step")) == (str(parent.pk), "2")
-    assert '<option value="false" selected>false</option>' in html.split('name="init.optimizer"', 1)[1][:200]  # weights only
+    assert (
+        '<option value="false" selected>false</option>' in html.split('name="init.optimizer"', 1)[1][:200]
+    )  # weights only
     flat = flat_from_spec({"config": tiny_config})
     for path in ("algorithm.lr", "rollout.group_size", "train.steps", "checkpoint.every"):
         assert value(path) == flat[path]

@@ -1,5 +1,6 @@
 """Metric columns of the runs table (issue 16): chosen keys, a chosen summary (last, tail mean,
 min, max) from the run summaries, and sorting by one, runs without the key last."""
+
 import re
 
 import pytest
@@ -14,8 +15,11 @@ KEY = "eval/avg_acc"
 
 @pytest.fixture
 def three_runs(alice, tiny_config):
-    runs = list(experiment_create(owner=alice, name="cols", config=tiny_config, sweep={"train.steps": [1, 2, 3]})
-                .runs.order_by("id"))
+    runs = list(
+        experiment_create(owner=alice, name="cols", config=tiny_config, sweep={"train.steps": [1, 2, 3]}).runs.order_by(
+            "id"
+        )
+    )
     # run 0 ends high (0.7) after a low stretch, run 1 is steady, run 2 never evaluates
     metrics_ingest(run=runs[0], attempt=1, points=points(KEY, range(20), lambda s: 0.7 if s == 19 else 0.1))
     metrics_ingest(run=runs[1], attempt=1, points=points(KEY, range(20), lambda s: 0.5))

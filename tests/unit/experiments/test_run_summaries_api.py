@@ -1,4 +1,5 @@
 """Run summaries in the runs API (detail and list) and in the filter language."""
+
 import pytest
 
 from orchestrator.experiments.models import Run
@@ -18,7 +19,9 @@ def three_runs(alice, tiny_config):
     nan, _ = make_run(alice, tiny_config, name="nan")
     metrics_ingest(run=low, attempt=1, points=points(KEY, range(101), value=lambda s: 0.1))
     metrics_ingest(run=high, attempt=1, points=points(KEY, range(101), value=lambda s: s / 100))
-    metrics_ingest(run=nan, attempt=1, points=points("eval/avg_acc", range(11), value=lambda s: "NaN" if s == 10 else 0.9))
+    metrics_ingest(
+        run=nan, attempt=1, points=points("eval/avg_acc", range(11), value=lambda s: "NaN" if s == 10 else 0.9)
+    )
     return low, high, nan
 
 
@@ -59,13 +62,16 @@ def test_the_filter_follows_new_points(alice, three_runs):
     assert names(f"summary.{KEY} > 0.5") == ["high", "low"]
 
 
-@pytest.mark.parametrize("query,words", [
-    ("summary.train/reward_mean ~ 0.5", "expected a comparison"),
-    ("summary.train/reward_mean > high", "compare with a number"),
-    ('summary.train/reward_mean > "0.5"', "compare with a number"),
-    ("summary.bad#key > 1", "expected summary.<metric key>"),
-    ("summary. > 1", "expected summary.<metric key>"),
-])
+@pytest.mark.parametrize(
+    "query,words",
+    [
+        ("summary.train/reward_mean ~ 0.5", "expected a comparison"),
+        ("summary.train/reward_mean > high", "compare with a number"),
+        ('summary.train/reward_mean > "0.5"', "compare with a number"),
+        ("summary.bad#key > 1", "expected summary.<metric key>"),
+        ("summary. > 1", "expected summary.<metric key>"),
+    ],
+)
 def test_bad_summary_clauses_name_the_field(query, words):
     with pytest.raises(QueryError, match=words):
         parse_query(query)

@@ -1,4 +1,5 @@
 """The runs table: the filter language, sorting, paging, htmx fragments and row actions."""
+
 import pytest
 
 from orchestrator.experiments.models import Run
@@ -10,8 +11,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def sweep(alice, tiny_config):
-    return experiment_create(owner=alice, name="s", project="lab", config=tiny_config,
-                             sweep={"staleness.k": [0, 16, 64, 256], "algorithm.objective": ["grpo", "m2po"]})
+    return experiment_create(
+        owner=alice,
+        name="s",
+        project="lab",
+        config=tiny_config,
+        sweep={"staleness.k": [0, 16, 64, 256], "algorithm.objective": ["grpo", "m2po"]},
+    )
 
 
 def names(query: str) -> list[str]:
@@ -31,17 +37,21 @@ def test_run_columns_tags_and_contains(sweep, alice):
     assert names("tag in (keep, baseline)") == ["grpo-s32"]  # no duplicate rows
     assert names("user = alice and name ~ s51") == ["grpo-s512", "m2po-s512"]
     assert names('project = "lab" and state = queued and tag != keep') == sorted(
-        n for n in sweep.runs.values_list("name", flat=True) if n != "grpo-s32")
+        n for n in sweep.runs.values_list("name", flat=True) if n != "grpo-s32"
+    )
 
 
-@pytest.mark.parametrize("query, message", [
-    ("algorithm.objectiv = m2po", "unknown field 'algorithm.objectiv'; did you mean 'algorithm.objective'?"),
-    ("staleness.k >=", "the query ends too early"),
-    ("staleness.k 64", "expected an operator"),
-    ("state = queued or state = running", "expected 'and' before 'or'"),
-    ("state in (queued", "the query ends too early"),
-    ("config; drop table = 1", "unknown field 'config;'"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("algorithm.objectiv = m2po", "unknown field 'algorithm.objectiv'; did you mean 'algorithm.objective'?"),
+        ("staleness.k >=", "the query ends too early"),
+        ("staleness.k 64", "expected an operator"),
+        ("state = queued or state = running", "expected 'and' before 'or'"),
+        ("state in (queued", "the query ends too early"),
+        ("config; drop table = 1", "unknown field 'config;'"),
+    ],
+)
 def test_bad_queries_say_why(query, message):
     with pytest.raises(QueryError, match=message.replace("(", r"\(").replace("?", r"\?")):
         parse_query(query)
@@ -51,8 +61,13 @@ def test_page_filters_sorts_and_shows_metrics(client, alice, sweep):
     from orchestrator.metrics.services import metrics_ingest
 
     run = sweep.runs.get(name="m2po-s512")
-    metrics_ingest(run=run, attempt=1, points=[{"key": "train/reward_mean", "step": s, "value": v, "time": 1.0 + s}
-                                               for s, v in ((1, 0.25), (2, 0.625))])
+    metrics_ingest(
+        run=run,
+        attempt=1,
+        points=[
+            {"key": "train/reward_mean", "step": s, "value": v, "time": 1.0 + s} for s, v in ((1, 0.25), (2, 0.625))
+        ],
+    )
     client.force_login(alice)
     html = client.get("/", {"q": "algorithm.objective = m2po and staleness.k >= 64", "sort": "name"}).content.decode()
     assert html.index("m2po-s128") < html.index("m2po-s512")
@@ -81,7 +96,9 @@ def test_outsider_sees_no_runs(client, charlie, sweep):
 
 def test_runs_table_queries_are_fixed(client, alice, tiny_config, django_assert_num_queries):
     client.force_login(alice)
-    experiment_create(owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 31))})
+    experiment_create(
+        owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 31))}
+    )
     # session, user, count, the page of runs (with experiment, project, owner), their tags,
     # latest key metrics, active runs per user, per project, the queued runs' order (why and
     # where queued runs wait)
@@ -90,7 +107,9 @@ def test_runs_table_queries_are_fixed(client, alice, tiny_config, django_assert_
 
 
 def test_api_run_list_queries_are_fixed(alice, api_client, tiny_config, django_assert_num_queries):
-    experiment_create(owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 31))})
+    experiment_create(
+        owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 31))}
+    )
     client = api_client(alice)
     # token lookup, its last-used time, count, the page of runs, their tags, their metric summaries
     with django_assert_num_queries(6):
@@ -193,9 +212,16 @@ def test_outsiders_get_404_everywhere(client, charlie, sweep):
     client.force_login(charlie)
     for url in (f"/runs/{run.pk}/", f"/runs/{run.pk}/config.yaml", f"/experiments/{sweep.pk}/"):
         assert client.get(url).status_code == 404, url
-    for url in (f"/runs/{run.pk}/cancel", f"/runs/{run.pk}/retry", f"/runs/{run.pk}/top", f"/runs/{run.pk}/priority",
-                f"/runs/{run.pk}/annotate", f"/experiments/{sweep.pk}/pause", f"/experiments/{sweep.pk}/cancel",
-                f"/experiments/{sweep.pk}/priority"):
+    for url in (
+        f"/runs/{run.pk}/cancel",
+        f"/runs/{run.pk}/retry",
+        f"/runs/{run.pk}/top",
+        f"/runs/{run.pk}/priority",
+        f"/runs/{run.pk}/annotate",
+        f"/experiments/{sweep.pk}/pause",
+        f"/experiments/{sweep.pk}/cancel",
+        f"/experiments/{sweep.pk}/priority",
+    ):
         assert client.post(url, {"priority": "1"}).status_code == 404, url
     assert set(sweep.runs.values_list("state", flat=True)) == {"queued"}
 
@@ -210,10 +236,14 @@ def test_members_cannot_change_a_sweep_they_do_not_own(client, bob, sweep):
 
 
 def test_pages_of_fifty_keep_the_filter_and_sort(client, alice, tiny_config):
-    experiment_create(owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 61))})
+    experiment_create(
+        owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 61))}
+    )
     client.force_login(alice)
     html = client.get("/", {"q": "train.steps >= 3", "sort": "name"}, HTTP_HX_REQUEST="true").content.decode()
     assert "58 runs" in html and "page 1 of 2" in html
     assert 'href="?q=train.steps+%3E%3D+3&sort=name&page=2"' in html
-    page2 = client.get("/", {"q": "train.steps >= 3", "sort": "name", "page": 2}, HTTP_HX_REQUEST="true").content.decode()
+    page2 = client.get(
+        "/", {"q": "train.steps >= 3", "sort": "name", "page": 2}, HTTP_HX_REQUEST="true"
+    ).content.decode()
     assert page2.count('class="compare-box"') == 8

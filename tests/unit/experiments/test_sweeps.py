@@ -27,9 +27,15 @@ def test_grid_times_seeds_counts_before_expanding():
 
 
 def test_random_search_is_reproducible_and_within_bounds():
-    random = {"samples": 5, "seed": 7, "params": {"algorithm.lr": {"loguniform": [1e-6, 1e-3]},
-                                                  "rollout.group_size": {"randint": [2, 8]},
-                                                  "algorithm.objective": {"choice": ["grpo", "m2po"]}}}
+    random = {
+        "samples": 5,
+        "seed": 7,
+        "params": {
+            "algorithm.lr": {"loguniform": [1e-6, 1e-3]},
+            "rollout.group_size": {"randint": [2, 8]},
+            "algorithm.objective": {"choice": ["grpo", "m2po"]},
+        },
+    }
     first, second = values(random=random), values(random=random)
     assert [p.values for p in first] == [p.values for p in second]
     assert len(first) == 5
@@ -41,9 +47,16 @@ def test_random_search_is_reproducible_and_within_bounds():
 
 def test_paper_sweep_names_show_s_objective_and_seed(tiny_config):
     tiny_config["algorithm"]["updates_per_step"] = 4
-    planned = experiment_plan(name="x", config=tiny_config, seeds=3,
-                              sweep={"staleness.k": [0, 4, 16, 64], "algorithm.objective": ["grpo", "no_clip", "m2po"],
-                                     "algorithm.lr": [1e-6]})
+    planned = experiment_plan(
+        name="x",
+        config=tiny_config,
+        seeds=3,
+        sweep={
+            "staleness.k": [0, 4, 16, 64],
+            "algorithm.objective": ["grpo", "no_clip", "m2po"],
+            "algorithm.lr": [1e-6],
+        },
+    )
     names = [p.name for p in planned]
     assert len(names) == len(set(names)) == 36
     assert "m2po-s256-seed2" in names  # k=64 x 4 updates per step; a single-valued field is not named
@@ -52,8 +65,12 @@ def test_paper_sweep_names_show_s_objective_and_seed(tiny_config):
 
 def test_names_show_every_swept_value():
     assert format_value(1e-6) == "1e-6" and format_value(0.04) == "0.04"
-    planned = experiment_plan(name="x", config={"algorithm": {"updates_per_step": 2}},
-                              sweep={"algorithm.lr": [1e-6, 2e-6], "algorithm.objective": ["m2po"], "staleness.k": [128]}, seeds=2)
+    planned = experiment_plan(
+        name="x",
+        config={"algorithm": {"updates_per_step": 2}},
+        sweep={"algorithm.lr": [1e-6, 2e-6], "algorithm.objective": ["m2po"], "staleness.k": [128]},
+        seeds=2,
+    )
     assert [p.name for p in planned] == ["lr1e-6-seed1", "lr1e-6-seed2", "lr2e-6-seed1", "lr2e-6-seed2"]
 
 
@@ -93,8 +110,9 @@ def test_bad_range_spec_names_the_field():
 
 
 def test_created_runs_carry_gpus_tags_and_values(alice, tiny_config):
-    experiment = experiment_create(owner=alice, name="x", config=tiny_config, sweep={"staleness.k": [0, 4]},
-                                   tags=["demo", "sweep"], priority=3)
+    experiment = experiment_create(
+        owner=alice, name="x", config=tiny_config, sweep={"staleness.k": [0, 4]}, tags=["demo", "sweep"], priority=3
+    )
     runs = list(experiment.runs.order_by("id"))
     assert [r.sweep_values for r in runs] == [{"staleness.k": 0}, {"staleness.k": 4}]
     assert {r.priority for r in runs} == {3}

@@ -1,5 +1,6 @@
 """A real uvicorn serving the project's ASGI app on a free port, in a thread of the test process
 (so it uses the test database). SSE needs the ASGI path: Django's live_server is WSGI."""
+
 import json
 import socket
 import threading
@@ -17,8 +18,9 @@ def serve_asgi() -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config("orchestrator.asgi:application", log_level="warning", lifespan="off",
-                            timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        "orchestrator.asgi:application", log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -42,8 +44,10 @@ def _drop_other_connections() -> None:
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
 
 
 def session_cookie(client) -> dict[str, str]:

@@ -1,4 +1,5 @@
 """Shared by the metrics tests: runs with ingestion tokens, and posting batches."""
+
 import json
 
 from orchestrator.experiments.models import Run
@@ -28,5 +29,6 @@ def points(key: str, steps, value=lambda s: s / 10) -> list[dict]:
 
 def push(client, run_id, token, body):
     headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
-    return client.post(f"/api/v1/runs/{run_id}/metrics", data=json.dumps(body),
-                       content_type="application/json", **headers)
+    return client.post(
+        f"/api/v1/runs/{run_id}/metrics", data=json.dumps(body), content_type="application/json", **headers
+    )

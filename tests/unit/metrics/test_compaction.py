@@ -1,7 +1,8 @@
 """Compaction merges the small chunks a step-by-step trainer leaves, and no reader can tell."""
+
 import pytest
-from django.db import connection
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.db.models import Max
 
 from orchestrator.metrics import live, selectors, store
@@ -29,7 +30,8 @@ def what_readers_see(run, *, replay_last=20):
         "summaries": selectors.summaries([run.pk]),
         "charts": {key: selectors.series([run.pk], key, max_points=100) for key in KEYS},
         "rollups": [r[:5] + r[6:7] + r[8:9] + r[12:13] for r in store.merged_rollups(run.pk)]
-        if connection.vendor == "postgresql" else [],
+        if connection.vendor == "postgresql"
+        else [],
         "replay": live.events_after(run.pk, store.last_seq(run.pk) - replay_last, None) if replay_last else None,
     }
 
@@ -65,7 +67,11 @@ def test_attempts_are_never_merged_together_and_superseded_points_stay_apart(ali
 
     live = MetricChunk.objects.filter(run=run, superseded=False)
     assert sorted(live.values_list("key", "attempt", "first_step", "last_step", "n")) == [
-        (KEYS[1], 1, 0, 29, 30), (KEYS[1], 2, 30, 59, 30), (KEYS[0], 1, 0, 29, 30), (KEYS[0], 2, 30, 59, 30)]
+        (KEYS[1], 1, 0, 29, 30),
+        (KEYS[1], 2, 30, 59, 30),
+        (KEYS[0], 1, 0, 29, 30),
+        (KEYS[0], 2, 30, 59, 30),
+    ]
     assert sorted(MetricChunk.objects.filter(run=run, superseded=True).values_list("pk", flat=True)) == superseded
     assert what_readers_see(run, replay_last=0) == before
     assert live.aggregate(seq=Max("seq"))["seq"] == store.last_seq(run.pk)

@@ -10,8 +10,12 @@ from .helpers import T0, make_run, points, push, start_attempt
 
 pytestmark = pytest.mark.django_db
 
-POINTS = {"points": [{"step": 1, "key": "train/reward_mean", "value": 0.25, "time": T0},
-                     {"step": 2, "key": "train/reward_mean", "value": "NaN", "time": T0 + 1}]}
+POINTS = {
+    "points": [
+        {"step": 1, "key": "train/reward_mean", "value": 0.25, "time": T0},
+        {"step": 2, "key": "train/reward_mean", "value": "NaN", "time": T0 + 1},
+    ]
+}
 
 
 def stored(run, key="train/reward_mean"):
@@ -27,16 +31,22 @@ def test_points_are_stored_once_even_when_sent_twice(client, alice, tiny_config)
 
 def test_a_step_posted_twice_in_one_batch_keeps_the_last_value(client, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
-    body = {"points": points("actor/m2", [3, 3], value=lambda s: 1.0) + [
-        {"step": 3, "key": "actor/m2", "value": 2.0, "time": T0}]}
+    body = {
+        "points": points("actor/m2", [3, 3], value=lambda s: 1.0)
+        + [{"step": 3, "key": "actor/m2", "value": 2.0, "time": T0}]
+    }
     assert push(client, run.pk, token, body).status_code == 202
     assert stored(run, "actor/m2") == [(3, 2.0, 0)]
 
 
 def test_non_finite_values_are_kept_and_served_as_strings(client, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
-    body = {"points": [{"step": s, "key": "actor/grad_norm", "value": v, "time": T0 + s}
-                       for s, v in [(0, 1.5), (1, "NaN"), (2, "Infinity"), (3, "-Infinity"), (4, 2.5)]]}
+    body = {
+        "points": [
+            {"step": s, "key": "actor/grad_norm", "value": v, "time": T0 + s}
+            for s, v in [(0, 1.5), (1, "NaN"), (2, "Infinity"), (3, "-Infinity"), (4, 2.5)]
+        ]
+    }
     assert push(client, run.pk, token, body).status_code == 202
     client.force_login(alice)
     answer = client.get(f"/api/v1/runs/{run.pk}/metrics", {"key": "actor/grad_norm"}).json()
@@ -74,9 +84,14 @@ def test_a_batch_for_another_attempt_is_refused(client, alice, tiny_config):
 
 def test_batch_with_bad_rows_is_refused_whole(client, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
-    body = {"points": [POINTS["points"][0], {"step": -1, "key": "a", "value": 1, "time": 0},
-                       {"step": 3, "key": "bad key!", "value": "x", "time": 0},
-                       {"step": 4, "key": "a", "value": True, "time": 0}]}
+    body = {
+        "points": [
+            POINTS["points"][0],
+            {"step": -1, "key": "a", "value": 1, "time": 0},
+            {"step": 3, "key": "bad key!", "value": "x", "time": 0},
+            {"step": 4, "key": "a", "value": True, "time": 0},
+        ]
+    }
     response = push(client, run.pk, token, body)
     assert response.status_code == 400
     errors = response.json()["errors"]
@@ -127,8 +142,14 @@ def test_restart_supersedes_the_old_attempt_from_the_restart_step(client, alice,
 
 
 def test_backfill_after_an_outage_gives_the_same_result_as_no_outage(client, alice, tiny_config):
-    batches = [{"attempt": 1, "points": points("train/reward_mean", range(i * 5, i * 5 + 5))
-                + points("eval/avg_acc", [i * 5], value=lambda s: s / 100)} for i in range(6)]
+    batches = [
+        {
+            "attempt": 1,
+            "points": points("train/reward_mean", range(i * 5, i * 5 + 5))
+            + points("eval/avg_acc", [i * 5], value=lambda s: s / 100),
+        }
+        for i in range(6)
+    ]
     steady, token_a = make_run(alice, tiny_config, name="steady")
     for body in batches:
         assert push(client, steady.pk, token_a, body).status_code == 202
@@ -152,8 +173,7 @@ def test_latest_values_for_a_runs_table(client, alice, tiny_config):
     push(client, run_a.pk, token_a, {"points": points("train/reward_mean", [1, 2])})
     push(client, run_b.pk, token_b, {"points": points("eval/avg_acc", [3]) + points("train/reward_mean", [9, 4])})
     values = latest_values([run_a.pk, run_b.pk], ["train/reward_mean", "eval/avg_acc", "actor/m2"])
-    assert values == {run_a.pk: {"train/reward_mean": 0.2},
-                      run_b.pk: {"train/reward_mean": 0.9, "eval/avg_acc": 0.3}}
+    assert values == {run_a.pk: {"train/reward_mean": 0.2}, run_b.pk: {"train/reward_mean": 0.9, "eval/avg_acc": 0.3}}
 
 
 def test_a_repost_replaces_only_the_steps_it_sends(alice, tiny_config):
@@ -169,6 +189,8 @@ def test_a_repost_replaces_only_the_steps_it_sends(alice, tiny_config):
     metrics_ingest(run=run, attempt=1, points=points("actor/m2", [1, 3], value=lambda s: -1.0))
     assert stored(run, "actor/m2") == [(1, -1.0, 0), (2, 9.0, 0), (3, -1.0, 0), (4, 9.0, 0)]
     assert sorted(MetricChunk.objects.filter(run=run).values_list("first_step", "last_step", "n")) == [
-        (1, 3, 2), (2, 4, 2)]
+        (1, 3, 2),
+        (2, 4, 2),
+    ]
     s = MetricSeries.objects.get(run=run, key="actor/m2")
     assert (s.last_value, s.min_value, s.max_value) == (9.0, -1.0, 9.0)

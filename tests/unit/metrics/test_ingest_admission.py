@@ -1,5 +1,6 @@
 """The ingestion endpoint under load and with compressed bodies: gzip accepted, 429 with
 Retry-After when a run's queue is deep or its batch lock is held too long, nothing stored then."""
+
 import gzip
 import json
 
@@ -17,8 +18,13 @@ KEY = "train/reward_mean"
 
 
 def push_gzip(client, run_id, token, body: bytes, encoding="gzip"):
-    return client.post(f"/api/v1/runs/{run_id}/metrics", data=body, content_type="application/json",
-                       HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_CONTENT_ENCODING=encoding)
+    return client.post(
+        f"/api/v1/runs/{run_id}/metrics",
+        data=body,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_CONTENT_ENCODING=encoding,
+    )
 
 
 @pytest.mark.django_db
@@ -38,11 +44,14 @@ def test_a_gzip_body_with_a_bad_row_is_explained_like_a_plain_one(client, alice,
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("body,encoding,status,words", [
-    (b"not gzip at all", "gzip", 400, "not valid gzip"),
-    (gzip.compress(b'{"points": []}')[:-6], "gzip", 400, "not a complete gzip"),
-    (b"{}", "br", 415, "'br' is not supported"),
-])
+@pytest.mark.parametrize(
+    "body,encoding,status,words",
+    [
+        (b"not gzip at all", "gzip", 400, "not valid gzip"),
+        (gzip.compress(b'{"points": []}')[:-6], "gzip", 400, "not a complete gzip"),
+        (b"{}", "br", 415, "'br' is not supported"),
+    ],
+)
 def test_bad_encodings_are_refused_with_a_reason(client, alice, tiny_config, body, encoding, status, words):
     run, token = make_run(alice, tiny_config)
     response = push_gzip(client, run.pk, token, body, encoding)
@@ -76,7 +85,9 @@ def test_a_batch_lock_held_too_long_answers_429_and_the_retry_is_stored(client, 
     run, token = make_run(alice, tiny_config)
     assert push(client, run.pk, token, {"points": points(KEY, [0])}).status_code == 202
     params = connection.get_connection_params()
-    with psycopg.connect(**{k: v for k, v in params.items() if k in ("dbname", "user", "host", "port", "password")}) as other:
+    with psycopg.connect(
+        **{k: v for k, v in params.items() if k in ("dbname", "user", "host", "port", "password")}
+    ) as other:
         other.execute("SELECT 1 FROM metrics_metricstream WHERE run_id = %s FOR UPDATE", [run.pk])  # a long batch
         for steps in ([1, 2], [0]):  # an append (pipelined path) and a re-post (general path)
             response = push(client, run.pk, token, {"points": points(KEY, steps)})
@@ -88,6 +99,7 @@ def test_a_batch_lock_held_too_long_answers_429_and_the_retry_is_stored(client, 
 
 
 # --- issue 22: limits named in a JSON 413, and the token checked before the body is read ----------
+
 
 def _json_413(response, setting):
     assert response.status_code == 413 and response["Content-Type"] == "application/json", response.content[:200]
@@ -137,7 +149,9 @@ def test_the_token_is_checked_before_the_queue_the_size_and_the_gzip(client, ali
             url = f"/api/v1/runs/{run.pk}/{path}"
             for auth, status in (({}, 401), ({"HTTP_AUTHORIZATION": f"Bearer {other_token}"}, 403)):
                 for body in (b"not gzip", big_bomb):
-                    answer = client.post(url, data=body, content_type="application/json", HTTP_CONTENT_ENCODING="gzip", **auth)
+                    answer = client.post(
+                        url, data=body, content_type="application/json", HTTP_CONTENT_ENCODING="gzip", **auth
+                    )
                     assert answer.status_code == status, (path, auth, answer.content[:200])
             real = client.post(url, data=b"{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
             assert real.status_code == 429  # only the run's own token reaches the queue

@@ -1,4 +1,5 @@
 """The live stream through the real ASGI server: new points only, in order, resumable."""
+
 import threading
 
 import httpx
@@ -18,11 +19,14 @@ def server(transactional_db):
 
 def post_later(client, run, token, bodies, delay=0.5):
     """Post batches from another thread once the stream is listening."""
+
     def work():
         import time
+
         time.sleep(delay)
         for body in bodies:
             assert push(client, run.pk, token, body).status_code == 202
+
     thread = threading.Thread(target=work)
     thread.start()
     return thread
@@ -37,11 +41,16 @@ def test_stream_sends_new_batches_in_order_then_resumes_without_gaps_or_duplicat
 
     with httpx.stream("GET", url, params={"after": 1, "keys": KEY}, cookies=cookies, timeout=15) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
-        poster = post_later(client, run, token, [
-            {"points": points(KEY, [1, 2])},
-            {"points": points("actor/m2", [1])},  # not a charted key: no event
-            {"points": points(KEY, [3]) + points("actor/m2", [2])},
-        ])
+        poster = post_later(
+            client,
+            run,
+            token,
+            [
+                {"points": points(KEY, [1, 2])},
+                {"points": points("actor/m2", [1])},  # not a charted key: no event
+                {"points": points(KEY, [3]) + points("actor/m2", [2])},
+            ],
+        )
         events = read_events(response, 2)
         poster.join()
     assert [(e[0], e[1]) for e in events] == [("2", "points"), ("4", "points")]
@@ -65,8 +74,13 @@ def test_a_restart_tells_the_client_to_reload(server, client, alice, tiny_config
     push(client, run.pk, token, {"points": points(KEY, range(5))})
     run, token2 = start_attempt(run, 2)
     client.force_login(alice)
-    with httpx.stream("GET", f"{server}/api/v1/runs/{run.pk}/metrics/stream", params={"after": 1},
-                      cookies=session_cookie(client), timeout=15) as response:
+    with httpx.stream(
+        "GET",
+        f"{server}/api/v1/runs/{run.pk}/metrics/stream",
+        params={"after": 1},
+        cookies=session_cookie(client),
+        timeout=15,
+    ) as response:
         poster = post_later(client, run, token2, [{"attempt": 2, "points": points(KEY, [3])}])
         events = read_events(response, 1)
         poster.join()

@@ -1,5 +1,6 @@
 """Several writers to one run: batches behind a key's head merge like appends (same chunks'
 points, summaries and rollups as one writer in step order), and concurrent writers lose nothing."""
+
 import threading
 
 import numpy as np
@@ -29,10 +30,15 @@ def rows_for(steps):
 def state(run):
     """Everything derived storage holds about a run, arrival order aside."""
     rollups = [r[:11] + r[12:] for r in store.merged_rollups(run.pk)] if connection.vendor == "postgresql" else []
-    summaries = sorted(MetricSeries.objects.filter(run_id=run.pk).values_list(
-        "key", "first_step", "last_step", "last_value", "last_special", "min_value", "max_value", "count"))
-    pts = {k: (p.steps.tolist(), np.nan_to_num(p.values, nan=-1).tolist(), p.specials.tolist())
-           for k, p in live_series(run.pk).items()}
+    summaries = sorted(
+        MetricSeries.objects.filter(run_id=run.pk).values_list(
+            "key", "first_step", "last_step", "last_value", "last_special", "min_value", "max_value", "count"
+        )
+    )
+    pts = {
+        k: (p.steps.tolist(), np.nan_to_num(p.values, nan=-1).tolist(), p.specials.tolist())
+        for k, p in live_series(run.pk).items()
+    }
     return rollups, summaries, pts
 
 
@@ -43,10 +49,12 @@ def test_out_of_order_writers_store_what_one_writer_in_order_stores(alice, tiny_
     steps = np.arange(n)
     if layout == "own ranges":  # each writer its own contiguous range, 100 steps a batch, round robin
         per_writer = np.array_split(steps, writers)
-        batches = [list(w[i:i + 100]) for i in range(0, n // writers + 100, 100) for w in per_writer if len(w[i:i + 100])]
+        batches = [
+            list(w[i : i + 100]) for i in range(0, n // writers + 100, 100) for w in per_writer if len(w[i : i + 100])
+        ]
     else:  # writer w sends steps w, w+8, w+16, ... 20 at a time
         per_writer = [steps[w::writers] for w in range(writers)]
-        batches = [list(w[i:i + 20]) for i in range(0, n, 20) for w in per_writer if len(w[i:i + 20])]
+        batches = [list(w[i : i + 20]) for i in range(0, n, 20) for w in per_writer if len(w[i : i + 20])]
     ordered, _ = make_run(alice, tiny_config, name="ordered")
     for lo in range(0, n, 500):
         metrics_ingest(run=ordered, attempt=1, points=rows_for(range(lo, min(n, lo + 500))))
@@ -59,7 +67,10 @@ def test_out_of_order_writers_store_what_one_writer_in_order_stores(alice, tiny_
         assert got[key].pop("tail_mean") == pytest.approx(want[key].pop("tail_mean"), rel=1e-12)
     assert got == want
     for key in KEYS:
-        assert series([scrambled.pk], key, max_points=300)[scrambled.pk] == series([ordered.pk], key, max_points=300)[ordered.pk]
+        assert (
+            series([scrambled.pk], key, max_points=300)[scrambled.pk]
+            == series([ordered.pk], key, max_points=300)[ordered.pk]
+        )
     if connection.vendor == "postgresql":
         assert MetricRollup.objects.filter(run_id=scrambled.pk).exists()
 

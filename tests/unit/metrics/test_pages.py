@@ -1,4 +1,5 @@
 """The compare page and the run page's metrics partial, rendered by Django."""
+
 import json
 
 import pytest
@@ -16,12 +17,13 @@ def config_json(response, element_id):
     html = response.content.decode()
     start = html.index(f'id="{element_id}"')
     start = html.index(">", start) + 1
-    return json.loads(html[start:html.index("</script>", start)])
+    return json.loads(html[start : html.index("</script>", start)])
 
 
 def sweep_runs(owner, tiny_config):
-    experiment = experiment_create(owner=owner, name="sweep", config=tiny_config,
-                                   sweep={"algorithm.objective": ["m2po", "grpo"]}, seeds=2)
+    experiment = experiment_create(
+        owner=owner, name="sweep", config=tiny_config, sweep={"algorithm.objective": ["m2po", "grpo"]}, seeds=2
+    )
     return experiment, list(experiment.runs.order_by("id"))
 
 
@@ -37,7 +39,14 @@ def test_compare_page_shows_only_differing_fields_and_summaries(client, alice, t
     assert "algorithm.objective" in page["fields"] and "model.name" not in page["fields"]
     assert [r["id"] for r in page["runs"]] == [r.pk for r in runs]
     assert page["summary"][str(runs[1].pk)]["train/reward_mean"] == {
-        "last": 5.0, "last_step": 4, "min": 1.0, "max": 5.0, "best": 5.0, "direction": "max", "tail_mean": 5.0}
+        "last": 5.0,
+        "last_step": 4,
+        "min": 1.0,
+        "max": 5.0,
+        "best": 5.0,
+        "direction": "max",
+        "tail_mean": 5.0,
+    }
     assert b'id="config-diff"' in response.content
 
     by_ids = client.get(reverse("metrics-compare"), {"runs": f"{runs[2].pk},{runs[0].pk}"})
@@ -58,8 +67,14 @@ def test_run_page_carries_the_default_panels_and_eval_sets(client, alice, tiny_c
     client.force_login(alice)
     cfg = config_json(client.get(reverse("exp-run-detail", args=[run.pk])), "run-metrics-config")
     assert "push_failures" not in {p["id"] for p in cfg["panels"]}  # only once a push failed
-    metrics_ingest(run=run, attempt=1, points=points("eval/gsm8k/acc", [0]) + points("eval/math500/acc", [0])
-                   + points("samples/push_failures", [0]) + points("metrics/push_failures", [0]))
+    metrics_ingest(
+        run=run,
+        attempt=1,
+        points=points("eval/gsm8k/acc", [0])
+        + points("eval/math500/acc", [0])
+        + points("samples/push_failures", [0])
+        + points("metrics/push_failures", [0]),
+    )
     response = client.get(reverse("exp-run-detail", args=[run.pk]))
     assert response.status_code == 200
     cfg = config_json(response, "run-metrics-config")
@@ -67,7 +82,9 @@ def test_run_page_carries_the_default_panels_and_eval_sets(client, alice, tiny_c
     assert panels["push_failures"] == ["metrics/push_failures", "samples/push_failures"]
     assert panels["eval"] == ["eval/avg_acc", "eval/gsm8k/acc", "eval/math500/acc"]
     assert panels["m2"] == ["actor/m2", "actor/m2_after", "actor/m2_all"]
-    assert {"reward", "clip_frac", "ppo_kl", "entropy", "grad_norm", "staleness", "response_len", "throughput"} <= set(panels)
+    assert {"reward", "clip_frac", "ppo_kl", "entropy", "grad_norm", "staleness", "response_len", "throughput"} <= set(
+        panels
+    )
     assert [a["id"] for a in cfg["x_axes"]] == ["step", "tokens", "samples", "time"]
 
 

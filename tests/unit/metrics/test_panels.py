@@ -1,5 +1,6 @@
 """The default panels tell the off-policy story: eval per benchmark once, tau on the M2 panel,
 the token fraction named by objective; "best" follows the metric-key table's direction."""
+
 import pytest
 
 from orchestrator.metrics import selectors
@@ -17,7 +18,10 @@ def by_id(panels):
 def test_one_eval_set_is_drawn_once_and_the_average_only_over_several():
     assert eval_keys(["eval/avg_acc", "eval/arithmetic/acc"]) == ["eval/arithmetic/acc"]
     assert eval_keys(["eval/avg_acc", "eval/gsm8k/acc", "eval/math500/acc"]) == [
-        "eval/avg_acc", "eval/gsm8k/acc", "eval/math500/acc"]
+        "eval/avg_acc",
+        "eval/gsm8k/acc",
+        "eval/math500/acc",
+    ]
     assert eval_keys(["train/reward_mean"]) == ["eval/avg_acc"]  # an empty panel says "no data yet"
 
 
@@ -26,8 +30,11 @@ def test_the_m2_panel_is_logarithmic_with_the_runs_tau():
     assert m2["log_y"] is True
     assert m2["lines"] == [{"y": 0.04, "label": "τ = 0.04"}]
     assert m2["description"]
-    mixed = [{"algorithm": {"objective": "m2po", "tau_m2": 0.02}}, {"algorithm": {"objective": "grpo", "tau_m2": 0.04}},
-             {"algorithm": {"objective": "m2po", "tau_m2": 0.08}}]
+    mixed = [
+        {"algorithm": {"objective": "m2po", "tau_m2": 0.02}},
+        {"algorithm": {"objective": "grpo", "tau_m2": 0.04}},
+        {"algorithm": {"objective": "m2po", "tau_m2": 0.08}},
+    ]
     assert [line["y"] for line in thresholds(mixed)] == [0.02, 0.08]  # grpo has no tau to draw
 
 
@@ -37,7 +44,9 @@ def test_the_token_fraction_is_named_by_what_the_objective_does():
     single = by_id(panels_for([], [{"algorithm": {"objective": "m2po"}}]))["clip_frac"]
     assert single["title"] == "Token fraction masked (m2po)"
     assert single["labels"] == {"actor/clip_frac": "masked fraction"}
-    both = by_id(panels_for([], [{"algorithm": {"objective": "grpo"}}, {"algorithm": {"objective": "m2po"}}]))["clip_frac"]
+    both = by_id(panels_for([], [{"algorithm": {"objective": "grpo"}}, {"algorithm": {"objective": "m2po"}}]))[
+        "clip_frac"
+    ]
     assert both["title"] == "Token fraction clipped (grpo) / masked (m2po)" and both["labels"] == {}
 
 
@@ -61,8 +70,12 @@ def test_every_known_direction_is_max_min_or_none_and_custom_keys_are_settable()
 def test_best_follows_the_declared_direction_not_the_name(alice, tiny_config, settings):
     run, _ = make_run(alice, tiny_config)
     rising = lambda s: s / 10  # noqa: E731
-    rows = (points("actor/tr_frac", range(5), rising) + points("train/tokens_seen", range(5), rising)
-            + points("custom/score_loss", range(5), rising) + points("actor/ppo_kl", range(5), rising))
+    rows = (
+        points("actor/tr_frac", range(5), rising)
+        + points("train/tokens_seen", range(5), rising)
+        + points("custom/score_loss", range(5), rising)
+        + points("actor/ppo_kl", range(5), rising)
+    )
     metrics_ingest(run=run, attempt=1, points=rows)
     summary = selectors.summaries([run.pk])[run.pk]
     assert summary["actor/tr_frac"]["best"] == 0.4  # more tokens in the trust region is better

@@ -1,5 +1,6 @@
 """The trainer's pusher against the real ingestion endpoint (uvicorn): gzip batches are stored,
 and a run whose queue is full answers 429, which the pusher waits out without losing points."""
+
 import pytest
 
 from orchestrator.metrics import ingest_queue
@@ -55,15 +56,21 @@ def test_anonymous_gzip_bombs_do_not_starve_the_real_trainer(server, alice, tiny
 
     def send_bomb():
         with httpx.Client(timeout=60) as http:
-            bomb_answers.append(http.post(url, content=bomb, headers={"Content-Encoding": "gzip",
-                                                                      "Content-Type": "application/json"}).status_code)
+            bomb_answers.append(
+                http.post(
+                    url, content=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
+                ).status_code
+            )
 
     bombers = [threading.Thread(target=send_bomb) for _ in range(16)]
     for t in bombers:
         t.start()
     deadline = time.monotonic() + 1.0  # the bombs in flight (or answered): as many places held as they can take
-    while (time.monotonic() < deadline and len(bomb_answers) < 16
-           and ingest_queue._queued.get(run.pk, 0) < ingest_queue.limit()):
+    while (
+        time.monotonic() < deadline
+        and len(bomb_answers) < 16
+        and ingest_queue._queued.get(run.pk, 0) < ingest_queue.limit()
+    ):
         time.sleep(0.01)
     real = []
     with httpx.Client(timeout=60, headers={"Authorization": f"Bearer {token}"}) as http:
@@ -85,7 +92,8 @@ def _samples_spool(run_dir, samples):
 
 
 def test_a_samples_batch_too_large_for_the_server_is_sent_in_halves_and_all_of_it_stored(
-        server, alice, tiny_config, tmp_path, settings, caplog):
+    server, alice, tiny_config, tmp_path, settings, caplog
+):
     """Issue 22: 64 samples of 4,096 tokens are ~1.9 MB gzipped in the pusher's 4 MB posts; behind a
     1 MiB limit (nginx's default client_max_body_size) Django answered an HTML 400, the pusher
     skipped the batch as bad, and the samples were gone."""
@@ -126,7 +134,10 @@ def test_batches_refused_for_good_are_kept_and_stored_by_resend_rejected(server,
     pusher = Pusher(tmp_path, cfg, total_steps=3)
     pusher.close()
     assert pusher.failure_counts() == {"metrics/push_failures": 1.0, "samples/push_failures": 1.0}
-    assert [r["status"] for name in ("metrics.jsonl", "samples.jsonl") for r in read_rejected(tmp_path, name)] == [403, 403]
+    assert [r["status"] for name in ("metrics.jsonl", "samples.jsonl") for r in read_rejected(tmp_path, name)] == [
+        403,
+        403,
+    ]
     assert not live_series(run.pk) and not RolloutSample.objects.filter(run=run).exists()
 
     call_command("resend_rejected", run.pk, run_dir=tmp_path)

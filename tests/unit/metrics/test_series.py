@@ -1,12 +1,13 @@
 """Downsampled series: budgets, spikes and markers kept, rollups equal to reading the points."""
+
 import random
 
 import pytest
 from django.db import connection  # noqa: F401 (skipif expressions)
 
 from orchestrator.metrics import selectors
-from orchestrator.metrics.downsample import bucketize, points_from_aggregates
 from orchestrator.metrics.chunks import live_points
+from orchestrator.metrics.downsample import bucketize, points_from_aggregates
 from orchestrator.metrics.services import metrics_ingest
 
 from .helpers import T0, make_run, points
@@ -17,7 +18,7 @@ KEY = "actor/grad_norm"
 
 def ingest(run, rows, batch=5000):
     for i in range(0, len(rows), batch):
-        metrics_ingest(run=run, attempt=run.attempt, points=rows[i:i + batch])
+        metrics_ingest(run=run, attempt=run.attempt, points=rows[i : i + batch])
 
 
 def noisy(n, seed, *, special_every=997):
@@ -57,17 +58,26 @@ def test_a_zoomed_range_is_served_at_full_resolution(alice, tiny_config):
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'", reason="rollups exist on PostgreSQL only")
-@pytest.mark.parametrize("seed,n,budget,start,end", [
-    (3, 120_000, 1500, None, None), (4, 40_000, 100, None, None), (5, 30_000, 300, 7_000, 21_000),
-])
+@pytest.mark.parametrize(
+    "seed,n,budget,start,end",
+    [
+        (3, 120_000, 1500, None, None),
+        (4, 40_000, 100, None, None),
+        (5, 30_000, 300, 7_000, 21_000),
+    ],
+)
 def test_rollups_give_the_same_chart_as_the_points(alice, tiny_config, seed, n, budget, start, end):
     run, _ = make_run(alice, tiny_config)
     ingest(run, noisy(n, seed))
     window = selectors.plan_window(start or 0, end if end is not None else n - 1, budget, rollups=True)
     assert window.level > 0
     from_rollups = selectors._from_rollups([run.pk], KEY, window, budget, "value")[run.pk]
-    pts = live_points([run.pk], [KEY], lo=window.lo // window.level * window.level,
-                      hi=(window.hi // window.level + 1) * window.level - 1)[(run.pk, KEY)]
+    pts = live_points(
+        [run.pk],
+        [KEY],
+        lo=window.lo // window.level * window.level,
+        hi=(window.hi // window.level + 1) * window.level - 1,
+    )[(run.pk, KEY)]
     from_points = points_from_aggregates(bucketize(pts.steps, pts.values, pts.specials, pts.times, window.width))
     assert from_rollups == from_points
 
@@ -101,7 +111,7 @@ def test_compare_shares_one_grid_and_leaves_runs_without_the_key_empty(alice, ti
     run_a, _ = make_run(alice, tiny_config, name="a")
     run_b, _ = make_run(alice, tiny_config, name="b")
     run_c, _ = make_run(alice, tiny_config, name="c")
-    ingest(run_a, points(KEY, range(0, 10_000)))
+    ingest(run_a, points(KEY, range(10_000)))
     ingest(run_b, points(KEY, range(0, 20_000, 2)))
     out = selectors.series([run_a.pk, run_b.pk, run_c.pk], KEY, max_points=400)
     assert out[run_c.pk] == []
@@ -113,8 +123,13 @@ def test_series_api_checks_parameters_and_access(client, alice, charlie, tiny_co
     run, _ = make_run(alice, tiny_config)
     client.force_login(alice)
     url = f"/api/v1/runs/{run.pk}/metrics"
-    for query, field in [({"key": KEY, "max_points": "x"}, "max_points"), ({"key": KEY, "max_points": 1}, "max_points"),
-                         ({}, "key"), ({"key": KEY, "start": 9, "end": 3}, "end"), ({"key": KEY, "field": "y"}, "field")]:
+    for query, field in [
+        ({"key": KEY, "max_points": "x"}, "max_points"),
+        ({"key": KEY, "max_points": 1}, "max_points"),
+        ({}, "key"),
+        ({"key": KEY, "start": 9, "end": 3}, "end"),
+        ({"key": KEY, "field": "y"}, "field"),
+    ]:
         answer = client.get(url, query)
         assert answer.status_code == 400 and answer.json()["errors"][0]["field"] == field
     client.force_login(charlie)
@@ -166,10 +181,12 @@ def test_incremental_rollups_equal_a_rebuild_from_the_points(alice, tiny_config)
         for _ in range(rng.randint(1, 90)):
             step += rng.choice([1, 1, 1, 3, 17])
             for key in rng.sample(["a/x", "a/y", "b/z"], rng.randint(1, 3)):
-                value = rng.choice(["NaN", "Infinity", "-Infinity"]) if rng.random() < 0.03 else round(rng.gauss(0, 1), 1)  # ties
+                value = (
+                    rng.choice(["NaN", "Infinity", "-Infinity"]) if rng.random() < 0.03 else round(rng.gauss(0, 1), 1)
+                )  # ties
                 rows.append({"step": step, "key": key, "value": value, "time": T0 + step})
         if previous and rng.random() < 0.25:  # a spool replay re-posts part of the previous batch
-            rows = [dict(r, value=1.5) for r in previous[-rng.randint(1, len(previous)):]] + rows
+            rows = [dict(r, value=1.5) for r in previous[-rng.randint(1, len(previous)) :]] + rows
         metrics_ingest(run=run, attempt=1, points=rows)
         previous = rows
 

@@ -1,5 +1,6 @@
 """The metrics API (issue 16): several keys per call, a 404 that names the known keys for a key
 the run does not have, and one key per compare call said out loud instead of the last one used."""
+
 import pytest
 
 from orchestrator.metrics.services import metrics_ingest
@@ -35,8 +36,9 @@ def test_an_unknown_key_is_a_404_naming_the_known_ones(client, alice, tiny_confi
     metrics_ingest(run=run, attempt=1, points=points(A, range(3)) + points(B, range(2)))
     answer = client.get(url, {"key": [A, "train/reward_maen"]})
     assert answer.status_code == 404
-    assert answer.json()["error"] == (f"run {run.pk} has no metric 'train/reward_maen'; "
-                                      f"known keys: {A}, {B}")  # the key the typo meant first
+    assert answer.json()["error"] == (
+        f"run {run.pk} has no metric 'train/reward_maen'; known keys: {A}, {B}"
+    )  # the key the typo meant first
     assert answer.json()["errors"] == [{"field": "key", "message": f"known keys: {A}, {B}"}]
     compare = client.get("/api/v1/metrics/compare", {"runs": str(run.pk), "key": "nope"})
     assert compare.status_code == 404 and f"known keys: {B}, {A}" in compare.json()["error"]

@@ -1,5 +1,6 @@
 """Run summaries (summaries.run_summaries): last, min, max, count and the tail mean, checked
 against the same numbers computed with numpy from the live points."""
+
 import math
 
 import numpy as np
@@ -21,16 +22,21 @@ def expected(run, key):
     pts = live_series(run.pk, [key])[key]
     finite = pts.specials == 0
     tail = (pts.steps >= tail_start(int(pts.steps[0]), int(pts.steps[-1]))) & finite
-    return {"last": float(pts.values[-1]) if pts.specials[-1] == 0 else math.nan,
-            "min": float(pts.values[finite].min()), "max": float(pts.values[finite].max()),
-            "tail_mean": float(pts.values[tail].mean()) if tail.any() else None,
-            "count": len(pts), "last_step": int(pts.steps[-1])}
+    return {
+        "last": float(pts.values[-1]) if pts.specials[-1] == 0 else math.nan,
+        "min": float(pts.values[finite].min()),
+        "max": float(pts.values[finite].max()),
+        "tail_mean": float(pts.values[tail].mean()) if tail.any() else None,
+        "count": len(pts),
+        "last_step": int(pts.steps[-1]),
+    }
 
 
 def close(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(
         (x is None and y is None) or (isinstance(x, float) and math.isnan(x) and math.isnan(y)) or x == pytest.approx(y)
-        for x, y in ((a[k], b[k]) for k in a))
+        for x, y in ((a[k], b[k]) for k in a)
+    )
 
 
 def test_summary_of_appending_batches_matches_the_points(alice, tiny_config):
@@ -45,7 +51,7 @@ def test_summary_of_appending_batches_matches_the_points(alice, tiny_config):
 
 def test_tail_that_starts_inside_a_chunk_counts_only_its_steps(alice, tiny_config):
     run, _ = make_run(alice, tiny_config)
-    metrics_ingest(run=run, attempt=1, points=points(KEY, range(0, 101), value=lambda s: float(s)))
+    metrics_ingest(run=run, attempt=1, points=points(KEY, range(101), value=lambda s: float(s)))
     got = run_summaries([run.pk], [KEY])[run.pk][KEY]
     assert got["tail_mean"] == pytest.approx(np.mean(range(90, 101)))  # steps 90..100 of one chunk
 
@@ -100,15 +106,21 @@ def test_only_the_asked_keys_and_runs_with_points(alice, tiny_config):
 
 def test_the_cached_tail_mean_follows_new_and_changed_points(alice, tiny_config):
     run, _ = make_run(alice, tiny_config)
-    metrics_ingest(run=run, attempt=1, points=points(KEY, range(0, 11), value=lambda s: 1.0))
+    metrics_ingest(run=run, attempt=1, points=points(KEY, range(11), value=lambda s: 1.0))
     assert run_summaries([run.pk])[run.pk][KEY]["tail_mean"] == 1.0  # computed and cached
     metrics_ingest(run=run, attempt=1, points=points(KEY, range(11, 21), value=lambda s: 3.0))
     assert run_summaries([run.pk])[run.pk][KEY]["tail_mean"] == 3.0  # tail [18, 20]: new points
     metrics_ingest(run=run, attempt=1, points=points(KEY, [20], value=lambda s: 6.0))  # same count, new value
     assert run_summaries([run.pk])[run.pk][KEY]["tail_mean"] == 4.0
     metrics_ingest(run=run, attempt=1, points=points(KEY, [20], value=lambda s: 6.0))  # a retry: no change
-    assert run_summaries([run.pk])[run.pk][KEY] == {"last": 6.0, "min": 1.0, "max": 6.0, "tail_mean": 4.0,
-                                                    "count": 21, "last_step": 20}
+    assert run_summaries([run.pk])[run.pk][KEY] == {
+        "last": 6.0,
+        "min": 1.0,
+        "max": 6.0,
+        "tail_mean": 4.0,
+        "count": 21,
+        "last_step": 20,
+    }
 
 
 @pytest.mark.parametrize("last_step", [95, 100, 137, 1001])

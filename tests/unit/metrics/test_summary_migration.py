@@ -1,4 +1,5 @@
 """Migrations 0006/0007 on stored data: chunk sums, counts and spans filled, summaries rebuilt."""
+
 import numpy as np
 import pytest
 
@@ -22,9 +23,20 @@ def test_stored_chunks_get_their_sums_and_runs_their_summaries(alice, tiny_confi
         values = steps.astype("<f8")
         specials = (steps == 97).astype("i1")
         values[specials == 1] = np.nan
-        Chunk.objects.create(run_id=run.pk, key=KEY, attempt=1, seq=seq, superseded=False, first_step=lo,
-                             last_step=lo + 24, n=25, steps=steps.tobytes(), values=values.tobytes(),
-                             specials=specials.tobytes(), times=(1.7e9 + steps).astype("<f8").tobytes())
+        Chunk.objects.create(
+            run_id=run.pk,
+            key=KEY,
+            attempt=1,
+            seq=seq,
+            superseded=False,
+            first_step=lo,
+            last_step=lo + 24,
+            n=25,
+            steps=steps.tobytes(),
+            values=values.tobytes(),
+            specials=specials.tobytes(),
+            times=(1.7e9 + steps).astype("<f8").tobytes(),
+        )
     migrate(latest())
     got = run_summaries([run.pk])[run.pk][KEY]
     assert (got["count"], got["min"], got["max"], got["last"], got["last_step"]) == (100, 0.0, 99.0, 99.0, 99)

@@ -1,9 +1,17 @@
 """The System panel group: CPU, RAM and the time split on every run; GPU panels only where a GPU
 reported (one line per GPU)."""
+
 from orchestrator.metrics.panels import panels_for
 
-CPU_RUN = ["train/reward_mean", "system/cpu_pct", "system/ram_gb", "system/host_cpu_pct", "system/host_ram_pct",
-           "perf/gen_s", "perf/train_s"]
+CPU_RUN = [
+    "train/reward_mean",
+    "system/cpu_pct",
+    "system/ram_gb",
+    "system/host_cpu_pct",
+    "system/host_ram_pct",
+    "perf/gen_s",
+    "perf/train_s",
+]
 
 
 def system(panels):

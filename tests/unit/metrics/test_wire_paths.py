@@ -1,4 +1,5 @@
 """The msgspec fast path and the plain-Python path accept the same batches and read them alike."""
+
 import json
 import math
 
@@ -7,24 +8,41 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.metrics.schemas import BatchError, WirePoint, _fast_columns, _struct_columns, decode_batch, parse_columns
+from orchestrator.metrics.schemas import (
+    BatchError,
+    WirePoint,
+    _fast_columns,
+    _struct_columns,
+    decode_batch,
+    parse_columns,
+)
 
-good_row = st.fixed_dictionaries({
-    "step": st.integers(0, 10**6),
-    "key": st.sampled_from(["train/reward_mean", "actor/m2", "eval/aime24@acc"]),
-    "value": st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6),
-                       st.sampled_from(["NaN", "Infinity", "-Infinity"])),
-    "time": st.one_of(st.floats(1e9, 2e9), st.integers(0, 10)),
-})
-any_row = st.fixed_dictionaries({
-    "step": st.one_of(st.integers(0, 50), st.integers(-3, -1), st.just(True), st.just(2.0)),
-    "key": st.sampled_from(["train/reward_mean", "bad key", "", "a" * 201, "a//b"]),
-    "value": st.one_of(st.floats(), st.integers(), st.sampled_from(["NaN", "nan", "1.5"]), st.booleans(), st.none()),
-    "time": st.one_of(st.floats(1e9, 2e9), st.just(math.inf), st.just("now")),
-})
+good_row = st.fixed_dictionaries(
+    {
+        "step": st.integers(0, 10**6),
+        "key": st.sampled_from(["train/reward_mean", "actor/m2", "eval/aime24@acc"]),
+        "value": st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.integers(-(10**6), 10**6),
+            st.sampled_from(["NaN", "Infinity", "-Infinity"]),
+        ),
+        "time": st.one_of(st.floats(1e9, 2e9), st.integers(0, 10)),
+    }
+)
+any_row = st.fixed_dictionaries(
+    {
+        "step": st.one_of(st.integers(0, 50), st.integers(-3, -1), st.just(True), st.just(2.0)),
+        "key": st.sampled_from(["train/reward_mean", "bad key", "", "a" * 201, "a//b"]),
+        "value": st.one_of(
+            st.floats(), st.integers(), st.sampled_from(["NaN", "nan", "1.5"]), st.booleans(), st.none()
+        ),
+        "time": st.one_of(st.floats(1e9, 2e9), st.just(math.inf), st.just("now")),
+    }
+)
 # Mostly valid batches, some with one doubtful row, some with a repeated (key, step).
 rows = st.tuples(st.lists(good_row, max_size=30), st.lists(any_row, max_size=1), st.booleans()).map(
-    lambda t: t[0] + t[1] + (t[0][:1] if t[2] else []))
+    lambda t: t[0] + t[1] + (t[0][:1] if t[2] else [])
+)
 
 
 def as_tuples(cols):

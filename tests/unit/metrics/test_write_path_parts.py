@@ -1,5 +1,6 @@
 """The write path's parts: packed array parameters read back as sent, the ingestion hook that
 alerts ride on (metrics never imports alerts), and compaction merging partial rollup buckets."""
+
 import ast
 import math
 from pathlib import Path
@@ -40,13 +41,20 @@ def test_metrics_never_imports_alerts_and_batches_never_imports_store():
 @pytest.mark.django_db
 def test_rows_of_every_column_type_read_back_as_sent():
     columns = (("f", "float8"), ("i", "int8"), ("s", "int2"), ("w", "int4"), ("t", "text"), ("b", "bytea"))
-    data = [np.array([1.5, -0.0, np.nan, 1e308]), np.array([0, -1, 2**62, 7]), np.array([0, 1, -1, 3], np.int8),
-            np.array([5, 6, 7, 2**31 - 1]), ["a/b", "ü/€", "", "x" * 300], [b"\x00\x01", b"", b"\xff" * 9, b"z"]]
+    data = [
+        np.array([1.5, -0.0, np.nan, 1e308]),
+        np.array([0, -1, 2**62, 7]),
+        np.array([0, 1, -1, 3], np.int8),
+        np.array([5, 6, 7, 2**31 - 1]),
+        ["a/b", "ü/€", "", "x" * 300],
+        [b"\x00\x01", b"", b"\xff" * 9, b"z"],
+    ]
     db = direct()
     with_b, params = Rows(columns, data, postgres=db.postgres).with_clause()
     got = db.fetch(with_b + "SELECT f, i, s, w, t, b FROM b", params)
-    assert [row[1:5] for row in got] == list(zip(*[c.tolist() if hasattr(c, "tolist") else c for c in data[1:5]],
-                                                strict=True))
+    assert [row[1:5] for row in got] == list(
+        zip(*[c.tolist() if hasattr(c, "tolist") else c for c in data[1:5]], strict=True)
+    )
     assert [bytes(row[5]) for row in got] == data[5]
     floats = [row[0] for row in got]
     assert floats[0] == 1.5 and floats[3] == 1e308 and (floats[2] is None or math.isnan(floats[2]))

@@ -1,5 +1,6 @@
 """The storage bound per run: over OPL_SAMPLES_MAX_PER_RUN the older steps are thinned (every
 other step, always the first and the newest), counted as dropped, and stay dropped when re-posted."""
+
 import pytest
 
 from orchestrator.samples.models import RolloutSample

@@ -1,6 +1,7 @@
 """POST /api/v1/runs/<id>/samples: idempotent on (run, kind, step, index), a later attempt
 replaces, bad input refused whole with the field named, the run's own token only, gzip, text cut
 to the bounds."""
+
 import pytest
 
 from orchestrator.samples.models import RolloutSample
@@ -13,8 +14,11 @@ pytestmark = pytest.mark.django_db
 
 
 def stored(run):
-    return list(RolloutSample.objects.filter(run=run).order_by("kind", "step", "index")
-                .values_list("kind", "step", "index", "attempt"))
+    return list(
+        RolloutSample.objects.filter(run=run)
+        .order_by("kind", "step", "index")
+        .values_list("kind", "step", "index", "attempt")
+    )
 
 
 def test_a_batch_is_stored_and_a_repost_changes_nothing(client, alice, tiny_config):
@@ -40,7 +44,12 @@ def test_a_later_attempt_replaces_the_same_sample(client, alice, tiny_config):
     assert answer.json() == {"stored": 1, "duplicates": 0, "dropped": 0}
     assert stored(run) == [("train", 4, 0, 2), ("train", 4, 1, 1)]
     replaced = RolloutSample.objects.get(run=run, step=4, index=0)
-    assert (replaced.reward, replaced.tokens, replaced.log_ratios(), replaced.max_abs_log_ratio) == (1.0, ["x"], [None], None)
+    assert (replaced.reward, replaced.tokens, replaced.log_ratios(), replaced.max_abs_log_ratio) == (
+        1.0,
+        ["x"],
+        [None],
+        None,
+    )
 
 
 def test_one_sample_twice_in_a_batch_keeps_the_last(client, alice, tiny_config):
@@ -50,16 +59,19 @@ def test_one_sample_twice_in_a_batch_keeps_the_last(client, alice, tiny_config):
     assert RolloutSample.objects.get(run=run).reward == 0.5
 
 
-@pytest.mark.parametrize("change,field", [
-    ({"step": -1}, "samples.1.step"),
-    ({"kind": "test"}, "samples.1.kind"),
-    ({"reward": "high"}, "samples.1.reward"),
-    ({"log_ratio": [0.1]}, "samples.1.log_ratio"),
-    ({"masked": [5]}, "samples.1.masked"),
-    ({"clipped": [-1]}, "samples.1.clipped"),
-    ({"colour": "red"}, "samples.1.colour"),
-    ({"time": None}, "samples.1.time"),
-])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"step": -1}, "samples.1.step"),
+        ({"kind": "test"}, "samples.1.kind"),
+        ({"reward": "high"}, "samples.1.reward"),
+        ({"log_ratio": [0.1]}, "samples.1.log_ratio"),
+        ({"masked": [5]}, "samples.1.masked"),
+        ({"clipped": [-1]}, "samples.1.clipped"),
+        ({"colour": "red"}, "samples.1.colour"),
+        ({"time": None}, "samples.1.time"),
+    ],
+)
 def test_a_bad_field_refuses_the_whole_batch_and_names_the_field(client, alice, tiny_config, change, field):
     run, token = make_run(alice, tiny_config)
     response = post(client, run.pk, token, batch([sample(1, 0), {**sample(1, 1), **change}]))
@@ -102,8 +114,15 @@ def test_a_gzip_body_is_stored_like_a_plain_one(client, alice, tiny_config):
 def test_long_text_and_tokens_are_cut_to_the_bounds(client, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
     n = MAX_TOKENS + 10
-    long = sample(1, 0, prompt="p" * (MAX_TEXT + 5), tokens=["t"] * n, log_ratio=[0.0] * n,
-                  masked=[0, MAX_TOKENS + 3], reference="r" * (MAX_TEXT + 1))
+    long = sample(
+        1,
+        0,
+        prompt="p" * (MAX_TEXT + 5),
+        tokens=["t"] * n,
+        log_ratio=[0.0] * n,
+        masked=[0, MAX_TOKENS + 3],
+        reference="r" * (MAX_TEXT + 1),
+    )
     long["response"] = "<b>" * 5000
     assert post(client, run.pk, token, batch([long])).status_code == 200
     row = RolloutSample.objects.get(run=run)
@@ -113,8 +132,14 @@ def test_long_text_and_tokens_are_cut_to_the_bounds(client, alice, tiny_config):
 
 def test_nul_characters_and_lone_surrogates_are_stored_replaced(client, alice, tiny_config):
     run, token = make_run(alice, tiny_config)
-    body = ('{"samples": [' + __import__("json").dumps(sample(1, 0, tokens=["a", "b"], log_ratio=[0.1, 0.2]))
-            .replace('"a"', '"\\u0000"').replace('"b"', '"\\ud800"') + "]}").encode()
+    body = (
+        '{"samples": ['
+        + __import__("json")
+        .dumps(sample(1, 0, tokens=["a", "b"], log_ratio=[0.1, 0.2]))
+        .replace('"a"', '"\\u0000"')
+        .replace('"b"', '"\\ud800"')
+        + "]}"
+    ).encode()
     assert post(client, run.pk, token, body).status_code == 200
     assert RolloutSample.objects.get(run=run).tokens == ["\ufffd", "\ufffd"]
 

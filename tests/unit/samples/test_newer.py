@@ -1,6 +1,7 @@
 """A live run's samples card notices newer steps without moving the reader: it polls a tiny
 endpoint while the run is not over, which answers a hint with a button (never a reload of the
 card), keeps the reader's choices in that button, and stops the polling once the run is over."""
+
 import re
 
 import pytest
@@ -26,7 +27,9 @@ def test_a_running_runs_card_polls_for_newer_steps_and_offers_them(client, alice
     client.force_login(alice)
     card = client.get(f"/runs/{run.pk}/samples/", {"step": "2", "verdict": "wrong", "sort": "masked"}).content.decode()
     url = poll_url(card)
-    assert url.startswith(f"/runs/{run.pk}/samples/newer/?") and "kind=train" in url and "after=4" in url  # the newest known
+    assert (
+        url.startswith(f"/runs/{run.pk}/samples/newer/?") and "kind=train" in url and "after=4" in url
+    )  # the newest known
     assert "verdict=wrong" in url and "sort=masked" in url
 
     quiet = client.get(url).content.decode()
@@ -58,7 +61,9 @@ def test_an_empty_card_of_a_live_run_watches_every_kind(client, alice, tiny_conf
     assert "1 step recorded — show" in hint and "newer step" not in hint
 
 
-@pytest.mark.parametrize("params,field", [({"after": "x"}, "after"), ({"kind": "both"}, "kind"), ({"sort": "?"}, "sort")])
+@pytest.mark.parametrize(
+    "params,field", [({"after": "x"}, "after"), ({"kind": "both"}, "kind"), ({"sort": "?"}, "sort")]
+)
 def test_a_bad_poll_parameter_is_a_400_naming_it(client, alice, charlie, tiny_config, params, field):
     run, _ = make_run(alice, tiny_config)
     client.force_login(alice)

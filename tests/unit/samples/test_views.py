@@ -1,5 +1,6 @@
 """The run page's samples card, the compare page's same-prompt section and the JSON read API:
 they render what was stored, escape every text, filter by verdict and sort."""
+
 import re
 
 import pytest
@@ -42,29 +43,46 @@ def test_a_run_without_samples_explains_how_to_turn_them_on(client, alice, tiny_
 
 def test_the_newest_step_is_shown_with_its_tokens_marked(client, alice, tiny_config):
     run, _ = make_run(alice, tiny_config)
-    ingest(run, [sample(2, 0), sample(10, 0, masked=[1, 3], clipped=[2], reward=0.0),
-                 sample(10, 1, log_ratio=[0.0, None, 2.0, -2.0, 0.1])])
+    ingest(
+        run,
+        [
+            sample(2, 0),
+            sample(10, 0, masked=[1, 3], clipped=[2], reward=0.0),
+            sample(10, 1, log_ratio=[0.0, None, 2.0, -2.0, 0.1]),
+        ],
+    )
     client.force_login(alice)
     html = client.get(f"/runs/{run.pk}/samples/").content.decode()
     assert re.search(r'<option value="10" selected>10 · 2 samples · 2 masked · 1 clipped', html)
     assert '<option value="2">2 · 1 sample · 0 masked' in html
-    first = html[html.index('data-index="0"'):html.index('data-index="1"')]
+    first = html[html.index('data-index="0"') : html.index('data-index="1"')]
     assert marks(first, "masked") == [1, 3] and marks(first, "clipped") == [2]
     assert 'data-i="1" data-log-ratio="-0.02" data-flag="masked"' in first
     assert "2 masked" in first and "1 clipped" in first and "staleness 2" in first and "policy v8" in first
-    second = html[html.index('data-index="1"'):]
+    second = html[html.index('data-index="1"') :]
     assert 'data-i="1" data-log-ratio="null" data-flag=""' in second and "tok-null" in second
     assert re.search(r'data-i="2" data-log-ratio="2" data-flag="" style="background:rgba\(220,38,38,0\.85\)"', second)
     assert re.search(r'data-i="3" data-log-ratio="-2" data-flag="" style="background:rgba\(37,99,235,0\.85\)"', second)
-    assert "reward mean <b>0.500</b>" in html and "1 right</span> / <span class=\"verdict-wrong\">1 wrong" in html
+    assert "reward mean <b>0.500</b>" in html and '1 right</span> / <span class="verdict-wrong">1 wrong' in html
     assert "tok-legend" in html
 
 
 def test_every_text_is_escaped(client, alice, tiny_config):
     run, _ = make_run(alice, tiny_config)
-    ingest(run, [sample(1, 0, prompt="<script>alert(1)</script>", tokens=["<img src=x onerror=alert(1)>", '"'],
-                        log_ratio=[0.1, 0.2], reference="<b>4</b>"),
-                 sample(1, 1, kind="eval", prompt="<i>q</i>", eval_set="<svg>")])
+    ingest(
+        run,
+        [
+            sample(
+                1,
+                0,
+                prompt="<script>alert(1)</script>",
+                tokens=["<img src=x onerror=alert(1)>", '"'],
+                log_ratio=[0.1, 0.2],
+                reference="<b>4</b>",
+            ),
+            sample(1, 1, kind="eval", prompt="<i>q</i>", eval_set="<svg>"),
+        ],
+    )
     client.force_login(alice)
     html = client.get(f"/runs/{run.pk}/samples/").content.decode()
     assert "<script>alert" not in html and "<img src=x" not in html and "<b>4</b>" not in html
@@ -75,10 +93,15 @@ def test_every_text_is_escaped(client, alice, tiny_config):
 
 def test_filters_and_sorts(client, alice, tiny_config):
     run, _ = make_run(alice, tiny_config)
-    ingest(run, [sample(5, 0, reward=1.0, masked=[0], log_ratio=[0.1] * 5),
-                 sample(5, 1, reward=0.0, masked=[0, 1, 2], log_ratio=[0.01] * 5),
-                 sample(5, 2, reward=0.0, masked=[], log_ratio=[-0.9] + [0.0] * 4),
-                 sample(5, 3, reward=0.0, correct=True, log_ratio=[None] * 5)])  # the verdict wins over the reward
+    ingest(
+        run,
+        [
+            sample(5, 0, reward=1.0, masked=[0], log_ratio=[0.1] * 5),
+            sample(5, 1, reward=0.0, masked=[0, 1, 2], log_ratio=[0.01] * 5),
+            sample(5, 2, reward=0.0, masked=[], log_ratio=[-0.9] + [0.0] * 4),
+            sample(5, 3, reward=0.0, correct=True, log_ratio=[None] * 5),
+        ],
+    )  # the verdict wins over the reward
     client.force_login(alice)
 
     def order(**params):
@@ -93,8 +116,17 @@ def test_filters_and_sorts(client, alice, tiny_config):
     assert order(sort="reward", verdict="wrong") == [1, 2]
 
 
-@pytest.mark.parametrize("params,field", [({"kind": "x"}, "kind"), ({"step": "99"}, "step"), ({"sort": "?"}, "sort"),
-                                          ({"verdict": "maybe"}, "verdict"), ({"scale": "7"}, "scale"), ({"step": "1e3"}, "step")])
+@pytest.mark.parametrize(
+    "params,field",
+    [
+        ({"kind": "x"}, "kind"),
+        ({"step": "99"}, "step"),
+        ({"sort": "?"}, "sort"),
+        ({"verdict": "maybe"}, "verdict"),
+        ({"scale": "7"}, "scale"),
+        ({"step": "1e3"}, "step"),
+    ],
+)
 def test_a_bad_choice_is_a_400_naming_it(client, alice, tiny_config, params, field):
     run, _ = make_run(alice, tiny_config)
     ingest(run, [sample(1, 0)])
@@ -119,10 +151,13 @@ def test_the_json_api_answers_the_spool_fields(client, alice, charlie, tiny_conf
 
 
 def test_compare_shows_the_same_prompt_across_runs(client, alice, tiny_config):
-    experiment = experiment_create(owner=alice, name="sweep", config=tiny_config,
-                                   sweep={"algorithm.objective": ["m2po", "grpo"]})
+    experiment = experiment_create(
+        owner=alice, name="sweep", config=tiny_config, sweep={"algorithm.objective": ["m2po", "grpo"]}
+    )
     run_a, run_b = experiment.runs.order_by("id")
-    ingest(run_a, [sample(4, 0, kind="eval", prompt="Shared <q>", reward=1.0), sample(4, 1, kind="eval", prompt="Only A")])
+    ingest(
+        run_a, [sample(4, 0, kind="eval", prompt="Shared <q>", reward=1.0), sample(4, 1, kind="eval", prompt="Only A")]
+    )
     ingest(run_b, [sample(8, 0, kind="eval", prompt="Shared <q>", reward=0.0, response="five")])
     client.force_login(alice)
     page = client.get("/compare/", {"runs": f"{run_a.pk},{run_b.pk}"}).content.decode()

@@ -2,6 +2,7 @@
 masking, the near-deterministic fraction, the reward curve), stored through the real ingestion
 path, and the verdicts they give: "outside the paper's regime" with the measured reason where a
 check fails, "not reproduced" only where every check passed."""
+
 import pytest
 
 from orchestrator.experiments.services import experiment_create
@@ -16,8 +17,11 @@ STEPS = list(range(4, 404, 4))  # 100 points; head: steps <= 43.6, tail: steps >
 
 
 def _ingest(run, key, values):
-    metrics_ingest(run=run, attempt=1, points=[{"step": s, "key": key, "value": v, "time": 1.0e9 + s}
-                                                for s, v in zip(STEPS, values, strict=True)])
+    metrics_ingest(
+        run=run,
+        attempt=1,
+        points=[{"step": s, "key": key, "value": v, "time": 1.0e9 + s} for s, v in zip(STEPS, values, strict=True)],
+    )
 
 
 def _ramp(start, end):
@@ -26,8 +30,13 @@ def _ramp(start, end):
 
 def _sweep(owner, config, *, rewards, m2, near_det, fractions, seeds=3, neg_ratio=None):
     """rewards[(k, objective)] = (start, end) of a linear curve; m2 and fractions per cell."""
-    experiment = experiment_create(owner=owner, name="crafted", config=config, seeds=seeds,
-                                   sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po", "no_clip"]})
+    experiment = experiment_create(
+        owner=owner,
+        name="crafted",
+        config=config,
+        seeds=seeds,
+        sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po", "no_clip"]},
+    )
     for run in experiment.runs.all():
         cell = (run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"])
         start, end = rewards[cell]
@@ -43,8 +52,14 @@ def _sweep(owner, config, *, rewards, m2, near_det, fractions, seeds=3, neg_rati
 
 
 IN_REGIME = dict(
-    rewards={(0, "grpo"): (0.3, 0.9), (8, "grpo"): (0.3, 0.5), (0, "m2po"): (0.3, 0.9), (8, "m2po"): (0.3, 0.88),
-             (0, "no_clip"): (0.3, 0.9), (8, "no_clip"): (0.3, 0.6)},
+    rewards={
+        (0, "grpo"): (0.3, 0.9),
+        (8, "grpo"): (0.3, 0.5),
+        (0, "m2po"): (0.3, 0.9),
+        (8, "m2po"): (0.3, 0.88),
+        (0, "no_clip"): (0.3, 0.9),
+        (8, "no_clip"): (0.3, 0.6),
+    },
     m2={(8, "m2po"): 0.06, (8, "grpo"): 0.05},  # 1.5x tau = 0.04
     near_det=0.8,
     fractions={(8, "m2po"): 0.004, (8, "grpo"): 0.02},  # 0.2x: more than the 0.1x the paper shows
@@ -81,7 +96,9 @@ def test_m2_far_above_tau_puts_the_mask_claim_outside_the_regime(db, crafted):
     v = _verdicts(crafted(m2={(8, "m2po"): 1.6}, fractions={(8, "m2po"): 0.07, (8, "grpo"): 0.1}))
     c = v["c"]
     assert c.status == OUTSIDE_REGIME and c.numbers["measured_status"] == NOT_REPRODUCED
-    assert c.reason.startswith("M2 before masking (m2po at staleness.k=8, median update) is 1.6 = 40x tau, above the paper's regime")
+    assert c.reason.startswith(
+        "M2 before masking (m2po at staleness.k=8, median update) is 1.6 = 40x tau, above the paper's regime"
+    )
     assert "As measured: not reproduced, M2PO masks 7.000%" in c.reason
     assert v["b"].status == REPRODUCED  # a claim that holds outside the regime stays reproduced
 
@@ -108,11 +125,18 @@ def test_a_no_clip_run_at_the_ceiling_cannot_collapse(db, crafted):
 
 def test_unmeasured_quantities_block_nothing(db, alice, tiny_config, settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
-    experiment = experiment_create(owner=alice, name="old", config=tiny_config, seeds=2,
-                                   sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]})
+    experiment = experiment_create(
+        owner=alice,
+        name="old",
+        config=tiny_config,
+        seeds=2,
+        sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]},
+    )
     for run in experiment.runs.all():  # a sweep from before the trainer logged M2 or near_det_frac
         _ingest(run, "rollout/reward_mean", _ramp(0.2, 0.8 if run.sweep_values["staleness.k"] == 0 else 0.4))
-        _ingest(run, "actor/clip_frac", [0.001 if run.sweep_values["algorithm.objective"] == "m2po" else 0.05] * len(STEPS))
+        _ingest(
+            run, "actor/clip_frac", [0.001 if run.sweep_values["algorithm.objective"] == "m2po" else 0.05] * len(STEPS)
+        )
     experiment.runs.update(state="succeeded")
     c = _verdicts(experiment)["c"]
     assert c.status == REPRODUCED
@@ -129,8 +153,11 @@ def test_the_report_counts_collapsed_seeds_and_the_negative_advantage_tail(db, c
     rewards = {**IN_REGIME["rewards"], (8, "m2po"): (0.3, 0.88)}
     experiment = crafted(rewards=rewards, neg_ratio={(8, "m2po"): 100.0})
     fell = experiment.runs.get(sweep_values={"staleness.k": 8, "algorithm.objective": "m2po"}, seed=2)
-    metrics_ingest(run=fell, attempt=1, points=[{"step": s, "key": "rollout/reward_mean", "value": 0.1, "time": 2.0e9 + s}
-                                                for s in STEPS[-20:]])  # its last fifth: a fall from ~0.8
+    metrics_ingest(
+        run=fell,
+        attempt=1,
+        points=[{"step": s, "key": "rollout/reward_mean", "value": 0.1, "time": 2.0e9 + s} for s in STEPS[-20:]],
+    )  # its last fifth: a fall from ~0.8
     report = study_report(experiment, {})
     cells = {c.label: c.key for c in report.table.cells.values()}
     st = report.stability[cells["algorithm.objective=m2po, staleness.k=8"]]
@@ -158,8 +185,17 @@ def test_a_third_swept_field_makes_arms_each_judged_on_its_own(db, alice, tiny_c
     and the objective gives each arm its own four verdicts. Here stale M2PO falls short of on-policy
     without the dual clip and matches it with c = 3, so (b) differs between the arms."""
     settings.RUNS_DIR = tmp_path / "runs"
-    experiment = experiment_create(owner=alice, name="arms", config=tiny_config, seeds=3, sweep={
-        "staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po", "no_clip"], "algorithm.dual_clip_c": [None, 3.0]})
+    experiment = experiment_create(
+        owner=alice,
+        name="arms",
+        config=tiny_config,
+        seeds=3,
+        sweep={
+            "staleness.k": [0, 8],
+            "algorithm.objective": ["grpo", "m2po", "no_clip"],
+            "algorithm.dual_clip_c": [None, 3.0],
+        },
+    )
     assert experiment.runs.count() == 2 * 3 * 2 * 3
     for run in experiment.runs.all():
         values = run.sweep_values

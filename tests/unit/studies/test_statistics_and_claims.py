@@ -60,10 +60,14 @@ def E(mean, low, high, n=3):
 def test_claim_a_needs_a_gap_and_separate_intervals():
     th = claims.Thresholds()
     assert claims.stale_clip_below_on_policy(E(0.9, 0.85, 0.95), E(0.5, 0.45, 0.55), th).status == claims.REPRODUCED
-    assert claims.stale_clip_below_on_policy(E(0.9, 0.6, 1.0), E(0.7, 0.5, 0.8), th).status == claims.INCONCLUSIVE  # CIs overlap
+    assert (
+        claims.stale_clip_below_on_policy(E(0.9, 0.6, 1.0), E(0.7, 0.5, 0.8), th).status == claims.INCONCLUSIVE
+    )  # CIs overlap
     not_rep = claims.stale_clip_below_on_policy(E(0.9, 0.85, 0.95), E(0.85, 0.8, 0.9), th)
     assert not_rep.status == claims.NOT_REPRODUCED and "less than the 0.1 required" in not_rep.reason
-    assert claims.stale_clip_below_on_policy(E(0.9, math.nan, math.nan, 1), E(0.1, 0, 0.2)).status == claims.INCONCLUSIVE
+    assert (
+        claims.stale_clip_below_on_policy(E(0.9, math.nan, math.nan, 1), E(0.1, 0, 0.2)).status == claims.INCONCLUSIVE
+    )
 
 
 def test_claim_b_is_about_overlap_with_on_policy():

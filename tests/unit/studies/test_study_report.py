@@ -1,6 +1,7 @@
 """A sweep's seed statistics and verdicts, from metrics stored through the real ingestion path into
 PostgreSQL, to the experiment page's section and its CSV/JSON/Markdown exports. The numbers are
 checked against values worked out by hand."""
+
 import csv
 import io
 import json
@@ -37,15 +38,21 @@ def _curve(final: float, peak: float | None = None):
 
 
 def _ingest(run, key, values):
-    metrics_ingest(run=run, attempt=1, points=[{"step": s, "key": key, "value": v, "time": 1.0e9 + s}
-                                                for s, v in zip(STEPS, values, strict=True)])
+    metrics_ingest(
+        run=run,
+        attempt=1,
+        points=[{"step": s, "key": key, "value": v, "time": 1.0e9 + s} for s, v in zip(STEPS, values, strict=True)],
+    )
 
 
 # tail reward per (staleness.k, objective), two seeds each, and the token fraction logged
 FINALS = {
-    (0, "grpo"): (0.80, 0.84), (8, "grpo"): (0.50, 0.56),
-    (0, "m2po"): (0.78, 0.82), (8, "m2po"): (0.78, 0.80),
-    (0, "no_clip"): (0.80, 0.80), (8, "no_clip"): (0.30, 0.34),
+    (0, "grpo"): (0.80, 0.84),
+    (8, "grpo"): (0.50, 0.56),
+    (0, "m2po"): (0.78, 0.82),
+    (8, "m2po"): (0.78, 0.80),
+    (0, "no_clip"): (0.80, 0.80),
+    (8, "no_clip"): (0.30, 0.34),
 }
 FRACTIONS = {(8, "grpo"): 0.05, (8, "m2po"): 0.002}
 
@@ -53,8 +60,13 @@ FRACTIONS = {(8, "grpo"): 0.05, (8, "m2po"): 0.002}
 @pytest.fixture
 def study(alice, tiny_config, settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
-    experiment = experiment_create(owner=alice, name="study", config=tiny_config, seeds=2,
-                                   sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po", "no_clip"]})
+    experiment = experiment_create(
+        owner=alice,
+        name="study",
+        config=tiny_config,
+        seeds=2,
+        sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po", "no_clip"]},
+    )
     for run in experiment.runs.all():
         k, objective = run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"]
         seed_index = run.seed - tiny_config["train"]["seed"]
@@ -160,7 +172,9 @@ def test_the_page_section_and_the_exports(alice, study):
     assert body["summary"] == "last" and [v["claim"] for v in body["verdicts"]] == ["a", "b", "c", "d"]
     md = client.get(f"/experiments/{study.pk}/statistics.md").content.decode()
     # two seeds: the IQM (trim 25% of 2 = 0 each side) is the mean, with the same interval
-    assert "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.500, 0.560] | 0.530 [0.500, 0.560] | -0.290 [" in md
+    assert (
+        "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.500, 0.560] | 0.530 [0.500, 0.560] | -0.290 [" in md
+    )
     bad = client.get(f"/experiments/{study.pk}/statistics?summary=median&metric=nope").content.decode()
     assert 'data-field="summary"' in bad and 'data-field="metric"' in bad
     assert client.get(f"/experiments/{study.pk}/statistics.xlsx").status_code == 404

@@ -1,6 +1,7 @@
 """An experiment with a warm-up run (spec key `warmup_run`): one run first, every sweep run forks
 from it and waits in the queue until it has ended. Through the paths a user takes: an experiment
 file, the form and the API."""
+
 import pytest
 from django.test import Client
 
@@ -102,11 +103,14 @@ def test_the_file_round_trips_through_the_form_and_export():
     assert parse_experiment_yaml(dump_experiment_yaml(spec))["warmup_run"] == spec["warmup_run"]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("train: 3", "a mapping of config sections"),
-    ("trainer: {steps: 3}", "unknown config section 'trainer'"),
-    ("train: {steps: [", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("train: 3", "a mapping of config sections"),
+        ("trainer: {steps: 3}", "unknown config section 'trainer'"),
+        ("train: {steps: [", "not valid YAML"),
+    ],
+)
 def test_the_form_names_a_bad_warm_up_box(text, message):
     flat = flat_from_spec(parse_experiment_yaml(STUDY_YAML))
     draft = draft_from_post({**flat, "warmup_run": text})

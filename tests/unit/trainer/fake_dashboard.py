@@ -13,8 +13,13 @@ class Dashboard:
     requests to paths ending in a given suffix ("/samples": [503, 503]); headers: extra answer
     headers; hold: while this event is unset, requests are read and then left waiting (a hung dashboard)."""
 
-    def __init__(self, statuses: list[int] | None = None, headers: dict[str, str] | None = None,
-                 hold: threading.Event | None = None, path_statuses: dict[str, list[int]] | None = None):
+    def __init__(
+        self,
+        statuses: list[int] | None = None,
+        headers: dict[str, str] | None = None,
+        hold: threading.Event | None = None,
+        path_statuses: dict[str, list[int]] | None = None,
+    ):
         self.requests: list[dict] = []
         self.statuses = list(statuses or [])
         self.path_statuses = {k: list(v) for k, v in (path_statuses or {}).items()}
@@ -37,8 +42,13 @@ class Dashboard:
                     own = next((v for k, v in outer.path_statuses.items() if self.path.endswith(k) and v), None)
                     status = own.pop(0) if own else outer.statuses.pop(0) if outer.statuses else 200
                     outer.requests.append(
-                        {"path": self.path, "auth": self.headers.get("Authorization"), "body": body, "status": status,
-                         "encoding": self.headers.get("Content-Encoding")}
+                        {
+                            "path": self.path,
+                            "auth": self.headers.get("Authorization"),
+                            "body": body,
+                            "status": status,
+                            "encoding": self.headers.get("Content-Encoding"),
+                        }
                     )
                 self.send_response(status)
                 for name, value in outer.headers.items():
@@ -66,4 +76,9 @@ class Dashboard:
 
     def accepted_points(self, path_suffix="/metrics") -> list[dict]:
         with self.lock:
-            return [p for r in self.requests if r["path"].endswith(path_suffix) and r["status"] < 300 for p in r["body"]["points"]]
+            return [
+                p
+                for r in self.requests
+                if r["path"].endswith(path_suffix) and r["status"] < 300
+                for p in r["body"]["points"]
+            ]

@@ -39,8 +39,13 @@ def test_a_group_of_equal_partial_credits_gets_exactly_zero(normalize):
     # Values the rewards really give: 0.9 for "042" (the right number, not canonical), 0.9 x
     # closeness for near misses, 0.1 for a wrong boxed integer. A float32 mean of eight 0.9s is
     # 0.90000004; dividing that residue by a std of 3e-8 gave every sample A = -0.056 before.
-    credits = [arithmetic_reward("042", True, "42"), arithmetic_reward("41", True, "42"),
-               arithmetic_reward("40", True, "47"), boxed_integer_reward(r"\boxed{3}", "4"), 1 / 3]
+    credits = [
+        arithmetic_reward("042", True, "42"),
+        arithmetic_reward("41", True, "42"),
+        arithmetic_reward("40", True, "47"),
+        boxed_integer_reward(r"\boxed{3}", "4"),
+        1 / 3,
+    ]
     assert credits[0] == 0.9 and credits[3] == 0.1 and len(set(credits)) == len(credits)
     for credit in credits:  # one group alone, as a one-prompt step trains it
         adv = grpo_advantages(torch.full((8,), credit), group_size=8, normalize_std=normalize)

@@ -1,6 +1,7 @@
 """A cancel that finds the alert's marker (trainer/cli.py NO_CHECKPOINT_MARKER) exits 130 without
 writing a checkpoint; a plain cancel checkpoints; a marker left by an earlier attempt is removed
 at start, so it cannot turn a later cancel into one without a checkpoint."""
+
 import signal
 
 import pytest

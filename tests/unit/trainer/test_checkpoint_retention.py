@@ -23,8 +23,9 @@ def _steps(run_dir):
 
 def test_retention_keeps_the_newest_the_best_and_the_pinned_and_says_why():
     policy = ckpt.RetentionPolicy(keep=2, best_metric="eval/avg_acc", best_count=1, best_mode="max")
-    reasons = ckpt.retention([2, 4, 6, 8, 10], policy, {2: 0.1, 4: 0.9, 6: 0.3, 8: 0.2, 10: float("nan")},
-                             {6: ["run 12"]})
+    reasons = ckpt.retention(
+        [2, 4, 6, 8, 10], policy, {2: 0.1, 4: 0.9, 6: 0.3, 8: 0.2, 10: float("nan")}, {6: ["run 12"]}
+    )
     assert reasons == {
         2: [],
         4: ["best eval/avg_acc (0.9, max)"],
@@ -96,7 +97,8 @@ def test_policy_from_config_takes_the_metrics_own_direction():
     assert ckpt.RetentionPolicy.from_config(cfg.checkpoint).best_mode == "min"
     cfg = parse_config({"checkpoint": {"keep_best_metric": "eval/avg_acc", "keep_best": 2}})
     assert ckpt.RetentionPolicy.from_config(cfg.checkpoint) == ckpt.RetentionPolicy(
-        keep=2, best_metric="eval/avg_acc", best_count=2, best_mode="max")
+        keep=2, best_metric="eval/avg_acc", best_count=2, best_mode="max"
+    )
 
 
 def test_an_unknown_metric_is_refused_naming_the_field():

@@ -1,6 +1,7 @@
 """Checkpoints load with torch.load(weights_only=True) (issue 22): a crafted pickle under a path a
 job may read runs no code; everything a resume needs is tensors and plain types; a state.pt of
 the old format (numpy arrays in its RNG state) is converted once and the run resumes exactly."""
+
 import os
 import random
 
@@ -83,8 +84,13 @@ def test_an_old_checkpoint_that_cannot_be_rewritten_is_converted_in_memory(tmp_p
     folder = tmp_path / "ckpt" / "step-00000001"
     folder.mkdir(parents=True)
     random.seed(3)
-    torch.save({"rng": [{"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}],
-                "version": 1}, folder / "state.pt")
+    torch.save(
+        {
+            "rng": [{"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}],
+            "version": 1,
+        },
+        folder / "state.pt",
+    )
     before = (folder / "state.pt").read_bytes()
     (folder / f".state.pt.tmp{os.getpid()}").mkdir()  # where the rewrite goes: it cannot (root ignores chmod)
     state = ckpt.load_state(folder)
@@ -99,8 +105,11 @@ def test_a_crafted_pickle_runs_no_code(tmp_path, name):
     for file in ("state.pt", "weights.pt", "queue-rank0.pt"):
         torch.save({"version": 1} if file != name else {"rng": [], "evil": Payload(tmp_path / "pwned")}, folder / file)
     with pytest.raises(ckpt.CheckpointError, match="not a checkpoint this trainer reads safely"):
-        {"state.pt": ckpt.load_state, "weights.pt": ckpt.load_weights,
-         "queue-rank0.pt": lambda f: ckpt.load_rank_queue(f, 0)}[name](folder)
+        {
+            "state.pt": ckpt.load_state,
+            "weights.pt": ckpt.load_weights,
+            "queue-rank0.pt": lambda f: ckpt.load_rank_queue(f, 0),
+        }[name](folder)
     assert not (tmp_path / "pwned").exists()
 
 

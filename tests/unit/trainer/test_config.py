@@ -104,7 +104,14 @@ def test_schema_has_titled_sections_and_choice_lists():
         assert defs[ref]["title"] and defs[ref]["description"]
     assert defs["AlgorithmConfig"]["title"] == "Algorithm"
     assert defs["AlgorithmConfig"]["properties"]["objective"]["enum"] == [
-        "m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo"
+        "m2po",
+        "m2po_cap",
+        "grpo",
+        "no_clip",
+        "gspo",
+        "decoupled_ppo",
+        "cispo",
+        "sapo",
     ]
     assert "token" not in defs["ReportingConfig"]["properties"]
     for model in defs.values():

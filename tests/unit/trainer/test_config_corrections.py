@@ -1,4 +1,5 @@
 """The correction lab's algorithm fields (issue 23): defaults, the form's schema, and bad values named."""
+
 import typing
 
 import pytest
@@ -15,8 +16,20 @@ def test_defaults_leave_m2po_the_papers():
 
 def test_every_field_reaches_the_form_with_its_help_text():
     props = RunConfig.model_json_schema()["$defs"]["AlgorithmConfig"]["properties"]
-    for field in ("dual_clip_c", "token_mask", "token_mask_ref", "token_mask_low", "token_mask_high", "seq_mask",
-                  "seq_mask_ref", "seq_mask_low", "seq_mask_high", "sq_log_ratio_coef", "sapo_tau_pos", "sapo_tau_neg"):
+    for field in (
+        "dual_clip_c",
+        "token_mask",
+        "token_mask_ref",
+        "token_mask_low",
+        "token_mask_high",
+        "seq_mask",
+        "seq_mask_ref",
+        "seq_mask_low",
+        "seq_mask_high",
+        "sq_log_ratio_coef",
+        "sapo_tau_pos",
+        "sapo_tau_neg",
+    ):
         assert props[field]["description"], field
     assert props["token_mask_ref"]["enum"] == ["behaviour", "engine"]
 

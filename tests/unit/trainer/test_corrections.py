@@ -104,7 +104,12 @@ def reference(name, logp, behav, adv, mask, prox=None, rollout=None, **p):
         if order[kind] > order[mark[i][t]]:
             mark[i][t] = kind
 
-    stats = {"actor/dual_clip_frac": 0.0, "actor/token_mask_frac": 0.0, "actor/seq_mask_frac": 0.0, "actor/sq_log_ratio_penalty": 0.0}
+    stats = {
+        "actor/dual_clip_frac": 0.0,
+        "actor/token_mask_frac": 0.0,
+        "actor/seq_mask_frac": 0.0,
+        "actor/sq_log_ratio_penalty": 0.0,
+    }
     n_valid = sum(map(sum, m))
     # --- the options, in order ---
     c = p.get("dual_clip_c")
@@ -174,13 +179,15 @@ def reference(name, logp, behav, adv, mask, prox=None, rollout=None, **p):
     kinds = {k: {(i, t) for i, t in _valid(m) if mark[i][t] == k} for k in ("masked", "clipped", "reweighted")}
     none = kinds["masked"] | kinds["clipped"]
     denom = max(n_valid, 1)
-    stats.update({
-        "actor/pg_loss": loss,
-        "actor/clip_frac": len(none) / denom,
-        "actor/clip_frac_low": sum(1 for i, t in none if a[i][t] < 0) / denom,
-        "actor/clip_frac_high": sum(1 for i, t in none if a[i][t] > 0) / denom,
-        **{f"actor/{k}_frac": len(v) / denom for k, v in kinds.items()},
-    })
+    stats.update(
+        {
+            "actor/pg_loss": loss,
+            "actor/clip_frac": len(none) / denom,
+            "actor/clip_frac_low": sum(1 for i, t in none if a[i][t] < 0) / denom,
+            "actor/clip_frac_high": sum(1 for i, t in none if a[i][t] > 0) / denom,
+            **{f"actor/{k}_frac": len(v) / denom for k, v in kinds.items()},
+        }
+    )
     return loss, torch.tensor(grad, dtype=F64), kinds, stats
 
 
@@ -189,7 +196,9 @@ def _valid(m):
 
 
 def _marks_as_sets(marks):
-    return {k: {tuple(x) for x in torch.nonzero(getattr(marks, k)).tolist()} for k in ("masked", "clipped", "reweighted")}
+    return {
+        k: {tuple(x) for x in torch.nonzero(getattr(marks, k)).tolist()} for k in ("masked", "clipped", "reweighted")
+    }
 
 
 def check(name, batch, **p):
@@ -199,7 +208,14 @@ def check(name, batch, **p):
     loss, stats, marks = policy_loss_marked(name, logp, batch["behav"], batch["adv"], batch["mask"], **extra, **p)
     (grad,) = torch.autograd.grad(loss, logp)
     ref_loss, ref_grad, ref_marks, ref_stats = reference(
-        name, batch["logp"], batch["behav"], batch["adv"], batch["mask"], batch.get("prox_logp"), batch.get("rollout_logp"), **p
+        name,
+        batch["logp"],
+        batch["behav"],
+        batch["adv"],
+        batch["mask"],
+        batch.get("prox_logp"),
+        batch.get("rollout_logp"),
+        **p,
     )
     assert _marks_as_sets(marks) == ref_marks
     torch.testing.assert_close(loss.detach(), torch.tensor(ref_loss, dtype=F64), rtol=1e-9, atol=1e-12)
@@ -236,7 +252,11 @@ clip_ranges = st.one_of(st.none(), st.sampled_from([0.1, 0.2, 0.28, 0.5]), st.fl
 @HUNDRED
 @given(batch=full_batches(), agg=aggs, eps_low=clip_ranges, eps_high=clip_ranges)
 def test_cispo_matches_its_formula(batch, agg, eps_low, eps_high):
-    p = {"agg": agg, **({"eps_low": eps_low} if eps_low is not None else {}), **({"eps_high": eps_high} if eps_high is not None else {})}
+    p = {
+        "agg": agg,
+        **({"eps_low": eps_low} if eps_low is not None else {}),
+        **({"eps_high": eps_high} if eps_high is not None else {}),
+    }
     stats, marks = check("cispo", batch, **p)
     assert not (marks.masked | marks.clipped).any(), "CISPO never takes a token out of the gradient"
 
@@ -282,13 +302,23 @@ def test_token_mask_matches_its_formula(ref, batch, name, low, width):
 
 @HUNDRED
 @pytest.mark.parametrize("ref", ["behaviour", "engine"])
-@given(batch=full_batches(), name=st.sampled_from(OBJECTIVES), high=st.floats(1.0001, 3.0), low=st.one_of(st.none(), st.floats(0.3, 1.0)))
+@given(
+    batch=full_batches(),
+    name=st.sampled_from(OBJECTIVES),
+    high=st.floats(1.0001, 3.0),
+    low=st.one_of(st.none(), st.floats(0.3, 1.0)),
+)
 def test_seq_mask_matches_its_formula(ref, batch, name, high, low):
     check(name, batch, seq_mask=True, seq_mask_ref=ref, seq_mask_high=high, seq_mask_low=low)
 
 
 @HUNDRED
-@given(batch=full_batches(), name=st.sampled_from(OBJECTIVES), beta=st.one_of(st.sampled_from([1e-3, 0.1]), st.floats(0.0, 10.0)), agg=aggs)
+@given(
+    batch=full_batches(),
+    name=st.sampled_from(OBJECTIVES),
+    beta=st.one_of(st.sampled_from([1e-3, 0.1]), st.floats(0.0, 10.0)),
+    agg=aggs,
+)
 def test_squared_log_ratio_penalty_matches_its_formula(batch, name, beta, agg):
     check(name, batch, sq_log_ratio_coef=beta, agg=agg)
 
@@ -302,7 +332,11 @@ def test_every_option_together_matches_the_reference(batch, name, data):
     if data.draw(st.booleans()):
         p.update(token_mask=True, token_mask_ref=data.draw(st.sampled_from(["behaviour", "engine"])))
     if data.draw(st.booleans()):
-        p.update(seq_mask=True, seq_mask_ref=data.draw(st.sampled_from(["behaviour", "engine"])), seq_mask_high=data.draw(st.floats(1.001, 2.0)))
+        p.update(
+            seq_mask=True,
+            seq_mask_ref=data.draw(st.sampled_from(["behaviour", "engine"])),
+            seq_mask_high=data.draw(st.floats(1.001, 2.0)),
+        )
     if data.draw(st.booleans()):
         p["tis_cap"] = data.draw(st.sampled_from([2.0, 1.0, 0.5]))
     if data.draw(st.booleans()):

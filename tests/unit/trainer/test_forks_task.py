@@ -19,10 +19,12 @@ from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
 @pytest.fixture
 def forks_from_yaml(tmp_path):
     config = tmp_path / "run.yaml"
-    config.write_text(textwrap.dedent("""
+    config.write_text(
+        textwrap.dedent("""
         task: {name: forks, eval_sets: [forks], eval_max_problems: 8}
         rollout: {max_new_tokens: 13}
-    """))
+    """)
+    )
     cfg = load_config(config)
     return cfg, build_task(cfg.task)
 
@@ -34,9 +36,9 @@ def test_problems_restate_each_pair_and_decide_its_order(forks_from_yaml):
     for p in task.sample(random.Random(3), 50):
         assert len(p.question) == 12 and len(p.answer) == 12
         for i in range(4):
-            a, b, slot = p.question[3 * i: 3 * i + 3]
+            a, b, slot = p.question[3 * i : 3 * i + 3]
             assert a != b and {a, b} <= set("abcdefgh") and slot == "?"
-            assert p.answer[3 * i: 3 * i + 3] == a + b + ("<" if a < b else ">")
+            assert p.answer[3 * i : 3 * i + 3] == a + b + ("<" if a < b else ">")
         assert task.prompt_text(p) == p.question + "="
     assert task.decision_positions() == [2, 5, 8, 11]
     assert task.sample(random.Random(3), 5) == task.sample(random.Random(3), 5)  # seeded, offline
@@ -78,8 +80,9 @@ def test_eval_set_and_tokenizer_cover_every_character(forks_from_yaml):
 def test_a_response_too_short_for_the_answer_is_refused_naming_the_field():
     with pytest.raises(ConfigError) as err:
         parse_config({"task": {"name": "forks", "fork_pairs": 6}, "rollout": {"max_new_tokens": 13}})
-    assert err.value.problems == [("rollout.max_new_tokens", "13 is too short for a forks answer of 6 pairs: "
-                                                             "18 characters and EOS need 19")]
+    assert err.value.problems == [
+        ("rollout.max_new_tokens", "13 is too short for a forks answer of 6 pairs: 18 characters and EOS need 19")
+    ]
     with pytest.raises(ConfigError, match="task.fork_letters"):
         parse_config({"task": {"name": "forks", "fork_letters": 1}, "rollout": {"max_new_tokens": 13}})
 
@@ -89,12 +92,16 @@ def test_demonstrations_replace_the_last_rows_of_each_group_with_the_answer(fork
     policy = load_policy(cfg.model.model_copy(update={"tiny_hidden_size": 32}), task.alphabet, 1, torch.device("cpu"))
     problems = task.sample(random.Random(0), 2)
     gen = HFEngine(policy, torch.device("cpu")).generate([task.prompt_text(p) for p in problems], 3, 13, 1.0, 1.0)
-    out = inject(gen, [p.answer for p in problems], policy.tokenizer, policy.eos_token_ids[0], group_size=3, per_group=1)
+    out = inject(
+        gen, [p.answer for p in problems], policy.tokenizer, policy.eos_token_ids[0], group_size=3, per_group=1
+    )
     assert out.texts[:2] == gen.texts[:2] and out.texts[3:5] == gen.texts[3:5]  # sampled rows untouched
-    assert (out.texts[2], out.texts[5]) == (problems[0].answer, problems[1].answer) and out.finished[2] and out.finished[5]
+    assert (
+        (out.texts[2], out.texts[5]) == (problems[0].answer, problems[1].answer) and out.finished[2] and out.finished[5]
+    )
     P = out.prompt_len
     assert out.response_mask[2].tolist() == [1.0] * 13 and out.input_ids[2, P + 12] == policy.eos_token_ids[0]
-    assert policy.tokenizer.decode(out.input_ids[5, P:P + 12].tolist()) == problems[1].answer
+    assert policy.tokenizer.decode(out.input_ids[5, P : P + 12].tolist()) == problems[1].answer
     assert torch.equal(out.response_mask[:2], gen.response_mask[:2]) and out.logp[2].abs().sum() == 0
     rewards = task.train_rewards([p for p in problems for _ in range(3)], out.texts, out.finished).scores
     assert rewards[2] == rewards[5] == 1.0
@@ -102,6 +109,16 @@ def test_demonstrations_replace_the_last_rows_of_each_group_with_the_answer(fork
 
 def test_demonstrations_are_refused_where_they_cannot_be_the_whole_response():
     with pytest.raises(ConfigError) as err:
-        parse_config({"task": {"name": "arithmetic", "answer_format": "boxed", "demonstrations": 4}, "rollout": {"group_size": 4}})
+        parse_config(
+            {
+                "task": {"name": "arithmetic", "answer_format": "boxed", "demonstrations": 4},
+                "rollout": {"group_size": 4},
+            }
+        )
     assert [f for f, _ in err.value.problems] == ["task.demonstrations", "task.demonstrations"]  # no sampled row; boxed
-    assert parse_config({"task": {"name": "forks", "demonstrations": 1}, "rollout": {"max_new_tokens": 13}}).task.demonstrations == 1
+    assert (
+        parse_config(
+            {"task": {"name": "forks", "demonstrations": 1}, "rollout": {"max_new_tokens": 13}}
+        ).task.demonstrations
+        == 1
+    )

@@ -1,13 +1,13 @@
 """algorithm.m2po_scope: minibatch masks the same tokens, and gives the same gradient, whatever the
 micro-batch size (a memory setting) or the number of ranks."""
 
+import multiprocessing as mp
 import os
 import socket
 
 import pytest
 import torch
 import torch.distributed as dist
-import multiprocessing as mp
 
 from trainer.config import parse_config
 from trainer.distributed import DistInfo

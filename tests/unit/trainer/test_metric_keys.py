@@ -32,9 +32,20 @@ def _run(tmp_path, **sections):
 def test_each_objective_logs_only_documented_keys(tmp_path, objective):
     keys = _run(tmp_path, algorithm={"objective": objective, "updates_per_step": 2})
     assert keys and all(is_known(k) for k in keys), sorted(k for k in keys if not is_known(k))
-    for required in ("train/reward_mean", "train/response_len_mean", "actor/entropy", "actor/grad_norm",
-                     "perf/tokens_per_s", "perf/gen_s", "perf/train_s", "rollout/staleness_mean",
-                     "rollout/staleness_min", "rollout/staleness_max", "eval/arithmetic/acc", "eval/avg_acc"):
+    for required in (
+        "train/reward_mean",
+        "train/response_len_mean",
+        "actor/entropy",
+        "actor/grad_norm",
+        "perf/tokens_per_s",
+        "perf/gen_s",
+        "perf/train_s",
+        "rollout/staleness_mean",
+        "rollout/staleness_min",
+        "rollout/staleness_max",
+        "eval/arithmetic/acc",
+        "eval/avg_acc",
+    ):
         assert required in keys
 
 
@@ -49,7 +60,13 @@ def test_math_task_with_math_verify_rewards_and_a_benchmark_eval_set(tmp_path):
     train.write_text('{"problem": "What is 2+2?", "answer": "4"}\n{"question": "1+2?", "answer": "#### 3"}\n')
     keys = _run(
         tmp_path,
-        task={"name": "math", "train_file": str(train), "eval_sets": ["gsm8k"], "eval_max_problems": 2, "reward_workers": 1},
+        task={
+            "name": "math",
+            "train_file": str(train),
+            "eval_sets": ["gsm8k"],
+            "eval_max_problems": 2,
+            "reward_workers": 1,
+        },
         rollout={"max_new_tokens": 8},
     )
     assert {"eval/gsm8k/acc", "eval/avg_acc", "train/reward_mean"} <= keys
@@ -63,11 +80,23 @@ def test_an_unlisted_key_is_not_known():
 def test_the_forks_task_logs_its_token_classes(tmp_path):
     """A stale m2po run on forks with a demonstration per group: the per-class stats are logged,
     documented, and consistent (one decision in every 3 response positions, at most)."""
-    keys = _run(tmp_path, task={"name": "forks", "eval_sets": ["forks"], "demonstrations": 1},
-                rollout={"max_new_tokens": 13}, algorithm={"objective": "m2po", "updates_per_step": 2})
+    keys = _run(
+        tmp_path,
+        task={"name": "forks", "eval_sets": ["forks"], "demonstrations": 1},
+        rollout={"max_new_tokens": 13},
+        algorithm={"objective": "m2po", "updates_per_step": 2},
+    )
     assert all(is_known(k) for k in keys), sorted(k for k in keys if not is_known(k))
-    classes = {"actor/near_det_frac", "actor/decision_frac", "actor/m2_decision", "actor/m2_format",
-               "actor/marked_frac_decision", "actor/marked_frac_format", "actor/entropy_decision", "actor/entropy_format"}
+    classes = {
+        "actor/near_det_frac",
+        "actor/decision_frac",
+        "actor/m2_decision",
+        "actor/m2_format",
+        "actor/marked_frac_decision",
+        "actor/marked_frac_format",
+        "actor/entropy_decision",
+        "actor/entropy_format",
+    }
     assert classes <= keys and "eval/forks/acc" in keys
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     share = [r["value"] for r in rows if r["key"] == "actor/decision_frac"]

@@ -92,7 +92,11 @@ def ref_token_objective(name, logp, behav, adv, mask, prox=None, **p):
         w = r.clamp(1 - p.get("eps_low", 1.0), 1 + p.get("eps_high", 0.2)).detach()
         return w * adv * torch.where(mask, logp, 0.0)
     if name == "sapo":  # SAPO: (4 / tau) sigmoid(tau (r - 1)) A, tau by the sign of A
-        tau = torch.where(adv > 0, torch.tensor(p.get("sapo_tau_pos", 1.0), dtype=r.dtype), torch.tensor(p.get("sapo_tau_neg", 1.05), dtype=r.dtype))
+        tau = torch.where(
+            adv > 0,
+            torch.tensor(p.get("sapo_tau_pos", 1.0), dtype=r.dtype),
+            torch.tensor(p.get("sapo_tau_neg", 1.05), dtype=r.dtype),
+        )
         return 4 / tau * torch.sigmoid(tau * (r - 1)) * adv
     raise AssertionError(name)
 
@@ -255,7 +259,7 @@ def test_mask_when_the_strided_sample_misleads_the_threshold_guess():
     log_r = torch.full((1, n), 0.01)
     log_r[0, 1::2] = 0.5
     log_r[0, ::5] = 0.01
-    log_r[0, : 500 : 5] = 1.0
+    log_r[0, :500:5] = 1.0
     adv = torch.ones(1, n)
     mask = torch.ones(1, n, dtype=torch.bool)
     keep = m2po_mask(log_r, adv, mask, 0.04)
@@ -317,8 +321,14 @@ def test_truncated_importance_sampling_multiplies_by_the_capped_ratio(name, batc
     cap = data.draw(st.sampled_from([2.0, 1.0, 0.5, 10.0]))
     loss, _ = _call(name, batch, tis_cap=cap, rollout_logp=rollout)
     expected = ref_loss(
-        name, batch["logp"], batch["behav"], batch["adv"], batch["mask"], batch.get("prox"),
-        tis_cap=cap, rollout=rollout,
+        name,
+        batch["logp"],
+        batch["behav"],
+        batch["adv"],
+        batch["mask"],
+        batch.get("prox"),
+        tis_cap=cap,
+        rollout=rollout,
     )
     torch.testing.assert_close(loss.detach(), expected, rtol=1e-9, atol=1e-12)
 
@@ -432,8 +442,7 @@ def test_m2po_gradient_is_zero_on_masked_tokens_and_r_a_over_n_elsewhere():
 # ---------------------------------------------------------------------------------------------
 
 
-OPTION_STATS_OFF = {k: 0.0 for k in ("actor/masked_frac", "actor/clipped_frac", "actor/reweighted_frac", "actor/dual_clip_frac",
-                                     "actor/token_mask_frac", "actor/seq_mask_frac", "actor/sq_log_ratio_penalty")}
+OPTION_STATS_OFF = dict.fromkeys(("actor/masked_frac", "actor/clipped_frac", "actor/reweighted_frac", "actor/dual_clip_frac", "actor/token_mask_frac", "actor/seq_mask_frac", "actor/sq_log_ratio_penalty"), 0.0)
 
 
 def test_m2po_stats_by_hand():
@@ -556,7 +565,11 @@ def test_decoupled_ppo_by_hand():
     prox = behav + math.log(2.0)
     logp = prox + torch.log(torch.tensor([[1.5, 1.1]], dtype=F64))
     loss, stats = policy_loss(
-        "decoupled_ppo", logp, behav, torch.ones(1, 2, dtype=F64), torch.ones(1, 2, dtype=torch.bool),
+        "decoupled_ppo",
+        logp,
+        behav,
+        torch.ones(1, 2, dtype=F64),
+        torch.ones(1, 2, dtype=torch.bool),
         prox_logp=prox,
     )
     assert loss.item() == pytest.approx(-2.3)
@@ -611,8 +624,12 @@ def test_nan_or_inf_names_the_argument(field, bad):
 def test_nan_in_optional_log_probs_names_the_argument(field):
     bad = torch.full((2, 3), math.nan)
     with pytest.raises(ValueError, match=f"^{field}: contains NaN or inf"):
-        policy_loss("decoupled_ppo", **_good(), prox_logp=bad if field == "prox_logp" else torch.zeros(2, 3),
-                    **({"tis_cap": 2.0, "rollout_logp": bad} if field == "rollout_logp" else {}))
+        policy_loss(
+            "decoupled_ppo",
+            **_good(),
+            prox_logp=bad if field == "prox_logp" else torch.zeros(2, 3),
+            **({"tis_cap": 2.0, "rollout_logp": bad} if field == "rollout_logp" else {}),
+        )
 
 
 @pytest.mark.parametrize("tau", [0.0, -0.04, math.nan, math.inf])

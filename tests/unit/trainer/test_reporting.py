@@ -11,7 +11,6 @@ from trainer.reporting import (
     read_rejected,
     rejected_lines,
     truncate_spool,
-    write_rejected,
 )
 
 from .fake_dashboard import Dashboard
@@ -28,10 +27,24 @@ def _spool_lines(run_dir):
 
 def test_spool_writes_one_valid_json_object_per_point_with_nan_as_strings(tmp_path):
     spool = MetricSpool(tmp_path)
-    spool.log(3, {"train/reward_mean": 0.5, "actor/m2": float("nan"), "actor/ratio_max": float("inf"), "actor/ratio_min": float("-inf")}, now=1.0)
+    spool.log(
+        3,
+        {
+            "train/reward_mean": 0.5,
+            "actor/m2": float("nan"),
+            "actor/ratio_max": float("inf"),
+            "actor/ratio_min": float("-inf"),
+        },
+        now=1.0,
+    )
     spool.close()
     values = {p["key"]: p["value"] for p in _spool_lines(tmp_path)}
-    assert values == {"train/reward_mean": 0.5, "actor/m2": "NaN", "actor/ratio_max": "Infinity", "actor/ratio_min": "-Infinity"}
+    assert values == {
+        "train/reward_mean": 0.5,
+        "actor/m2": "NaN",
+        "actor/ratio_max": "Infinity",
+        "actor/ratio_min": "-Infinity",
+    }
     assert all(p["step"] == 3 and p["time"] == 1.0 for p in _spool_lines(tmp_path))
 
 
@@ -72,7 +85,13 @@ def test_a_refused_batch_is_passed_over_counted_and_kept_marked_rejected(tmp_pat
     assert [r["status"] for r in dash.requests if r["path"].endswith("/metrics")] == [400, 200]
     assert read_offset(tmp_path)[0] == (tmp_path / "metrics.jsonl").stat().st_size
     [record] = read_rejected(tmp_path, "metrics.jsonl")
-    assert (record["start"], record["end"], record["lines"], record["attempt"], record["status"]) == (0, size, 2, 2, 400)
+    assert (record["start"], record["end"], record["lines"], record["attempt"], record["status"]) == (
+        0,
+        size,
+        2,
+        2,
+        400,
+    )
     assert [json.loads(line)["key"] for line in rejected_lines(tmp_path, "metrics.jsonl", record)] == ["a/x", "a/y"]
     assert pusher.failure_counts() == {"metrics/push_failures": 1.0} and pusher.failure_counts() == {}
     assert "resend_rejected 17" in caplog.text and "refused 2 points for good (HTTP 400" in caplog.text
@@ -89,7 +108,9 @@ def test_a_413_sends_the_batch_again_in_halves_and_loses_nothing(tmp_path):
     sizes = [len(r["body"]["points"]) for r in posts]
     assert [r["status"] for r in posts[:3]] == [413, 413, 200] and sizes[0] == 3000
     assert 1450 <= sizes[1] <= 1550 and 700 <= sizes[2] <= 800 and max(sizes[2:]) <= 800  # halved, then kept that small
-    assert [(p["step"], p["key"]) for p in dash.accepted_points()] == [(p["step"], p["key"]) for p in _spool_lines(tmp_path)]
+    assert [(p["step"], p["key"]) for p in dash.accepted_points()] == [
+        (p["step"], p["key"]) for p in _spool_lines(tmp_path)
+    ]
     assert read_rejected(tmp_path, "metrics.jsonl") == [] and pusher.failure_counts() == {}  # a split is no failure
 
 
@@ -112,13 +133,25 @@ def test_resume_truncation_moves_the_rejected_marks_with_their_lines(tmp_path):
     lines = (tmp_path / "metrics.jsonl").read_bytes().splitlines(keepends=True)
     at = [sum(map(len, lines[:i])) for i in range(len(lines) + 1)]
     for first, last in ((3, 9), (11, 13)):  # steps 2-4, and step 6
-        mark_rejected(tmp_path, "metrics.jsonl", {"start": at[first], "end": at[last], "lines": last - first,
-                                                  "attempt": 1, "status": 400, "reason": "x", "time": 0})
+        mark_rejected(
+            tmp_path,
+            "metrics.jsonl",
+            {
+                "start": at[first],
+                "end": at[last],
+                "lines": last - first,
+                "attempt": 1,
+                "status": 400,
+                "reason": "x",
+                "time": 0,
+            },
+        )
     truncate_spool(tmp_path, keep_through_step=3, attempt=2)
     [record] = read_rejected(tmp_path, "metrics.jsonl")  # step 6 is written again by the resumed attempt
     assert record["lines"] == 4 and record["start"] == at[3] - at[1]
-    assert [(json.loads(x)["step"], json.loads(x)["key"]) for x in rejected_lines(tmp_path, "metrics.jsonl", record)] == \
-        [(2, "a/x"), (2, "a/y"), (3, "a/x"), (3, "a/y")]
+    assert [
+        (json.loads(x)["step"], json.loads(x)["key"]) for x in rejected_lines(tmp_path, "metrics.jsonl", record)
+    ] == [(2, "a/x"), (2, "a/y"), (3, "a/x"), (3, "a/y")]
     truncate_spool(tmp_path, keep_through_step=-1, attempt=1)  # a fresh start forgets them
     assert read_rejected(tmp_path, "metrics.jsonl") == [] and not (tmp_path / "metrics.rejected.jsonl").exists()
 

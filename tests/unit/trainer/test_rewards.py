@@ -30,9 +30,11 @@ def math_task_from_yaml(tmp_path):
     train = tmp_path / "train.jsonl"
     train.write_text('{"problem": "What is 1/2?", "answer": "0.5"}\n')
     config = tmp_path / "run.yaml"
-    config.write_text(textwrap.dedent(f"""
+    config.write_text(
+        textwrap.dedent(f"""
         task: {{name: math, train_file: {train}, eval_sets: []}}
-    """))
+    """)
+    )
     cfg = load_config(config)
     assert isinstance(cfg.task.reward_timeout_s, float)  # the value math-verify used to choke on
     task = build_task(cfg.task)

@@ -28,11 +28,16 @@ def test_engine_log_probs_match_a_full_forward_of_the_same_weights():
     policy = load_policy(ModelConfig(), "0123456789+=", seed=3, device=torch.device("cpu"))
     task = ArithmeticTask(1, 2)
     problems = task.sample(random.Random(0), 5)  # prompts of different lengths: left padding matters
-    gen = HFEngine(policy, torch.device("cpu")).generate([task.prompt_text(p) for p in problems], n=3, max_new_tokens=6, temperature=0.7, top_p=1.0)
+    gen = HFEngine(policy, torch.device("cpu")).generate(
+        [task.prompt_text(p) for p in problems], n=3, max_new_tokens=6, temperature=0.7, top_p=1.0
+    )
     assert gen.input_ids.shape[0] == 15 and len(gen.texts) == 15
     with torch.no_grad():
         logp, _ = token_logprobs(policy.model, gen.input_ids, gen.attention_mask, gen.prompt_len, temperature=0.7)
     assert torch.allclose(logp * gen.response_mask, gen.logp, atol=1e-4)
     # each row's prompt is its group's prompt
-    prompt_rows = [policy.tokenizer.decode(r[gen.attention_mask[i, : gen.prompt_len].bool()].tolist(), skip_special_tokens=True) for i, r in enumerate(gen.input_ids[:, : gen.prompt_len])]
+    prompt_rows = [
+        policy.tokenizer.decode(r[gen.attention_mask[i, : gen.prompt_len].bool()].tolist(), skip_special_tokens=True)
+        for i, r in enumerate(gen.input_ids[:, : gen.prompt_len])
+    ]
     assert prompt_rows == [task.prompt_text(p) for p in problems for _ in range(3)]

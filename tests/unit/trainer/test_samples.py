@@ -56,9 +56,13 @@ def _case(name, option):
     logp, behav, adv, mask = _batch(seed=OBJECTIVES.index(name) + 10 * list(OPTIONS).index(option), spread=0.5)
     params = {**PARAMS[name], **OPTIONS[option]}
     if name == "decoupled_ppo":
-        params["prox_logp"] = (logp.detach() + 0.2 * torch.randn(logp.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(9)))
+        params["prox_logp"] = logp.detach() + 0.2 * torch.randn(
+            logp.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(9)
+        )
     if option == "tis":
-        params["rollout_logp"] = behav + 0.3 * torch.randn(behav.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+        params["rollout_logp"] = behav + 0.3 * torch.randn(
+            behav.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(4)
+        )
     return logp, behav, adv, mask, params
 
 
@@ -102,7 +106,9 @@ def test_m2po_marks_are_the_mask_handed_in_from_the_minibatch():
     logp, behav, adv, mask = _batch(seed=3)
     keep = m2po_mask(logp.detach() - behav, adv, mask, 0.01)
     rows = slice(2, 5)  # one micro-batch of the minibatch, with the minibatch's mask
-    _, _, marks = policy_loss_marked("m2po", logp[rows], behav[rows], adv[rows], mask[rows], tau_m2=0.01, m2po_keep=keep[rows])
+    _, _, marks = policy_loss_marked(
+        "m2po", logp[rows], behav[rows], adv[rows], mask[rows], tau_m2=0.01, m2po_keep=keep[rows]
+    )
     assert not marks.clipped.any() and not marks.reweighted.any()
     assert torch.equal(marks.masked, ~keep[rows] & mask[rows]) and marks.masked.any()
 
@@ -130,7 +136,8 @@ def _spooled(run_dir):
 
 def _delivered(dash, attempt=None):
     return [
-        s for r in dash.requests
+        s
+        for r in dash.requests
         if r["path"] == SAMPLES_PATH and r["status"] < 300 and attempt in (None, r["body"]["attempt"])
         for s in r["body"]["samples"]
     ]
@@ -220,4 +227,3 @@ def test_a_fresh_start_forgets_the_offset_of_a_samples_file_that_is_gone(tmp_pat
     (tmp_path / "samples.pushed.json").write_text(json.dumps({"offset": 500, "attempt": 1}))
     truncate_spool(tmp_path, keep_through_step=-1, attempt=1)
     assert read_offset(tmp_path, "samples.pushed.json")[0] == 0
-

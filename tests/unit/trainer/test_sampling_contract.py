@@ -41,8 +41,14 @@ def model_dir(tmp_path_factory):
     second_eos = int(first.argmax())
     assert second_eos != tok.eos_token_id
     model.generation_config = GenerationConfig(
-        do_sample=True, temperature=0.3, top_k=2, min_p=MIN_P, repetition_penalty=1.5,
-        eos_token_id=[tok.eos_token_id, second_eos], pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+        do_sample=True,
+        temperature=0.3,
+        top_k=2,
+        min_p=MIN_P,
+        repetition_penalty=1.5,
+        eos_token_id=[tok.eos_token_id, second_eos],
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
     )
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -84,7 +90,9 @@ def test_engine_log_probs_are_those_of_the_distribution_sampled(model_dir):
     folder, _, _ = model_dir
     policy = _policy(folder)
     torch.manual_seed(1)
-    gen = HFEngine(policy, torch.device("cpu")).generate(["1+2=", "33+4=", "5+66="], n=8, max_new_tokens=8, temperature=0.8, top_p=1.0)
+    gen = HFEngine(policy, torch.device("cpu")).generate(
+        ["1+2=", "33+4=", "5+66="], n=8, max_new_tokens=8, temperature=0.8, top_p=1.0
+    )
     with torch.no_grad():
         logp, _ = token_logprobs(policy.model, gen.input_ids, gen.attention_mask, gen.prompt_len, temperature=0.8)
     diff = ((logp - gen.logp).abs() * gen.response_mask).max()
@@ -95,7 +103,9 @@ def test_a_response_that_ends_on_the_second_eos_is_masked_there(model_dir):
     folder, second_eos, _ = model_dir
     policy = _policy(folder)
     torch.manual_seed(2)
-    gen = HFEngine(policy, torch.device("cpu")).generate([PROMPT, "8+8="], n=16, max_new_tokens=6, temperature=1.0, top_p=1.0)
+    gen = HFEngine(policy, torch.device("cpu")).generate(
+        [PROMPT, "8+8="], n=16, max_new_tokens=6, temperature=1.0, top_p=1.0
+    )
     responses = gen.input_ids[:, gen.prompt_len :]
     ended_on_second = 0
     for row, mask, finished in zip(responses.tolist(), gen.response_mask.tolist(), gen.finished):
@@ -108,14 +118,17 @@ def test_a_response_that_ends_on_the_second_eos_is_masked_there(model_dir):
         assert finished
         ended_on_second += row[end] == second_eos
     assert ended_on_second > 0, "no response ended on the second EOS id; the test proves nothing"
-    assert response_mask_from(torch.tensor([[5, second_eos, 5, 2]]), policy.eos_token_ids).tolist() == [[1.0, 1.0, 0.0, 0.0]]
+    assert response_mask_from(torch.tensor([[5, second_eos, 5, 2]]), policy.eos_token_ids).tolist() == [
+        [1.0, 1.0, 0.0, 0.0]
+    ]
 
 
 def test_first_update_at_staleness_zero_has_zero_log_ratio(model_dir, tmp_path):
     """The run a user starts from YAML (behav_logp defaults to recompute): staleness 0, fp32."""
     folder, second_eos, _ = model_dir
     config = tmp_path / "run.yaml"
-    config.write_text(textwrap.dedent(f"""
+    config.write_text(
+        textwrap.dedent(f"""
         model: {{name: {folder}}}
         task: {{name: arithmetic, eval_sets: []}}
         rollout: {{group_size: 4, prompts_per_step: 4, max_new_tokens: 6}}
@@ -123,7 +136,8 @@ def test_first_update_at_staleness_zero_has_zero_log_ratio(model_dir, tmp_path):
         staleness: {{k: 0}}
         train: {{steps: 1, device: cpu}}
         eval: {{every: 0, at_start: false}}
-    """))
+    """)
+    )
     cfg = load_config(config)
     assert cfg.rollout.behav_logp == "recompute"
     trainer = Trainer(cfg, tmp_path / "run")

@@ -24,14 +24,23 @@ def test_eps_low_of_one_or_more_is_refused_at_parse_time():
 
 def test_prompts_that_ranks_cannot_share_are_refused_at_parse_time():
     with pytest.raises(ConfigError) as exc:
-        parse_config({"rollout": {"prompts_per_step": 8}, "resources": {"workers_per_node": 3}, "train": {"device": "cpu"}})
+        parse_config(
+            {"rollout": {"prompts_per_step": 8}, "resources": {"workers_per_node": 3}, "train": {"device": "cpu"}}
+        )
     assert "cannot be shared equally by 3" in _problems(exc)["rollout.prompts_per_step"]
 
 
 def test_a_rank_with_fewer_groups_than_updates_is_refused_at_parse_time():
     # 2 ranks x 2 prompts each; 4 minibatches of whole groups cannot split 2 prompts
     with pytest.raises(ConfigError) as exc:
-        parse_config({"rollout": {"prompts_per_step": 4}, "algorithm": {"updates_per_step": 4}, "resources": {"workers_per_node": 2}, "train": {"device": "cpu"}})
+        parse_config(
+            {
+                "rollout": {"prompts_per_step": 4},
+                "algorithm": {"updates_per_step": 4},
+                "resources": {"workers_per_node": 2},
+                "train": {"device": "cpu"},
+            }
+        )
     assert "algorithm.updates_per_step" in _problems(exc)
 
 
@@ -46,7 +55,10 @@ def test_the_real_world_size_is_checked_at_start_up():
 @pytest.mark.parametrize("world", [1, 2, 3, 8])
 def test_no_eval_problem_is_dropped_by_rank_slicing(world):
     problems = list(range(30))  # AIME24's 30 problems
-    shares = [Trainer._my_eval_share(SimpleNamespace(dist=DistInfo(r, world, r, torch.device("cpu"))), problems) for r in range(world)]
+    shares = [
+        Trainer._my_eval_share(SimpleNamespace(dist=DistInfo(r, world, r, torch.device("cpu"))), problems)
+        for r in range(world)
+    ]
     assert sorted(p for share in shares for p in share) == problems
 
 

@@ -85,8 +85,14 @@ def test_nvml_reports_each_visible_gpu_with_the_jobs_own_numbering(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     values = GpuMeter(nvml=FakeNVML()).sample()
     assert values == {
-        "system/gpu0/util_pct": 97.0, "system/gpu0/mem_gb": 40.0, "system/gpu0/mem_pct": 50.0, "system/gpu0/power_w": 650.0,
-        "system/gpu1/util_pct": 5.0, "system/gpu1/mem_gb": 40.0, "system/gpu1/mem_pct": 50.0, "system/gpu1/power_w": 90.0,
+        "system/gpu0/util_pct": 97.0,
+        "system/gpu0/mem_gb": 40.0,
+        "system/gpu0/mem_pct": 50.0,
+        "system/gpu0/power_w": 650.0,
+        "system/gpu1/util_pct": 5.0,
+        "system/gpu1/mem_gb": 40.0,
+        "system/gpu1/mem_pct": 50.0,
+        "system/gpu1/power_w": 90.0,
     }
     assert all(is_known(k) for k in values)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-b")  # Slurm gave the job the second GPU, by UUID

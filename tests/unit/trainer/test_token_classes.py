@@ -1,5 +1,6 @@
 """Per-token-class diagnostics on a crafted micro-batch, worked out by hand, and summed over two
 micro-batches the way an update splits its minibatch."""
+
 import math
 
 import pytest

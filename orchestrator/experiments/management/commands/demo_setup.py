@@ -22,8 +22,9 @@ class Command(BaseCommand):
         user.set_password(password)
         user.save()
         token = api_token_create(user=user, name="demo")
-        experiment = experiment_create(owner=user, name="demo-m2po", project="demo",
-                                       config=yaml.safe_load(Path(config).read_text()))
+        experiment = experiment_create(
+            owner=user, name="demo-m2po", project="demo", config=yaml.safe_load(Path(config).read_text())
+        )
         run = experiment.runs.get()
         self.stdout.write(f"login:     {username} / {password}")
         self.stdout.write(f"api token: {token}")

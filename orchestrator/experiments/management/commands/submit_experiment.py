@@ -1,14 +1,14 @@
 """Queue an experiment from a YAML file: a plain run config or an experiment file with a sweep.
 
-    python manage.py submit_experiment examples/presets/paper-staleness-x-objective-36.yaml --user alice
+python manage.py submit_experiment examples/presets/paper-staleness-x-objective-36.yaml --user alice
 """
+
 from pathlib import Path
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
-
 from pydantic import ValidationError
 
 from orchestrator.api import pydantic_errors
@@ -46,8 +46,13 @@ class Command(BaseCommand):
             if dry_run:
                 if check_warmup(spec["name"], spec["config"], spec["warmup_run"]):
                     self.stdout.write(spec["name"] + "-warmup (every run below starts from it)")
-                planned = experiment_plan(name=spec["name"], config=spec["config"], sweep=spec["sweep"],
-                                          random=spec["random"], seeds=spec["seeds"])
+                planned = experiment_plan(
+                    name=spec["name"],
+                    config=spec["config"],
+                    sweep=spec["sweep"],
+                    random=spec["random"],
+                    seeds=spec["seeds"],
+                )
                 for plan in planned:
                     self.stdout.write(plan.name)
                 self.stdout.write(f"{len(planned)} run(s); nothing queued (--dry-run)")
@@ -61,4 +66,6 @@ class Command(BaseCommand):
             raise CommandError(f"project: {exc}") from None
         count = experiment.runs.count()
         warm = " after its warm-up run" if spec.get("warmup_run") else ""
-        self.stdout.write(self.style.SUCCESS(f"experiment {experiment.pk} ({experiment.name}): {count} run(s) queued{warm}"))
+        self.stdout.write(
+            self.style.SUCCESS(f"experiment {experiment.pk} ({experiment.name}): {count} run(s) queued{warm}")
+        )

@@ -1,4 +1,5 @@
 """Sync the states of active runs from their cluster backends once (what beat does every 3 s)."""
+
 from django.core.management.base import BaseCommand
 
 

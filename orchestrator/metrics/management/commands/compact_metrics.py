@@ -1,4 +1,5 @@
 """Merge small metric chunks (what beat does every 5 minutes for recent runs)."""
+
 from django.core.management.base import BaseCommand, CommandError
 
 
@@ -16,8 +17,11 @@ class Command(BaseCommand):
         from orchestrator.metrics.services import compact_recent_runs
 
         if run or all:
-            ids = list(Run.objects.filter(pk__in=run).values_list("pk", flat=True)) if run else \
-                list(Run.objects.values_list("pk", flat=True))
+            ids = (
+                list(Run.objects.filter(pk__in=run).values_list("pk", flat=True))
+                if run
+                else list(Run.objects.values_list("pk", flat=True))
+            )
             if run and len(ids) != len(set(run)):
                 raise CommandError(f"--run: no run with id {sorted(set(run) - set(ids))}")
             removed = sum(store.compact_chunks(rid, keep_batches=live.MAX_REPLAY_BATCHES) for rid in ids)

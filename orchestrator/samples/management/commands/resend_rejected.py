@@ -1,13 +1,16 @@
 """Store the metric and sample batches a run's trainer marked rejected (orchestrator.metrics.resend).
 It lives in the samples app, the one above metrics, so that it may call both."""
+
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
-    help = ("Store again the metric and sample batches the dashboard refused for good (marked in the run folder's "
-            "metrics.rejected.jsonl and samples.rejected.jsonl), once the cause is fixed.")
+    help = (
+        "Store again the metric and sample batches the dashboard refused for good (marked in the run folder's "
+        "metrics.rejected.jsonl and samples.rejected.jsonl), once the cause is fixed."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("run", type=int, help="the run's id")
@@ -29,7 +32,10 @@ class Command(BaseCommand):
         for o in outcomes:
             self.stdout.write(f"{o.spool}: {o.lines} line(s): {o.detail}")
         stored = sum(o.stored for o in outcomes)
-        self.stdout.write(f"{stored} of {len(outcomes)} rejected batch(es) stored; "
-                          f"{len(outcomes) - stored} left marked" if outcomes else "nothing was marked rejected")
+        self.stdout.write(
+            f"{stored} of {len(outcomes)} rejected batch(es) stored; {len(outcomes) - stored} left marked"
+            if outcomes
+            else "nothing was marked rejected"
+        )
         if stored < len(outcomes):
             raise CommandError(f"{len(outcomes) - stored} batch(es) are still marked rejected")

@@ -6,6 +6,7 @@
 
 The experiment page then shows the seed statistics and the verdicts on the paper's four claims.
 """
+
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
@@ -29,5 +30,13 @@ class Command(BaseCommand):
         if found is None:
             known = ", ".join(p.slug for p in list_presets())
             raise CommandError(f"--preset: no preset named {preset!r}; presets: {known}")
-        call_command("submit_experiment", str(found.path), user=user, name=name, project=project, dry_run=dry_run,
-                     stdout=self.stdout, stderr=self.stderr)
+        call_command(
+            "submit_experiment",
+            str(found.path),
+            user=user,
+            name=name,
+            project=project,
+            dry_run=dry_run,
+            stdout=self.stdout,
+            stderr=self.stderr,
+        )

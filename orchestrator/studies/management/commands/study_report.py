@@ -5,6 +5,7 @@
 The figures are captured from the dashboard at --base-url (which must serve this database), so
 they are the product's own charts; --no-figures writes the document without them.
 """
+
 import os
 import platform
 from pathlib import Path
@@ -24,7 +25,11 @@ from orchestrator.studies.table import OBJECTIVE_PATH, staleness_path
 def _machine() -> str:
     memory = ""
     try:
-        kib = int(next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")).split()[1])
+        kib = int(
+            next(
+                line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+            ).split()[1]
+        )
         memory = f", {kib / 2**20:.0f} GiB of memory"
     except (OSError, StopIteration, ValueError):
         pass
@@ -45,25 +50,58 @@ def figure_specs(experiment: Experiment, updates_per_step: int, keys: list[str])
         return [r["id"] for r in runs if r["sweep_values"][s_path] == level]
 
     def updates(level):
-        return f"{level} × {updates_per_step} = {level * updates_per_step} updates" if s_path == "staleness.k" else f"{level} updates"
+        return (
+            f"{level} × {updates_per_step} = {level * updates_per_step} updates"
+            if s_path == "staleness.k"
+            else f"{level} updates"
+        )
 
-    specs = [FigureSpec(f"reward-{s_path.split('.')[-1]}{lvl}.png",
-                        f"Reward of fresh rollouts by objective, staleness {s_path}={lvl} ({updates(lvl)}); mean and min-max band over seeds",
-                        at(lvl), OBJECTIVE_PATH, "rollout_reward") for lvl in levels]
+    specs = [
+        FigureSpec(
+            f"reward-{s_path.split('.')[-1]}{lvl}.png",
+            f"Reward of fresh rollouts by objective, staleness {s_path}={lvl} ({updates(lvl)}); mean and min-max band over seeds",
+            at(lvl),
+            OBJECTIVE_PATH,
+            "rollout_reward",
+        )
+        for lvl in levels
+    ]
     top = levels[-1]
-    taus = {str(tau_m2) for tau_m2 in Run.objects.filter(experiment=experiment).values_list("config__algorithm__tau_m2", flat=True)}
+    taus = {
+        str(tau_m2)
+        for tau_m2 in Run.objects.filter(experiment=experiment).values_list("config__algorithm__tau_m2", flat=True)
+    }
     tau = " / ".join(sorted(taus)) if taus else "the runs' tau_m2"
     if "actor/clip_frac" in keys:
-        specs.append(FigureSpec(f"token-fraction-{s_path.split('.')[-1]}{top}.png",
-                                f"Masked (m2po) / clipped (grpo) token fraction at the highest staleness, {updates(top)}",
-                                at(top), OBJECTIVE_PATH, "clip_frac"))
+        specs.append(
+            FigureSpec(
+                f"token-fraction-{s_path.split('.')[-1]}{top}.png",
+                f"Masked (m2po) / clipped (grpo) token fraction at the highest staleness, {updates(top)}",
+                at(top),
+                OBJECTIVE_PATH,
+                "clip_frac",
+            )
+        )
     if "actor/m2" in keys:
-        specs.append(FigureSpec(f"m2-{s_path.split('.')[-1]}{top}.png",
-                                f"M2 before / after masking at the highest staleness, {updates(top)} (log scale; tau = {tau})",
-                                at(top), OBJECTIVE_PATH, "m2"))
+        specs.append(
+            FigureSpec(
+                f"m2-{s_path.split('.')[-1]}{top}.png",
+                f"M2 before / after masking at the highest staleness, {updates(top)} (log scale; tau = {tau})",
+                at(top),
+                OBJECTIVE_PATH,
+                "m2",
+            )
+        )
     if "actor/entropy" in keys:
-        specs.append(FigureSpec(f"entropy-{s_path.split('.')[-1]}{top}.png",
-                                f"Entropy at the highest staleness, {updates(top)}", at(top), OBJECTIVE_PATH, "entropy"))
+        specs.append(
+            FigureSpec(
+                f"entropy-{s_path.split('.')[-1]}{top}.png",
+                f"Entropy at the highest staleness, {updates(top)}",
+                at(top),
+                OBJECTIVE_PATH,
+                "entropy",
+            )
+        )
     return specs
 
 
@@ -77,12 +115,29 @@ class Command(BaseCommand):
         parser.add_argument("--out", type=Path, default=Path("docs/STUDY.md"))
         parser.add_argument("--no-figures", action="store_true")
         parser.add_argument("--command", action="append", default=[], help="a reproduce command to list (repeatable)")
-        parser.add_argument("--appendix", type=Path, help="a Markdown file appended as is (e.g. how the preset was calibrated)")
-        parser.add_argument("--note", action="append", default=[], help="a line added to the set-up list, e.g. the load "
-                            "average at start and end (repeatable)")
+        parser.add_argument(
+            "--appendix", type=Path, help="a Markdown file appended as is (e.g. how the preset was calibrated)"
+        )
+        parser.add_argument(
+            "--note",
+            action="append",
+            default=[],
+            help="a line added to the set-up list, e.g. the load average at start and end (repeatable)",
+        )
 
-    def handle(self, *args, experiment: int, user: str, base_url: str, out: Path, no_figures=False, command=(),
-               appendix: Path | None = None, note=(), **options):
+    def handle(
+        self,
+        *args,
+        experiment: int,
+        user: str,
+        base_url: str,
+        out: Path,
+        no_figures=False,
+        command=(),
+        appendix: Path | None = None,
+        note=(),
+        **options,
+    ):
         if appendix is not None and not appendix.is_file():
             raise CommandError(f"--appendix: no such file: {appendix}")
         found = Experiment.objects.filter(pk=experiment).first()
@@ -95,7 +150,9 @@ class Command(BaseCommand):
         if report is None:
             raise CommandError(f"experiment {experiment}: no run has reported metrics yet")
         parents = set(found.runs.values_list("parent_id", flat=True))
-        warmup = Run.objects.filter(pk=next(iter(parents))).first() if len(parents) == 1 and None not in parents else None
+        warmup = (
+            Run.objects.filter(pk=next(iter(parents))).first() if len(parents) == 1 and None not in parents else None
+        )
         figures = []
         if not no_figures:
             client = Client()
@@ -114,8 +171,16 @@ class Command(BaseCommand):
             f"python manage.py queue_study --user {user}   # or: New experiment > preset 'CPU staleness study'",
             f"python manage.py study_report <experiment id> --user {user} --base-url <dashboard URL>",
         ]
-        text = study_markdown(experiment=found, warmup=warmup, report=report, figures=figures, commands=commands,
-                              machine=_machine(), preset_path=None, notes=list(note))
+        text = study_markdown(
+            experiment=found,
+            warmup=warmup,
+            report=report,
+            figures=figures,
+            commands=commands,
+            machine=_machine(),
+            preset_path=None,
+            notes=list(note),
+        )
         if appendix is not None:
             text = text.rstrip() + "\n\n" + appendix.read_text()
         out.parent.mkdir(parents=True, exist_ok=True)
