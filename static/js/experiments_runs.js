@@ -2,9 +2,9 @@
 // The table is re-rendered by htmx (filter, sort, page), so listen on the document.
 (function () {
   function update() {
-    var link = document.getElementById("compare-link");
+    const link = document.getElementById("compare-link");
     if (!link) return;
-    var ids = Array.prototype.map.call(document.querySelectorAll(".compare-box:checked"), function (box) { return box.value; });
+    const ids = Array.prototype.map.call(document.querySelectorAll(".compare-box:checked"), function (box) { return box.value; });
     link.href = link.dataset.base + (ids.length ? "?runs=" + ids.join(",") : "");
     link.setAttribute("aria-disabled", ids.length < 1 ? "true" : "false");
     link.textContent = ids.length ? "Compare " + ids.length + " selected" : "Compare selected";
@@ -21,6 +21,6 @@
 // Forms that ask first (data-confirm), e.g. "Cancel sweep": a script rather than an inline
 // onsubmit handler, which a Content-Security-Policy without 'unsafe-inline' would block.
 document.addEventListener("submit", function (event) {
-  var question = event.target.dataset && event.target.dataset.confirm;
+  const question = event.target.dataset && event.target.dataset.confirm;
   if (question && !window.confirm(question)) event.preventDefault();
 });
