@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import typing
 from typing import Any
 
 from django.db.models import Q
@@ -68,6 +69,20 @@ def _config_fields() -> set[str]:
 
 
 CONFIG_FIELDS = _config_fields()
+
+
+def _numeric_config_fields() -> set[str]:
+    """Config paths whose type is a number (int or float, optionally null): compared only with numbers."""
+    numeric = set()
+    for section, info in RunConfig.model_fields.items():
+        for name, sub in getattr(info.annotation, "model_fields", {}).items():
+            types = set(typing.get_args(sub.annotation)) or {sub.annotation}
+            if types - {type(None)} and types - {type(None)} <= {int, float}:
+                numeric.add(f"{section}.{name}")
+    return numeric
+
+
+NUMERIC_CONFIG_FIELDS = _numeric_config_fields()
 
 
 def tokenize(text: str) -> list[tuple[str, str]]:
@@ -252,6 +267,13 @@ def _summary_clause(field: str, op_token: tuple[str, str], value_token: tuple[st
 def _check_type(field: str, value: Any) -> None:
     if field in INTEGER_COLUMNS and (not isinstance(value, int) or isinstance(value, bool)):
         raise QueryError(f"{field}: compare with a whole number, got {value!r}")
+    # A word against a number field would match nothing, silently: say so instead.
+    if (
+        field in NUMERIC_CONFIG_FIELDS
+        and value is not None
+        and (not isinstance(value, int | float) or isinstance(value, bool))
+    ):
+        raise QueryError(f"{field} is a number: compare it with a number (or null), got {value!r}")
 
 
 def _tag_subquery(field: str, clause: Q) -> Q:
