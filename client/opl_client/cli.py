@@ -63,7 +63,14 @@ def cmd_runs(lab: Client, args, out) -> int:
 
 
 def cmd_metrics(lab: Client, args, out) -> int:
-    series = lab.metrics(args.run, args.keys, start=args.start, end=args.end, max_points=args.max_points)
+    try:
+        series = lab.metrics(args.run, args.keys, start=args.start, end=args.end, max_points=args.max_points)
+    except OplError as exc:
+        if exc.status != 404:
+            raise
+        # The 404's message already names the known keys; its field error repeats that list.
+        sys.stderr.write(f"opl: HTTP 404: {exc.message}\n")
+        return 1
     if args.csv:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["run", "key", "step", "value"])
