@@ -226,9 +226,9 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
         run = new_run(f"warmup-{i}", config(200), paused=True)
         t0 = time.monotonic()
         submit_run.delay(run.pk)
-        wait_until(lambda: fresh(run).state != "queued", 60, "the claim", every=0.005)
+        wait_until(lambda run=run: fresh(run).state != "queued", 60, "the claim", every=0.005)
         claims.append(time.monotonic() - t0)
-        wait_until(lambda: fresh(run).job_id, 60, "the job id", every=0.005)
+        wait_until(lambda run=run: fresh(run).job_id, 60, "the job id", every=0.005)
         dones.append(time.monotonic() - t0)
         runs.append(run)
     claim, done = min(claims), min(dones)  # min: the first submit also imports modules
@@ -250,7 +250,7 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
         time.sleep(0.3)
         submit_run.delay(run.pk)
         if i % 2:  # at a random point between the claim and the job id being recorded
-            wait_until(lambda: fresh(run).state != "queued", 30, "the claim", every=0.002)
+            wait_until(lambda run=run: fresh(run).state != "queued", 30, "the claim", every=0.002)
             time.sleep(random.uniform(0, done - claim))
         else:  # at a random point from the enqueue on
             time.sleep(random.uniform(0, 1.5 * done))
@@ -263,11 +263,10 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
         landed[where] = landed.get(where, 0) + 1
         Experiment.objects.filter(pk=run.experiment_id).update(state=Experiment.State.ACTIVE)  # beat may dispatch it
         runs.append(run)
-    trial_runs = runs[2:]
     stuck = 0
     for run in runs:
         try:
-            wait_until(lambda: fresh(run).job_id and run.state != "submitted", 120, f"run {run.pk} to get its job")
+            wait_until(lambda run=run: fresh(run).job_id and run.state != "submitted", 120, f"run {run.pk} to get its job")
         except AssertionError:
             pass
         stop_run(run)
@@ -341,7 +340,7 @@ def row_trainer_kill(stack: EmbeddedStack) -> dict:
 def row_worker_restart(stack: EmbeddedStack, pause_s: float) -> dict:
     runs = [new_run(f"restart-{i}", config(200)) for i in range(2)]
     for run in runs:
-        wait_until(lambda: fresh(run).state == "running" and run.step >= 3, 180, "both runs training")
+        wait_until(lambda run=run: fresh(run).state == "running" and run.step >= 3, 180, "both runs training")
     killed_at = time.time()
     stack.stop("beat", signal.SIGKILL)
     stack.stop("worker", signal.SIGKILL)
@@ -500,7 +499,7 @@ def row_postgres_restart(stack: EmbeddedStack, pg: ThrowawayPostgres) -> dict:
 def row_restd_outage(stack: EmbeddedStack, restd: OwnSlurmrestd, outage_s: float) -> dict:
     running = [new_run(f"outage-run-{i}", config(200)) for i in range(2)]
     for run in running:
-        wait_until(lambda: fresh(run).state not in ("queued", "submitted", "pending"), 180, "runs running on Slurm")
+        wait_until(lambda run=run: fresh(run).state not in ("queued", "submitted", "pending"), 180, "runs running on Slurm")
         if run.state != "running":
             err = Path(run.run_dir) / "logs" / f"attempt-{run.attempt}.err"
             tail = err.read_text()[-800:] if err.exists() else "(no stderr)"

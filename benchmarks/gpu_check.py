@@ -29,15 +29,15 @@ import torch
 
 from benchmarks.trainer import QWEN_05B, time_objectives
 
-TINY = dict(
-    vocab_size=512,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-)
-TINY_SIZES = dict(batch=2, prompt=16, response=32, repeats=1, gen_batch=2, gen_tokens=8)
+TINY = {
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+}
+TINY_SIZES = {"batch": 2, "prompt": 16, "response": 32, "repeats": 1, "gen_batch": 2, "gen_tokens": 8}
 
 
 def synchronize(device: torch.device) -> None:

@@ -100,14 +100,14 @@ def cpu_section(args) -> None:
     )
 
 
-QWEN_05B = dict(
-    vocab_size=151936,
-    hidden_size=896,
-    intermediate_size=4864,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-)  # Qwen2.5-0.5B's shape, 494M parameters
+QWEN_05B = {
+    "vocab_size": 151936,
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+}  # Qwen2.5-0.5B's shape, 494M parameters
 
 
 def time_objectives(

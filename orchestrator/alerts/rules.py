@@ -118,7 +118,7 @@ def check_neg_adv_tail(ratio_bound: float, points) -> Firing | None:
     """The first update whose largest A<0 ratio is over `ratio_bound` while one token carries at
     least TAIL_SHARE of the update (its share absent from the batch: on the ratio alone)."""
     ratio_key, share_key = KEYS[NEG_ADV_TAIL]
-    shares = {step: value for step, value in points.get(share_key, ())}
+    shares = dict(points.get(share_key, ()))
     for step, ratio in points.get(ratio_key, ()):
         share = shares.get(step)
         if not math.isfinite(ratio) or ratio <= ratio_bound or (share is not None and not share >= TAIL_SHARE):

@@ -142,7 +142,7 @@ def _tidy(value: float, integral: bool = False) -> int | float:
 def sweep_count(spec: SweepSpec) -> int:
     """How many runs the sweep makes, computed without expanding it."""
     count = 1
-    for path, values in spec.grid.items():
+    for values in spec.grid.values():
         if isinstance(values, list):
             count *= len(values)
         else:

@@ -27,9 +27,8 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS)
 def test_fault_row_loses_nothing(row, tmp_path):
-    if "slurm" in row or row == "restd-outage":
-        if not SLURM_ENV.exists():
-            pytest.skip("the Slurm test cluster is not up (scripts/slurm/cluster-up.sh)")
+    if ("slurm" in row or row == "restd-outage") and not SLURM_ENV.exists():
+        pytest.skip("the Slurm test cluster is not up (scripts/slurm/cluster-up.sh)")
     out = tmp_path / "row.json"
     done = subprocess.run(
         [

@@ -102,7 +102,7 @@ def test_deeply_nested_json_is_a_400(api, body):
 
 @pytest.mark.parametrize("literal", ["Infinity", "-Infinity", "NaN", "1e400"])
 def test_non_finite_numbers_in_a_config_are_refused(api, literal):
-    body = '{"name": "x", "config": {"algorithm": {"lr": %s}}}' % literal
+    body = f'{{"name": "x", "config": {{"algorithm": {{"lr": {literal}}}}}}}'
     for url in ("/api/v1/experiments/preview", "/api/v1/experiments"):
         response = post(api, url, body)
         assert response.status_code == 400, (url, response.content)

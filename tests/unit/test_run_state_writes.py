@@ -64,9 +64,11 @@ def direct_state_writes(source: str, filename: str = "<code>") -> list[str]:
             keywords = {k.arg for k in node.keywords}
             func = node.func
             if "state" in keywords and isinstance(func, ast.Attribute):
-                if func.attr in ("update", "bulk_update") and not _writes_other_model(func.value) or func.attr in ("create", "get_or_create", "update_or_create") and _root_names(func.value)[:1] == [
-                    "Run"
-                ]:
+                updates_a_run = func.attr in ("update", "bulk_update") and not _writes_other_model(func.value)
+                creates_a_run = func.attr in ("create", "get_or_create", "update_or_create") and _root_names(
+                    func.value
+                )[:1] == ["Run"]
+                if updates_a_run or creates_a_run:
                     self.note(node)
             if "state" in keywords and isinstance(func, ast.Name) and func.id == "Run":
                 self.note(node)

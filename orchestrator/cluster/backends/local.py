@@ -191,7 +191,7 @@ class LocalBackend:
 
 def _final_status(job_id: str, ended: dict, started: datetime | None) -> JobStatus:
     code = ended["exit_code"]
-    common = dict(exit_code=code, nodes="localhost", started_at=started, ended_at=_dt(ended["ended_at"]))
+    common = {"exit_code": code, "nodes": "localhost", "started_at": started, "ended_at": _dt(ended["ended_at"])}
     if ended.get("cancelled"):
         return JobStatus(job_id, JobState.CANCELLED, "cancelled", reason="cancelled", **common)
     if ended.get("timed_out"):

@@ -214,13 +214,13 @@ def test_samples_survive_a_kill_9_resume_and_a_failing_dashboard(tmp_path):
     """The cut run's file equals the uninterrupted run's (records past the checkpoint dropped and
     recorded again, none twice); the dashboard, which refused the first sample posts, ends up
     with exactly the file (a later attempt's sample replacing the earlier one)."""
-    data = dict(
-        algorithm={"objective": "m2po", "tau_m2": 1e-3, "updates_per_step": 2, "lr": 1e-2},
-        train={"steps": 40, "seed": 5},
-        checkpoint={"every": 4, "keep": 2},
-        samples={"every": 2, "per_step": 8, "eval_per_set": 2},
-        reporting={"push_interval_s": 0.1, "heartbeat_s": 0.5},
-    )
+    data = {
+        "algorithm": {"objective": "m2po", "tau_m2": 1e-3, "updates_per_step": 2, "lr": 1e-2},
+        "train": {"steps": 40, "seed": 5},
+        "checkpoint": {"every": 4, "keep": 2},
+        "samples": {"every": 2, "per_step": 8, "eval_per_set": 2},
+        "reporting": {"push_interval_s": 0.1, "heartbeat_s": 0.5},
+    }
     cfg = _config(tmp_path, **data)
     whole = run_trainer(cfg, tmp_path / "whole")
     assert whole.returncode == 0, whole.stdout + whole.stderr

@@ -76,7 +76,7 @@ def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path)
     samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     train = [s for s in samples if s["kind"] == "train"]
     assert [s["index"] for s in train] == [0, 1, 2, 3] and {s["step"] for s in train} == {1}
-    questions = {q: a for q, a in TRAIN}
+    questions = dict(TRAIN)
     for s in train:
         question = s["prompt"].rsplit("Question: ", 1)[1].split("\n", 1)[0]
         assert questions[question] == s["reference"] and s["objective"] == "m2po"

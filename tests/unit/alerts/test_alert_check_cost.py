@@ -149,13 +149,16 @@ def test_racing_writers_and_retries_of_one_run_fold_each_reward_step_once(alice,
     """Four pushers post the same run's batches in step order, each a retry racing the others:
     every batch is stored once and every reward step folded once, in step order; one alert."""
     run, _ = make_run(alice, tiny_config)
-    value = lambda key, step: (
-        "NaN"
-        if key == "actor/pg_loss" and step == 30
-        else 0.5 + step % 7 / 100
-        if key == "train/reward_mean"
-        else calm(key, step)
-    )
+
+    def value(key, step):
+        return (
+            "NaN"
+            if key == "actor/pg_loss" and step == 30
+            else 0.5 + step % 7 / 100
+            if key == "train/reward_mean"
+            else calm(key, step)
+        )
+
     batches = [trainer_batch(range(lo, lo + 10, 2), value=value) for lo in range(2, 82, 10)]  # steps 2..80
     errors = []
 

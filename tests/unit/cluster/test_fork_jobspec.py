@@ -4,6 +4,7 @@ checkpoint the job cannot reach fails the run with a reason naming both folders.
 import pytest
 import yaml
 
+from orchestrator.cluster.backends.base import BackendError
 from orchestrator.cluster.jobspec import build_job_spec
 from orchestrator.cluster.services import run_submit
 from orchestrator.experiments.models import Run
@@ -58,7 +59,7 @@ def test_a_fork_made_before_its_parent_ended_records_and_pins_the_step_at_submis
 
 def test_an_unreachable_parent_checkpoint_fails_the_run_naming_both_folders(alice, settings, tmp_path):
     parent, child = _runs(alice, settings, tmp_path, {})
-    with pytest.raises(Exception):
+    with pytest.raises(BackendError, match="init.from_run"):
         run_submit(run_id=child.pk, backend_name="local")
     child.refresh_from_db()
     assert child.state == Run.State.FAILED

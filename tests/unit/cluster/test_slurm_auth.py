@@ -63,9 +63,11 @@ def test_unreachable_names_the_url_and_retries_connection_errors_only(caplog):
         connect_retries=2,
         backoff_s=0.01,
     )
-    with caplog.at_level(logging.DEBUG):
-        with pytest.raises(SlurmUnreachable, match=r"unreachable at http://10\.255\.255\.1:6820"):
-            client.ping()
+    with (
+        caplog.at_level(logging.DEBUG),
+        pytest.raises(SlurmUnreachable, match=r"unreachable at http://10\.255\.255\.1:6820"),
+    ):
+        client.ping()
     assert len(calls) == 3
     assert "secret.token.value" not in caplog.text
 

@@ -24,20 +24,20 @@ ENTROPY = [0.5, 2.0, 1.25, 3.0, 0.0625, 0.25]
 def corrected(step, index, **extra):
     """A plain m2po run's sample as the contract writes it: m2po masked token 3; clip would have
     clipped 1 and 3, and dual-clip m2po would also have clipped 4; cispo reweights 1."""
-    fields = dict(
-        tokens=TOKENS,
-        log_ratio=[0.0, 0.4, -0.1, 1.2, 0.9, 0.0],
-        masked=[3],
-        entropy=ENTROPY,
-        variant="m2po",
-        advantage=-0.75,
-        reweighted=[],
-        counterfactual={
+    fields = {
+        "tokens": TOKENS,
+        "log_ratio": [0.0, 0.4, -0.1, 1.2, 0.9, 0.0],
+        "masked": [3],
+        "entropy": ENTROPY,
+        "variant": "m2po",
+        "advantage": -0.75,
+        "reweighted": [],
+        "counterfactual": {
             "grpo": {"masked": [], "clipped": [1, 3], "reweighted": []},
             "cispo": {"masked": [], "clipped": [], "reweighted": [1]},
             "m2po+dual_clip": {"masked": [3], "clipped": [4], "reweighted": []},
         },
-    )
+    }
     return sample(step, index, **{**fields, **extra})
 
 

@@ -51,8 +51,8 @@ def _sweep(owner, config, *, rewards, m2, near_det, fractions, seeds=3, neg_rati
     return experiment
 
 
-IN_REGIME = dict(
-    rewards={
+IN_REGIME = {
+    "rewards": {
         (0, "grpo"): (0.3, 0.9),
         (8, "grpo"): (0.3, 0.5),
         (0, "m2po"): (0.3, 0.9),
@@ -60,10 +60,10 @@ IN_REGIME = dict(
         (0, "no_clip"): (0.3, 0.9),
         (8, "no_clip"): (0.3, 0.6),
     },
-    m2={(8, "m2po"): 0.06, (8, "grpo"): 0.05},  # 1.5x tau = 0.04
-    near_det=0.8,
-    fractions={(8, "m2po"): 0.004, (8, "grpo"): 0.02},  # 0.2x: more than the 0.1x the paper shows
-)
+    "m2": {(8, "m2po"): 0.06, (8, "grpo"): 0.05},  # 1.5x tau = 0.04
+    "near_det": 0.8,
+    "fractions": {(8, "m2po"): 0.004, (8, "grpo"): 0.02},  # 0.2x: more than the 0.1x the paper shows
+}
 
 
 @pytest.fixture

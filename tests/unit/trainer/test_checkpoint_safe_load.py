@@ -3,6 +3,7 @@ job may read runs no code; everything a resume needs is tensors and plain types;
 the old format (numpy arrays in its RNG state) is converted once and the run resumes exactly."""
 
 import os
+import pickle
 import random
 
 import numpy as np
@@ -41,7 +42,7 @@ def _old_format(state_file):
     for rank in state["rng"]:
         rank["numpy"] = np.random.get_state()  # ('MT19937', uint32 array, pos, has_gauss, gauss)
     torch.save(state, state_file)
-    with pytest.raises(Exception):
+    with pytest.raises(pickle.UnpicklingError):
         torch.load(state_file, weights_only=True)  # really the old format: numpy arrays
     return state
 
