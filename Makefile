@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 VLLM_VENV := .venv-vllm
 VLLM_PIP := $(VLLM_VENV)/bin/pip
 
-.PHONY: demo test test-fast test-vllm venv deps test-deps vllm-venv gpu-wheels clean
+.PHONY: demo test lint test-fast test-vllm venv deps test-deps vllm-venv gpu-wheels clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,18 @@ demo: $(VENV)/.deps
 
 test: $(VENV)/.test-deps $(VLLM_VENV)/.deps
 	bash scripts/test.sh
+
+# ruff (lint and format, pyproject.toml) over the Python tree and eslint over static/js; `make test` runs it first.
+lint: $(VENV)/.test-deps node_modules/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	npx --no-install eslint static/js
+
+# eslint from package-lock.json; Node.js from Debian's packages where the machine has none.
+node_modules/.installed: package.json package-lock.json
+	bash -c '. scripts/services.sh; ensure_node'
+	npm ci --no-audit --no-fund --silent
+	touch $@
 
 # Only the tests that run the real vLLM engine (CPU build, in .venv-vllm).
 test-vllm: $(VENV)/.test-deps $(VLLM_VENV)/.deps

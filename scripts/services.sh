@@ -33,6 +33,12 @@ ensure_redis() {
   echo "Redis did not start on 127.0.0.1:6379" >&2; return 1
 }
 
+ensure_node() {  # eslint 9 needs Node.js 18.18 or newer (Debian 12 ships 18.19)
+  command -v npm >/dev/null || apt_install nodejs npm
+  node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 18 || (a === 18 && b >= 18) ? 0 : 1)' \
+    || { echo "Node.js $(node --version) is older than 18.18, which eslint needs" >&2; return 1; }
+}
+
 ensure_chromium() {
   [ -x /usr/bin/chromium ] || apt_install chromium
 }
