@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "orchestrator.studies",
     "orchestrator.alerts",
     "orchestrator.samples",
+    "orchestrator.workspace",
     "axes",
 ]
 

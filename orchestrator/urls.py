@@ -15,5 +15,6 @@ urlpatterns = [
     path("", include("orchestrator.studies.urls")),
     path("", include("orchestrator.alerts.urls")),
     path("", include("orchestrator.samples.urls")),
+    path("", include("orchestrator.workspace.urls")),
     re_path(r"^api/(?P<path>.*)$", api_not_found, name="api-not-found"),  # last: JSON 404s under /api/
 ]

@@ -26,7 +26,7 @@ CALLERS = ("owner", "member", "other", "staff", "anonymous", "run_token")
 @dataclass(frozen=True)
 class Case:
     method: str
-    path: str  # formatted with {run}, {exp}, {token_id}
+    path: str  # formatted with {run}, {exp}, {token_id}, {view}
     statuses: tuple[int, int, int, int, int, int]  # in the order of CALLERS
     body: object = None
     json_body: bool = False
@@ -161,6 +161,17 @@ MATRIX: dict[str, list[Case]] = {
     "samples-compare-corrections": [Case("get", "/compare/samples/corrections/?runs={run}", RUN_READ_PAGE)],
     "cluster-run-job": [Case("get", "/runs/{run}/job", RUN_READ_PAGE)],
     "cluster-health": [Case("get", "/cluster/health", PAGE_READ)],
+    # saved views (issue 24): read by the project's members, written by its owners and members
+    "api-project-views": [
+        Case("get", "/api/v1/projects/lab/views", API_RUN_READ),
+        Case("post", "/api/v1/projects/lab/views", (201, 201, 404, 201, 401, 401), {"name": "fresh"}, True),
+    ],
+    "api-view-detail": [
+        Case("get", "/api/v1/views/{view}", API_RUN_READ),
+        Case("patch", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401), {"name": "renamed"}, True),
+        Case("delete", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401)),
+    ],
+    "workspace-view-open": [Case("get", "/views/{view}/", (302, 302, 404, 302, 302, 302))],
     "api-not-found": [Case("get", "/api/v1/no-such-thing", (404, 404, 404, 404, 404, 404))],
 }
 
@@ -190,6 +201,7 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
     """Made once for the module (each test's own writes roll back), removed at the end."""
     from orchestrator.accounts.models import ApiToken
     from orchestrator.experiments.models import Experiment, Project, Run
+    from orchestrator.workspace.models import SavedView
 
     with django_db_blocker.unblock():
         users = {
@@ -202,8 +214,17 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
         metrics_ingest(run=run, attempt=1, points=points("train/loss", [0]))  # a key the metrics reads name
         api_token_create(user=users["owner"], name="matrix")
         token_id = ApiToken.objects.get(user=users["owner"]).pk
-    yield {"users": users, "run": run.pk, "exp": experiment.pk, "run_token": token, "token_id": token_id}
+        view = SavedView.objects.create(project=experiment.project, owner=users["owner"], name="matrix")
+    yield {
+        "users": users,
+        "run": run.pk,
+        "exp": experiment.pk,
+        "run_token": token,
+        "token_id": token_id,
+        "view": view.pk,
+    }
     with django_db_blocker.unblock():
+        SavedView.objects.filter(pk=view.pk).delete()
         Run.objects.filter(experiment=experiment).delete()
         Experiment.objects.filter(pk=experiment.pk).delete()
         Project.objects.filter(name="lab").delete()
@@ -233,7 +254,7 @@ CASES = [(name, i, caller) for name, cases in MATRIX.items() for i in range(len(
 @pytest.mark.parametrize("name,index,caller", CASES, ids=[f"{n}[{i}]-{c}" for n, i, c in CASES])
 def test_authorization(world, db, name, index, caller):
     case = MATRIX[name][index]
-    path = case.path.format(run=world["run"], exp=world["exp"], token_id=world["token_id"])
+    path = case.path.format(**world)
     client = _client(world, caller)
     if case.json_body:
         response = getattr(client, case.method)(path, data=json.dumps(case.body), content_type="application/json")
@@ -294,7 +315,7 @@ def owner_tokens(world, django_db_blocker):
 @pytest.mark.parametrize("name,index", TOKEN_CASES, ids=[f"{n}[{i}]" for n, i in TOKEN_CASES])
 def test_scoped_and_expired_tokens(world, owner_tokens, db, name, index, kind):
     case = MATRIX[name][index]
-    path = case.path.format(run=world["run"], exp=world["exp"], token_id=world["token_id"])
+    path = case.path.format(**world)
     client = Client(HTTP_AUTHORIZATION=f"Bearer {owner_tokens[kind]}")
     if case.json_body:
         response = getattr(client, case.method)(path, data=json.dumps(case.body), content_type="application/json")

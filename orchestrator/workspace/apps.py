@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class WorkspaceConfig(AppConfig):
+    name = "orchestrator.workspace"
+    label = "workspace"
