@@ -1,6 +1,6 @@
 """A study's write-up (docs/STUDY.md) from what the product stored: the verdict table, the seed
 statistics, the wall time, the runs, and the commands that reproduce it. The figures are PNGs the
-product's own compare page draws (studies/figures.py captures them in Chromium)."""
+product draws as its compare page does (studies/figures.py, exported by Plotly and Kaleido)."""
 
 from __future__ import annotations
 

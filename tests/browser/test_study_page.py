@@ -1,12 +1,10 @@
-"""Issue 13 in the browser: the experiment page loads the seed statistics and the verdicts, the
-options change them, and `study_report` writes docs with PNGs drawn by the compare page."""
+"""Issue 13 in the browser: the experiment page loads the seed statistics and the verdicts, and the
+options change them. (`study_report`'s figures need no browser driver: tests/unit/studies/test_study_figures.py.)"""
 
 import pytest
-from django.core.management import call_command
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
-from orchestrator.studies.figures import FigureSpec, capture
 from tests.browser.test_charts import page_as, server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.browser
@@ -46,27 +44,6 @@ def test_the_experiment_page_shows_statistics_and_verdicts(page_as, server, alic
     page.select_option("select[name=summary]", "best")  # htmx swaps the section in place
     page.wait_for_selector("select[name=summary] option[value=best][selected]", state="attached")
     assert page.locator("#study-heatmap").count() == 1
-
-
-def test_study_report_writes_the_document_with_figures_from_the_compare_page(server, alice, sweep, tmp_path):  # noqa: F811
-    out = tmp_path / "docs" / "STUDY.md"
-    call_command("study_report", sweep.pk, user="alice", base_url=server, out=out)
-    text = out.read_text()
-    assert "## Verdicts" in text and "| (a) stale clip" in text and "**reproduced**" in text
-    images = sorted((tmp_path / "docs" / "study").glob("*.png"))
-    assert [p.name for p in images] == ["reward-k0.png", "reward-k8.png", "token-fraction-k8.png"]  # no entropy logged
-    for image in images:
-        assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and image.stat().st_size > 5_000
-        assert f"study/{image.name}" in text
-
-
-def test_a_panel_without_data_is_an_error_not_a_blank_image(server, alice, sweep, tmp_path, client):  # noqa: F811
-    from orchestrator.studies.figures import FigureError
-
-    client.force_login(alice)
-    spec = FigureSpec("x.png", "x", list(sweep.runs.values_list("id", flat=True)), "algorithm.objective", "grad_norm")
-    with pytest.raises(FigureError, match="x.png: the compare page drew no 'grad_norm' data"):
-        capture(server, ("sessionid", client.cookies["sessionid"].value), [spec], tmp_path, timeout_ms=5_000)
 
 
 @pytest.fixture

@@ -1,23 +1,21 @@
 """Write a study's document (docs/STUDY.md) and its figures from a finished (or running) sweep.
 
-    python manage.py study_report 12 --user alice --base-url http://127.0.0.1:8000 --out docs/STUDY.md
+    python manage.py study_report 12 --user alice --out docs/STUDY.md
 
-The figures are captured from the dashboard at --base-url (which must serve this database), so
-they are the product's own charts; --no-figures writes the document without them.
+The figures are the compare page's grouped charts, drawn from this database's series by Plotly and
+exported by Kaleido (orchestrator/studies/figures.py); --no-figures writes the document without them.
 """
 
 import os
 import platform
 from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
-from django.test import Client
 
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.studies.document import Figure, study_markdown
-from orchestrator.studies.figures import FigureError, FigureSpec, capture
+from orchestrator.studies.figures import FigureError, FigureSpec, draw
 from orchestrator.studies.report import study_report
 from orchestrator.studies.table import OBJECTIVE_PATH, staleness_path
 
@@ -59,7 +57,8 @@ def figure_specs(experiment: Experiment, updates_per_step: int, keys: list[str])
     specs = [
         FigureSpec(
             f"reward-{s_path.split('.')[-1]}{lvl}.png",
-            f"Reward of fresh rollouts by objective, staleness {s_path}={lvl} ({updates(lvl)}); mean and min-max band over seeds",
+            f"Reward of fresh rollouts by objective, staleness {s_path}={lvl} ({updates(lvl)}); "
+            "mean and min-max band over seeds",
             at(lvl),
             OBJECTIVE_PATH,
             "rollout_reward",
@@ -110,8 +109,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("experiment", type=int, help="the sweep's experiment id")
-        parser.add_argument("--user", required=True, help="whose view the figures are drawn with")
-        parser.add_argument("--base-url", default=getattr(settings, "PUBLIC_URL", "http://127.0.0.1:8000"))
+        parser.add_argument("--user", required=True, help="who writes the report (must exist)")
         parser.add_argument("--out", type=Path, default=Path("docs/STUDY.md"))
         parser.add_argument("--no-figures", action="store_true")
         parser.add_argument("--command", action="append", default=[], help="a reproduce command to list (repeatable)")
@@ -130,7 +128,6 @@ class Command(BaseCommand):
         *args,
         experiment: int,
         user: str,
-        base_url: str,
         out: Path,
         no_figures=False,
         command=(),
@@ -155,21 +152,18 @@ class Command(BaseCommand):
         )
         figures = []
         if not no_figures:
-            client = Client()
-            client.force_login(owner)
-            cookie = (settings.SESSION_COOKIE_NAME, client.cookies[settings.SESSION_COOKIE_NAME].value)
             updates_per_step = int(found.base_config.get("algorithm", {}).get("updates_per_step", 1))
             specs = figure_specs(found, updates_per_step, report.keys)
             image_dir = out.parent / out.stem.lower()
             try:
-                capture(base_url, cookie, specs, image_dir)
+                draw(specs, image_dir)
             except FigureError as exc:
                 raise CommandError(f"figures: {exc}") from None
             figures = [Figure(f"{image_dir.name}/{s.filename}", s.caption) for s in specs]
         commands = list(command) or [
             "make demo   # the dashboard, a worker and the local backend on this machine",
             f"python manage.py queue_study --user {user}   # or: New experiment > preset 'CPU staleness study'",
-            f"python manage.py study_report <experiment id> --user {user} --base-url <dashboard URL>",
+            f"python manage.py study_report <experiment id> --user {user}",
         ]
         text = study_markdown(
             experiment=found,

@@ -1,0 +1,76 @@
+"""`study_report`'s figures without a browser driver: the compare page's grouped chart (mean line and
+min-max band per group) drawn from the stored series by Plotly and exported to PNG by Kaleido, which
+starts the machine's Chromium itself. The band is checked against values worked out by hand."""
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from orchestrator.experiments.services import experiment_create
+from orchestrator.metrics.services import metrics_ingest
+from orchestrator.studies.figures import FigureError, FigureSpec, aggregate, draw, figure
+
+pytestmark = pytest.mark.django_db
+STEPS = range(0, 200, 2)
+FINAL = {(0, "grpo"): 0.8, (8, "grpo"): 0.4, (0, "m2po"): 0.8, (8, "m2po"): 0.78}
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def sweep(alice, tiny_config, settings, tmp_path):
+    settings.RUNS_DIR = tmp_path / "runs"
+    experiment = experiment_create(
+        owner=alice,
+        name="study",
+        config=tiny_config,
+        seeds=2,
+        sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]},
+    )
+    for run in experiment.runs.all():
+        final = FINAL[(run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"])] + 0.01 * run.seed
+        rows = [{"step": s, "key": "rollout/reward_mean", "value": final * s / 198, "time": 1.0e9 + s} for s in STEPS]
+        rows += [{"step": s, "key": "actor/clip_frac", "value": 0.01, "time": 1.0e9 + s} for s in STEPS]
+        metrics_ingest(run=run, attempt=1, points=rows)
+    experiment.runs.update(state="succeeded")
+    return experiment
+
+
+def test_aggregate_is_the_mean_and_the_min_max_where_each_curve_has_data():
+    a = (np.array([0.0, 10.0]), np.array([0.0, 10.0]))
+    b = (np.array([0.0, 5.0]), np.array([2.0, 2.0]))  # ends halfway: only `a` counts after x=5
+    band = aggregate([a, b], grid=3)
+    assert band.x.tolist() == [0.0, 5.0, 10.0]
+    assert band.mean.tolist() == [1.0, 3.5, 10.0]
+    assert band.lower.tolist() == [0.0, 2.0, 10.0] and band.upper.tolist() == [2.0, 5.0, 10.0]
+    assert aggregate([(np.array([]), np.array([]))]) is None
+
+
+def test_a_figure_has_a_band_and_a_mean_per_group(sweep):
+    k8 = [r.pk for r in sweep.runs.all() if r.sweep_values["staleness.k"] == 8]
+    fig = figure(FigureSpec("r.png", "Reward at k=8", k8, "algorithm.objective", "rollout_reward"))
+    means = {t.name: t for t in fig.data if t.name}
+    assert sorted(means) == ["algorithm.objective=grpo (n=2)", "algorithm.objective=m2po (n=2)"]
+    grpo = means["algorithm.objective=grpo (n=2)"]
+    # seeds 1 and 2 (tiny_config seeds from 1) end at 0.41 and 0.42 at step 198: the mean ends at 0.415
+    assert grpo.x[-1] == 198 and grpo.y[-1] == pytest.approx(0.415)
+    lower, upper = (t for t in fig.data if not t.name and t.legendgroup == "algorithm.objective=grpo")
+    assert lower.y[-1] == pytest.approx(0.41) and upper.y[-1] == pytest.approx(0.42) and upper.fill == "tonexty"
+
+
+def test_study_report_writes_the_document_with_png_figures(alice, sweep, tmp_path):
+    out = tmp_path / "docs" / "STUDY.md"
+    call_command("study_report", sweep.pk, user="alice", out=out)
+    text = out.read_text()
+    assert "## Verdicts" in text and "| (a) stale clip" in text and "**reproduced**" in text
+    images = sorted((tmp_path / "docs" / "study").glob("*.png"))
+    assert [p.name for p in images] == ["reward-k0.png", "reward-k8.png", "token-fraction-k8.png"]  # no entropy logged
+    for image in images:
+        assert image.read_bytes()[:8] == PNG and image.stat().st_size > 5_000
+        assert f"study/{image.name}" in text
+
+
+def test_a_panel_without_data_is_an_error_not_a_blank_image(sweep, tmp_path):
+    spec = FigureSpec("x.png", "x", list(sweep.runs.values_list("id", flat=True)), "algorithm.objective", "grad_norm")
+    with pytest.raises(FigureError, match="x.png: the runs logged no 'grad_norm' data"):
+        draw([spec], tmp_path)
+    assert not (tmp_path / "x.png").exists()
