@@ -112,6 +112,19 @@ class Cell:
     def difference_text(self) -> str:
         return interval_text(self.difference, signed=True) if self.difference else ""
 
+    # The heatmap says "n=1, no CI" once under the cell, so its numbers leave the note out.
+    @property
+    def estimate_short(self) -> str:
+        return interval_text(self.estimate, note=False)
+
+    @property
+    def iqm_short(self) -> str:
+        return interval_text(self.iqm, note=False)
+
+    @property
+    def difference_short(self) -> str:
+        return interval_text(self.difference, signed=True, note=False) if self.difference else ""
+
 
 def staleness_path(paths) -> str | None:
     return next((p for p in STALENESS_PATHS if p in paths), None)
@@ -320,14 +333,28 @@ def as_json(table: StudyTable, verdicts: list | None = None) -> str:
     return json.dumps(_json_safe(body), indent=1)
 
 
-def interval_text(e: Estimate | None, digits: int = 3, signed: bool = False) -> str:
-    """ "0.612 [0.580, 0.641]": the mean and its 95% CI (the bootstrap CI need not be symmetric)."""
+def interval_text(e: Estimate | None, digits: int = 3, signed: bool = False, note: bool = True) -> str:
+    """ "0.612 [0.580, 0.641]": the mean and its 95% CI (the bootstrap CI need not be symmetric).
+    Without an interval (one seed), the mean and "(n=1, no CI)", or the mean alone when not `note`."""
     if e is None or e.n == 0 or math.isnan(e.mean):
         return "–"
     sign = "+" if signed else ""
     if not e.has_interval:
-        return f"{e.mean:{sign}.{digits}f} (n={e.n}, no CI)"
+        return f"{e.mean:{sign}.{digits}f}" + (f" (n={e.n}, no CI)" if note else "")
     return f"{e.mean:{sign}.{digits}f} [{e.low:{sign}.{digits}f}, {e.high:{sign}.{digits}f}]"
+
+
+def estimates_text(*named: tuple[str, dict | None]) -> str:
+    """A verdict's measured estimates side by side, e.g. "on-policy 0.820 [0.800, 0.840] · stale
+    clip 0.530 [0.500, 0.560]"; when any has no interval (one seed), the means alone and the note
+    "(n=1, no CI)" once at the end, never "[nan, nan]"."""
+    estimates = [(label, Estimate(**d)) for label, d in named if d]
+    if not estimates:
+        return ""
+    fewest = min(e.n for _, e in estimates)
+    with_ci = all(e.has_interval for _, e in estimates)
+    body = " · ".join(f"{label} {interval_text(e, note=False)}" for label, e in estimates)
+    return body if with_ci else f"{body} (n={fewest}, no CI)"
 
 
 def as_markdown(table: StudyTable, stability: dict | None = None) -> str:

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -230,3 +231,17 @@ def test_the_fresh_rollout_reward_is_the_default_study_metric(study):
     run = study.runs.first()
     _ingest(run, "rollout/reward_mean", _curve(0.5))
     assert report_of(study, {}).table.metric == "rollout/reward_mean"
+
+
+def test_one_seed_says_no_ci_once_and_never_nan(alice, study):
+    """With one seed per cell (the other seeds not finished), the heatmap says "n=1, no CI" once per
+    cell, and the verdicts' measured numbers show the means and the note once, never "[nan, nan]"."""
+    study.runs.filter(seed=study.runs.order_by("seed").last().seed).update(state="running")
+    client = Client()
+    client.force_login(alice)
+    html = client.get(f"/experiments/{study.pk}/statistics").content.decode()
+    assert "nan" not in re.sub(r"<[^>]*>", "", html)  # the text a person reads (data-* attributes aside)
+    assert html.count("no CI") == html.count('class="study-n"') + html.count('class="study-measured"')
+    assert '<strong>0.500</strong><br><small class="study-n">n=1, no CI (1 running left out)</small>' in html
+    assert "on-policy 0.800 · stale clip 0.500 (n=1, no CI)</small>" in html  # claim (a)
+    assert "on-policy 0.800 · m2po 0.780 (n=1, no CI)" in html  # claim (b)
