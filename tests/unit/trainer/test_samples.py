@@ -161,9 +161,9 @@ def test_samples_go_out_in_gzip_batches_of_at_most_64_with_the_token_and_their_o
 
 
 def test_a_batch_of_big_samples_is_also_cut_by_bytes(tmp_path, monkeypatch):
-    import trainer.reporting as reporting
+    import opl_client.pusher  # the trainer's pusher (trainer/reporting.py imports it)
 
-    monkeypatch.setattr(reporting, "MAX_SAMPLE_BYTES_PER_POST", 30_000)
+    monkeypatch.setattr(opl_client.pusher, "MAX_SAMPLE_BYTES_PER_POST", 30_000)
     _write_samples(tmp_path, range(5), per_step=2, tokens=2000)  # ~10 KB a line
     with Dashboard() as dash:
         Pusher(tmp_path, _reporting(dash.url), total_steps=1).close()
