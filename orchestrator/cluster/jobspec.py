@@ -11,14 +11,11 @@ from django.conf import settings
 from orchestrator.cluster.backends.base import BackendError, JobSpec
 from orchestrator.experiments.config_paths import runs_named
 from orchestrator.experiments.models import Run
+from orchestrator.experiments.run_dirs import run_dir_for
 from orchestrator.experiments.runconfig import data_roots
 from trainer.checkpoint_files import add_pin, checkpoint_step, find_init_checkpoint
 from trainer.config import PATH_ROOTS_ENV, ResourcesConfig
 from trainer.reporting import atomic_write_text
-
-
-def run_dir_for(run: Run) -> Path:
-    return Path(run.run_dir) if run.run_dir else Path(settings.RUNS_DIR) / f"run-{run.pk}"
 
 
 def job_config(run: Run) -> dict:

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.cluster.jobspec import run_dir_for
 from orchestrator.experiments.models import Run
+from orchestrator.experiments.run_dirs import run_dir_for
 from trainer import checkpoint_files as ckpt
 
 _HOLDER = re.compile(r"^run (\d+)\Z")

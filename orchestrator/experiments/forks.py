@@ -25,9 +25,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q
 
-from orchestrator.cluster.jobspec import run_dir_for
 from orchestrator.experiments.access import role_in, visible_runs
 from orchestrator.experiments.models import Membership, Run
+from orchestrator.experiments.run_dirs import run_dir_for
 from orchestrator.experiments.runconfig import ConfigError
 from trainer import checkpoint_files as ckpt
 from trainer.config import RunConfig, derive_sizes

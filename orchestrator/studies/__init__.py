@@ -2,4 +2,7 @@
 
 Plain functions over numbers (no models, no requests), so the experiment page, the API and the
 exports all show the same figures. See statistics.py and claims.py.
+
+Import contract (kept by tests/unit/test_import_layers.py):
+May import: accounts, api, experiments, metrics, trainer
 """

@@ -17,8 +17,8 @@ class Command(BaseCommand):
         parser.add_argument("--run-dir", type=Path, help="its run folder (default: where the dashboard put it)")
 
     def handle(self, *args, run, run_dir=None, **options):
-        from orchestrator.cluster.jobspec import run_dir_for
         from orchestrator.experiments.models import Run
+        from orchestrator.experiments.run_dirs import run_dir_for
         from orchestrator.metrics.resend import resend_metrics
         from orchestrator.samples.resend import resend_samples
 

@@ -1,0 +1,123 @@
+"""Each app says in its __init__ docstring which other apps it may import, and this test holds the
+code to it (issue 28), counting imports placed inside functions. The contract's lines:
+
+    May import: accounts, api, trainer          (apps, `api` for orchestrator/api.py, `trainer`)
+    Upward: limits, runquery -> cluster         (the only modules of this app that import cluster)
+
+The "May import" lines must form layers (no app may reach itself through them); an
+import outside the contract fails, and so does an Upward line that no longer matches an import
+(the contract stays a true description, not a list of permissions nobody uses)."""
+
+import ast
+import re
+from pathlib import Path
+
+from tests.unit.test_import_circles import REPO, imported, modules
+
+APPS = tuple(sorted(p.parent.name for p in (REPO / "orchestrator").glob("*/apps.py")))  # every Django app
+_MAY = re.compile(r"^May import: (.+)$", re.M)
+_UPWARD = re.compile(r"^Upward: (.+?) -> (.+)$", re.M)
+
+
+def _names(text: str) -> set[str]:
+    return {n.strip() for n in text.split(",")} - {"none", ""}
+
+
+def contracts(root: Path, apps=APPS) -> dict[str, tuple[set[str], dict[str, set[str]]]]:
+    """app: (the apps it may import, {module within the app: the apps it may import upward})."""
+    out = {}
+    for app in apps:
+        doc = ast.get_docstring(ast.parse((root / "orchestrator" / app / "__init__.py").read_text())) or ""
+        may = _MAY.search(doc)
+        assert may, (
+            f"orchestrator/{app}/__init__.py: its docstring needs a 'May import:' line (see this test's docstring)"
+        )
+        upward: dict[str, set[str]] = {}
+        for sources, targets in _UPWARD.findall(doc):
+            for module in _names(sources):
+                upward.setdefault(module, set()).update(_names(targets))
+        out[app] = (_names(may.group(1)), upward)
+    return out
+
+
+def _unit(module: str, apps) -> str:
+    """What a contract names an imported module by: its app, `trainer`, or its place in orchestrator."""
+    parts = module.split(".")
+    if parts[0] != "orchestrator":
+        return parts[0]
+    return parts[1] if len(parts) > 1 and parts[1] in apps else ".".join(parts[1:])
+
+
+def breaches(root: Path, apps=APPS, packages=("orchestrator", "trainer")) -> list[str]:
+    known = modules(root, packages)
+    rules = contracts(root, apps)
+    found, used_upward = [], set()
+    for name, path in sorted(known.items()):
+        parts = name.split(".")
+        if parts[0] != "orchestrator" or len(parts) < 2 or parts[1] not in apps:
+            continue
+        app, inner = parts[1], ".".join(parts[2:]) or "__init__"
+        may, upward = rules[app]
+        for target in sorted(imported(name, path, known)):
+            unit = _unit(target, apps)
+            if unit == app or unit in may:
+                continue
+            if unit in upward.get(inner, ()):
+                used_upward.add((app, inner, unit))
+                continue
+            found.append(f"{name} imports {target}: {app} may not import {unit}")
+    for app, (_, upward) in rules.items():
+        for inner, units in upward.items():
+            found += [
+                f"orchestrator/{app}/__init__.py: 'Upward: {inner} -> {u}' matches no import"
+                for u in sorted(units)
+                if (app, inner, u) not in used_upward
+            ]
+    for app in rules:  # the May-import lines must be layers: no app reaches itself through them
+        seen, todo = set(), list(rules[app][0])
+        while todo:
+            other = todo.pop()
+            if other in rules and other not in seen:
+                seen.add(other)
+                todo += rules[other][0]
+        if app in seen:
+            found.append(f"{app} may import itself through the other apps' contracts")
+    return found
+
+
+def test_every_app_imports_only_what_its_contract_allows():
+    assert {"accounts", "cluster", "experiments", "metrics", "studies"} <= set(APPS)
+    assert breaches(REPO) == []
+
+
+def _app(root: Path, name: str, doc: str, files: dict[str, str]):
+    (root / "orchestrator" / name).mkdir(parents=True)
+    (root / "orchestrator" / name / "__init__.py").write_text(f'"""{doc}"""\n')
+    for file, text in files.items():
+        (root / "orchestrator" / name / file).write_text(text)
+
+
+def test_the_check_fails_on_an_upward_import_a_stale_upward_line_and_contracts_in_a_circle(tmp_path):
+    (tmp_path / "orchestrator").mkdir()
+    (tmp_path / "orchestrator" / "__init__.py").write_text("")
+    _app(
+        tmp_path,
+        "low",
+        "May import: none\nUpward: views -> high\nUpward: gone -> high",
+        {
+            "models.py": "X = 1\n",
+            "views.py": "from orchestrator.high.models import Y\n",
+            "services.py": "def f():\n    from orchestrator.high import models\n",  # hidden in a function
+        },
+    )
+    _app(tmp_path, "high", "May import: low", {"models.py": "from orchestrator.low.models import X\nY = X\n"})
+    _app(tmp_path, "side", "May import: low, loop", {"a.py": "import orchestrator.low.models\n"})
+    _app(tmp_path, "loop", "May import: ring", {"b.py": ""})
+    _app(tmp_path, "ring", "May import: side", {})
+    assert breaches(tmp_path, ("low", "high", "side", "loop", "ring"), ("orchestrator",)) == [
+        "orchestrator.low.services imports orchestrator.high.models: low may not import high",
+        "orchestrator/low/__init__.py: 'Upward: gone -> high' matches no import",
+        "side may import itself through the other apps' contracts",
+        "loop may import itself through the other apps' contracts",
+        "ring may import itself through the other apps' contracts",
+    ]
