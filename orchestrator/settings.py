@@ -178,6 +178,7 @@ CELERY_BEAT_SCHEDULE = {
     "dispatch-queued": {"task": "orchestrator.cluster.tasks.dispatch_queued", "schedule": 3.0},
     "compact-metrics": {"task": "orchestrator.metrics.tasks.compact_metrics", "schedule": 300.0},
     "check-alerts": {"task": "orchestrator.alerts.tasks.check_alerts", "schedule": 30.0},
+    "expire-external-runs": {"task": "orchestrator.experiments.tasks.expire_external_runs", "schedule": 30.0},
 }
 
 # --- Runs and clusters ------------------------------------------------------------------------

@@ -5,6 +5,7 @@
     opl metrics RUN KEY [KEY ...] [--csv] [--max-points N]
     opl samples RUN [--step N] [--kind train|eval] [--marks] [--as VARIANT] [--json]
     opl cancel RUN [RUN ...]
+    opl sync DIR                                  (a run logged with `import opl`, mode="offline")
 
 The dashboard's URL and a personal API token come from OPL_URL and OPL_TOKEN, or from
 ~/.config/opl/config ([default] url=..., token=...). Exit status: 0 done, 1 the server refused
@@ -19,7 +20,7 @@ import json
 import os
 import sys
 
-from opl_client import samples_text
+from opl_client import cli_logging, samples_text
 from opl_client.client import Client, OplError
 
 
@@ -211,6 +212,7 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="cancel runs")
     c.add_argument("runs", type=int, nargs="+", metavar="RUN")
     c.set_defaults(func=cmd_cancel)
+    cli_logging.add_commands(sub)
     return p
 
 

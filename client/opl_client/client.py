@@ -33,13 +33,16 @@ class Client:
         self.timeout = timeout
 
     # --- transport ------------------------------------------------------------------------
-    def request(self, method: str, path: str, params: dict | list | None = None, body: Any = None) -> Any:
+    def request(
+        self, method: str, path: str, params: dict | list | None = None, body: Any = None, token: str | None = None
+    ) -> Any:
+        """`token` replaces the settings' token for this request (a run's own token)."""
         url = f"{self.settings.url}{path}"
         if params:
             url += "?" + urllib.parse.urlencode(params, doseq=True)
         headers = {"Accept": "application/json"}
-        if self.settings.token:
-            headers["Authorization"] = f"Bearer {self.settings.token}"
+        if token or self.settings.token:
+            headers["Authorization"] = f"Bearer {token or self.settings.token}"
         data = None
         if body is not None:
             data = json.dumps(body).encode()

@@ -215,5 +215,38 @@ class RunEvent(models.Model):
         ordering = ["at", "id"]
 
 
+class LoggingToken(models.Model):
+    """A token for the `opl` logging SDK: it creates runs, and writes only the runs it created
+    (through each run's own token, handed back at creation). Only its hash is stored."""
+
+    PREFIX = "opllog_"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="logging_tokens")
+    name = models.CharField(max_length=100, default="default")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.name}"
+
+
+class ExternalRun(models.Model):
+    """A run logged by a trainer other than the bundled one (the `opl` SDK, `opl import`): no job
+    of ours runs it, its heartbeats say whether it is alive."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="external")
+    # chosen by the client: opening a run again with it (a resumed script, `opl sync`, a re-run
+    # import) finds the same run
+    client_id = models.CharField(max_length=64, unique=True)
+    logging_token = models.ForeignKey(LoggingToken, null=True, blank=True, on_delete=models.SET_NULL)
+    heartbeat_timeout_s = models.PositiveIntegerField(default=600)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"external run {self.run_id}"
+
+
 def _iso(value):
     return value.isoformat() if value else None

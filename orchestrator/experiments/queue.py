@@ -36,8 +36,14 @@ class Usage:
         self.gpus[key] += gpus
 
 
+def _holding_slots():
+    """Active runs that hold a place in the queue: not those logged from outside (the `opl` SDK),
+    which run on nobody's slot."""
+    return Run.objects.filter(state__in=Run.ACTIVE).exclude(backend="external")
+
+
 def _usage(group_by: str) -> Usage:
-    rows = Run.objects.filter(state__in=Run.ACTIVE).values(group_by).annotate(n=Count("id"), g=Sum("gpus"))
+    rows = _holding_slots().values(group_by).annotate(n=Count("id"), g=Sum("gpus"))
     return Usage(Counter({r[group_by]: r["n"] for r in rows}), Counter({r[group_by]: r["g"] or 0 for r in rows}))
 
 
@@ -154,7 +160,7 @@ def _limits(queued: list[Run], users: Usage, projects: Usage) -> dict[int, str]:
 
 def runs_to_dispatch() -> list[int]:
     """Ids of the queued runs to submit now, in order (see the module docstring)."""
-    active = Run.objects.filter(state__in=Run.ACTIVE).aggregate(n=Count("id"), g=Sum("gpus"))
+    active = _holding_slots().aggregate(n=Count("id"), g=Sum("gpus"))
     capacity = settings.MAX_ACTIVE_RUNS - active["n"]
     if capacity <= 0:
         return []

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from orchestrator.experiments import api, experiment_views, openapi, project_views, views
+from orchestrator.experiments import api, experiment_views, external_api, openapi, project_views, views
 
 urlpatterns = [
     # runs
@@ -38,6 +38,10 @@ urlpatterns = [
     path("api/v1/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/v1/schema/runconfig", openapi.runconfig_schema, name="api-runconfig-schema"),
     path("api/v1/experiments", api.experiments, name="api-experiments"),
+    # the `opl` logging SDK: runs logged from outside the lab's queue
+    path("api/v1/sdk/runs", external_api.external_runs, name="api-sdk-runs"),
+    path("api/v1/sdk/runs/<int:run_id>/finish", external_api.external_run_finish_view, name="api-sdk-run-finish"),
+    path("api/v1/sdk/tokens", external_api.logging_tokens, name="api-sdk-tokens"),
     path("api/v1/experiments/preview", api.experiments_preview, name="api-experiments-preview"),
     path("api/v1/experiments/<int:experiment_id>", api.experiment_detail, name="api-experiment-detail"),
     *(

@@ -39,6 +39,7 @@ API_READ = (200, 200, 200, 200, 401, 401)
 API_RUN_READ = (200, 200, 404, 200, 401, 401)
 NEW_EXPERIMENT = {"name": "m", "project": "lab", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu"}}}
 FORM = {"name": "m", "model.name": "tiny", "train.device": "cpu"}
+SDK_RUN = {"client_id": "matrix-run-1", "name": "m", "project": "lab", "config": {"staleness": 4}}
 
 MATRIX: dict[str, list[Case]] = {
     "login": [Case("get", "/login/", (200, 200, 200, 200, 200, 200))],
@@ -129,6 +130,15 @@ MATRIX: dict[str, list[Case]] = {
             True,
         ),
     ],
+    # the `opl` logging SDK (issue 25): a user or a logging token opens runs; finish takes the run's
+    # own token and is refused (409) for a run the lab's cluster runs
+    "api-sdk-runs": [
+        Case("post", "/api/v1/sdk/runs", (201, 201, 404, 201, 401, 401), SDK_RUN, True),
+    ],
+    "api-sdk-run-finish": [
+        Case("post", "/api/v1/sdk/runs/{run}/finish", (401, 401, 401, 401, 401, 409), {"exit_code": 0}, True)
+    ],
+    "api-sdk-tokens": [Case("post", "/api/v1/sdk/tokens", (201, 201, 201, 201, 401, 401), {"name": "m"}, True)],
     "api-tags": [Case("get", "/api/v1/tags", API_READ)],
     # ingestion takes the run's token only; reading a series takes a user
     "metrics-ingest": [
@@ -326,3 +336,48 @@ def test_scoped_and_expired_tokens(world, owner_tokens, db, name, index, kind):
     assert response.status_code == token_expectation(case, kind), f"{case.method.upper()} {path} with a {kind} token"
     if path.startswith("/api/") and response.status_code >= 400:
         assert response["Content-Type"].startswith("application/json"), "API errors answer JSON"
+
+
+# --- logging tokens (issue 25) ---------------------------------------------------------------------
+# A logging token opens runs as its user and does nothing else: pages answer as to an anonymous
+# visitor, every other API endpoint 401, and the endpoints that take a run's own token 403 (a
+# logging token is no run's token; it writes to the runs it opened through their tokens).
+
+
+def logging_token_expectation(name: str, case: Case) -> int:
+    owner, anonymous, run_token = case.statuses[0], case.statuses[4], case.statuses[5]
+    if not case.path.startswith("/api/"):
+        return anonymous
+    if name == "api-sdk-runs" or anonymous != 401:  # opens a run as its user; answers without a user
+        return owner
+    return 403 if run_token != 401 else 401
+
+
+LOGGING_CASES = [(name, i) for name, cases in MATRIX.items() for i in range(len(cases))]
+
+
+@pytest.fixture(scope="module")
+def owner_logging_token(world, django_db_blocker):
+    from orchestrator.experiments.external_runs import logging_token_create
+    from orchestrator.experiments.models import LoggingToken
+
+    with django_db_blocker.unblock():
+        _, token = logging_token_create(user=world["users"]["owner"], name="matrix")
+    yield token
+    with django_db_blocker.unblock():
+        LoggingToken.objects.filter(user=world["users"]["owner"]).delete()
+
+
+@pytest.mark.parametrize("name,index", LOGGING_CASES, ids=[f"{n}[{i}]" for n, i in LOGGING_CASES])
+def test_logging_tokens(world, owner_logging_token, db, name, index):
+    case = MATRIX[name][index]
+    path = case.path.format(**world)
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {owner_logging_token}")
+    if case.json_body:
+        response = getattr(client, case.method)(path, data=json.dumps(case.body), content_type="application/json")
+    elif case.method == "post":
+        response = client.post(path, case.body or {})
+    else:
+        response = getattr(client, case.method)(path)
+    expected = logging_token_expectation(name, case)
+    assert response.status_code == expected, f"{case.method.upper()} {path} with a logging token"

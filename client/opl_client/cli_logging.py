@@ -1,0 +1,27 @@
+"""The `opl` commands of the logging SDK: `opl sync DIR` (upload a spool logged offline) and
+`opl import FILE` (a TensorBoard, JSON-lines or CSV history as a run)."""
+
+from __future__ import annotations
+
+import argparse
+
+from opl_client.client import Client
+
+
+def cmd_sync(lab: Client, args, out) -> int:
+    from opl_client.sync import run_dirs, sync_dir
+
+    left = 0
+    for run_dir in run_dirs(args.dir):
+        synced = sync_dir(run_dir, lab, timeout_s=args.timeout)
+        state = "finished" if synced.finished else ("complete" if synced.left_bytes == 0 else "incomplete")
+        out.write(f"{run_dir}: run {synced.run_id} {state} ({synced.left_bytes} bytes left) {synced.url}\n")
+        left += synced.left_bytes
+    return 0 if left == 0 else 1
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("sync", help="upload runs logged with mode='offline' (a spool folder or a folder of them)")
+    s.add_argument("dir")
+    s.add_argument("--timeout", type=float, default=600, help="seconds to keep trying per run (default 600)")
+    s.set_defaults(func=cmd_sync)

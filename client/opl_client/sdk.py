@@ -1,0 +1,439 @@
+"""The logging SDK behind `import opl`: a run opened on the dashboard, metrics and samples appended
+to an on-disk spool on the caller's thread, and the bundled trainer's pusher (opl_client.pusher)
+posting them from a background thread.
+
+    import opl
+    run = opl.init(project="p", name="n", config={...})
+    run.log({"train/reward_mean": 0.5}, step=10)        # or opl.log(...)
+    run.finish()                                        # or: with opl.init(...) as run:
+
+The spool folder (`dir`, default ./opl/<time>-<id>) holds run.json (what `opl sync` needs to open the
+run again: never a token), metrics.jsonl and samples.jsonl. `mode="offline"` writes only that; `opl
+sync DIR` uploads it later. When the dashboard cannot be reached at init, the run keeps logging to
+the spool and a background thread opens it once the dashboard answers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import math
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from opl_client.client import Client, OplError
+from opl_client.pusher import Pusher, PushSettings
+from opl_client.spool import SAMPLES_SPOOL_NAME, MetricSpool, atomic_write_text, json_number
+
+log = logging.getLogger("opl")
+
+RUN_FILE = "run.json"
+MODES = ("online", "offline", "disabled")
+# the dashboard's rule for a metric key (orchestrator/metrics/schemas.py): a key it refuses would
+# make it refuse the whole batch the key travels in, so such keys are dropped here, with a warning
+KEY_RE = re.compile(r"[A-Za-z0-9_.@:\-]+(?:/[A-Za-z0-9_.@:\-]+)*\Z")
+MAX_KEY = 200
+MAX_STEP = 2**31 - 1
+SAMPLE_FIELDS = {
+    "kind",
+    "step",
+    "index",
+    "eval_set",
+    "prompt",
+    "response",
+    "reference",
+    "reward",
+    "correct",
+    "policy_version",
+    "staleness",
+    "objective",
+    "tokens",
+    "log_ratio",
+    "clipped",
+    "masked",
+    "truncated",
+    "time",
+    "variant",
+    "advantage",
+    "reweighted",
+    "entropy",
+    "counterfactual",
+}
+
+
+def flatten(data: dict, prefix: str = "", sep: str = "/") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a/b": 1}, as W&B and trackio name nested metrics."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{sep}{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(flatten(value, name, sep))
+        else:
+            out[name] = value
+    return out
+
+
+def as_number(value: Any) -> float | None:
+    """A loggable scalar as a float (bools, ints, numpy and torch scalars), else None."""
+    if isinstance(value, (int, float)):  # bool included
+        return float(value)
+    item = getattr(value, "item", None)  # numpy and torch scalars, one-element arrays
+    if item is None:
+        return None
+    try:
+        value = item()
+    except (TypeError, ValueError, RuntimeError):  # an array of several values
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+class Run:
+    """One logged run. Use `opl.init()`, which also makes it the run of `opl.log()`."""
+
+    def __init__(
+        self,
+        *,
+        project: str | None = None,
+        name: str | None = None,
+        config: dict | None = None,
+        group: str | None = None,
+        tags: list[str] | None = None,
+        notes: str = "",
+        dir: str | Path | None = None,
+        mode: str | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        resume: str | None = None,
+        push_interval_s: float = 2.0,
+        heartbeat_s: float = 30.0,
+        heartbeat_timeout_s: int = 600,
+        flush_timeout_s: float = 30.0,
+    ):
+        mode = mode or os.environ.get("OPL_MODE") or "online"
+        if mode not in MODES:
+            raise ValueError(f"mode: one of {', '.join(MODES)}, got {mode!r}")
+        self.mode = mode
+        self.client_id = resume or os.environ.get("OPL_RESUME") or uuid.uuid4().hex
+        if not re.fullmatch(r"[A-Za-z0-9_\-]{8,64}", self.client_id):
+            raise ValueError(f"resume: 8-64 letters, digits, _ or -, got {self.client_id!r}")
+        self.name = name or f"run-{time.strftime('%Y%m%d-%H%M%S')}"
+        self.config: dict = dict(config or {})
+        self.meta = {
+            "client_id": self.client_id,
+            "project": project or os.environ.get("OPL_PROJECT") or None,
+            "name": self.name,
+            "group": group,
+            "config": _jsonable(self.config),
+            "tags": list(tags or []),
+            "notes": notes,
+            "heartbeat_timeout_s": heartbeat_timeout_s,
+        }
+        self.dir = Path(
+            dir or Path(os.environ.get("OPL_DIR", "opl")) / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.client_id[:8]}"
+        )
+        self.id: int | None = None
+        self.url: str | None = None
+        self.step = 0
+        self._pending: dict[str, float] = {}
+        self._keys_ok: set[str] = set()
+        self._bad_keys: set[str] = set()
+        self._sample_index: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+        self._finished = False
+        self._pusher: Pusher | None = None
+        self._opener: threading.Thread | None = None
+        self._stop_opening = threading.Event()
+        self._timing = {
+            "push_interval_s": push_interval_s,
+            "heartbeat_s": heartbeat_s,
+            "flush_timeout_s": flush_timeout_s,
+        }
+        if mode == "disabled":
+            self._spool = None
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._write_meta()
+        self._spool = MetricSpool(self.dir)
+        self._samples = open(self.dir / SAMPLES_SPOOL_NAME, "a", encoding="utf-8")
+        if mode == "online":
+            self._client = Client(url, token)
+            self._open_or_retry()
+
+    # --- the run on the dashboard ---------------------------------------------------------------
+    def _open_or_retry(self) -> None:
+        attached = _attached_run()
+        if attached is not None:  # a job the lab launched: OPL_RUN_ID and its run token
+            self._start_pusher(*attached)
+            return
+        try:
+            self._open()
+        except OplError:
+            raise  # a refusal (bad token, bad field): the caller must know now
+        except OSError as exc:
+            log.warning(
+                "opl: the dashboard at %s cannot be reached (%s); logging to %s, opening the run later",
+                self._client.settings.url,
+                exc,
+                self.dir,
+            )
+            self._opener = threading.Thread(target=self._open_later, name="opl-open", daemon=True)
+            self._opener.start()
+
+    def _open(self) -> None:
+        answer = self._client.request("POST", "/api/v1/sdk/runs", body=_body(self.meta))
+        self.id, self.url = answer["id"], answer["url"]
+        self.meta.update(run_id=self.id, url=self.url)
+        self._write_meta()
+        self._start_pusher(answer["id"], answer["token"], answer.get("attempt", 1))
+
+    def _open_later(self) -> None:
+        delay = 2.0
+        while not self._stop_opening.wait(delay):
+            try:
+                self._open()
+                log.warning("opl: run %s opened at %s; the spool is being pushed", self.id, self.url)
+                return
+            except OplError as exc:
+                log.error("opl: the dashboard refused to open the run: %s; the spool stays in %s", exc, self.dir)
+                return
+            except OSError:
+                delay = min(60.0, delay * 2)
+
+    def _start_pusher(self, run_id: int, token: str, attempt: int) -> None:
+        self.id = int(run_id)
+        settings = PushSettings(self._client.settings.url, str(run_id), token, attempt, **self._timing)
+        pusher = Pusher(self.dir, settings, total_steps=0)
+        pusher.step = self.step
+        pusher.start()
+        self._pusher = pusher
+
+    def _write_meta(self) -> None:
+        atomic_write_text(self.dir / RUN_FILE, json.dumps(self.meta, indent=1))
+
+    # --- logging --------------------------------------------------------------------------------
+    def log(self, data: dict, step: int | None = None, commit: bool | None = None) -> None:
+        """Log scalars at `step` (default: the run's own counter, which each committed call without
+        a step advances). Nested dicts become "a/b" keys; values that are not numbers are skipped.
+        commit=False keeps the values for the next committed call, as wandb.log does."""
+        if self._spool is None:
+            return
+        with self._lock:
+            if step is not None:
+                step = int(step)
+                if not 0 <= step <= MAX_STEP:
+                    raise ValueError(f"step: from 0 to {MAX_STEP}, got {step}")
+                if step != self.step and self._pending:
+                    self._write(self.step, self._pending)
+                    self._pending = {}
+                self.step = step
+            for key, value in (flatten(data) if _nested(data) else data).items():
+                number = as_number(value)
+                if number is None:
+                    continue
+                if key not in self._keys_ok and not self._key_ok(key):
+                    continue
+                self._pending[key] = number
+            if commit is False:
+                return
+            if self._pending:
+                self._write(self.step, self._pending)
+                self._pending = {}
+            if step is None:
+                self.step += 1
+
+    def _key_ok(self, key: str) -> bool:
+        if isinstance(key, str) and len(key) <= MAX_KEY and KEY_RE.match(key):
+            self._keys_ok.add(key)
+            return True
+        if key not in self._bad_keys:
+            self._bad_keys.add(key)
+            log.warning(
+                "opl: metric key %r skipped: keys are at most %d characters of letters, digits and _.@:- "
+                "in parts separated by /",
+                key,
+                MAX_KEY,
+            )
+        return False
+
+    def _write(self, step: int, values: dict[str, float]) -> None:
+        self._spool.log(step, values)
+        if self._pusher is not None:
+            self._pusher.step = step
+
+    def log_samples(self, samples: list[dict], step: int | None = None, kind: str = "train") -> None:
+        """Rollout samples in the contract of docs/SAMPLES.md: each needs "prompt", "response" and
+        "reward"; kind, step, index and time are filled in when absent."""
+        if self._spool is None:
+            return
+        with self._lock:
+            step = self.step if step is None else int(step)
+            now = time.time()
+            lines = []
+            for i, sample in enumerate(samples):
+                unknown = set(sample) - SAMPLE_FIELDS
+                if unknown:
+                    raise ValueError(f"samples[{i}]: unknown fields {sorted(unknown)} (docs/SAMPLES.md lists them)")
+                for field in ("prompt", "response", "reward"):
+                    if field not in sample:
+                        raise ValueError(f"samples[{i}].{field}: required")
+                line = {"kind": kind, "step": step, "time": now, **sample}
+                at = (line["kind"], int(line["step"]))
+                if "index" not in sample:
+                    line["index"] = self._sample_index.get(at, 0)
+                self._sample_index[at] = max(self._sample_index.get(at, 0), int(line["index"]) + 1)
+                reward = as_number(line["reward"])
+                line["reward"] = None if reward is None or not math.isfinite(reward) else reward
+                lines.append(json.dumps(line, default=_plain) + "\n")
+            self._samples.write("".join(lines))
+            self._samples.flush()
+
+    def summary(self) -> dict:
+        return {"id": self.id, "url": self.url, "dir": str(self.dir), "step": self.step}
+
+    # --- the end --------------------------------------------------------------------------------
+    def finish(self, exit_code: int = 0) -> None:
+        """Push what is left (waiting at most flush_timeout_s), then mark the run succeeded (exit
+        code 0) or failed. What could not be pushed stays in the spool for `opl sync`."""
+        if self._finished:
+            return
+        self._finished = True
+        _forget(self)
+        if self._spool is None:
+            return
+        with self._lock:
+            if self._pending:
+                self._write(self.step, self._pending)
+                self._pending = {}
+        self._spool.close()
+        self._samples.close()
+        self.meta["exit_code"] = int(exit_code)
+        self._write_meta()
+        self._stop_opening.set()
+        if self._pusher is None:
+            return
+        self._pusher.close()
+        if pending_bytes(self.dir) == 0:
+            try:
+                self._client.request(
+                    "POST",
+                    f"/api/v1/sdk/runs/{self.id}/finish",
+                    body={"exit_code": int(exit_code)},
+                    token=self._pusher.cfg.token,
+                )
+                self.meta["finish_sent"] = True
+                self._write_meta()
+            except (OplError, OSError) as exc:
+                log.warning(
+                    "opl: run %s could not be marked finished (%s); `opl sync %s` does it", self.id, exc, self.dir
+                )
+        else:
+            log.warning(
+                "opl: some of run %s's points are not on the dashboard yet; `opl sync %s` sends them", self.id, self.dir
+            )
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        self.finish(exit_code=0 if kind is None else 1)
+
+
+def pending_bytes(run_dir: Path) -> int:
+    """Spool bytes the dashboard has not acknowledged, metrics and samples together."""
+    from opl_client.spool import OFFSET_NAME, SAMPLES_OFFSET_NAME, SPOOL_NAME, read_offset
+
+    total = 0
+    for spool, offset in ((SPOOL_NAME, OFFSET_NAME), (SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME)):
+        path = Path(run_dir) / spool
+        if path.exists():
+            total += path.stat().st_size - read_offset(run_dir, offset)[0]
+    return total
+
+
+def _attached_run() -> tuple[int, str, int] | None:
+    run_id, token = os.environ.get("OPL_RUN_ID"), os.environ.get("OPL_TOKEN") or os.environ.get("OPL_RUN_TOKEN")
+    if run_id and token and token.startswith("oplrun_"):
+        return int(run_id), token, int(os.environ.get("OPL_ATTEMPT") or 1)
+    return None
+
+
+def _nested(data: dict) -> bool:
+    return any(isinstance(v, dict) for v in data.values())
+
+
+def _plain(value: Any):
+    """json.dumps' fallback for numpy and torch values in samples."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _jsonable(config: Any) -> Any:
+    """A config as JSON can hold it: numbers (NaN as "NaN"), strings, lists, dicts; anything else as str."""
+    if isinstance(config, dict):
+        return {str(k): _jsonable(v) for k, v in config.items()}
+    if isinstance(config, (list, tuple)):
+        return [_jsonable(v) for v in config]
+    if isinstance(config, bool) or config is None or isinstance(config, (str, int)):
+        return config
+    if isinstance(config, float):
+        return json_number(config)
+    number = as_number(config)
+    return number if number is not None else str(config)
+
+
+def _body(meta: dict) -> dict:
+    keys = ("client_id", "project", "name", "group", "config", "tags", "notes", "heartbeat_timeout_s")
+    return {k: meta[k] for k in keys if meta.get(k) not in (None, "")} | {"config": meta.get("config") or {}}
+
+
+# --- the module-level run of `opl.log()` -------------------------------------------------------------
+
+_current: Run | None = None
+_exit_code = 0
+
+
+def init(**kwargs: Any) -> Run:
+    """Open a run and make it the one `opl.log()` writes to; see Run for the arguments."""
+    global _current
+    if _current is not None:
+        _current.finish()
+    _current = Run(**kwargs)
+    return _current
+
+
+def current() -> Run:
+    if _current is None:
+        raise RuntimeError("opl.init() first: no run is open")
+    return _current
+
+
+def _forget(run: Run) -> None:
+    global _current
+    if _current is run:
+        _current = None
+
+
+def _excepthook(kind, value, traceback) -> None:
+    global _exit_code
+    _exit_code = 1
+    _previous_excepthook(kind, value, traceback)
+
+
+def _finish_at_exit() -> None:
+    if _current is not None:
+        _current.finish(exit_code=_exit_code)
+
+
+_previous_excepthook = sys.excepthook
+sys.excepthook = _excepthook
+atexit.register(_finish_at_exit)

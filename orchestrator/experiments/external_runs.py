@@ -1,0 +1,170 @@
+"""Runs logged from outside: a trainer that is not ours logs through the `opl` SDK (client/opl),
+or `opl import` uploads an old history. Such a run is born running, with no job of ours behind
+it; it ends when the client says so (`finish(exit_code=...)`) or when its heartbeats stop.
+
+Writes go through the run's own ingestion token (experiments/tokens.py), handed back when the run
+is opened, so a logging token (LoggingToken) can write to the runs it opened and to nothing else.
+"""
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from orchestrator.experiments.models import Experiment, ExternalRun, LoggingToken, Run, Tag
+from orchestrator.experiments.services import project_for, run_transition
+from orchestrator.experiments.tokens import derive_token, new_salt, token_hash
+
+BACKEND = "external"  # Run.backend of these runs: no cluster backend has that name, so no sync polls them
+S = Run.State
+
+
+class ExternalRunError(Exception):
+    def __init__(self, field: str, message: str, status: int = 400):
+        super().__init__(f"{field}: {message}")
+        self.field, self.message, self.status = field, message, status
+
+
+# --- logging tokens -----------------------------------------------------------------------------
+
+
+def logging_token_create(*, user: User, name: str = "default", days: int | None = None) -> tuple[LoggingToken, str]:
+    """A new logging token; the token itself is returned once and only its hash is kept."""
+    token = LoggingToken.PREFIX + secrets.token_urlsafe(32)
+    expires = timezone.now() + timedelta(days=days) if days else None
+    row = LoggingToken.objects.create(user=user, name=name, token_hash=_hash(token), expires_at=expires)
+    return row, token
+
+
+def logging_token_lookup(token: str) -> LoggingToken | None:
+    """The token's row (with its user) if it is a live logging token of an active user."""
+    if not token.startswith(LoggingToken.PREFIX):
+        return None
+    row = LoggingToken.objects.select_related("user").filter(token_hash=_hash(token)).first()
+    if row is None or not row.user.is_active or (row.expires_at is not None and row.expires_at <= timezone.now()):
+        return None
+    LoggingToken.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
+    return row
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Opened:
+    run: Run
+    token: str
+    created: bool
+
+
+def external_run_open(
+    *,
+    user: User,
+    client_id: str,
+    name: str,
+    project: str | None = None,
+    group: str | None = None,
+    config: dict[str, Any] | None = None,
+    tags: list[str] | None = None,
+    notes: str = "",
+    heartbeat_timeout_s: int = 600,
+    logging_token: LoggingToken | None = None,
+) -> Opened:
+    """The run opened with `client_id`: created (running) the first time, the same run after.
+    Only the user (and, for a logging token, the token) that opened it may open it again."""
+    existing = _existing(client_id)
+    if existing is not None:
+        return _reopened(existing, user, logging_token)
+    proj = project_for(project, user)
+    try:
+        with transaction.atomic():
+            experiment = _experiment_for(user=user, project=proj, group=group, name=name, config=config or {})
+            salt = new_salt()
+            run = Run.objects.create(
+                experiment=experiment,
+                owner=user,
+                name=name,
+                config=config or {},
+                state=S.RUNNING,
+                state_reason="logging from outside the lab's queue",
+                attempt=1,
+                max_attempts=1,
+                backend=BACKEND,
+                token_salt=salt,
+                started_at=timezone.now(),
+                last_heartbeat=timezone.now(),
+                notes=notes,
+            )
+            token = derive_token(run.pk, run.attempt, salt)
+            Run.objects.filter(pk=run.pk).update(token_hash=token_hash(token))
+            run.token_hash = token_hash(token)
+            if tags:
+                run.tags.set([Tag.objects.get_or_create(name=t)[0] for t in tags])
+            ExternalRun.objects.create(
+                run=run, client_id=client_id, logging_token=logging_token, heartbeat_timeout_s=heartbeat_timeout_s
+            )
+    except IntegrityError:  # the same client_id opened meanwhile: that run
+        existing = _existing(client_id)
+        if existing is None:
+            raise
+        return _reopened(existing, user, logging_token)
+    return Opened(run=run, token=token, created=True)
+
+
+def _existing(client_id: str) -> ExternalRun | None:
+    return ExternalRun.objects.select_related("run").filter(client_id=client_id).first()
+
+
+def _reopened(external: ExternalRun, user: User, logging_token: LoggingToken | None) -> Opened:
+    run = external.run
+    if run.owner_id != user.pk or (logging_token is not None and external.logging_token_id != logging_token.pk):
+        raise ExternalRunError("client_id", "belongs to a run you did not open", status=403)
+    return Opened(run=run, token=derive_token(run.pk, run.attempt, run.token_salt), created=False)
+
+
+def _experiment_for(*, user: User, project, group: str | None, name: str, config: dict) -> Experiment:
+    """A run's experiment: the user's experiment named `group` in the project (a sweep of logged
+    runs, judged together on the statistics page), else one of its own."""
+    if group:
+        found = Experiment.objects.filter(project=project, owner=user, name=group).order_by("pk").first()
+        if found is not None:
+            if found.state == Experiment.State.ENDED:
+                Experiment.objects.filter(pk=found.pk).update(state=Experiment.State.ACTIVE)
+            return found
+    return Experiment.objects.create(name=group or name, project=project, owner=user, base_config=config)
+
+
+def external_run_finish(*, run: Run, exit_code: int) -> bool:
+    """The client's own end: 0 succeeded, anything else failed. False when the run had ended."""
+    run.refresh_from_db()
+    if run.state != S.RUNNING:
+        return False
+    to = S.SUCCEEDED if exit_code == 0 else S.FAILED
+    reason = "finished" if exit_code == 0 else f"the trainer exited with code {exit_code}"
+    return run_transition(run=run, to=to, reason=reason, exit_code=exit_code)
+
+
+def external_runs_expire(now=None) -> int:
+    """Fail the running external runs whose heartbeats stopped; how many."""
+    now = now or timezone.now()
+    failed = 0
+    for external in ExternalRun.objects.select_related("run").filter(run__state=S.RUNNING):
+        run = external.run
+        beat = run.last_heartbeat or run.started_at
+        if beat is not None and now - beat > timedelta(seconds=external.heartbeat_timeout_s):
+            failed += run_transition(
+                run=run,
+                to=S.FAILED,
+                reason=f"no heartbeat for {external.heartbeat_timeout_s} s: the logging process stopped "
+                "without finish()",
+            )
+    return failed
