@@ -1,6 +1,8 @@
-"""Reads: a run's alerts with its effective rules (API and run page)."""
+"""Reads: a run's alerts with its effective rules (API and run page), and the rule forms' context."""
 
 from dataclasses import asdict
+
+from django.urls import reverse
 
 from orchestrator.alerts import rules as alert_rules
 from orchestrator.alerts.models import Alert, AlertRule, ProjectNotifications
@@ -31,4 +33,31 @@ def project_alerts_data(project) -> dict:
             "emails": [e for e in prefs.emails.split(",") if e],
             "email_owner": prefs.email_owner,
         },
+    }
+
+
+def run_rules_context(run: Run, *, can_edit: bool, **extra) -> dict:
+    """The run page's alerts card: its alerts, its effective rules and the rule forms."""
+    return {
+        **run_alerts_data(run),
+        "can_edit": can_edit,
+        "save_url": reverse("alerts-run-rule-save", args=[run.pk]),
+        "test_url": reverse("alerts-run-rule-test", args=[run.pk]),
+        "target": "run-alerts",
+        "time_kinds": alert_rules.TIME_KINDS,
+        "actions": AlertRule.Action.values,
+        **extra,
+    }
+
+
+def project_rules_context(project, *, can_edit: bool, **extra) -> dict:
+    return {
+        **project_alerts_data(project),
+        "can_edit": can_edit,
+        "save_url": reverse("alerts-project-rule-save", args=[project.name]),
+        "test_url": reverse("alerts-project-rule-test", args=[project.name]),
+        "target": "project-rules",
+        "time_kinds": alert_rules.TIME_KINDS,
+        "actions": AlertRule.Action.values,
+        **extra,
     }

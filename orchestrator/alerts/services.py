@@ -77,6 +77,26 @@ def alert_rule_set(
     """Create or replace one rule for a run or a project; RuleError names the bad field."""
     if (run is None) == (project is None):
         raise RuleError("scope", "give a run or a project, not both")
+    rule = rule_checked(kind=kind, enabled=enabled, threshold=threshold, window_s=window_s, action=action)
+    row, _ = AlertRule.objects.update_or_create(
+        run=run,
+        project=None if run else project,
+        kind=kind,
+        defaults={"enabled": enabled, "threshold": rule.threshold, "window_s": rule.window_s, "action": action},
+    )
+    return row
+
+
+def rule_checked(
+    *,
+    kind: str,
+    enabled: bool = True,
+    threshold: float | None = None,
+    window_s: int | None = None,
+    action: str = "notify",
+) -> rules.Rule:
+    """The rule these values make (None: the kind's default), within the bounds; RuleError names
+    the bad field. The API, the browser forms and a rule's test all pass through here."""
     if kind not in rules.KINDS:
         raise RuleError("kind", f"must be one of {', '.join(rules.KINDS)}, got {kind!r}")
     if action not in AlertRule.Action.values:
@@ -96,13 +116,7 @@ def alert_rule_set(
         raise RuleError("threshold", f"{kind}: an importance ratio above 1, got {threshold}")
     if kind in (rules.REWARD_DROP, rules.ENTROPY_FLOOR) and not threshold > 0:
         raise RuleError("threshold", f"{kind}: must be above 0, got {threshold}")
-    rule, _ = AlertRule.objects.update_or_create(
-        run=run,
-        project=None if run else project,
-        kind=kind,
-        defaults={"enabled": enabled, "threshold": threshold, "window_s": window_s, "action": action},
-    )
-    return rule
+    return rules.Rule(kind, enabled, threshold, window_s, action)
 
 
 def project_notifications_set(

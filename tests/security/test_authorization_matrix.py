@@ -130,6 +130,30 @@ MATRIX: dict[str, list[Case]] = {
             True,
         ),
     ],
+    # alert rules in the browser (issue 24): saved by who may change the run / owners of the project; tried by readers
+    "alerts-run-rule-save": [
+        Case(
+            "post",
+            "/runs/{run}/alerts/rules",
+            (200, 403, 404, 200, 302, 302),
+            {"kind": "entropy_floor", "threshold": "0.1"},
+        )
+    ],
+    "alerts-run-rule-test": [
+        Case("post", "/runs/{run}/alerts/rules/test", (200, 200, 404, 200, 302, 302), {"kind": "nonfinite"})
+    ],
+    "alerts-project": [Case("get", "/projects/lab/alerts/", (200, 200, 404, 200, 302, 302))],
+    "alerts-project-rule-save": [
+        Case(
+            "post",
+            "/projects/lab/alerts/rules",
+            (200, 403, 404, 200, 302, 302),
+            {"kind": "entropy_floor", "threshold": "0.1"},
+        )
+    ],
+    "alerts-project-rule-test": [
+        Case("post", "/projects/lab/alerts/rules/test", (200, 200, 404, 200, 302, 302), {"kind": "nonfinite"})
+    ],
     # the `opl` logging SDK (issue 25): a user or a logging token opens runs; finish takes the run's
     # own token and is refused (409) for a run the lab's cluster runs
     "api-sdk-runs": [
