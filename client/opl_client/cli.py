@@ -6,6 +6,7 @@
     opl samples RUN [--step N] [--kind train|eval] [--marks] [--as VARIANT] [--json]
     opl cancel RUN [RUN ...]
     opl sync DIR                                  (a run logged with `import opl`, mode="offline")
+    opl import PATH [--format tensorboard|jsonl|csv] [--project P] [--config FILE]
 
 The dashboard's URL and a personal API token come from OPL_URL and OPL_TOKEN, or from
 ~/.config/opl/config ([default] url=..., token=...). Exit status: 0 done, 1 the server refused

@@ -20,8 +20,38 @@ def cmd_sync(lab: Client, args, out) -> int:
     return 0 if left == 0 else 1
 
 
+def cmd_import(lab: Client, args, out) -> int:
+    from opl_client.importers.importer import import_history
+
+    synced = import_history(
+        args.path,
+        lab,
+        format=args.format,
+        project=args.project,
+        name=args.name,
+        group=args.group,
+        config_file=args.config,
+        tags=args.tag,
+    )
+    out.write(f"{args.path}: run {synced.run_id} ({synced.left_bytes} bytes left) {synced.url}\n")
+    return 0 if synced.left_bytes == 0 else 1
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("sync", help="upload runs logged with mode='offline' (a spool folder or a folder of them)")
     s.add_argument("dir")
     s.add_argument("--timeout", type=float, default=600, help="seconds to keep trying per run (default 600)")
     s.set_defaults(func=cmd_sync)
+    i = sub.add_parser(
+        "import",
+        help="a TensorBoard folder or event file, a JSON-lines history (verl's file backend, prime-rl's "
+        "metrics.jsonl) or a CSV as a run; importing it again finds the same run",
+    )
+    i.add_argument("path")
+    i.add_argument("--format", choices=["tensorboard", "jsonl", "csv"], help="default: from the name")
+    i.add_argument("--project")
+    i.add_argument("--name", help="default: the file's or folder's name")
+    i.add_argument("--group", help="the experiment the run joins (runs judged together)")
+    i.add_argument("--config", help="a YAML or JSON file with the run's config")
+    i.add_argument("--tag", action="append", help="repeatable")
+    i.set_defaults(func=cmd_import)
