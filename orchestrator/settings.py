@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "orchestrator.alerts",
     "orchestrator.samples",
     "orchestrator.workspace",
+    "orchestrator.launchers",
     "axes",
 ]
 

@@ -16,5 +16,6 @@ urlpatterns = [
     path("", include("orchestrator.alerts.urls")),
     path("", include("orchestrator.samples.urls")),
     path("", include("orchestrator.workspace.urls")),
+    path("", include("orchestrator.launchers.urls")),
     re_path(r"^api/(?P<path>.*)$", api_not_found, name="api-not-found"),  # last: JSON 404s under /api/
 ]

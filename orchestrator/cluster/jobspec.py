@@ -13,6 +13,7 @@ from orchestrator.experiments.config_paths import runs_named
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.run_dirs import run_dir_for
 from orchestrator.experiments.runconfig import data_roots
+from orchestrator.launchers.jobs import LauncherUnavailable, is_launcher_run, launcher_job
 from trainer.checkpoint_files import add_pin, checkpoint_step, find_init_checkpoint
 from trainer.config import PATH_ROOTS_ENV, ResourcesConfig
 from trainer.reporting import atomic_write_text
@@ -109,6 +110,8 @@ def trainer_argv(python: str, trainer_args: list[str], nodes: int, per_node: int
 
 
 def build_job_spec(run: Run, token: str, run_dir: Path) -> JobSpec:
+    if is_launcher_run(run.config):
+        return launcher_job_spec(run, token, run_dir)
     config_path = write_run_files(run, run_dir)
     python = settings.TRAINER_PYTHON or sys.executable
     trainer_args = ["run", "--config", str(config_path), "--run-dir", str(run_dir)]
@@ -131,4 +134,45 @@ def build_job_spec(run: Run, token: str, run_dir: Path) -> JobSpec:
         gpus=run.gpus // nodes,
         cpus=per_node,
         nodes=nodes,
+    )
+
+
+def launcher_job_spec(run: Run, token: str, run_dir: Path) -> JobSpec:
+    """A run of an admin-defined launcher: its command with the run's values, one argv entry
+    each; the variables the `opl` SDK reads (OPL_URL, OPL_TOKEN, OPL_RUN_ID) beside the trainer's."""
+    try:
+        job = launcher_job(
+            run.config,
+            python=settings.TRAINER_PYTHON or sys.executable,
+            run_dir=str(run_dir),
+            run_id=run.pk,
+            attempt=run.attempt,
+        )
+    except LauncherUnavailable as exc:
+        raise BackendError(str(exc), permanent=True) from None
+    if job.container:
+        raise BackendError(f"launcher {job.name!r}: containers are not started by this dashboard yet", permanent=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        "OPL_URL": settings.PUBLIC_URL,
+        "OPL_TOKEN": token,
+        "OPL_RUN_ID": str(run.pk),
+        "OPL_DASHBOARD_URL": settings.PUBLIC_URL,
+        "OPL_RUN_TOKEN": token,
+        "OPL_ATTEMPT": str(run.attempt),
+        "OPL_RUN_DIR": str(run_dir),
+        "OPL_LAUNCHER": job.name,
+    }
+    res = job.resources
+    return JobSpec(
+        run_id=run.pk,
+        attempt=run.attempt,
+        run_dir=run_dir,
+        argv=job.argv,
+        env=env,
+        gpus=res.gpus,
+        cpus=res.cpus,
+        nodes=res.nodes,
+        mem_gb=res.mem_gb,
+        time_limit_min=res.time_limit_min,
     )

@@ -206,6 +206,16 @@ MATRIX: dict[str, list[Case]] = {
         Case("delete", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401)),
     ],
     "workspace-view-open": [Case("get", "/views/{view}/", (302, 302, 404, 302, 302, 302))],
+    # launchers (issue 25): staff define them in the admin; any user may queue a run into a project they write to
+    "launcher-list": [Case("get", "/launchers/", PAGE_READ)],
+    "launcher-run-new": [
+        Case("get", "/launchers/matrix/run", PAGE_READ),
+        Case("post", "/launchers/matrix/run", (302, 302, 404, 302, 302, 302), {"project": "lab"}),
+    ],
+    "api-launchers": [Case("get", "/api/v1/launchers", API_READ)],
+    "api-launcher-runs": [
+        Case("post", "/api/v1/launchers/matrix/runs", (201, 201, 404, 201, 401, 401), {"project": "lab"}, True)
+    ],
     "api-not-found": [Case("get", "/api/v1/no-such-thing", (404, 404, 404, 404, 404, 404))],
 }
 
@@ -235,6 +245,7 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
     """Made once for the module (each test's own writes roll back), removed at the end."""
     from orchestrator.accounts.models import ApiToken
     from orchestrator.experiments.models import Experiment, Project, Run
+    from orchestrator.launchers.models import Launcher
     from orchestrator.workspace.models import SavedView
 
     with django_db_blocker.unblock():
@@ -249,6 +260,7 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
         api_token_create(user=users["owner"], name="matrix")
         token_id = ApiToken.objects.get(user=users["owner"]).pk
         view = SavedView.objects.create(project=experiment.project, owner=users["owner"], name="matrix")
+        launcher = Launcher.objects.create(name="matrix", command=["/bin/true"], created_by=users["staff"])
     yield {
         "users": users,
         "run": run.pk,
@@ -259,6 +271,7 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
     }
     with django_db_blocker.unblock():
         SavedView.objects.filter(pk=view.pk).delete()
+        Launcher.objects.filter(pk=launcher.pk).delete()
         Run.objects.filter(experiment=experiment).delete()
         Experiment.objects.filter(pk=experiment.pk).delete()
         Project.objects.filter(name="lab").delete()
