@@ -266,7 +266,9 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
     stuck = 0
     for run in runs:
         try:
-            wait_until(lambda run=run: fresh(run).job_id and run.state != "submitted", 120, f"run {run.pk} to get its job")
+            wait_until(
+                lambda run=run: fresh(run).job_id and run.state != "submitted", 120, f"run {run.pk} to get its job"
+            )
         except AssertionError:
             pass
         stop_run(run)
@@ -499,7 +501,9 @@ def row_postgres_restart(stack: EmbeddedStack, pg: ThrowawayPostgres) -> dict:
 def row_restd_outage(stack: EmbeddedStack, restd: OwnSlurmrestd, outage_s: float) -> dict:
     running = [new_run(f"outage-run-{i}", config(200)) for i in range(2)]
     for run in running:
-        wait_until(lambda run=run: fresh(run).state not in ("queued", "submitted", "pending"), 180, "runs running on Slurm")
+        wait_until(
+            lambda run=run: fresh(run).state not in ("queued", "submitted", "pending"), 180, "runs running on Slurm"
+        )
         if run.state != "running":
             err = Path(run.run_dir) / "logs" / f"attempt-{run.attempt}.err"
             tail = err.read_text()[-800:] if err.exists() else "(no stderr)"

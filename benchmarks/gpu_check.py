@@ -117,7 +117,8 @@ def main() -> None:
     where = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     print(f"{where}, torch {torch.__version__} (CUDA {torch.version.cuda})")
     print(
-        f"model: random-init Qwen2, {shape_name}, bf16; train batch {args.batch} x ({args.prompt} prompt + {args.response} response)"
+        f"model: random-init Qwen2, {shape_name}, bf16; "
+        f"train batch {args.batch} x ({args.prompt} prompt + {args.response} response)"
     )
 
     with PeakMemory(device) as train_mem:

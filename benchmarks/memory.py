@@ -214,7 +214,8 @@ def child(phase: str, impl: str, rows: int, tokens: int, micro: int) -> dict | N
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         print(
-            f"  {phase}/{impl} at {rows}x{tokens} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}",
+            f"  {phase}/{impl} at {rows}x{tokens} failed: "
+            f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}",
             file=sys.stderr,
         )
         return None
@@ -238,7 +239,8 @@ def main() -> None:
         return
 
     print(
-        f"vocabulary {VOCAB:,}, hidden {HIDDEN}, {LAYERS} layers, micro-batch {args.micro} rows; peaks above set-up, MiB\n"
+        f"vocabulary {VOCAB:,}, hidden {HIDDEN}, {LAYERS} layers, micro-batch {args.micro} rows; "
+        "peaks above set-up, MiB\n"
     )
     header = (
         f"{'phase':<9} {'shape':>9} {'previous':>10} {'ours':>9} {'prev/ours':>10} {'budget':>8} {'ours/budget':>12}"

@@ -143,7 +143,8 @@ def corrections(args) -> None:
                 cpu["diagnostics"].append(cpu_seconds)
         print(f"\n{size}M tokens ({size * (1 << 20):,}), scale {args.scale}")
         print(
-            f"{'variant':<52} {'wall s':>8} {'x grpo wall':>11} {'x grpo cpu':>10}  {'masked':>7} {'clipped':>7} {'reweighted':>10}"
+            f"{'variant':<52} {'wall s':>8} {'x grpo wall':>11} {'x grpo cpu':>10}  "
+            f"{'masked':>7} {'clipped':>7} {'reweighted':>10}"
         )
         for name in names + ["diagnostics"]:
             w = statistics.median(a / b for a, b in zip(wall[name], wall["grpo"]))
@@ -151,7 +152,10 @@ def corrections(args) -> None:
             row = f"{name:<52} {statistics.median(wall[name]):>8.4f} {w:>11.2f} {c:>10.2f}"
             if name in stats:
                 s = stats[name]
-                row += f"  {s['actor/masked_frac']:>7.3%} {s['actor/clipped_frac']:>7.3%} {s['actor/reweighted_frac']:>10.3%}"
+                row += (
+                    f"  {s['actor/masked_frac']:>7.3%} {s['actor/clipped_frac']:>7.3%} "
+                    f"{s['actor/reweighted_frac']:>10.3%}"
+                )
             else:
                 row += "  (once per update, over the whole minibatch)"
             print(row, flush=True)
@@ -178,7 +182,7 @@ def recording(args) -> None:
         trainer.setup()
         try:
             torch.manual_seed(2)
-            batch = trainer.generate_batch()
+            batch = trainer.rollouts.generate(0, 0)
             batch.behav_logp = (batch.behav_logp + 0.2 * torch.randn_like(batch.behav_logp)) * batch.response_mask
             adv = grpo_advantages(batch.rewards, batch.group_size, True, 1e-6) + torch.linspace(-0.5, 0.5, len(batch))
             trainer.model.train()
@@ -186,13 +190,13 @@ def recording(args) -> None:
             def update(record: bool) -> float:
                 t0 = time.perf_counter()
                 trainer.optimizer.zero_grad(set_to_none=True)
-                trainer._recording = record
+                trainer.updater.recording = record
                 if record:
                     trainer.samples.arm(batch, trainer.version)
-                trainer.accumulate_gradients(batch, adv, None)
+                trainer.updater.accumulate_gradients(batch, adv, None)
                 if record:
                     trainer.samples.write_train(1)
-                trainer._recording = False
+                trainer.updater.recording = False
                 return time.perf_counter() - t0
 
             update(False), update(True)  # warm-up
@@ -209,12 +213,14 @@ def recording(args) -> None:
     ratio = statistics.median(r / p for r, p in zip(recorded, plain))
     print(
         f"\nRecording: tiny model, {len(batch)} rows, {tokens:,} response tokens, micro-batches of 16, "
-        f"m2po, {cfg.samples.per_step} rows recorded with 9 counterfactual corrections, median of {args.record_rounds} rounds"
+        f"m2po, {cfg.samples.per_step} rows recorded with 9 counterfactual corrections, "
+        f"median of {args.record_rounds} rounds"
     )
     print(f"{'update':<12} {'wall s':>8}")
     print(f"{'unrecorded':<12} {statistics.median(plain):>8.4f}")
     print(
-        f"{'recorded':<12} {statistics.median(recorded):>8.4f}   x{ratio:.2f} of an unrecorded update; {size:,.0f} bytes per sample"
+        f"{'recorded':<12} {statistics.median(recorded):>8.4f}   x{ratio:.2f} of an unrecorded update; "
+        f"{size:,.0f} bytes per sample"
     )
 
 

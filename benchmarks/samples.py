@@ -14,15 +14,22 @@ eval answers (2 sets x 4) every 500 updates. They are posted as the trainer's pu
 gzip JSON batches of 64 samples, with the run's token, through Django's handler (the whole view:
 admission, gzip, pydantic, storage, thinning) in this process.
 
-| measure | what |
-|---|---|
-| samples posted / kept | what the run sent, what the run keeps (bound: OPL_SAMPLES_MAX_PER_RUN train + OPL_SAMPLES_MAX_EVAL_PER_RUN eval) |
-| steps kept, span | recorded steps still held, first and newest step: the whole history stays covered |
-| bytes stored per run | sum(pg_column_size(row)) of the run's live rows (after TOAST compression), and the table's pg_total_relation_size (heap + TOAST + indexes) after VACUUM FULL, with only that run in it (the rows the thinning deletes are dead space until autovacuum lets new rows reuse it) |
-| ingestion rate | samples/s through the endpoint (bounded: includes the thinning) |
-| backfill | the whole spool posted again (a pusher that lost its offset): stored 0, kept unchanged |
-| log ratios | packed float32 (ours) against the same values as JSON numbers (jsonb), summed pg_column_size |
-| page | the run page's samples card for one step (per_step samples of max_tokens tokens) rendered, median of 5 |
+What it measures:
+
+- samples posted / kept: what the run sent, what the run keeps (bound: OPL_SAMPLES_MAX_PER_RUN
+  train + OPL_SAMPLES_MAX_EVAL_PER_RUN eval)
+- steps kept, span: recorded steps still held, first and newest step: the whole history stays
+  covered
+- bytes stored per run: sum(pg_column_size(row)) of the run's live rows (after TOAST compression),
+  and the table's pg_total_relation_size (heap + TOAST + indexes) after VACUUM FULL, with only
+  that run in it (the rows the thinning deletes are dead space until autovacuum lets new rows
+  reuse it)
+- ingestion rate: samples/s through the endpoint (bounded: includes the thinning)
+- backfill: the whole spool posted again (a pusher that lost its offset): stored 0, kept unchanged
+- log ratios: packed float32 (ours) against the same values as JSON numbers (jsonb), summed
+  pg_column_size
+- page: the run page's samples card for one step (per_step samples of max_tokens tokens) rendered,
+  median of 5
 """
 
 from __future__ import annotations
@@ -376,7 +383,8 @@ def main() -> None:
     ]
     print()
     print(
-        f"{args.updates:,} updates, samples every {args.every}, per_step {args.per_step}, max_tokens {args.max_tokens}; "
+        f"{args.updates:,} updates, samples every {args.every}, per_step {args.per_step}, "
+        f"max_tokens {args.max_tokens}; "
         f"baseline: the same samples with no bound"
     )
     print("| measure | bounded (ours) | baseline | ratio |")

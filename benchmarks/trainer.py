@@ -80,10 +80,12 @@ def cpu_section(args) -> None:
     bound = (sync["gen_s"] + sync["train_s"]) / max(sync["gen_s"], sync["train_s"])
     speedup = asyn["samples_per_s"] / sync["samples_per_s"]
     print(
-        f"tiny Qwen2 (hidden {args.hidden}, {args.layers} layers), arithmetic, 32 prompts x 8 samples, {args.steps} steps, 1 thread per process"
+        f"tiny Qwen2 (hidden {args.hidden}, {args.layers} layers), arithmetic, 32 prompts x 8 samples, "
+        f"{args.steps} steps, 1 thread per process"
     )
     print(
-        f"{'mode':<8}{'samples/s':>12}{'tokens/s':>12}{'gen s/step':>12}{'train s/step':>14}{'wait s/step':>13}{'max stale':>11}"
+        f"{'mode':<8}{'samples/s':>12}{'tokens/s':>12}{'gen s/step':>12}"
+        f"{'train s/step':>14}{'wait s/step':>13}{'max stale':>11}"
     )
     for name, r in (("sync", sync), ("async", asyn)):
         print(

@@ -1,5 +1,6 @@
 """Test-wide defaults, set before pytest-django loads the settings (loaded with -p from
-pytest.ini). `make test` sets the same values; these let a plain `pytest` run against the services already on 127.0.0.1."""
+pytest.ini). `make test` sets the same values; these let a plain `pytest` run against the
+services already on 127.0.0.1."""
 
 import os
 

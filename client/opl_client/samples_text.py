@@ -178,7 +178,10 @@ def sample_lines(
             + (
                 "not recorded for this sample"
                 if shown is None
-                else f"{len(shown['masked'])} masked, {len(shown['clipped'])} clipped, {len(shown['reweighted'])} reweighted"
+                else (
+                    f"{len(shown['masked'])} masked, {len(shown['clipped'])} clipped, "
+                    f"{len(shown['reweighted'])} reweighted"
+                )
             )
         )
     if tokens:

@@ -57,7 +57,9 @@ class Rule:
             REWARD_DROP: f"smoothed reward falls {self.threshold:g} below its best",
             ENTROPY_FLOOR: f"entropy below {self.threshold:g}",
             CLIP_CEILING: f"masked/clipped token fraction above {self.threshold:g}",
-            NEG_ADV_TAIL: f"a token with A<0 and ratio above {self.threshold:g} carries {TAIL_SHARE:.0%} or more of the update",
+            NEG_ADV_TAIL: (
+                f"a token with A<0 and ratio above {self.threshold:g} carries {TAIL_SHARE:.0%} or more of the update"
+            ),
             NO_HEARTBEAT: f"no heartbeat for {self.window_s} s while running",
             NO_PROGRESS: f"no new update for {self.window_s} s while running",
         }[self.kind]

@@ -450,16 +450,16 @@ def document() -> dict[str, Any]:
                     _query(
                         "q",
                         {"type": "string", "maxLength": 2000},
-                        "Filter, e.g. `algorithm.objective = m2po and staleness.k >= 64`; ops = != > >= < <= ~ in (...); "
-                        "at most 20 clauses and 100 values in one `in`",
+                        "Filter, e.g. `algorithm.objective = m2po and staleness.k >= 64`; "
+                        "ops = != > >= < <= ~ in (...); at most 20 clauses and 100 values in one `in`",
                     ),
                     *(_query(n, {"type": "string"}) for n in ("state", "user", "project", "tag")),
                     _query("experiment", {"type": "integer", "minimum": 1}),
                     _query(
                         "sort",
                         {"type": "string"},
-                        "id, name, state, priority, step, started, created, user, backend, or metric:<key> (by its summary "
-                        "named in `stat`, runs without the key last); '-' for descending",
+                        "id, name, state, priority, step, started, created, user, backend, or metric:<key> "
+                        "(by its summary named in `stat`, runs without the key last); '-' for descending",
                     ),
                     _query(
                         "stat",
@@ -698,7 +698,9 @@ def document() -> dict[str, Any]:
                 "runToken": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "A run's ingestion token (OPL_RUN_TOKEN in its job); refused 24 h after the run ended",
+                    "description": (
+                        "A run's ingestion token (OPL_RUN_TOKEN in its job); refused 24 h after the run ended"
+                    ),
                 },
             },
         },

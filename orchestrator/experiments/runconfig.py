@@ -123,8 +123,13 @@ def path_problems(
         path = resolve_path(section, key, value)
         in_runs, run_id = run_folder_of(path)
         if in_runs and (section, key) == ("init", "from_path"):
-            message = "a run of this dashboard is named by init.from_run (its access is checked and its checkpoint kept), not by its folder"
-        elif not in_runs and any(path.is_relative_to(root) for root in data_roots()) or run_id is not None and may_read_run is not None and may_read_run(run_id):
+            message = (
+                "a run of this dashboard is named by init.from_run "
+                "(its access is checked and its checkpoint kept), not by its folder"
+            )
+        elif (not in_runs and any(path.is_relative_to(root) for root in data_roots())) or (
+            run_id is not None and may_read_run is not None and may_read_run(run_id)
+        ):
             message = None
         else:  # outside, in no run's folder, in a run the caller cannot read or that does not exist: one answer
             message = OUTSIDE

@@ -34,7 +34,8 @@ class MetricChunk(models.Model):
 
     A batch of 50 keys x 100 steps is 50 rows, not 5,000: ingestion cost follows the number of
     keys, not of points. A trainer that posts every step leaves one-point chunks; compaction
-    (store.compact_chunks, every 5 minutes) merges them once no live replay can need them. The live points of a (run, key) are its chunks with `superseded = false`,
+    (store.compact_chunks, every 5 minutes) merges them once no live replay can need them. The
+    live points of a (run, key) are its chunks with `superseded = false`,
     which never share a step: a re-posted step is first removed from the chunk that held it, and a
     restart at step S splits older attempts' chunks at S and marks the part from S superseded.
     """

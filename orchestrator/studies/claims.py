@@ -207,7 +207,8 @@ def m2po_masks_fewer_than_clip_clips(
     return Verdict(
         "c",
         NOT_REPRODUCED,
-        f"M2PO masks {m2po_mask_frac:.3%}, {ratio:.2g}x clip's {clip_clip_frac:.3%} (at most {th.mask_ratio:g}x wanted)",
+        f"M2PO masks {m2po_mask_frac:.3%}, {ratio:.2g}x clip's {clip_clip_frac:.3%} "
+        f"(at most {th.mask_ratio:g}x wanted)",
         numbers,
     )
 
@@ -239,6 +240,7 @@ def no_clip_collapses(
     return Verdict(
         "d",
         NOT_REPRODUCED,
-        f"only {fell} of {len(drops)} seeds fall {th.collapse_margin * th.reward_range:.3g} below their peak (stagnation, not collapse)",
+        f"only {fell} of {len(drops)} seeds fall {th.collapse_margin * th.reward_range:.3g} below their peak "
+        "(stagnation, not collapse)",
         numbers,
     )

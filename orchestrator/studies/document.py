@@ -99,13 +99,16 @@ def study_markdown(
         "seed, the event this study must show, vanishes from it; the mean keeps every seed, and each cell also counts "
         "its collapsed seeds.",
         f"- Verdict thresholds: (a) gap ≥ {th.gap:g} of the metric's range ({th.reward_range:g}) with CIs apart; "
-        f"(b) CIs overlap (and neither is wider than {2 * th.gap:g}); (c) mask fraction ≤ {th.mask_ratio:g} × clip fraction; "
-        f"(d) a majority of seeds end ≥ {th.collapse_margin:g} below their smoothed peak, or any non-finite loss or gradient.",
+        f"(b) CIs overlap (and neither is wider than {2 * th.gap:g}); "
+        f"(c) mask fraction ≤ {th.mask_ratio:g} × clip fraction; "
+        f"(d) a majority of seeds end ≥ {th.collapse_margin:g} below their smoothed peak, "
+        "or any non-finite loss or gradient.",
         f"- Regime checks (the paper's regime): M2 before masking at the highest staleness ≤ {th.m2_regime:g} × τ, "
-        f"≥ {th.near_det_min:.0%} of tokens near-deterministic (entropy < 0.1 nats), on-policy's reward moving by ≥ "
-        f"{th.gap * th.reward_range:g}, no-clip's tail more than {th.collapse_margin * th.reward_range:g} below the ceiling, "
-        "≥ 2 seeds. A claim whose checks fail is 'outside the paper's regime' with the measured reason; 'not reproduced' "
-        "means every check passed.",
+        f"≥ {th.near_det_min:.0%} of tokens near-deterministic (entropy < 0.1 nats), "
+        f"on-policy's reward moving by ≥ {th.gap * th.reward_range:g}, "
+        f"no-clip's tail more than {th.collapse_margin * th.reward_range:g} below the ceiling, "
+        "≥ 2 seeds. A claim whose checks fail is 'outside the paper's regime' with the measured reason; "
+        "'not reproduced' means every check passed.",
         "",
         "## Verdicts",
         "",

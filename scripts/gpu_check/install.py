@@ -69,7 +69,10 @@ def select(wheels: list[Wheel], here: dict[str, str]) -> tuple[dict[str, str], l
                     chosen[dep] = f"{name} needs {req}; here: {have or 'none'}"
                     changed = True
                     continue
-                problem = f"{name} {by_name[name].version} needs {req}; here: {have or 'none'}, bundle: {bundled.version if bundled else 'none'}"
+                problem = (
+                    f"{name} {by_name[name].version} needs {req}; here: {have or 'none'}, "
+                    f"bundle: {bundled.version if bundled else 'none'}"
+                )
                 if problem not in problems:
                     problems.append(problem)
     return chosen, problems

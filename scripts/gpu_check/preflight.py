@@ -61,7 +61,8 @@ def main() -> int:
     venv = f"a venv over {env['venv_over']}" if env["venv_over"] else "not a venv"
     print(f"preflight: python3 {env['python']} at {env['executable']} ({venv})")
     print(
-        f"preflight: torch {env.get('torch', '-')} (CUDA {env.get('torch_cuda', '-')}), transformers {env.get('transformers', '-')}, "
+        f"preflight: torch {env.get('torch', '-')} (CUDA {env.get('torch_cuda', '-')}), "
+        f"transformers {env.get('transformers', '-')}, "
         f"device {args.device}: {env.get('gpu', 'no GPU')}"
         + (f" x{env['gpu_count']}, {env['gpu_memory_gib']} GiB, sm {env['capability']}" if "gpu" in env else "")
     )

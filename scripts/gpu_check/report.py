@@ -95,14 +95,16 @@ def summary_line(figures: dict, elapsed: int, budget: int) -> str:
     parts = [" ".join(f"{name}={phase_word(phases, name)}" for name in PHASES)]
     where = env.get("gpu") or ("CPU (dry run)" if env.get("device") == "cpu" else "no GPU")
     parts.append(
-        f"{where}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}, python {env.get('python', '?')}"
+        f"{where}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}, "
+        f"python {env.get('python', '?')}"
     )
     if tests:
         parts.append(f"tests {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped")
     if bench:
         tps = bench["train_tokens_per_s"]
         parts.append(
-            f"train tok/s grpo {tps['grpo']:.0f}, m2po {tps['m2po']:.0f}, m2po/grpo time {bench['m2po_over_grpo_time']:.4f}"
+            f"train tok/s grpo {tps['grpo']:.0f}, m2po {tps['m2po']:.0f}, "
+            f"m2po/grpo time {bench['m2po_over_grpo_time']:.4f}"
         )
         parts.append(f"generate {bench['generate']['tokens_per_s']:.0f} tok/s")
         peak = bench["peak_gib"]

@@ -1,6 +1,7 @@
 """On the GPU machine, after the checks: a planned study (study_plan.py) through the trainer's CLI.
 
-    python3 scripts/gpu_check/study_run.py PLAN.json WORKDIR STUDY.json RUNS.tar.gz --seconds N [--parallel P] [--device cuda|cpu]
+    python3 scripts/gpu_check/study_run.py PLAN.json WORKDIR STUDY.json RUNS.tar.gz
+        --seconds N [--parallel P] [--device cuda|cpu]
 
 The warm-up runs first; every run of the sweep then forks from its final checkpoint
 (init.from_path), P at a time. A run starts only while the time left covers the longest run seen

@@ -69,7 +69,8 @@ def _line_ranges(page) -> dict[int, tuple[float, float]]:
         for k, v in page.evaluate("""() => {
         const el = document.querySelector('.panel-chart[data-panel="reward"]');
         const out = {};
-        for (const t of (el && el.data) || []) if (t.meta && t.meta.role === "line") out[t.meta.run] = [t.x[0], t.x[t.x.length - 1]];
+        for (const t of (el && el.data) || [])
+            if (t.meta && t.meta.role === "line") out[t.meta.run] = [t.x[0], t.x[t.x.length - 1]];
         return out;
     }""").items()
     }

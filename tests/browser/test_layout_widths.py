@@ -25,7 +25,8 @@ def shot(page, name):
 
 def no_sideways_scroll(page, name):
     width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-    wide = page.evaluate("""() => [...document.querySelectorAll('body *')].filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
+    wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
+        .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
         .slice(0, 3).map((el) => el.tagName + '.' + el.className + '#' + el.id)""")
     assert width[0] <= width[1], f"{name}: page is {width[0]} px wide in a {width[1]} px window: {wide}"
 
@@ -35,7 +36,8 @@ def lab(alice, tiny_config, settings):
     settings.MAX_ACTIVE_RUNS = 2
     with connection.cursor() as cur:  # 9-digit run ids, as the full suite reaches them: the widest case
         cur.execute(
-            f"SELECT setval(pg_get_serial_sequence(%s, 'id'), GREATEST(100000000, (SELECT COALESCE(MAX(id), 0) FROM {Run._meta.db_table})))",
+            "SELECT setval(pg_get_serial_sequence(%s, 'id'), "
+            f"GREATEST(100000000, (SELECT COALESCE(MAX(id), 0) FROM {Run._meta.db_table})))",
             [Run._meta.db_table],
         )
     experiment = experiment_create(

@@ -27,7 +27,8 @@ def traces(page, panel):
     return page.evaluate(
         """(panel) => {
         const el = document.querySelector(`.panel-chart[data-panel="${panel}"]`);
-        return (el.data || []).map((t) => ({name: t.name, role: t.meta && t.meta.role, y: t.y, showlegend: t.showlegend}));
+        return (el.data || []).map((t) => ({
+            name: t.name, role: t.meta && t.meta.role, y: t.y, showlegend: t.showlegend}));
     }""",
         panel,
     )

@@ -29,9 +29,11 @@ TOKENS_JS = """() => Array.from(document.querySelectorAll('#run-samples [data-sa
 
 
 SIDES_JS = """() => Array.from(document.querySelectorAll('#run-samples [data-sample]')).map((card) => ({
-    index: Number(card.dataset.index), sides: Object.fromEntries(Array.from(card.querySelectorAll('[data-side]')).map((side) =>
+    index: Number(card.dataset.index),
+    sides: Object.fromEntries(Array.from(card.querySelectorAll('[data-side]')).map((side) =>
         [side.dataset.side, Array.from(side.querySelectorAll('.tok[data-i]')).map((t) => ({
-            i: Number(t.dataset.i), flag: t.dataset.flag, only: t.classList.contains('tok-only'), other: t.dataset.other || ''}))]))}))"""
+            i: Number(t.dataset.i), flag: t.dataset.flag, only: t.classList.contains('tok-only'),
+            other: t.dataset.other || ''}))]))}))"""
 
 
 def post_samples(server, run_id, token, samples):
@@ -308,7 +310,8 @@ FEW_SHOT = (
         f"The answer is {n + n // 2}.\n\n"
         for n in range(40, 60, 2)
     )
-    + "Question: A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?\nAnswer:"
+    + "Question: A robe takes 2 bolts of blue fiber and half that much white fiber. "
+    "How many bolts in total does it take?\nAnswer:"
 )
 LONG_TOKENS = (
     [
@@ -354,7 +357,8 @@ def overflow(page, selector):
         """(sel) => { const card = document.querySelector(sel); const box = card.getBoundingClientRect();
         const wide = [...card.querySelectorAll('*')].filter((el) => el.getBoundingClientRect().right > box.right + 1
             && !el.closest('.tokens, pre, .samples-columns'));
-        return [card.scrollWidth - card.clientWidth, wide.slice(0, 3).map((el) => el.tagName + '.' + el.className)]; }""",
+        return [card.scrollWidth - card.clientWidth,
+            wide.slice(0, 3).map((el) => el.tagName + '.' + el.className)]; }""",
         selector,
     )
 

@@ -130,7 +130,8 @@ def render_script(profile: SlurmProfile, run_id: int, attempt: int, tasks: int =
         # Slurm may requeue a job by itself (node failure, preemption); the orchestrator
         # requeues runs as new attempts, so a second start of the same job must not train
         'if [ "${SLURM_RESTART_COUNT:-0}" != 0 ]; then',
-        '  echo "Slurm restarted this job (restart ${SLURM_RESTART_COUNT}); OffPolicy Lab resubmits it as a new attempt" >&2',
+        '  echo "Slurm restarted this job (restart ${SLURM_RESTART_COUNT}); '
+        'OffPolicy Lab resubmits it as a new attempt" >&2',
         "  exit 1",
         "fi",
     ]

@@ -85,7 +85,9 @@ def test_cancel_signals_the_job_which_checkpoints(backend, tmp_path):
 STUCK_JOB_WITH_A_CHILD = """
 import signal, subprocess, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(300)"])
+child = subprocess.Popen(
+    [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(300)"]
+)
 print(child.pid, flush=True)
 time.sleep(300)
 """

@@ -148,7 +148,7 @@ def test_import_of_a_malformed_range_shows_the_error(client, alice):
     html = response.content.decode()
     assert response.status_code == 400
     assert (
-        'id="err-sweep-0"><p class="error">give a list of values, {linear: [start, stop, count]} or {log: [start, stop, count]}'
-        in html
+        'id="err-sweep-0"><p class="error">give a list of values, '
+        "{linear: [start, stop, count]} or {log: [start, stop, count]}" in html
     )
     assert "random.params.algorithm.tau_m2: Input should be a valid dictionary" in html

@@ -107,8 +107,8 @@ def test_sweep_row_errors_name_the_row_field(logged_in):
     data = form_data(**{"sweep-0-field": "staleness.k", "sweep-0-mode": "linear", "sweep-0-values": "0, 64"})
     html = logged_in.post("/experiments/validate", data).content.decode()
     assert (
-        'id="err-sweep-0" hx-swap-oob="true"><p class="error">staleness.k: linear range (start, stop, count): expected 3'
-        in html
+        'id="err-sweep-0" hx-swap-oob="true"><p class="error">'
+        "staleness.k: linear range (start, stop, count): expected 3" in html
     )
 
 

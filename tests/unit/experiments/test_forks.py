@@ -248,8 +248,8 @@ def test_live_validation_checks_the_fork_as_the_user_types(alice, charlie, clien
     )
     html = client.post("/experiments/validate", form).content.decode()
     assert (
-        f'id="err-init__from_step" hx-swap-oob="true"><p class="error">run {parent.pk} has no checkpoint at update 6 (it has 2, 4)'
-        in html
+        'id="err-init__from_step" hx-swap-oob="true"><p class="error">'
+        f"run {parent.pk} has no checkpoint at update 6 (it has 2, 4)" in html
     )
     form["init.from_step"] = "4"
     html = client.post("/experiments/validate", form).content.decode()
