@@ -11,8 +11,11 @@ from django.db import connection
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create, run_transition
 from orchestrator.metrics.services import metrics_ingest
-from tests.browser.test_charts import page_as, server  # noqa: F401 (the uvicorn fixtures)
+from tests.browser import test_charts
 from tests.unit.metrics.helpers import points
+
+# the uvicorn fixtures, bound here so that pytest finds them in this module
+page_as, server = test_charts.page_as, test_charts.server
 
 pytestmark = pytest.mark.browser
 WIDTHS = (1440, 1024)

@@ -11,8 +11,11 @@ import pytest
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
-from tests.browser.test_charts import page_as, server  # noqa: F401 (the uvicorn fixtures)
+from tests.browser import test_charts
 from tests.unit.metrics.helpers import make_run, points
+
+# the uvicorn fixtures, bound here so that pytest finds them in this module
+page_as, server = test_charts.page_as, test_charts.server
 
 pytestmark = pytest.mark.browser
 
@@ -190,4 +193,4 @@ def test_the_compare_page_extends_live_runs_from_their_streams(page_as, alice, t
     thread.join()
     lines = page.evaluate("""() => document.querySelector('.panel-chart[data-panel="reward"]').data
         .filter((t) => t.meta && t.meta.role === "line").map((t) => [t.meta.run, t.x])""")
-    assert dict((r, x) for r, x in lines) == {run_a.pk: list(range(30)), run_b.pk: list(range(10))}
+    assert dict(lines) == {run_a.pk: list(range(30)), run_b.pk: list(range(10))}
