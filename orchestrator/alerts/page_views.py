@@ -26,7 +26,7 @@ def run_rule_save(request: HttpRequest, run_id: int):
         saved = values["kind"]
     except RuleError as exc:
         errors = exc.errors
-    return _run_card(request, run, errors=errors, saved=saved)
+    return _run_card(request, run, errors=errors, saved=saved, posted=None if saved else request.POST)
 
 
 @require_POST
@@ -37,7 +37,7 @@ def run_rule_test(request: HttpRequest, run_id: int):
         results = [rule_try(rule=_tried(request.POST), run=run)]
     except RuleError as exc:
         errors = exc.errors
-    return _run_card(request, run, errors=errors, results=results)
+    return _run_card(request, run, errors=errors, results=results, posted=request.POST)
 
 
 def _tried(post):
@@ -66,7 +66,11 @@ def project_rule_save(request: HttpRequest, name: str):
         saved = values["kind"]
     except RuleError as exc:
         errors = exc.errors
-    return render(request, "alerts/_project_rules.html", _project_context(request, project, errors=errors, saved=saved))
+    return render(
+        request,
+        "alerts/_project_rules.html",
+        _project_context(request, project, errors=errors, saved=saved, posted=None if saved else request.POST),
+    )
 
 
 @require_POST
@@ -80,7 +84,9 @@ def project_rule_test(request: HttpRequest, name: str):
     except RuleError as exc:
         errors = exc.errors
     return render(
-        request, "alerts/_project_rules.html", _project_context(request, project, errors=errors, results=results)
+        request,
+        "alerts/_project_rules.html",
+        _project_context(request, project, errors=errors, results=results, posted=request.POST),
     )
 
 

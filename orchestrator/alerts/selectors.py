@@ -36,10 +36,28 @@ def project_alerts_data(project) -> dict:
     }
 
 
-def run_rules_context(run: Run, *, can_edit: bool, **extra) -> dict:
+def _form_rules(rules: list[dict], posted) -> list[dict]:
+    """The rules as the forms show them; the rule just tried or refused keeps the values typed in."""
+    out = []
+    for rule in rules:
+        rule = {**rule, "threshold_text": f"{rule['threshold']:g}", "window_text": str(rule["window_s"])}
+        if posted is not None and posted.get("kind") == rule["kind"]:
+            rule.update(
+                threshold_text=posted.get("threshold", rule["threshold_text"])[:40],
+                window_text=posted.get("window_s", rule["window_text"])[:40],
+                action=posted.get("action", rule["action"]),
+                enabled=posted.get("enabled") == "on",
+            )
+        out.append(rule)
+    return out
+
+
+def run_rules_context(run: Run, *, can_edit: bool, posted=None, **extra) -> dict:
     """The run page's alerts card: its alerts, its effective rules and the rule forms."""
+    data = run_alerts_data(run)
     return {
-        **run_alerts_data(run),
+        **data,
+        "rules": _form_rules(data["rules"], posted),
         "can_edit": can_edit,
         "save_url": reverse("alerts-run-rule-save", args=[run.pk]),
         "test_url": reverse("alerts-run-rule-test", args=[run.pk]),
@@ -50,9 +68,11 @@ def run_rules_context(run: Run, *, can_edit: bool, **extra) -> dict:
     }
 
 
-def project_rules_context(project, *, can_edit: bool, **extra) -> dict:
+def project_rules_context(project, *, can_edit: bool, posted=None, **extra) -> dict:
+    data = project_alerts_data(project)
     return {
-        **project_alerts_data(project),
+        **data,
+        "rules": _form_rules(data["rules"], posted),
         "can_edit": can_edit,
         "save_url": reverse("alerts-project-rule-save", args=[project.name]),
         "test_url": reverse("alerts-project-rule-test", args=[project.name]),
