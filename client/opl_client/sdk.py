@@ -80,6 +80,12 @@ def flatten(data: dict, prefix: str = "", sep: str = "/") -> dict[str, Any]:
     return out
 
 
+def safe_name(text: str, default: str = "run") -> str:
+    """A run name the dashboard takes (letters, digits, _ . -; a letter or digit first) made from any text."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "-", str(text)).strip("-._")[:200]
+    return cleaned or default
+
+
 def as_number(value: Any) -> float | None:
     """A loggable scalar as a float (bools, ints, numpy and torch scalars), else None."""
     if isinstance(value, (int, float)):  # bool included

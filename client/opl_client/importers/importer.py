@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ import yaml
 
 from opl_client.client import Client
 from opl_client.importers.readers import READERS, HistoryError, guess_format
-from opl_client.sdk import RUN_FILE
+from opl_client.sdk import RUN_FILE, safe_name
 from opl_client.spool import SPOOL_NAME, MetricSpool, atomic_write_text, read_offset, rejected_name, write_offset
 from opl_client.sync import Synced, sync_dir
 
@@ -82,9 +81,7 @@ def _meta(run_dir: Path) -> dict:
 
 
 def _name(path: Path) -> str:
-    stem = path.name if path.is_dir() else path.name.split(".")[0] or path.stem
-    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "-", stem).strip("-.") or "imported"
-    return cleaned if cleaned[0].isalnum() else f"run-{cleaned}"
+    return safe_name(path.name if path.is_dir() else path.name.split(".")[0] or path.stem, "imported")
 
 
 def _write_spool(run_dir: Path, points, default_time: float) -> None:
