@@ -9,7 +9,8 @@ Signals follow the bundled trainer's contract (trainer/cli.py): SIGINT is a pers
 130); SIGUSR1 or SIGTERM is the cluster's stop for requeue (exit 75), unless the dashboard wrote
 `cancel-requested` into the run folder first (Slurm's scancel sends SIGTERM): then it is a cancel.
 The signal received is recorded in signal.json in the run folder, and the arguments received in
-received.json, so tests can check both.
+received.json, so tests can check both; progress.json is its checkpoint, which a requeued attempt
+(OPL_ATTEMPT > 1) resumes from.
 """
 
 import argparse
@@ -56,7 +57,9 @@ def main() -> int:
         signal.signal(signum, on_signal)
     print(f"tiny_sdk: {args.steps} steps at lr {args.lr}, attempt {attempt}", flush=True)
 
-    for step in range(1, args.steps + 1):
+    progress = run_dir / "progress.json"  # its "checkpoint": a requeued attempt goes on from there
+    first = json.loads(progress.read_text())["step"] + 1 if attempt > 1 and progress.exists() else 1
+    for step in range(first, args.steps + 1):
         loss = math.exp(-args.lr * step)
         now = time.time()
         points = [
@@ -65,6 +68,7 @@ def main() -> int:
         ]
         post("metrics", {"attempt": attempt, "points": points})
         post("heartbeat", {"attempt": attempt, "step": step, "total_steps": args.steps})
+        progress.write_text(json.dumps({"step": step}))
         print(f"step {step} loss {loss:.4f}", flush=True)
         deadline = time.monotonic() + args.sleep
         while STOP["signal"] is None and time.monotonic() < deadline:
