@@ -1,6 +1,6 @@
 from django.urls import path
 
-from orchestrator.metrics import views
+from orchestrator.metrics import glance_views, views
 
 urlpatterns = [
     path("api/v1/runs/<int:run_id>/metrics", views.run_metrics, name="metrics-ingest"),
@@ -9,4 +9,5 @@ urlpatterns = [
     path("api/v1/runs/<int:run_id>/heartbeat", views.run_heartbeat_view, name="metrics-heartbeat"),
     path("api/v1/metrics/compare", views.compare_series, name="metrics-compare-api"),
     path("compare/", views.compare_page, name="metrics-compare"),
+    path("api/v1/metrics/glance", glance_views.glance, name="metrics-glance-api"),
 ]

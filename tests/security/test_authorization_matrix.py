@@ -163,6 +163,7 @@ MATRIX: dict[str, list[Case]] = {
         Case("post", "/api/v1/sdk/runs/{run}/finish", (401, 401, 401, 401, 401, 409), {"exit_code": 0}, True)
     ],
     "api-sdk-tokens": [Case("post", "/api/v1/sdk/tokens", (201, 201, 201, 201, 401, 401), {"name": "m"}, True)],
+    "metrics-glance-api": [Case("get", "/api/v1/metrics/glance?experiment={exp}", API_RUN_READ)],
     "api-tags": [Case("get", "/api/v1/tags", API_READ)],
     # ingestion takes the run's token only; reading a series takes a user
     "metrics-ingest": [
