@@ -12,6 +12,7 @@ import numpy as np
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics.models import MetricSeries
 from orchestrator.studies.claims import Thresholds
+from orchestrator.studies.roles import apply_roles
 from orchestrator.studies.statistics import DEFAULT_SUMMARY, SUMMARIES
 from orchestrator.studies.table import DEFAULT_METRIC, StudyTable, build_table, grid, group_cells, run_summaries
 from orchestrator.studies.verdicts import study_verdicts, thresholds_from
@@ -119,10 +120,13 @@ class StudyReport:
 def study_report(experiment: Experiment, params) -> StudyReport | None:
     """None when the experiment has no run with metrics yet."""
     runs = experiment_runs(experiment)
+    # runs logged from outside: the config fields that play staleness, objective and seed
+    role_errors = apply_roles(runs, params)
     keys = metric_keys([r.pk for r in runs])
     if not keys:
         return None
     opts = options_from(params, runs, keys)
+    opts.errors += role_errors
     table = build_table(runs, opts.metric, opts.how, opts.reference, include_unfinished=opts.include_unfinished)
     verdicts = study_verdicts(table, opts.thresholds)
     return StudyReport(
