@@ -263,7 +263,22 @@ def policy_loss_marked(
 
 def m2po_mask(log_ratio: Tensor, advantages: Tensor, mask: Tensor, tau: float) -> Tensor:
     """Algorithm 1's mask M: False exactly at the trust-region tokens it removes, True elsewhere
-    (padding included). Same shape as `log_ratio`; never masks a token outside the trust region."""
+    (padding included). Same shape as `log_ratio`; never masks a token outside the trust region.
+
+    The same mask as the paper's loop, written literally in trainer/m2po_algorithm1.py (the tests
+    check the two agree token for token):
+
+        log_r = log_r.masked_fill(~mask.bool(), 0.0)
+        m2 = (log_r * log_r).flatten().tolist()
+        a, lr = adv.flatten().tolist(), log_r.flatten().tolist()
+        keep = [True] * len(m2)  # M <- True for all tokens
+        region = [i for i in range(len(m2)) if (a[i] > 0 and lr[i] > 0) or (a[i] < 0 and lr[i] < 0)]
+        while region and sum(Fraction(m2[i]) for i in region) > Fraction(tau) * len(region):
+            j = max(region, key=lambda i: (m2[i], -i))  # argmax_T M2
+            keep[j] = False  # M_j <- False
+            region.remove(j)  # T <- T minus {j}
+
+    Here instead: one sort of the few candidates and suffix sums (`_greedy_m2_drop`), O(N log N)."""
     _check_tensor("log_ratio", log_ratio, None)
     _check_tensor("advantages", advantages, log_ratio)
     _check_mask(mask, log_ratio)
@@ -733,6 +748,12 @@ def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
     ):
         raise ValueError(f"max_response_len: must be a positive int, got {p.max_response_len!r}")
     _validate_options(name, p)
+    _check_extra_tensors(name, p, logp)
+    return p
+
+
+def _check_extra_tensors(name: str, p: LossParams, logp: Tensor) -> None:
+    """The optional log-probs and masks: present where an option needs them, shaped like logp."""
     needs_engine = [
         f
         for f, on in (
@@ -746,15 +767,12 @@ def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
         raise ValueError(f"rollout_logp: required by {needs_engine[0]} (the engine's sampling log-probs)")
     if p.rollout_logp is not None:
         _check_tensor("rollout_logp", p.rollout_logp, logp)
-    if p.m2po_keep is not None:
-        if not isinstance(p.m2po_keep, Tensor) or p.m2po_keep.shape != logp.shape:
-            raise ValueError(f"m2po_keep: must be a tensor shaped like logp {tuple(logp.shape)}")
-    if name == "decoupled_ppo":
-        if p.prox_logp is None:
-            raise ValueError("prox_logp: required by decoupled_ppo (log-probs of the policy before this update)")
+    if p.m2po_keep is not None and (not isinstance(p.m2po_keep, Tensor) or p.m2po_keep.shape != logp.shape):
+        raise ValueError(f"m2po_keep: must be a tensor shaped like logp {tuple(logp.shape)}")
+    if name == "decoupled_ppo" and p.prox_logp is None:
+        raise ValueError("prox_logp: required by decoupled_ppo (log-probs of the policy before this update)")
     if p.prox_logp is not None:
         _check_tensor("prox_logp", p.prox_logp, logp)
-    return p
 
 
 def _validate_options(name: str, p: LossParams) -> None:

@@ -1,8 +1,9 @@
 """Policy objectives against float64 references written here straight from each paper's formula.
 
-M2PO's reference is Algorithm 1's literal while-loop. Its condition "mean > tau" is evaluated in
-exact rational arithmetic on the float M2 values: that is the implementation's promise, and a float
-mean would make the reference itself depend on summation order (see test_mask_decides_the_mean_exactly).
+M2PO's reference is Algorithm 1's literal while-loop, trainer/m2po_algorithm1.py (shown in the fast
+mask's docstring). Its condition "mean > tau" is evaluated in exact rational arithmetic on the float
+M2 values: that is the implementation's promise, and a float mean would make the reference itself
+depend on summation order (see test_mask_decides_the_mean_exactly).
 """
 
 import math
@@ -13,6 +14,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trainer.m2po_algorithm1 import m2po_keep_literal
 from trainer.objectives import AGG_MODES, OBJECTIVES, STATS_KEYS, m2po_mask, policy_loss
 
 F64 = torch.float64
@@ -29,18 +31,7 @@ def ref_trust_region(log_r, adv, mask):
     return mask & (((adv > 0) & (log_r > 0)) | ((adv < 0) & (log_r < 0)))
 
 
-def ref_m2po_keep(log_r, adv, mask, tau):
-    """Algorithm 1, literally: remove the largest M2 (lowest flat index among equals) while the mean
-    M2 of the remaining trust-region tokens exceeds tau."""
-    log_r = log_r.masked_fill(~mask, 0.0)
-    m2 = (log_r * log_r).flatten().tolist()
-    region = [i for i, inside in enumerate(ref_trust_region(log_r, adv, mask).flatten().tolist()) if inside]
-    keep = [True] * len(m2)
-    while region and sum(Fraction(m2[i]) for i in region) > Fraction(tau) * len(region):
-        j = max(region, key=lambda i: (m2[i], -i))
-        keep[j] = False
-        region.remove(j)
-    return torch.tensor(keep).reshape(log_r.shape)
+ref_m2po_keep = m2po_keep_literal  # Algorithm 1, literally (trainer/m2po_algorithm1.py)
 
 
 def ref_cap_tau(delta_sq, budget):
@@ -183,6 +174,22 @@ def test_mask_only_removes_trust_region_tokens_and_meets_tau(batch, tau):
     remaining = (log_r[trust & keep] ** 2).tolist()
     if remaining:
         assert sum(map(Fraction, remaining)) <= Fraction(tau) * len(remaining)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("seed", range(6))
+def test_fast_mask_equals_the_literal_algorithm_1_on_random_batches(seed, dtype):
+    """The fast mask against the paper's loop on random stale-looking batches: padding, advantages
+    of both signs (and zero), heavy-tailed log-ratios, a tau that masks some tokens and not all."""
+    gen = torch.Generator().manual_seed(seed)
+    rows, cols = 3 + seed, 7 + 5 * seed
+    log_r = ((0.4 * torch.randn(rows, cols, generator=gen, dtype=F64)) ** 3).to(dtype)
+    adv = torch.randn(rows, 1, generator=gen, dtype=F64).round().expand(rows, cols).to(dtype)
+    mask = torch.rand(rows, cols, generator=gen) > 0.2
+    tau = float(torch.quantile((log_r.double() ** 2)[mask], 0.6))
+    keep = m2po_mask(log_r, adv, mask, tau)
+    assert 0 < int((~keep).sum()) < int(mask.sum()), "the batch should have some, not all, tokens masked"
+    assert torch.equal(keep, m2po_keep_literal(log_r, adv, mask, tau))
 
 
 def test_mask_float32_equals_the_loop():
@@ -442,7 +449,18 @@ def test_m2po_gradient_is_zero_on_masked_tokens_and_r_a_over_n_elsewhere():
 # ---------------------------------------------------------------------------------------------
 
 
-OPTION_STATS_OFF = dict.fromkeys(("actor/masked_frac", "actor/clipped_frac", "actor/reweighted_frac", "actor/dual_clip_frac", "actor/token_mask_frac", "actor/seq_mask_frac", "actor/sq_log_ratio_penalty"), 0.0)
+OPTION_STATS_OFF = dict.fromkeys(
+    (
+        "actor/masked_frac",
+        "actor/clipped_frac",
+        "actor/reweighted_frac",
+        "actor/dual_clip_frac",
+        "actor/token_mask_frac",
+        "actor/seq_mask_frac",
+        "actor/sq_log_ratio_penalty",
+    ),
+    0.0,
+)
 
 
 def test_m2po_stats_by_hand():
