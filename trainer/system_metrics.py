@@ -11,12 +11,14 @@ generation, training and waiting is perf/gen_s, perf/train_s and perf/wait_s, lo
 the loop.
 
 NVML (`pynvml`, from the pinned `nvidia-ml-py` in requirements-gpu.txt) is imported lazily: no
-module, no driver or no GPU means no GPU keys, with one log line saying why. psutil comes with
+module, no driver or no GPU means no GPU keys. On a machine without an NVIDIA GPU that is expected
+and says nothing; a warning says why only where a GPU is present but its metrics cannot be read. psutil comes with
 requirements-trainer.txt. Nothing here raises into training.
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import threading
@@ -67,11 +69,29 @@ class ProcessTree:
         }
 
 
+def _visible_devices() -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES as the job sees it (indices or UUIDs); None when it is unset."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is None:
+        return None
+    return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+
+
+def nvidia_gpu_present() -> bool:
+    """Whether the job can see an NVIDIA GPU: the driver's device nodes exist and
+    CUDA_VISIBLE_DEVICES does not hide every device."""
+    if _visible_devices() == []:
+        return False
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or bool(glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
 class GpuMeter:
     """Per visible GPU: utilisation %, memory used (GiB and %), power (W). `nvml` is the pynvml
-    module (a fake in tests where no GPU exists); None = import it, and stay empty without one."""
+    module (a fake in tests where no GPU exists); None = import it, and stay empty without one.
+    `gpu_present` tells "no GPU here" (silent) from "a GPU whose metrics fail" (a warning);
+    None = look at the machine (`nvidia_gpu_present`)."""
 
-    def __init__(self, nvml=None):
+    def __init__(self, nvml=None, gpu_present: bool | None = None):
         self.handles: list = []
         self.nvml = nvml
         try:
@@ -82,15 +102,18 @@ class GpuMeter:
             self.nvml.nvmlInit()
             self.handles = [self._handle(i) for i in self._visible()]
         except Exception as exc:  # ImportError, NVMLError (no driver, no device)
-            log.info("no GPU metrics: %s", exc)
+            if nvidia_gpu_present() if gpu_present is None else gpu_present:
+                log.warning("a GPU is present but its metrics cannot be read (no system/gpu* keys): %s", exc)
+            else:
+                log.debug("no GPU, no GPU metrics: %s", exc)
             self.handles = []
 
     def _visible(self) -> list[str]:
         """CUDA_VISIBLE_DEVICES as the job sees it (indices or UUIDs), else every device."""
-        env = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if env is None:
+        visible = _visible_devices()
+        if visible is None:
             return [str(i) for i in range(self.nvml.nvmlDeviceGetCount())]
-        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+        return visible
 
     def _handle(self, device: str):
         if device.isdigit():

@@ -6,12 +6,15 @@ be called here. On a GPU machine `GpuMeter()` imports the real pynvml (requireme
 """
 
 import json
+import logging
 from types import SimpleNamespace
+
+import pytest
 
 from trainer.config import parse_config
 from trainer.loop import Trainer
 from trainer.metric_keys import is_known
-from trainer.system_metrics import GIB, GpuMeter, SystemSampler
+from trainer.system_metrics import GIB, GpuMeter, SystemSampler, nvidia_gpu_present
 
 
 def test_a_real_cpu_run_logs_cpu_and_ram_of_its_process_tree_and_the_machine(tmp_path):
@@ -97,6 +100,27 @@ def test_nvml_reports_each_visible_gpu_with_the_jobs_own_numbering(monkeypatch):
     assert all(is_known(k) for k in values)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-b")  # Slurm gave the job the second GPU, by UUID
     assert GpuMeter(nvml=FakeNVML()).sample()["system/gpu0/power_w"] == 90.0
+
+
+def test_no_gpu_says_nothing_but_a_gpu_whose_metrics_fail_warns(caplog):
+    """A CPU run's stderr carried "no GPU metrics: No module named 'pynvml'" on every run (issue 24):
+    without a GPU, missing NVML is expected; with one, it is worth a warning that says so."""
+    caplog.set_level(logging.DEBUG, logger="trainer.system_metrics")
+    GpuMeter(nvml=FakeNVML(fail_init=True), gpu_present=False)
+    assert [r for r in caplog.records if r.levelno >= logging.INFO] == []
+    GpuMeter(nvml=FakeNVML(fail_init=True), gpu_present=True)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "a GPU is present but its metrics cannot be read" in warnings[0]
+
+
+def test_this_gpu_less_machine_logs_nothing_about_gpu_metrics(caplog, monkeypatch):
+    caplog.set_level(logging.DEBUG, logger="trainer.system_metrics")
+    if nvidia_gpu_present():
+        pytest.skip("this machine has an NVIDIA GPU: the silent path is for machines without one")
+    assert GpuMeter().sample() == {}  # the real import: no pynvml, or no driver
+    assert [r for r in caplog.records if r.levelno >= logging.INFO] == []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # a GPU machine's job that was given none
+    assert not nvidia_gpu_present()
 
 
 def test_no_driver_means_no_gpu_keys_and_no_error():
