@@ -1,4 +1,4 @@
-"""Cluster pages: the job card of a run (state detail and log tail) and the health view."""
+"""Cluster pages: the job card of a run (state detail and log tail), the health view and its queue."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from orchestrator.cluster.backends import get_backend
 from orchestrator.cluster.models import ClusterHealth, Job
+from orchestrator.cluster.queue_view import cluster_queue
 from orchestrator.cluster.slurm.logs import tail
 from orchestrator.experiments.access import get_run_for_user
 from orchestrator.experiments.models import Run
@@ -56,6 +57,7 @@ def cluster_health(request):
         request,
         "cluster/health.html",
         {
+            **cluster_queue(request.user),
             "report": report,
             "record": records.get("slurm"),
             "active_runs": active,
@@ -64,6 +66,11 @@ def cluster_health(request):
             "local": _local_report(records.get("local")),
         },
     )
+
+
+def cluster_queue_fragment(request):
+    """The queue card alone, for its htmx poll."""
+    return render(request, "cluster/_queue.html", cluster_queue(request.user))
 
 
 def _local_report(record: ClusterHealth | None) -> dict | None:

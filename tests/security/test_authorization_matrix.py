@@ -196,6 +196,7 @@ MATRIX: dict[str, list[Case]] = {
     "samples-compare-corrections": [Case("get", "/compare/samples/corrections/?runs={run}", RUN_READ_PAGE)],
     "cluster-run-job": [Case("get", "/runs/{run}/job", RUN_READ_PAGE)],
     "cluster-health": [Case("get", "/cluster/health", PAGE_READ)],
+    "cluster-queue": [Case("get", "/cluster/queue", PAGE_READ)],  # lists only the runs the caller may see
     # saved views (issue 24): read by the project's members, written by its owners and members
     "api-project-views": [
         Case("get", "/api/v1/projects/lab/views", API_RUN_READ),
