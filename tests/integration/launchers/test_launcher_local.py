@@ -7,17 +7,14 @@ The services are driven in-process, as the Celery tasks call them (dispatch, sub
 
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 
-from orchestrator.cluster.backends import BackendError
-from orchestrator.cluster.services import run_submit, sync_active_runs
-from orchestrator.experiments.models import Run
-from orchestrator.experiments.queue import runs_to_dispatch
+from orchestrator.cluster.services import run_cancel
 from orchestrator.launchers.services import launcher_upsert
+from tests.integration.launchers.flow import drive, queue_run
 from tests.unit.launchers.helpers import tiny_sdk
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -33,31 +30,6 @@ def local_stack(settings, live_server, tmp_path):
     staff = User.objects.create_user("sam", is_staff=True)
     launcher_upsert(by=staff, data=tiny_sdk())
     return settings
-
-
-def queue_run(api_client, user, **params) -> Run:
-    response = api_client(user).post(
-        "/api/v1/launchers/tiny-sdk/runs", data=json.dumps({"params": params}), content_type="application/json"
-    )
-    assert response.status_code == 201, response.content
-    return Run.objects.get(pk=response.json()["id"])
-
-
-def drive(run: Run, until, timeout: float = 120) -> Run:
-    """What Celery beat and the worker do: dispatch what the queue policy picks, sync active runs."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if until(run):
-            return run
-        for run_id in runs_to_dispatch():
-            try:
-                run_submit(run_id=run_id)
-            except BackendError:
-                pass  # the task would retry
-        sync_active_runs()
-        time.sleep(0.3)
-    raise AssertionError(f"run {run.pk} stuck in {run.state}: {run.state_reason}")
 
 
 def test_a_launcher_run_logs_its_metrics_and_succeeds(local_stack, alice, api_client, client):
@@ -84,6 +56,7 @@ def test_cancel_reaches_the_launcher_job_as_sigint(local_stack, alice, api_clien
     run = drive(run, lambda r: r.step >= 2)  # running, its handlers installed, metrics arriving
     client.force_login(alice)
     assert client.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 200
+    run_cancel(run_id=run.pk)  # what the worker's cancel_run task does
     run = drive(run, lambda r: r.is_terminal)
     assert (run.state, run.exit_code) == ("cancelled", 130), run.state_reason
     outcome = json.loads((Path(run.run_dir) / "signal.json").read_text())
