@@ -45,7 +45,8 @@ from orchestrator.experiments.services import (
     experiment_set_priority,
 )
 from orchestrator.experiments.views import compare_url
-from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
+from orchestrator.studies.warmup import SUFFIX as WARMUP_SUFFIX
+from orchestrator.studies.warmup import experiment_create_with_warmup, warmup_plans
 
 PREVIEW_ROWS = 200
 PROJECT_COMMENT = re.compile(r"^# project: ([A-Za-z0-9][A-Za-z0-9_.-]*)$", re.MULTILINE)
@@ -105,13 +106,14 @@ def _fork_spec(request, fork: str) -> dict:
 
 def _checked(draft: Draft, user) -> tuple[list, list]:
     """(planned runs, errors): the form's own errors plus the trainer's, on every planned run, and
-    a fork's (init.from_run) checks against its parent, as the user types."""
+    a fork's (init.from_run) checks against its parent, as the user types. A warm-up run, when
+    the form has one, is the first planned run."""
     spec = draft.spec
     try:
         if draft.errors:  # the plan cannot be built; still show the trainer's verdict on the config
             validate_run_config(spec["config"], may_read_run=run_reader(user))
             return [], draft.errors
-        check_warmup(spec["name"], spec["config"], spec.get("warmup_run"))
+        warmup = warmup_plans(spec["name"], spec["config"], spec.get("warmup_run"))
         planned = experiment_plan(
             name=spec["name"],
             config=spec["config"],
@@ -122,7 +124,7 @@ def _checked(draft: Draft, user) -> tuple[list, list]:
         )
         if not spec.get("warmup_run"):  # with a warm-up run, the runs fork from it (not created yet)
             fork_plan(user=user, configs=[plan.config for plan in planned])
-        return planned, []
+        return warmup + planned, []
     except ConfigError as exc:
         unreadable = {f"config.{e['field']}" for e in draft.errors}
         return [], draft.errors + [
@@ -189,8 +191,13 @@ def experiment_preview(request):
             "warmup": bool(planned and draft.spec.get("warmup_run")),
             "show_staleness": show_s,
             "planned_rows": [
-                (plan, [plan.values.get(p, "") for p in paths], staleness_updates(plan.config) if show_s else None)
-                for plan in planned[:PREVIEW_ROWS]
+                (
+                    plan,
+                    [plan.values.get(p, "") for p in paths],
+                    staleness_updates(plan.config) if show_s else None,
+                    i == 0 and plan.name.endswith(WARMUP_SUFFIX) and bool(draft.spec.get("warmup_run")),
+                )
+                for i, plan in enumerate(planned[:PREVIEW_ROWS])
             ],
         },
     )

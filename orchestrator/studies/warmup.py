@@ -51,13 +51,17 @@ def _prefixed(exc: ConfigError) -> ConfigError:
 def check_warmup(name: str, config: dict[str, Any], overrides: dict[str, Any] | None) -> int:
     """Validate the warm-up run's config without writing anything; the number of runs it adds
     (0 or 1). Errors name warmup_run.<section>.<field>."""
+    return len(warmup_plans(name, config, overrides))
+
+
+def warmup_plans(name: str, config: dict[str, Any], overrides: dict[str, Any] | None) -> list:
+    """The warm-up run as planned (none without overrides), for the preview's first row; errors as check_warmup."""
     if not overrides:
-        return 0
+        return []
     try:
-        experiment_plan(name=name + SUFFIX, config=warmup_config(config, overrides))
+        return experiment_plan(name=name + SUFFIX, config=warmup_config(config, overrides))
     except ConfigError as exc:
         raise _prefixed(exc) from None
-    return 1
 
 
 @transaction.atomic
