@@ -1,9 +1,8 @@
 """A tiny training script for an admin-defined launcher (see launchers.yaml beside it).
 
-It logs `train/loss` and `train/reward_mean` to the run the launcher created, from the job's
-environment alone: OPL_URL, OPL_TOKEN and OPL_RUN_ID (and OPL_ATTEMPT). Until the `opl` SDK
-attaches to a launcher's run with `opl.init()`, it posts to the same ingestion endpoint the bundled
-trainer's pusher uses (POST {OPL_URL}/api/v1/runs/{id}/metrics with the run's bearer token).
+It logs `train/loss` and `train/reward_mean` with the `opl` SDK. In a launcher's job the SDK needs
+no arguments: `opl.init()` attaches to the run the launcher created, from the job's environment
+(OPL_URL, OPL_TOKEN, OPL_RUN_ID and OPL_ATTEMPT), and pushes from a spool in the run folder.
 
 Signals follow the bundled trainer's contract (trainer/cli.py): SIGINT is a person's cancel (exit
 130); SIGUSR1 or SIGTERM is the cluster's stop for requeue (exit 75), unless the dashboard wrote
@@ -20,26 +19,19 @@ import os
 import signal
 import sys
 import time
-import urllib.request
 from pathlib import Path
+
+try:
+    import opl
+except ImportError:  # run from a checkout where the client is not installed (pip install ./client)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client"))
+    import opl
 
 STOP = {"signal": None}
 
 
 def on_signal(signum, _frame):
     STOP["signal"] = signal.Signals(signum).name
-
-
-def post(path: str, body: dict) -> None:
-    url = f"{os.environ['OPL_URL'].rstrip('/')}/api/v1/runs/{os.environ['OPL_RUN_ID']}/{path}"
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {os.environ['OPL_TOKEN']}"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        response.read()
 
 
 def main() -> int:
@@ -57,17 +49,12 @@ def main() -> int:
         signal.signal(signum, on_signal)
     print(f"tiny_sdk: {args.steps} steps at lr {args.lr}, attempt {attempt}", flush=True)
 
+    run = opl.init(push_interval_s=0.5)  # attaches to the launcher's run: OPL_RUN_ID and its token
     progress = run_dir / "progress.json"  # its "checkpoint": a requeued attempt goes on from there
     first = json.loads(progress.read_text())["step"] + 1 if attempt > 1 and progress.exists() else 1
     for step in range(first, args.steps + 1):
         loss = math.exp(-args.lr * step)
-        now = time.time()
-        points = [
-            {"step": step, "key": "train/loss", "value": loss, "time": now},
-            {"step": step, "key": "train/reward_mean", "value": 1 - loss, "time": now},
-        ]
-        post("metrics", {"attempt": attempt, "points": points})
-        post("heartbeat", {"attempt": attempt, "step": step, "total_steps": args.steps})
+        run.log({"train/loss": loss, "train/reward_mean": 1 - loss}, step=step)
         progress.write_text(json.dumps({"step": step}))
         print(f"step {step} loss {loss:.4f}", flush=True)
         deadline = time.monotonic() + args.sleep
@@ -78,7 +65,10 @@ def main() -> int:
             outcome = {"signal": STOP["signal"], "step": step, "cancelled": cancelled}
             (run_dir / "signal.json").write_text(json.dumps(outcome))
             print(f"tiny_sdk: {STOP['signal']} at step {step}: {'cancelled' if cancelled else 'stopping for requeue'}")
-            return 130 if cancelled else 75
+            code = 130 if cancelled else 75
+            run.finish(exit_code=code)  # pushes what is left; the job's exit code sets the run's state
+            return code
+    run.finish()
     print("tiny_sdk: done", flush=True)
     return 0
 
