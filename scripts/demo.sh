@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # `make demo`: the whole stack on embedded defaults (SQLite, a local Redis, the local backend).
 # Ctrl-C stops everything this script started, training jobs included.
+# Starting it again keeps what the last start made: each start logs into a folder of its own
+# (var/demo/logs/<time>, var/demo/logs/latest; the last 10 kept), the password and API token
+# are kept in var/demo/ (so a browser stays logged in), and the demo run is queued only once.
+# DEMO_RESET_PASSWORD=1 make demo picks a new password; DEMO_NEW_RUN=1 make demo queues another run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 PORT="${PORT:-8000}"
 REDIS_PORT="${DEMO_REDIS_PORT:-6390}"
-mkdir -p var/demo
-LOGS=var/demo
+mkdir -p var/demo/logs
+STAMP=$(date +%Y%m%d-%H%M%S)
+LOGS=var/demo/logs/$STAMP
+mkdir -p "$LOGS"
+ln -sfn "$STAMP" var/demo/logs/latest
+# The last 10 starts' logs are kept (names sort by time).
+find var/demo/logs -mindepth 1 -maxdepth 1 -type d -name '2*' | sort | head -n -10 | xargs -r rm -rf
 
 # Secrets come from the environment; the demo makes its own once and keeps it in var/.
 if [ ! -f var/demo/secret_key ]; then $PY -c "import secrets; print(secrets.token_urlsafe(50))" > var/demo/secret_key; fi
@@ -54,11 +63,14 @@ pids+=($!)
 $PY -m celery -A orchestrator beat --loglevel INFO -s var/demo/beat-schedule > "$LOGS/beat.log" 2>&1 &
 pids+=($!)
 
-password=$($PY -c "import secrets; print(secrets.token_urlsafe(9))")
+if [ -n "${DEMO_RESET_PASSWORD:-}" ] || [ ! -s var/demo/password ]; then
+  (umask 077; $PY -c "import secrets; print(secrets.token_urlsafe(9))" > var/demo/password)
+fi
+password=$(cat var/demo/password)
 for _ in $(seq 60); do curl -fs -o /dev/null "http://127.0.0.1:${PORT}/login/" && break; sleep 0.5; done
 echo
 echo "OffPolicy Lab is running at http://127.0.0.1:${PORT}/"
-$PY manage.py demo_setup --password "$password"
+$PY manage.py demo_setup --password "$password" --token-file var/demo/api_token ${DEMO_NEW_RUN:+--new-run}
 echo
 echo "Logs in $LOGS/. Press Ctrl-C to stop everything."
 wait
