@@ -20,7 +20,7 @@ from orchestrator.experiments.models import Experiment, ExternalRun, LoggingToke
 from orchestrator.experiments.services import project_for, run_transition
 from orchestrator.experiments.tokens import derive_token, new_salt, token_hash
 
-BACKEND = "external"  # Run.backend of these runs: no cluster backend has that name, so no sync polls them
+BACKEND = Run.EXTERNAL_BACKEND  # no cluster backend has that name: no sync polls these runs
 S = Run.State
 
 

@@ -101,6 +101,7 @@ class Run(models.Model):
 
     TERMINAL = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.LOST)
     ACTIVE = (State.SUBMITTED, State.PENDING, State.RUNNING)
+    EXTERNAL_BACKEND = "external"  # runs logged from outside with the `opl` SDK (experiments/external_runs.py)
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")

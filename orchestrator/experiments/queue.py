@@ -39,7 +39,7 @@ class Usage:
 def _holding_slots():
     """Active runs that hold a place in the queue: not those logged from outside (the `opl` SDK),
     which run on nobody's slot."""
-    return Run.objects.filter(state__in=Run.ACTIVE).exclude(backend="external")
+    return Run.objects.filter(state__in=Run.ACTIVE).exclude(backend=Run.EXTERNAL_BACKEND)
 
 
 def _usage(group_by: str) -> Usage:

@@ -329,7 +329,10 @@ def run_request_cancel(*, run: Run) -> bool:
 
 def run_stop(*, run: Run) -> bool:
     """Cancel a run on a user's request: a queued run at once, an active one through the cluster
-    (signals.cancel_requested once the transaction commits; the cluster app enqueues its task)."""
+    (signals.cancel_requested once the transaction commits; the cluster app enqueues its task).
+    A run logged from outside (the `opl` SDK) has no job of ours: it is cancelled at once."""
+    if run.backend == Run.EXTERNAL_BACKEND and run.is_active:
+        return run_transition(run=run, to=S.CANCELLED, reason="cancelled by hand (the process logging it goes on)")
     if not run_request_cancel(run=run):
         return False
     if run.is_active:
@@ -343,6 +346,8 @@ def run_retry(*, run: Run) -> bool:
     attempt at submission."""
     if run.state not in (S.FAILED, S.LOST, S.CANCELLED) or run.experiment.state == Experiment.State.CANCELLED:
         return False  # a cancelled sweep never dispatches again
+    if run.backend == Run.EXTERNAL_BACKEND:
+        return False  # logged from outside: no config of ours to run again
     return run_transition(run=run, to=S.QUEUED, reason="retried by hand")
 
 

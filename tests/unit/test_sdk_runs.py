@@ -140,3 +140,18 @@ def test_a_logging_token_is_made_by_its_user_and_shown_once(alice, api_client):
     assert answer.status_code == 201 and answer.json()["token"].startswith("opllog_")
     assert open_run(answer.json()["token"]).status_code == 201
     assert post(Client(), "/api/v1/sdk/tokens", {}, answer.json()["token"]).status_code == 401  # no tokens from tokens
+
+
+def test_a_logged_run_is_cancelled_at_once_and_never_queued_again(alice, api_client):
+    _, token = logging_token_create(user=alice)
+    opened = open_run(token).json()
+    lab = api_client(alice)
+    answer = lab.post(f"/api/v1/runs/{opened['id']}/cancel")
+    assert answer.status_code == 200 and answer.json()["state"] == "cancelled"
+    assert lab.post(f"/api/v1/runs/{opened['id']}/retry").status_code == 409
+    assert Run.objects.get(pk=opened["id"]).state == "cancelled"
+    # the process goes on logging until it notices nothing: its points are still taken
+    batch = {"attempt": 1, "points": points("train/loss", [1])}
+    assert post(Client(), f"/api/v1/runs/{opened['id']}/metrics", batch, opened["token"]).status_code == 202
+    finish = post(Client(), f"/api/v1/sdk/runs/{opened['id']}/finish", {"exit_code": 0}, opened["token"])
+    assert finish.json() == {"id": opened["id"], "state": "cancelled", "changed": False}
