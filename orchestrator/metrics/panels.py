@@ -18,6 +18,7 @@ from orchestrator.metrics.corrections import DOES, marks_of, options_of, variant
 # "step" on every chart and in the API is the optimizer update count (see trainer/metric_keys.py).
 X_AXES = [
     {"id": "step", "label": "optimizer updates", "key": None},
+    {"id": "train_step", "label": "training steps", "key": "train/train_step"},
     {"id": "tokens", "label": "tokens", "key": "train/tokens_seen"},
     {"id": "samples", "label": "samples", "key": "train/samples_seen"},
     {"id": "time", "label": "wall time", "key": "train/reward_mean", "field": "time"},

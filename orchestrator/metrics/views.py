@@ -33,6 +33,7 @@ from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, pane
 from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
+from orchestrator.workspace.selectors import view_to_apply, views_config
 
 MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own requests need the rest
 
@@ -268,6 +269,9 @@ def compare_page(request: HttpRequest):
         return render(request, "metrics/compare_pick.html", {"runs": recent, "experiments": experiments})
     runs, experiment = _compare_runs(request)
     page, diff_rows = compare_data(runs)
+    project = experiment.project if experiment else runs[0].experiment.project if runs else None
+    applied = view_to_apply(request.user, request.GET.get("view"), project)
+    page["views"] = views_config(request.user, project, applied, "compare")
     return render(
         request,
         "metrics/compare.html",

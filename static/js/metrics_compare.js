@@ -1,9 +1,12 @@
 // The compare page: the run panels overlaid for many runs, optionally grouped by a config field
 // (mean line and a min–max / ±std / ±stderr band across the group's runs), a summary table, a
-// sweep heatmap and a URL that restores the whole view.
+// sweep heatmap and a URL that restores the whole view. Any key the runs logged can be added as a
+// panel (the key browser); a panel fetches its keys when it is about to be seen; a saved view
+// (?view=<id>) sets the panels, grouping, smoothing and filters, explicit URL parameters win.
 (function () {
   "use strict";
   const M = window.OPLMetrics;
+  const W = window.OPLWorkspace;
   const configEl = document.getElementById("compare-config");
   if (!M || !configEl) return;
   const cfg = JSON.parse(configEl.textContent);
@@ -19,12 +22,14 @@
   // Embedded in an experiment's page, the view starts from the config (grouped by the swept
   // field) and leaves that page's URL alone; "Copy link" gives the full compare page's.
   const params = cfg.embedded ? new URLSearchParams(cfg.default_group ? { group: cfg.default_group } : {}) : new URLSearchParams(location.search);
+  const saved = cfg.views && cfg.views.current ? cfg.views.current.state : null;
+  const filters = (saved && saved.filters) || {};
   const view = {
-    group: params.get("group") || "",
-    band: params.get("band") || "minmax",
-    individual: params.get("individual") === "1",
-    x: params.get("x") || "step",
-    smooth: Number(params.get("smooth") || 0),
+    group: params.get("group") ?? (saved ? saved.group : ""),
+    band: params.get("band") || filters.band || "minmax",
+    individual: params.has("individual") ? params.get("individual") === "1" : Boolean(filters.individual),
+    x: params.get("x") || (saved && saved.x) || "step",
+    smooth: Number(params.get("smooth") || (saved && saved.smooth) || 0),
     logY: params.get("logy") === "1",
     summary: params.get("summary") || "",
     hx: params.get("hx") || "", hy: params.get("hy") || "", hm: params.get("hm") || "", hs: params.get("hs") || "",
@@ -32,16 +37,18 @@
   };
   const data = {}; // key -> Map(runId -> decoded series)
   const mappers = {}; // axis id -> Map(runId -> Mapper)
-  const panels = cfg.panels.map((p) => ({ ...p }));
+  const panels = W.applyLayout(cfg.panels, saved);
   const known = new Set(cfg.keys || []); // keys the runs have: the compare API answers 404 for any other
-  const hidden = new Set(); // legend entries switched off ("run<id>" or "group<value>")
+  const hidden = new Set(filters.hidden || []); // legend entries switched off ("run<id>" or "group<value>")
+  const loading = new Map(); // key -> promise of its histories
+  const xOfPanel = (panel) => panel.x || view.x;
   const FRACTION_KEY = "actor/clip_frac";
   const axis = (id) => cfg.x_axes.find((a) => a.id === id) || cfg.x_axes[0];
 
   // --- URL state ---------------------------------------------------------------------------
   function saveView() {
     const q = new URLSearchParams();
-    for (const k of ["runs", "experiment"]) if (params.get(k)) q.set(k, params.get(k));
+    for (const k of ["runs", "experiment", "view"]) if (params.get(k)) q.set(k, params.get(k));
     if (view.group) q.set("group", view.group);
     if (view.band !== "minmax") q.set("band", view.band);
     if (view.individual) q.set("individual", "1");
@@ -52,7 +59,7 @@
     for (const k of ["lineage", "upto"]) if (view[k]) q.set(k, "1");
     if (cfg.embedded) {
       const link = new URL(cfg.compare_url, location.href);
-      for (const [k, v] of q) if (k !== "runs" && k !== "experiment") link.searchParams.set(k, v);
+      for (const [k, v] of q) if (k !== "runs" && k !== "experiment" && k !== "view") link.searchParams.set(k, v);
       return link.href;
     }
     history.replaceState(null, "", `${location.pathname}?${q}`);
@@ -77,21 +84,21 @@
     const spans = [...((mappers.time && mappers.time.values()) || [])].map((m) => (m.values.length ? m.values[m.values.length - 1] - m.values[0] : 0));
     return M.timeScale(spans.length ? Math.max(...spans) : 1e9);
   }
-  function xOf(runId, step) {
-    const m = mappers[view.x] && mappers[view.x].get(runId);
-    if (view.x === "step" || !m) return step + forkOffset(runId);
+  function xOf(runId, step, xid) {
+    const m = mappers[xid] && mappers[xid].get(runId);
+    if (xid === "step" || !m) return step + forkOffset(runId);
     const v = m.map(step);
-    return view.x === "time" ? (v - m.values[0]) / timeDiv().div : v;
+    return xid === "time" ? (v - m.values[0]) / timeDiv().div : v;
   }
-  function stepOf(runId, x) {
-    const m = mappers[view.x] && mappers[view.x].get(runId);
-    if (view.x === "step" || !m) return x - forkOffset(runId);
-    return m.unmap(view.x === "time" ? x * timeDiv().div + m.values[0] : x);
+  function stepOf(runId, x, xid) {
+    const m = mappers[xid] && mappers[xid].get(runId);
+    if (xid === "step" || !m) return x - forkOffset(runId);
+    return m.unmap(xid === "time" ? x * timeDiv().div + m.values[0] : x);
   }
-  const xLabel = () => (view.x === "time" ? `wall time (${timeDiv().unit})` : axis(view.x).label);
+  const xLabel = (xid) => (xid === "time" ? `wall time (${timeDiv().unit})` : axis(xid).label);
 
   async function fetchKey(key, extra = {}, budgetEl = null) {
-    const budget = M.budgetFor(budgetEl || panels[0].obj.el, runs.length);
+    const budget = M.budgetFor(budgetEl || (panels[0] ? panels[0].obj.el : root), runs.length);
     const q = new URLSearchParams({ runs: runs.map((r) => r.id).join(","), key, max_points: budget, ...extra });
     const answer = await M.getJSON(`${cfg.series_url}?${q}`);
     return new Map(answer.runs.map((r) => [r.run, M.decode(r.points)]));
@@ -117,9 +124,9 @@
   }
 
   // One run's curve as plotted: mapped x, smoothed y, finite points only (for interpolation).
-  function curve(runId, s) {
+  function curve(runId, s, xid) {
     s = uptoFork(runId, s);
-    const xs = s.x.map((step) => xOf(runId, step));
+    const xs = s.x.map((step) => xOf(runId, step, xid));
     const ys = M.smooth(xs, s.y, view.smooth);
     const fx = [], fy = [];
     xs.forEach((x, i) => { if (ys[i] !== null && Number.isFinite(ys[i])) { fx.push(x); fy.push(ys[i]); } });
@@ -154,6 +161,7 @@
   function build(panel) {
     const traces = [];
     const groups = groupsOf();
+    const xid = xOfPanel(panel);
     panel.keys.forEach((key, ki) => {
       const per = (panel.zoomed && panel.zoomed[key]) || data[key];
       if (!per) return;
@@ -164,11 +172,16 @@
         runs.forEach((r, ri) => {
           const s = per.get(r.id);
           if (!s || !s.x.length || hidden.has(`run${r.id}`)) return;
-          const c = curve(r.id, s);
+          const c = curve(r.id, s, xid);
+          if (view.smooth > 0) {  // the raw line, faint, under the smoothed one
+            traces.push({ x: c.xs, y: uptoFork(r.id, s).y, name: esc(`${r.name} (raw)`), type: "scatter", mode: "lines", opacity: 0.25,
+              showlegend: false, hoverinfo: "skip", legendgroup: `run${r.id}`, line: { color: M.color(ri), width: 1, dash },
+              meta: { role: "raw", key, run: r.id } });
+          }
           traces.push(M.hoverFor({ x: c.xs, y: c.ys, name: esc(`${r.name}${runSuffix(r)}`), type: "scatter", mode: "lines", connectgaps: false,
             legendgroup: `run${r.id}`, line: { color: M.color(ri), width: 1.5, dash }, meta: { role: "line", key, run: r.id } },
-          view.x === "step" ? null : s.x));
-          if (s.marks.length) traces.push(M.markTrace(s, (step) => xOf(r.id, step), esc(r.name), M.color(ri)));
+          xid === "step" ? null : s.x));
+          if (s.marks.length) traces.push(M.markTrace(s, (step) => xOf(r.id, step, xid), esc(r.name), M.color(ri)));
         });
         return;
       }
@@ -176,7 +189,7 @@
         if (hidden.has(`group${value}`)) return;
         const color = M.color(gi);
         const label = esc(`${view.group}=${value}${suffix}`);
-        const curves = members.filter((r) => per.get(r.id) && per.get(r.id).x.length).map((r) => curve(r.id, per.get(r.id)));
+        const curves = members.filter((r) => per.get(r.id) && per.get(r.id).x.length).map((r) => curve(r.id, per.get(r.id), xid));
         const agg = aggregate(curves);
         if (!agg) return;
         traces.push({ x: agg.x, y: agg.lower, type: "scatter", mode: "lines", line: { width: 0, color }, showlegend: false,
@@ -191,7 +204,7 @@
           members.forEach((r) => {
             const s = per.get(r.id);
             if (!s || !s.x.length) return;
-            const c = curve(r.id, s);
+            const c = curve(r.id, s, xid);
             traces.push({ x: c.xs, y: c.ys, name: esc(r.name), type: "scatter", mode: "lines", opacity: 0.4, showlegend: false,
               legendgroup: label, line: { color, width: 1, dash }, meta: { role: "line", key, run: r.id } });
           });
@@ -209,7 +222,7 @@
       for (const [rid, s] of per) {
         const marks = new Map(s.marks.map((m) => [m.x, m.kind]));
         const name = runById.get(rid).name;
-        s.x.forEach((step, i) => rows.push({ trace: name, run: rid, key, step, x: xOf(rid, step),
+        s.x.forEach((step, i) => rows.push({ trace: name, run: rid, key, step, x: xOf(rid, step, xOfPanel(panel)),
           value: s.y[i] === null ? (marks.get(step) || "NaN") : s.y[i] }));
       }
     }
@@ -218,8 +231,9 @@
 
   async function zoom(panel, range) {
     if (!range) { panel.zoomed = null; panel.obj.render(); return; }
-    const start = Math.max(0, Math.floor(Math.min(...runs.map((r) => stepOf(r.id, range[0])))));
-    const end = Math.ceil(Math.max(...runs.map((r) => stepOf(r.id, range[1]))));
+    const xid = xOfPanel(panel);
+    const start = Math.max(0, Math.floor(Math.min(...runs.map((r) => stepOf(r.id, range[0], xid)))));
+    const end = Math.ceil(Math.max(...runs.map((r) => stepOf(r.id, range[1], xid))));
     const answers = await Promise.all(panel.keys.filter((k) => known.has(k)).map((key) => fetchKey(key, { start, end }, panel.obj.el).then((m) => [key, m])));
     panel.zoomed = Object.fromEntries(answers);
     panel.obj.render();
@@ -270,13 +284,57 @@
 
   // --- wiring ------------------------------------------------------------------------------
   const container = root.querySelector("[data-panels]");
-  for (const panel of panels) {
+  const lazy = W.lazy();
+  let browser = null;
+  let ready = false; // the first panels drawn: later panels draw as they come near
+  const charted = () => new Set(panels.flatMap((p) => p.keys));
+
+  // The histories of `keys` not yet loaded (one call per key: the compare API's unit).
+  function loadKeys(keys) {
+    return Promise.all([...new Set(keys)].filter((k) => known.has(k)).map((key) => {
+      if (data[key]) return null;
+      if (!loading.has(key)) {
+        loading.set(key, fetchKey(key).then((m) => { data[key] = m; }).finally(() => loading.delete(key)));
+      }
+      return loading.get(key);
+    }));
+  }
+
+  async function show(panel) {
+    const xid = xOfPanel(panel);
+    if (xid !== "step") await loadMapper(xid);
+    await loadKeys(panel.keys);
+    if (panels.includes(panel)) { panel.shown = true; panel.obj.render(); }
+  }
+
+  function addPanelObj(panel) {
     panel.obj = new M.Panel(container, { id: panel.id, title: panel.title, description: panel.description,
       build: () => build(panel), onZoom: (_obj, range) => zoom(panel, range), exportRows: () => exportRows(panel),
-      xTitle: xLabel, logDefault: panel.log_y, lines: panel.lines, legend: false });
+      xTitle: () => xLabel(xOfPanel(panel)), logDefault: panel.log_y, lines: panel.lines, legend: false });
     panel.obj.logY = view.logY;
+    panel.controls = W.panelControls(panel, { xAxes: cfg.x_axes, knownKeys: () => known,
+      onChange: async (p, what) => { if (what === "keys") browser.refresh(); await show(p); },
+      onRemove: (p) => {
+        lazy.forget(p.obj.root);
+        Plotly.purge(p.obj.el); p.obj.root.remove();
+        panels.splice(panels.indexOf(p), 1);
+        browser.refresh();
+      } });
+    if (ready) lazy.watch(panel.obj.root, () => show(panel));
   }
-  const renderAll = () => { renderLegend(); panels.forEach((p) => p.obj.render()); renderSummary(); saveView(); };
+  panels.forEach(addPanelObj);
+
+  function addPanel(key) {
+    const panel = W.customPanel(key, panels);
+    panels.push(panel);
+    addPanelObj(panel);
+    browser.refresh();
+    panel.obj.root.scrollIntoView({ block: "nearest" });
+    return panel;
+  }
+
+  // Panels not yet scrolled near keep their empty placeholder until they are.
+  const renderAll = () => { renderLegend(); panels.forEach((p) => { if (p.shown) p.obj.render(); }); renderSummary(); saveView(); };
 
   // One legend for every panel, above them: a button per run (or group) that hides or shows it
   // everywhere. Plotly's own legends, one per panel, turned into scroll boxes at 8+ runs.
@@ -314,10 +372,10 @@
     return Number(e.target.value);
   });
   document.querySelector("[data-show=smooth]").textContent = String(view.smooth);
-  bind("logy", "logY", (e) => e.target.checked, () => { panels.forEach((p) => { p.obj.logY = view.logY; }); renderAll(); });
+  bind("logy", "logY", (e) => e.target.checked, () => { panels.forEach((p) => { p.obj.logY = view.logY; p.controls.syncLog(); }); renderAll(); });
   bind("x", "x", (e) => e.target.value, async () => {
     await loadMapper(view.x);
-    panels.forEach((p) => { p.obj.range = null; p.zoomed = null; });
+    panels.forEach((p) => { if (!p.x) { p.obj.range = null; p.zoomed = null; } });
     renderAll();
   });
   bind("lineage", "lineage", (e) => e.target.checked);
@@ -336,8 +394,9 @@
   function onRunPoints(runId, event) {
     const dirty = new Set();
     for (const [key, points] of Object.entries(event.points)) {
-      if (!known.has(key)) { known.add(key); continue; } // a new key: charted on the next load
-      const per = data[key] || (data[key] = new Map());
+      if (!known.has(key)) { known.add(key); browser.refresh([...known]); W.keyList([...known]); continue; }
+      const per = data[key];
+      if (!per) continue; // not drawn yet: its history, fetched when drawn, will hold these points
       const s = per.get(runId) || { x: [], y: [], marks: [] };
       per.set(runId, s);
       if (!M.appendPoints(s, points).x.length) continue;
@@ -372,14 +431,26 @@
     }
   }
 
+  const experimentId = cfg.embedded ? new URL(cfg.compare_url, location.href).searchParams.get("experiment") : params.get("experiment");
+  browser = W.keyBrowser(root.querySelector("[data-key-browser]"), { keys: [...known], charted, onAdd: addPanel });
+  W.keyList([...known]);
+  W.viewsBar(root.querySelector("[data-views]"), cfg.views, () => ({
+    panels: panels.map(W.panelSpec), group: view.group, smooth: view.smooth, x: view.x,
+    filters: { band: view.band, individual: view.individual, hidden: [...hidden] },
+    runs: experimentId ? [] : runs.map((r) => r.id),
+    experiments: experimentId ? [Number(experimentId)] : [],
+  }));
+
   (async () => {
-    const keys = [...new Set(panels.flatMap((p) => p.keys))].filter((k) => known.has(k));
-    const loaded = await Promise.all(keys.map((key) => fetchKey(key).then((m) => [key, m])));
-    for (const [key, m] of loaded) data[key] = m;
     if (view.x !== "step") await loadMapper(view.x);
+    const first = panels.filter((p) => W.nearViewport(p.obj.root));
+    await Promise.all(first.map(show));
+    ready = true;
+    panels.filter((p) => !first.includes(p)).forEach((p) => lazy.watch(p.obj.root, () => show(p)));
     renderAll();
     renderHeatmap();
     openStreams();
+    root.dataset.readyMs = String(Math.round(performance.now())); // benchmarks/workspace.py reads it
     root.dataset.ready = "1";
   })().catch((err) => console.warn("compare load failed", err));
 })();

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
+from trainer.metric_keys import METRIC_KEYS
 
 from .helpers import make_run, points
 
@@ -85,7 +86,8 @@ def test_run_page_carries_the_default_panels_and_eval_sets(client, alice, tiny_c
     assert {"reward", "clip_frac", "ppo_kl", "entropy", "grad_norm", "staleness", "response_len", "throughput"} <= set(
         panels
     )
-    assert [a["id"] for a in cfg["x_axes"]] == ["step", "tokens", "samples", "time"]
+    assert [a["id"] for a in cfg["x_axes"]] == ["step", "train_step", "tokens", "samples", "time"]
+    assert all(a["key"] in METRIC_KEYS for a in cfg["x_axes"] if a["key"])  # keys the trainer logs
 
 
 def test_compare_without_runs_offers_a_picker_and_accepts_its_checkboxes(client, alice, tiny_config):
