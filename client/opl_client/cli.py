@@ -7,6 +7,7 @@
     opl cancel RUN [RUN ...]
     opl sync DIR                                  (a run logged with `import opl`, mode="offline")
     opl import PATH [--format tensorboard|jsonl|csv] [--project P] [--config FILE]
+    opl views list|show|create|update|delete|url ...   (saved chart views: opl views -h)
 
 The dashboard's URL and a personal API token come from OPL_URL and OPL_TOKEN, or from
 ~/.config/opl/config ([default] url=..., token=...). Exit status: 0 done, 1 the server refused
@@ -21,7 +22,7 @@ import json
 import os
 import sys
 
-from opl_client import cli_logging, samples_text
+from opl_client import cli_logging, cli_views, samples_text
 from opl_client.client import Client, OplError
 
 
@@ -214,6 +215,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("runs", type=int, nargs="+", metavar="RUN")
     c.set_defaults(func=cmd_cancel)
     cli_logging.add_commands(sub)
+    cli_views.add_commands(sub)
     return p
 
 

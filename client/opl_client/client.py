@@ -147,6 +147,33 @@ class Client:
         answer = self.request("GET", f"/api/v1/runs/{run_id}/metrics", params)
         return {s["key"]: [(step, SPECIAL.get(v, v)) for step, v in s["points"]] for s in answer["series"]}
 
+    # --- saved views ----------------------------------------------------------------------
+    def views(self, project: str) -> list[dict]:
+        """The project's saved chart views: [{"id", "name", "page", "default", "owner", "state"}]."""
+        return self.request("GET", f"/api/v1/projects/{urllib.parse.quote(project)}/views")["views"]
+
+    def view(self, view_id: int) -> dict:
+        return self.request("GET", f"/api/v1/views/{int(view_id)}")
+
+    def view_create(
+        self, project: str, name: str, *, state: dict | None = None, page: str = "", default: bool = False
+    ) -> dict:
+        body = {"name": name, "page": page, "default": default, **({"state": state} if state is not None else {})}
+        return self.request("POST", f"/api/v1/projects/{urllib.parse.quote(project)}/views", body=body)
+
+    def view_update(
+        self, view_id: int, *, name: str | None = None, state: dict | None = None, default: bool | None = None
+    ) -> dict:
+        body = {k: v for k, v in {"name": name, "state": state, "default": default}.items() if v is not None}
+        return self.request("PATCH", f"/api/v1/views/{int(view_id)}", body=body)
+
+    def view_delete(self, view_id: int) -> None:
+        self.request("DELETE", f"/api/v1/views/{int(view_id)}")
+
+    def view_url(self, view_id: int) -> str:
+        """The link that opens the page the view was saved from, with the view applied."""
+        return f"{self.settings.url}/views/{int(view_id)}/"
+
     # --- rollout samples ------------------------------------------------------------------
     def samples(
         self,
