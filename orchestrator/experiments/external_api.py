@@ -16,7 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.api import api_view, bearer_token, json_error, validate_body
+from orchestrator.api import api_view, bearer_token, json_error, method_not_allowed, validate_body
 from orchestrator.experiments.bounds import MAX_NOTES, MAX_TAGS
 from orchestrator.experiments.external_runs import (
     ExternalRunError,
@@ -63,9 +63,10 @@ class LoggingTokenIn(BaseModel):
 
 @csrf_exempt
 @login_not_required
-@require_POST
 def external_runs(request: HttpRequest):
     """Open (create, or find again by client_id) a run logged from outside."""
+    if request.method != "POST":
+        return method_not_allowed("POST")
     token = bearer_token(request)
     if token is not None and token.startswith(LoggingToken.PREFIX):
         logging_token = logging_token_lookup(token)
@@ -109,9 +110,10 @@ def _open(request: HttpRequest, logging_token: LoggingToken | None):
 
 @csrf_exempt
 @login_not_required
-@require_POST
 def external_run_finish_view(request: HttpRequest, run_id: int):
     """The end of a run logged from outside, with the run's own token: exit_code 0 succeeded."""
+    if request.method != "POST":
+        return method_not_allowed("POST")
     token = bearer_token(request)
     if token is None:
         return json_error(401, "missing run token: send Authorization: Bearer <token>")

@@ -155,3 +155,9 @@ def test_a_logged_run_is_cancelled_at_once_and_never_queued_again(alice, api_cli
     assert post(Client(), f"/api/v1/runs/{opened['id']}/metrics", batch, opened["token"]).status_code == 202
     finish = post(Client(), f"/api/v1/sdk/runs/{opened['id']}/finish", {"exit_code": 0}, opened["token"])
     assert finish.json() == {"id": opened["id"], "state": "cancelled", "changed": False}
+
+
+def test_other_methods_are_a_json_405(alice, api_client):
+    for path in ("/api/v1/sdk/runs", "/api/v1/sdk/runs/1/finish", "/api/v1/sdk/tokens"):
+        answer = api_client(alice).get(path)
+        assert answer.status_code == 405 and answer["Allow"] == "POST" and "POST" in answer.json()["error"], path
