@@ -154,6 +154,7 @@ class Run:
         self._lock = threading.Lock()
         self._finished = False
         self._pusher: Pusher | None = None
+        self._attached = False
         self._opener: threading.Thread | None = None
         self._stop_opening = threading.Event()
         self._timing = {
@@ -176,6 +177,7 @@ class Run:
     def _open_or_retry(self) -> None:
         attached = _attached_run()
         if attached is not None:  # a job the lab launched: OPL_RUN_ID and its run token
+            self._attached = True  # its state comes from its job, not from finish()
             self._start_pusher(*attached)
             return
         try:
@@ -325,6 +327,8 @@ class Run:
         if self._pusher is None:
             return
         self._pusher.close()
+        if self._attached:
+            return
         if pending_bytes(self.dir) == 0:
             try:
                 self._client.request(

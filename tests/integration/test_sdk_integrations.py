@@ -177,3 +177,21 @@ def test_register_adds_the_opl_backend_to_verls_tracking(lab):
     run = Run.objects.get()
     assert (run.name, run.config, run.state) == ("verl-run", {"trainer": {"seed": 3}}, "succeeded")
     assert stored(run) == {"critic/score/mean": [(1, 0.5)]}
+
+
+def test_a_job_the_lab_launched_logs_to_its_own_run(lab, alice, tiny_config, monkeypatch, tmp_path):
+    """A launched job gets OPL_RUN_ID and its run's token in OPL_TOKEN: opl.init() opens nothing and
+    logs to that run, whose state stays its job's."""
+    import opl
+    from tests.unit.metrics.helpers import make_run
+
+    run, token = make_run(alice, tiny_config)
+    monkeypatch.setenv("OPL_RUN_ID", str(run.pk))
+    monkeypatch.setenv("OPL_TOKEN", token)
+    logged = opl.init(name="ignored", dir=tmp_path / "job", push_interval_s=0.2)
+    assert logged.id == run.pk
+    for step in range(5):
+        opl.log({"train/reward_mean": step / 4}, step=step)
+    opl.finish()
+    assert Run.objects.count() == 1 and Run.objects.get().state == "running"
+    assert stored(run) == {"train/reward_mean": [(s, s / 4) for s in range(5)]}
