@@ -7,6 +7,7 @@
     opl cancel RUN [RUN ...]
     opl sync DIR                                  (a run logged with `import opl`, mode="offline")
     opl import PATH [--format tensorboard|jsonl|csv] [--project P] [--config FILE]
+    opl logging-token [--name N]                  (for OPL_TOKEN on training nodes: opens and writes its own runs)
     opl views list|show|create|update|delete|url ...   (saved chart views: opl views -h)
 
 The dashboard's URL and a personal API token come from OPL_URL and OPL_TOKEN, or from

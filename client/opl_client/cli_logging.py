@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from opl_client.client import Client
 
@@ -37,6 +38,16 @@ def cmd_import(lab: Client, args, out) -> int:
     return 0 if synced.left_bytes == 0 else 1
 
 
+def cmd_logging_token(lab: Client, args, out) -> int:
+    answer = lab.request("POST", "/api/v1/sdk/tokens", body={"name": args.name, "days": args.days})
+    out.write(f"{answer['token']}\n")
+    sys.stderr.write(
+        f"opl: logging token {answer['name']!r}, valid until {answer['expires_at']}: it opens runs and writes only "
+        "those; shown once\n"
+    )
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("sync", help="upload runs logged with mode='offline' (a spool folder or a folder of them)")
     s.add_argument("dir")
@@ -55,3 +66,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--config", help="a YAML or JSON file with the run's config")
     i.add_argument("--tag", action="append", help="repeatable")
     i.set_defaults(func=cmd_import)
+    t = sub.add_parser("logging-token", help="make a logging token for OPL_TOKEN on training nodes (printed once)")
+    t.add_argument("--name", default="default")
+    t.add_argument("--days", type=int, default=365)
+    t.set_defaults(func=cmd_logging_token)

@@ -153,3 +153,22 @@ def test_the_error_names_the_line(tmp_path):
     bad.write_text('{"step": 1, "loss": 0.5}\n{"step": -2, "loss": 0.4}\n')
     with pytest.raises(HistoryError, match=r"broken.jsonl:2: step must be a whole number >= 0, got -2"):
         read_jsonl(bad)
+
+
+def test_a_logging_token_is_made_from_the_command_line(transactional_db, alice, tmp_path, monkeypatch):
+    from opl_client import cli
+    from orchestrator.accounts.services import api_token_create
+
+    monkeypatch.setenv("OPL_CONFIG", str(tmp_path / "no-config"))
+    monkeypatch.setenv("OPL_IMPORT_CACHE", str(tmp_path / "cache"))
+    personal = api_token_create(user=alice, name="laptop")
+    with serve_asgi() as url:
+        out = io.StringIO()
+        assert cli.main(["--url", url, "--token", personal, "logging-token", "--name", "cluster"], out=out) == 0
+        token = out.getvalue().strip()
+        assert token.startswith("opllog_")
+        source = tmp_path / "h.csv"
+        source.write_text("step,loss\n0,1.5\n1,1.25\n")
+        assert cli.main(["--url", url, "--token", token, "import", str(source)], out=io.StringIO()) == 0
+        assert cli.main(["--url", url, "--token", token, "logging-token"], out=io.StringIO()) == 1  # not from itself
+    assert stored(Run.objects.get(owner=alice)) == {"loss": [(0, 1.5), (1, 1.25)]}
