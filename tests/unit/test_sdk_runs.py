@@ -161,3 +161,27 @@ def test_other_methods_are_a_json_405(alice, api_client):
     for path in ("/api/v1/sdk/runs", "/api/v1/sdk/runs/1/finish", "/api/v1/sdk/tokens"):
         answer = api_client(alice).get(path)
         assert answer.status_code == 405 and answer["Allow"] == "POST" and "POST" in answer.json()["error"], path
+
+
+def test_the_pages_show_a_logged_run_with_a_config_of_its_own(alice, tiny_config):
+    _, token = logging_token_create(user=alice)
+    opened = open_run(token, group="verl-sweep").json()
+    batch = {"attempt": 1, "points": points("train/reward_mean", range(5))}
+    assert post(Client(), f"/api/v1/runs/{opened['id']}/metrics", batch, opened["token"]).status_code == 202
+    bundled = experiment_create(owner=alice, name="bundled", config=tiny_config, project="lab").runs.get()
+    run = Run.objects.get(pk=opened["id"])
+    browser = Client()
+    browser.force_login(alice)
+    for path in (
+        "/",
+        f"/runs/{run.pk}/",
+        f"/runs/{run.pk}/config.yaml",
+        "/experiments/",
+        f"/experiments/{run.experiment_id}/",
+        f"/experiments/{run.experiment_id}/statistics?role.staleness=staleness",
+        f"/compare/?runs={run.pk},{bundled.pk}",
+        "/api/v1/runs?q=state = running",
+        f"/api/v1/runs/{run.pk}",
+    ):
+        assert browser.get(path).status_code == 200, path
+    assert b"clip_ratio" in browser.get(f"/runs/{run.pk}/config.yaml").content
