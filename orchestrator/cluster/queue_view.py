@@ -13,7 +13,7 @@ from django.db.models import Count, Q, Sum
 from orchestrator.experiments.access import visible_projects, visible_runs
 from orchestrator.experiments.limits import limit
 from orchestrator.experiments.models import Run
-from orchestrator.experiments.queue import queue_positions, waiting_reasons
+from orchestrator.experiments.queue import ordinal, queue_positions, waiting_reasons
 
 MAX_SHOWN = 200  # queued runs listed; the count says how many more
 
@@ -48,7 +48,7 @@ def cluster_queue(user) -> dict:
         .order_by("id")[:MAX_SHOWN]
     )
     return {
-        "queued": [(places.get(r.pk), r, reasons.get(r.pk, "")) for r in shown],
+        "queued": [(places.get(r.pk), r, _without_place(reasons.get(r.pk, ""), places.get(r.pk))) for r in shown],
         "more": len(queued) - len(shown),
         "waiting": waiting,
         "projects": project_quotas(user),
@@ -85,3 +85,9 @@ def project_quotas(user) -> list[ProjectQuota]:
         )
         for p in projects
     ]
+
+
+def _without_place(reason: str, place: int | None) -> str:
+    """ "3rd; waiting: cluster full 2/2" -> "waiting: cluster full 2/2": the table has a place column."""
+    prefix = f"{ordinal(place)}; " if place else ""
+    return reason[len(prefix) :] if prefix and reason.startswith(prefix) else reason

@@ -349,12 +349,12 @@ def estimates_text(*named: tuple[str, dict | None]) -> str:
     clip 0.530 [0.500, 0.560]"; when any has no interval (one seed), the means alone and the note
     "(n=1, no CI)" once at the end, never "[nan, nan]"."""
     estimates = [(label, Estimate(**d)) for label, d in named if d]
-    if not estimates:
-        return ""
+    if not any(e.n for _, e in estimates):
+        return ""  # nothing measured yet: the verdict's reason says so
     fewest = min(e.n for _, e in estimates)
     with_ci = all(e.has_interval for _, e in estimates)
     body = " · ".join(f"{label} {interval_text(e, note=False)}" for label, e in estimates)
-    return body if with_ci else f"{body} (n={fewest}, no CI)"
+    return body if with_ci or not fewest else f"{body} (n={fewest}, no CI)"
 
 
 def as_markdown(table: StudyTable, stability: dict | None = None) -> str:

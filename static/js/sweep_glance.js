@@ -70,7 +70,8 @@
           ids: rows.map((r) => String(r.id)),
         },
       ],
-      { ...layoutBase, title: { text: `Sweep at a glance: ${summary}` } },
+      // room above the axes for the title and the axis labels, which parcoords draws over them
+      { ...layoutBase, margin: { ...layoutBase.margin, t: 100 }, title: { text: `Sweep at a glance: ${summary}`, y: 0.98 } },
       { responsive: true, displaylogo: false },
     );
     drawScatter();
