@@ -22,7 +22,7 @@ def part_shot(page, selector, name):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_issue_24_pages_fit_the_window(page_as, server, alice, lab, width):
+def test_issue_24_pages_fit_the_window(page_as, server, alice, lab, width):  # noqa: F811 (the imported fixtures)
     experiment, runs = lab
     page = page_as(alice)
     page.set_viewport_size({"width": width, "height": 900})
