@@ -130,17 +130,43 @@ def _key_ranges(db: Statements, batch: SortedBatch) -> tuple[str, list]:
     )
 
 
-def near_chunks(db: Statements, run_id: int, batch: SortedBatch):
-    """(id, key, steps) of the live chunks that may hold a step of the batch: a chunk that holds a
-    step in a key's [lo, hi] ends in [lo, hi + the key's widest chunk] (the series' max_span), so
-    the indexed scan reads the chunks near the batch, not the series; a key that appends finds none."""
+def _near_ranges(db: Statements, run_id: int, batch: SortedBatch) -> tuple[str, list]:
+    """b(key, lo, hi) and r(key, lo, hi, top): a chunk that holds a step in a key's [lo, hi] ends in
+    [lo, top], top = hi + the key's widest chunk (the series' max_span; NULL for a key not stored
+    yet, which no chunk then matches)."""
     with_b, params = _key_ranges(db, batch)
-    return db.execute(
-        with_b + f"SELECT c.id, c.key, c.steps FROM b JOIN {SERIES} s ON s.run_id = %s AND s.key = b.key "
-        f"JOIN {CHUNK} c ON c.run_id = %s AND NOT c.superseded AND c.key = b.key "
-        "AND c.last_step >= b.lo AND c.last_step <= b.hi + s.max_span AND c.first_step <= b.hi",
-        [*params, run_id, run_id],
-    )
+    # max_span by one index probe per key: a join scanned every stored version of the run's series
+    # rows (each batch's upsert leaves one behind until vacuum), a cost that grew with the series
+    top = f"b.hi + (SELECT s.max_span FROM {SERIES} s WHERE s.run_id = %s AND s.key = b.key)"
+    return with_b + f", r AS (SELECT b.key, b.lo, b.hi, {top} AS top FROM b) ", [*params, run_id]
+
+
+_NEAR_WHERE = (
+    "c.run_id = %s AND NOT c.superseded AND c.key = r.key AND c.last_step >= r.lo AND c.last_step <= r.top "
+    "AND c.first_step <= r.hi"
+)
+
+
+def _near(db: Statements) -> str:
+    """FROM r and c, the live chunks that may hold a step of the batch (after _near_ranges). On
+    PostgreSQL a LATERAL subquery, so both ends of [lo, top] are the chunk index's conditions
+    whatever the planner estimates: as a join (the tables never analyzed without autovacuum) it
+    hashed every chunk of the run, or bounded its index scan by lo alone, and a batch behind a
+    key's head read every chunk up to the head. SQLite only joins by nested loops over the index."""
+    if db.postgres:
+        # OFFSET 0 keeps the planner from flattening the subquery back into a join
+        return (
+            f"FROM r CROSS JOIN LATERAL (SELECT c.id, c.key, c.steps, c.seq FROM {CHUNK} c WHERE {_NEAR_WHERE} "
+            "OFFSET 0) c"
+        )
+    return f"FROM r JOIN {CHUNK} c ON {_NEAR_WHERE}"
+
+
+def near_chunks(db: Statements, run_id: int, batch: SortedBatch):
+    """(id, key, steps) of the live chunks that may hold a step of the batch: the indexed scan reads
+    the chunks near the batch, not the series; a key that appends finds none."""
+    with_r, params = _near_ranges(db, run_id, batch)
+    return db.execute(with_r + f"SELECT c.id, c.key, c.steps {_near(db)}", [*params, run_id])
 
 
 def chunks_by_id(db: Statements, ids: Iterable[int]) -> list[tuple]:
@@ -197,14 +223,12 @@ def guard_append(db: Statements, run_id: int, attempt: int, batch: SortedBatch, 
     only leave chunks after seen_seq, never arrive in older ones. Bounded like near_chunks (a chunk
     that meets [lo, hi] ends by hi + max_span), so it reads the chunks near the batch, not every
     later chunk of the key (without the bound its cost grew with the series)."""
-    with_b, params = _key_ranges(db, batch)
+    with_r, params = _near_ranges(db, run_id, batch)
     return db.execute(
-        with_b + f"SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM b JOIN {SERIES} s ON s.run_id = %s AND s.key = b.key "
-        f"JOIN {CHUNK} c ON c.run_id = %s AND NOT c.superseded AND c.key = b.key AND c.last_step >= b.lo "
-        "AND c.last_step <= b.hi + s.max_span AND c.first_step <= b.hi AND c.seq > %s) "
+        with_r + f"SELECT 1 / (CASE WHEN EXISTS (SELECT 1 {_near(db)} WHERE c.seq > %s) "
         f"OR EXISTS (SELECT 1 FROM {ATTEMPT} a WHERE a.run_id = %s AND a.attempt = %s AND a.attempt > 1 "
         f"AND a.seq = (SELECT last_seq FROM {STREAM} WHERE run_id = %s)) THEN 0 ELSE 1 END)",
-        [*params, run_id, run_id, seen_seq, run_id, attempt, run_id],
+        [*params, run_id, seen_seq, run_id, attempt, run_id],
     )
 
 
