@@ -30,7 +30,16 @@ from typing import Any
 
 from opl_client.client import Client, OplError
 from opl_client.pusher import Pusher, PushSettings
-from opl_client.spool import SAMPLES_SPOOL_NAME, MetricSpool, atomic_write_text, json_number
+from opl_client.spool import (
+    OFFSET_NAME,
+    SAMPLES_OFFSET_NAME,
+    SAMPLES_SPOOL_NAME,
+    SPOOL_NAME,
+    MetricSpool,
+    atomic_write_text,
+    json_number,
+    read_offset,
+)
 
 log = logging.getLogger("opl")
 
@@ -325,6 +334,8 @@ class Run:
         self._write_meta()
         self._stop_opening.set()
         if self._pusher is None:
+            if self.mode == "online":
+                log.warning("opl: the dashboard never answered; `opl sync %s` uploads this run", self.dir)
             return
         self._pusher.close()
         if self._attached:
@@ -357,8 +368,6 @@ class Run:
 
 def pending_bytes(run_dir: Path) -> int:
     """Spool bytes the dashboard has not acknowledged, metrics and samples together."""
-    from opl_client.spool import OFFSET_NAME, SAMPLES_OFFSET_NAME, SPOOL_NAME, read_offset
-
     total = 0
     for spool, offset in ((SPOOL_NAME, OFFSET_NAME), (SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME)):
         path = Path(run_dir) / spool
