@@ -191,3 +191,13 @@ def test_the_job_runs_the_launchers_command_with_the_sdks_environment(alice, lau
     with pytest.raises(BackendError, match="changed since this run was queued: params.steps: must be at most 1"):
         build_job_spec(run, "oplrun_secret", tmp_path / "run")
     assert not Path(tmp_path / "run" / "config.yaml").exists()  # no trainer config for a launcher run
+
+
+def test_a_launcher_section_cannot_come_in_through_an_experiment(api_client, alice, launcher, tiny_config):
+    """Only launcher_run_create writes config.launcher: the experiment API refuses the section, so
+    no user-written config can make a job of a launcher's command with values it never checked."""
+    body = {"name": "sneaky", "config": {**tiny_config, "launcher": {"name": "tiny-sdk", "params": {"note": "-x"}}}}
+    response = post(api_client(alice), "/api/v1/experiments", body)
+    assert response.status_code == 400
+    assert [e["field"] for e in response.json()["errors"]] == ["config.launcher"]
+    assert not Run.objects.exists()
