@@ -5,7 +5,12 @@
   "use strict";
 
   const root = document.getElementById("sweep-glance");
-  if (!root || !window.Plotly) return;
+  if (!root) return;
+  if (!window.Plotly) {
+    // the page loads Plotly only when it has charts to draw: no run has logged a metric yet
+    root.querySelector(".glance-note").textContent = "No run has logged a metric yet.";
+    return;
+  }
   const keySelect = root.querySelector("select[name=key]");
   const statSelect = root.querySelector("select[name=stat]");
   const axisSelect = root.querySelector("select[name=axis]");
@@ -44,6 +49,11 @@
   }
 
   function draw(data) {
+    if (!data.key) {
+      note.textContent = "No run has logged a metric yet.";
+      root.dataset.ready = "1";
+      return;
+    }
     latest = data;
     fillSelect(keySelect, data.keys.map((k) => [k, k]), data.key);
     fillSelect(statSelect, Object.entries(data.stats), data.stat);
