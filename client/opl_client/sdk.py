@@ -166,6 +166,8 @@ class Run:
         self._attached = False
         self._opener: threading.Thread | None = None
         self._stop_opening = threading.Event()
+        self._wake = threading.Event()  # finish() asks the opener to try again at once
+        self._finishing = False
         self._timing = {
             "push_interval_s": push_interval_s,
             "heartbeat_s": heartbeat_s,
@@ -212,7 +214,11 @@ class Run:
 
     def _open_later(self) -> None:
         delay = 2.0
-        while not self._stop_opening.wait(delay):
+        while True:
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._stop_opening.is_set():
+                return
             try:
                 self._open()
                 log.warning("opl: run %s opened at %s; the spool is being pushed", self.id, self.url)
@@ -221,7 +227,7 @@ class Run:
                 log.error("opl: the dashboard refused to open the run: %s; the spool stays in %s", exc, self.dir)
                 return
             except OSError:
-                delay = min(60.0, delay * 2)
+                delay = 1.0 if self._finishing else min(60.0, delay * 2)
 
     def _start_pusher(self, run_id: int, token: str, attempt: int) -> None:
         self.id = int(run_id)
@@ -332,7 +338,12 @@ class Run:
         self._samples.close()
         self.meta["exit_code"] = int(exit_code)
         self._write_meta()
+        if self._opener is not None and self._opener.is_alive():  # the dashboard was down at init
+            self._finishing = True
+            self._wake.set()
+            self._opener.join(timeout=self._timing["flush_timeout_s"])
         self._stop_opening.set()
+        self._wake.set()
         if self._pusher is None:
             if self.mode == "online":
                 log.warning("opl: the dashboard never answered; `opl sync %s` uploads this run", self.dir)

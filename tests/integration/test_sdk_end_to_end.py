@@ -231,3 +231,27 @@ def test_an_offline_spool_arrives_with_opl_sync_and_a_second_sync_adds_nothing(b
     second = subprocess.run([str(opl), "sync", str(spool)], env=env, capture_output=True, text=True, timeout=120)
     assert second.returncode == 0 and f"run {run.pk} complete" in second.stdout
     assert Run.objects.count() == 1 and same(stored(run.pk), spooled(spool))
+
+
+def test_a_dashboard_down_when_the_script_starts_gets_the_whole_run_once_it_is_back(
+    bare_python, dashboard, alice, tmp_path
+):
+    _, token = logging_token_create(user=alice)
+    spool = tmp_path / "late"
+    dashboard.kill()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OPL_URL": dashboard.url, "OPL_TOKEN": token}
+    script = subprocess.Popen(
+        [str(bare_python), "-c", SCRIPT, json.dumps(KEYS[-4:]), "200", str(spool), "online"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert json.loads(script.stdout.readline())["id"] is None  # training starts without a run
+    dashboard.start()
+    _, err = script.communicate(timeout=180)
+    assert script.returncode == 0, err
+    assert "cannot be reached" in err and "opened at" in err
+    run = Run.objects.get()
+    assert (run.state, run.name) == ("succeeded", "verl-like")
+    assert same(stored(run.pk), spooled(spool)) and len(stored(run.pk)["train/reward_mean"]) == 200
