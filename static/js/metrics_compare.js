@@ -11,6 +11,7 @@
   if (!M || !configEl) return;
   const cfg = JSON.parse(configEl.textContent);
   const root = document.getElementById("compare");
+  root.dataset.startMs = String(Math.round(performance.now())); // benchmarks/workspace.py: this script's share
   const runs = cfg.runs;
   const runById = new Map(runs.map((r) => [r.id, r]));
   const GRID = 300; // points of a group's mean line
@@ -443,7 +444,7 @@
 
   (async () => {
     if (view.x !== "step") await loadMapper(view.x);
-    const first = panels.filter((p) => W.nearViewport(p.obj.root));
+    const first = panels.filter((p) => W.nearViewport(p.obj.root, 0)); // in view now; the rest as they come near
     await Promise.all(first.map(show));
     ready = true;
     panels.filter((p) => !first.includes(p)).forEach((p) => lazy.watch(p.obj.root, () => show(p)));

@@ -1,0 +1,172 @@
+"""Time the compare page in headless Chromium (issue 24): 8 runs that log 200 keys each, every key
+listed in the key browser, against today's 14-panel page (the same 8 runs logging only the keys of
+the 14 curated panels), both measured in this run on the same server.
+
+    DATABASE_URL=postgres://opl:opl@127.0.0.1:5432/opl_bench .venv/bin/python benchmarks/workspace.py [--repeats 5]
+
+It creates a throwaway test database (test_<name> of DATABASE_URL) and drops it at the end, and
+serves the app with uvicorn in this process. Measured in the browser:
+  - first render: navigation start to the panels in view drawn (the compare script's
+    data-ready-ms: performance.now() when they are), with the shares of the server's HTML and of
+    what runs before the compare script (Plotly's 4.6 MB parsed, the page's other scripts);
+  - add a panel: a click on a key in the key browser to that panel's lines drawn (its series
+    fetched from the downsampled compare API and plotted).
+Targets: first render <= 1,000 ms, add a panel <= 300 ms (medians). The in-process uvicorn runs
+Django's sync views on one thread, so a page's API calls queue there; the load average printed says
+how contended the machine was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orchestrator.settings")
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/opl_bench")
+os.environ.setdefault("SECRET_KEY", "benchmark-only")
+os.environ.setdefault("ALLOWED_HOSTS", "testserver,127.0.0.1")
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop shares this thread
+
+import django
+
+django.setup()
+
+from django.contrib.auth.models import User  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+
+from orchestrator.experiments.models import Run  # noqa: E402
+from orchestrator.experiments.services import experiment_create  # noqa: E402
+from orchestrator.metrics.panels import PANELS  # noqa: E402
+from orchestrator.metrics.services import metrics_ingest  # noqa: E402
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.unit.metrics.asgi_server import serve_asgi, session_cookie  # noqa: E402
+
+RUNS, KEYS, STEPS = 8, 200, 400
+CONFIG = {"model": {"name": "tiny"}, "train": {"device": "cpu", "steps": 50}}
+# today's page: the 14 panels before the Corrections group and the optional GPU/push panels
+TODAY = [p for p in PANELS if p.get("group") in (None, "System") and p["keys"]]
+TODAY_KEYS = [k for p in TODAY for k in p["keys"]]
+assert len(TODAY) == 14, [p["id"] for p in TODAY]
+ADDED = [f"custom/k{i:03d}" for i in range(5)]  # keys the benchmark adds as panels, one per repeat
+
+
+def make_sweep(owner: User, name: str, keys: list[str]) -> int:
+    experiment = experiment_create(owner=owner, name=name, config=CONFIG, sweep={"train.seed": list(range(RUNS))})
+    for r, run in enumerate(experiment.runs.order_by("id")):
+        Run.objects.filter(pk=run.pk).update(state=Run.State.SUCCEEDED, attempt=1)
+        batch = [
+            {"step": s, "key": key, "value": (k + 1) * (1 + r / 10) + s / STEPS, "time": 1.7e9 + s}
+            for k, key in enumerate(keys)
+            for s in range(STEPS)
+        ]
+        run.refresh_from_db()
+        for i in range(0, len(batch), 50_000):
+            metrics_ingest(run=run, attempt=1, points=batch[i : i + 50_000])
+    return experiment.pk
+
+
+# navigation start to the first panels drawn, and to the page's HTML received (the server's share)
+FIRST_RENDER = """() => { const c = document.getElementById('compare');
+    const html = performance.getEntriesByType('navigation')[0].responseEnd;
+    return [Number(c.dataset.readyMs), html, Number(c.dataset.startMs)]; }"""
+# click to the new panel's lines drawn, and the compare API's answer time within it
+ADD_PANEL = """async (key) => {
+    const id = 'k-' + key.replace(/[^A-Za-z0-9_.:-]/g, '_');
+    const t0 = performance.now();
+    document.querySelector(`[data-add-key="${key}"]`).click();
+    for (;;) {
+        await new Promise((r) => requestAnimationFrame(r));
+        const el = document.querySelector(`.panel-chart[data-panel="${id}"]`);
+        const lines = (el && el.data || []).filter((t) => t.meta && t.meta.role === 'line');
+        if (lines.length >= RUNS) {
+            const api = performance.getEntriesByType('resource')
+                .filter((e) => e.name.includes(encodeURIComponent(key)));
+            return [performance.now() - t0, api.length ? api[api.length - 1].duration : NaN];
+        }
+        if (performance.now() - t0 > 20000) throw new Error('panel not drawn in 20 s');
+    }
+}""".replace("RUNS", str(RUNS))
+
+
+def measure(browser, base: str, cookie: dict, experiment: int, repeats: int, add: bool) -> tuple[list, list]:
+    """One browser context (its cache warm after the first load, as a user's), a new page per repeat;
+    the first load is not counted."""
+    first, added = [], []
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context.add_cookies([{"name": "sessionid", "value": cookie["sessionid"], "url": base}])
+    for i in range(repeats + 1):
+        page = context.new_page()
+        page.goto(f"{base}/compare/?experiment={experiment}")
+        page.wait_for_selector("#compare[data-ready='1']", timeout=60_000)
+        if i:
+            first.append(page.evaluate(FIRST_RENDER))
+        if add and i:
+            added.append(page.evaluate(ADD_PANEL, ADDED[(i - 1) % len(ADDED)]))
+        page.close()
+    context.close()
+    return first, added
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    try:
+        alice = User.objects.create_user("alice")
+        extra = [f"custom/k{i:03d}" for i in range(KEYS - len(TODAY_KEYS))]
+        wide = make_sweep(alice, "wide", TODAY_KEYS + extra)
+        today = make_sweep(alice, "today", TODAY_KEYS)
+        client = Client()
+        client.force_login(alice)
+        cookie = session_cookie(client)
+        with serve_asgi() as base, sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            base_first, _ = measure(browser, base, cookie, today, args.repeats, add=False)
+            ours_first, ours_add = measure(browser, base, cookie, wide, args.repeats, add=True)
+            browser.close()
+        med = statistics.median
+
+        def col(rows, i):
+            return [r[i] for r in rows]
+
+        rows = [
+            (f"first render, {RUNS} runs x {KEYS} keys", med(col(ours_first, 0)), med(col(base_first, 0)), 1000),
+            (f"add a panel ({RUNS} runs' series)", med(col(ours_add, 0)), med(col(base_first, 0)), 300),
+        ]
+        print(f"\n{RUNS} runs x {STEPS} steps; baseline: today's 14-panel page ({RUNS} runs x {len(TODAY_KEYS)} keys)")
+        load = os.getloadavg()[0]
+        print(f"repeats: {args.repeats} (median), Chromium at 1,440 x 900, cache warm; load average {load:.1f}\n")
+        print(
+            f"| {'benchmark':<40} | {'ours ms':>8} | {'14-panel page ms':>16} | {'ours/baseline':>13} "
+            f"| {'target':>8} | met |"
+        )
+        print(f"|{'-' * 42}|{'-' * 10}|{'-' * 18}|{'-' * 15}|{'-' * 10}|-----|")
+        for name, ours, base_ms, target in rows:
+            met = "yes" if ours <= target else "NO"
+            print(
+                f"| {name:<40} | {ours:>8.0f} | {base_ms:>16.0f} | {ours / base_ms:>12.2f}x "
+                f"| {'<= ' + str(target):>8} | {met:>3} |"
+            )
+        print("\nof which the server's (median ms):")
+        print(f"  the page's HTML received: ours {med(col(ours_first, 1)):.0f}, 14-panel {med(col(base_first, 1)):.0f}")
+        print(f"  the added panel's compare API answer: {med(col(ours_add, 1)):.0f}")
+        print("of which before the compare script starts (HTML, Plotly's 4.6 MB parsed, other scripts) (median ms):")
+        print(f"  ours {med(col(ours_first, 2)):.0f}, 14-panel {med(col(base_first, 2)):.0f}")
+        print(f"all first renders (ms): ours {[round(v) for v in col(ours_first, 0)]}")
+        print(f"                    14-panel {[round(v) for v in col(base_first, 0)]}")
+        print(f"all panel additions (ms): {[round(v) for v in col(ours_add, 0)]}")
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+if __name__ == "__main__":
+    main()
