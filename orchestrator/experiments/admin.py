@@ -1,6 +1,15 @@
 from django.contrib import admin
 
-from orchestrator.experiments.models import Experiment, Membership, Project, Run, RunEvent, Tag
+from orchestrator.experiments.models import (
+    Experiment,
+    ExternalRun,
+    LoggingToken,
+    Membership,
+    Project,
+    Run,
+    RunEvent,
+    Tag,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -45,3 +54,19 @@ class RunAdmin(admin.ModelAdmin):
     readonly_fields = ("token_hash", "token_salt")
     raw_id_fields = ("parent",)  # a fork's parent: an id box, not a select over every run
     inlines = [RunEventInline]
+
+
+@admin.register(LoggingToken)
+class LoggingTokenAdmin(admin.ModelAdmin):
+    """Logging tokens of the `opl` SDK: deleting one revokes it (its runs keep their own tokens)."""
+
+    list_display = ("user", "name", "created_at", "expires_at", "last_used_at")
+    search_fields = ("user__username", "name")
+    readonly_fields = ("token_hash", "created_at", "last_used_at")
+
+
+@admin.register(ExternalRun)
+class ExternalRunAdmin(admin.ModelAdmin):
+    list_display = ("run", "client_id", "logging_token", "heartbeat_timeout_s", "created_at")
+    search_fields = ("client_id",)
+    raw_id_fields = ("run", "logging_token")
