@@ -201,3 +201,12 @@ def test_a_launcher_section_cannot_come_in_through_an_experiment(api_client, ali
     assert response.status_code == 400
     assert [e["field"] for e in response.json()["errors"]] == ["config.launcher"]
     assert not Run.objects.exists()
+
+
+def test_the_form_and_the_session_api_need_the_csrf_token(alice, launcher):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    assert client.post("/launchers/tiny-sdk/run", {"param-steps": "3"}).status_code == 403
+    refused = post(client, "/api/v1/launchers/tiny-sdk/runs", {"params": {}})
+    assert refused.status_code == 403 and refused.json()["error"] == "CSRF check failed"
+    assert not Run.objects.exists()
