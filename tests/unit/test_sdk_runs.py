@@ -123,6 +123,8 @@ def test_bad_fields_are_named(alice):
         answer = open_run(token, **fields)
         assert answer.status_code == 400, fields
         assert answer.json()["errors"][0]["field"] == field
+    hostile = open_run(token, config={"note": "a\x00b"})
+    assert hostile.status_code == 400 and "NUL" in hostile.json()["error"] and Run.objects.count() == 0
 
 
 def test_runs_logged_from_outside_take_no_place_in_the_queue(alice, tiny_config, settings):
