@@ -22,8 +22,9 @@
 
   // Embedded in an experiment's page, the view starts from the config (grouped by the swept
   // field) and leaves that page's URL alone; "Copy link" gives the full compare page's.
-  const params = cfg.embedded ? new URLSearchParams(cfg.default_group ? { group: cfg.default_group } : {}) : new URLSearchParams(location.search);
   const saved = cfg.views && cfg.views.current ? cfg.views.current.state : null;
+  const embeddedGroup = cfg.default_group && !saved ? { group: cfg.default_group } : {}; // a saved view groups as saved
+  const params = cfg.embedded ? new URLSearchParams(embeddedGroup) : new URLSearchParams(location.search);
   const filters = (saved && saved.filters) || {};
   const view = {
     group: params.get("group") ?? (saved ? saved.group : ""),
@@ -329,6 +330,8 @@
     const panel = W.customPanel(key, panels);
     panels.push(panel);
     addPanelObj(panel);
+    lazy.forget(panel.obj.root); // asked for now: fetched at once, not when the observer next looks
+    show(panel);
     browser.refresh();
     panel.obj.root.scrollIntoView({ block: "nearest" });
     return panel;

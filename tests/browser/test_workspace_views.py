@@ -133,6 +133,19 @@ def test_the_compare_page_charts_any_key_with_the_raw_line_under_the_smoothed_on
         .find((t) => t.meta.role === 'raw').opacity""")
     assert raw < 0.5  # faint
 
+    # a view of this page keeps the grouping, the smoothing and the added panel
+    page.select_option("[data-control=group]", "algorithm.objective")
+    page.fill("[data-control=view-name]", "grouped")
+    page.click("[data-action=save-view]")
+    page.wait_for_selector("[data-views][data-saved]")
+    view_id = page.get_attribute("[data-views]", "data-saved")
+    page.goto(f"{server}/compare/?experiment={experiment.pk}&view={view_id}")
+    page.wait_for_selector("#compare[data-ready='1']")
+    assert page.eval_on_selector("[data-control=group]", "el => el.value") == "algorithm.objective"
+    assert page.eval_on_selector("[data-control=smooth]", "el => el.value") == "0.8"
+    page.locator(".metric-panel[data-panel='k-actor_pg_loss']").scroll_into_view_if_needed()
+    wait_drawn(page, "k-actor_pg_loss", lines=2)  # one mean line per group
+
 
 @pytest.mark.parametrize("width", (1440, 1024))
 def test_the_workspace_fits_the_window(page_as, server, alice, tiny_config, width):
