@@ -65,7 +65,6 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     from trainer.config import RunConfig, updates_per_step_total
     from trainer.models import load_policy
     from trainer.precision import Precision
-    from trainer.rollout import make_batch, recompute_behaviour_logp
     from trainer.tasks import build_task
 
     if threads:
@@ -78,7 +77,6 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     policy = load_policy(cfg.model, alphabet, cfg.train.seed, dev)
     precision = Precision(cfg.model.dtype, dev)
     engine = _make_engine(cfg, policy, dev, precision)
-    roll, st = cfg.rollout, cfg.staleness
     U = updates_per_step_total(cfg)
     version, produced = -1, 0
     sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
@@ -88,27 +86,15 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
                 with ctrl.lock:
                     version = ctrl.weights_version.value
                     policy.model.load_state_dict(shared)
-                    if roll.engine == "vllm":
+                    if cfg.rollout.engine == "vllm":
                         engine.load_weights(shared)
                         sync_s = engine.last_sync_s
             with ctrl.lock:
                 consumed, committed = ctrl.consumed.value, ctrl.committed.value
-            if version < 0 or not admissible(committed, produced, consumed, U, version, st.max_staleness):
+            if version < 0 or not admissible(committed, produced, consumed, U, version, cfg.staleness.max_staleness):
                 time.sleep(POLL_S)
                 continue
-            t0 = time.perf_counter()
-            problems = task.sample(rng, roll.prompts_per_step)
-            prompts = [task.prompt_text(p) for p in problems]
-            gen = engine.generate(prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
-            expanded = [p for p in problems for _ in range(roll.group_size)]
-            rewards = task.train_rewards(expanded, gen.texts, gen.finished)
-            rows = [(t, p.answer) for t, p in zip(prompts, problems) for _ in range(roll.group_size)]
-            batch = make_batch(gen, rewards, version, roll.group_size, 0.0, problems=rows)
-            if roll.behav_logp == "recompute":
-                recompute_behaviour_logp(
-                    batch, policy.model, roll.temperature, cfg.train.micro_batch_size, dev, precision
-                )
-            batch.gen_seconds = time.perf_counter() - t0
+            batch = _one_batch(cfg, task, engine, policy.model, rng, version, dev, precision)
             out.put({**to_wire(batch.to_state()), WEIGHT_SYNC_KEY: sync_s})
             sync_s = None
             produced += 1
@@ -118,6 +104,25 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
             # vLLM's engine process: a multiprocessing child exits without atexit handlers, and
             # would otherwise wait for it forever
             engine.close()
+
+
+def _one_batch(cfg, task, engine, model, rng, version: int, dev, precision):
+    """One batch from the weights at `version`: generated, scored, with behaviour log-probs."""
+    from trainer.rollout import make_batch, recompute_behaviour_logp
+
+    roll = cfg.rollout
+    t0 = time.perf_counter()
+    problems = task.sample(rng, roll.prompts_per_step)
+    prompts = [task.prompt_text(p) for p in problems]
+    gen = engine.generate(prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
+    expanded = [p for p in problems for _ in range(roll.group_size)]
+    rewards = task.train_rewards(expanded, gen.texts, gen.finished)
+    rows = [(t, p.answer) for t, p in zip(prompts, problems) for _ in range(roll.group_size)]
+    batch = make_batch(gen, rewards, version, roll.group_size, 0.0, problems=rows)
+    if roll.behav_logp == "recompute":
+        recompute_behaviour_logp(batch, model, roll.temperature, cfg.train.micro_batch_size, dev, precision)
+    batch.gen_seconds = time.perf_counter() - t0
+    return batch
 
 
 def _make_engine(cfg, policy, dev, precision):
@@ -192,7 +197,7 @@ class AsyncGenerator:
                 item = self.out.get(timeout=0.2)
             except queue_mod.Empty:
                 if not self.proc.is_alive():
-                    raise RuntimeError(f"the generator process died (exit code {self.proc.exitcode})")
+                    raise RuntimeError(f"the generator process died (exit code {self.proc.exitcode})") from None
                 continue
             if "error" in item:
                 raise RuntimeError(f"the generator process failed:\n{item['error']}")
