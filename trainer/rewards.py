@@ -26,6 +26,10 @@ from trainer.benchmarks import last_boxed
 OK, ERROR, TIMEOUT = "ok", "error", "timeout"
 
 
+class RewardFailure(RuntimeError):
+    """Every reward of a step failed: training on all-zero rewards would be silently wrong."""
+
+
 @dataclass
 class RewardBatch:
     """Scores of one batch of responses, with how many of them could not be computed."""
@@ -48,6 +52,20 @@ class RewardBatch:
     def of_scores(cls, scores: list[float]) -> RewardBatch:
         """Scores from a rule that cannot fail (the arithmetic rewards)."""
         return cls(list(scores), statuses=[OK] * len(scores))
+
+
+def check_rewards(rewards: RewardBatch, where: str, log) -> None:
+    """Failed rewards are counted (metrics), warned about, and fatal when they are all of a step:
+    a run must never train or report on rewards that silently became 0."""
+    if not rewards.failed:
+        return
+    what = (
+        f"{where}: {rewards.errors} reward errors and {rewards.timeouts} timeouts out of {len(rewards.scores)}; "
+        f"first: {rewards.first_failure}"
+    )
+    if rewards.all_failed:
+        raise RewardFailure(f"every reward failed at {what}")
+    log.warning("%s", what)
 
 
 def arithmetic_reward(response: str, finished: bool, answer: str) -> float:

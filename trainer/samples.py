@@ -10,9 +10,11 @@ One job: choose the rows, build the spool records, keep them bounded, append the
      "variant", "advantage", "reweighted", "entropy", "counterfactual"}   # issue 23
 
 Which training steps record: the first training step of a run and every step whose updates cross a
-multiple of `samples.every`. Which rows: the first `samples.per_step` rows of the step's *last*
-optimizer update's minibatch (its groups are in the seeded shuffle's order, so two runs with one
-seed record the same rollouts). That update is the one whose version is the step's metric step,
+multiple of `samples.every`. Which rows: `samples.per_step` rows of the step's *last* optimizer
+update's minibatch, taken round-robin over its prompt groups (the first rollout of each group, then
+the second of each, ...: `recorded_rows`), so a step's samples show several prompts, not one
+group's answers to a single prompt. The groups are in the seeded shuffle's order, so two runs with
+one seed record the same rollouts. That update is the one whose version is the step's metric step,
 so `step` is both "the metric step" and "the version after the update that trained on it", and
 `log_ratio`, `clipped`, `masked` and `reweighted` are that update's own tensors: the loop hands
 `take` the `objectives.LossMarks` of every micro-batch's loss call, nothing is recomputed. m2po's
@@ -57,6 +59,14 @@ def train_due(cfg, version: int, updates: int, train_step: int) -> bool:
     return train_step == 0 or version // cfg.every < (version + updates) // cfg.every
 
 
+def recorded_rows(n: int, group_size: int, per_step: int) -> list[int]:
+    """The minibatch rows (of n, in groups of group_size) a recording step writes, in order:
+    round-robin over the groups, at most per_step of them."""
+    groups = max(1, n // group_size)
+    order = [g * group_size + j for j in range(group_size) for g in range(groups)]
+    return [r for r in order if r < n][:per_step]
+
+
 def _text(value: str | None) -> str | None:
     return None if value is None else value[:MAX_TEXT_CHARS]
 
@@ -90,11 +100,11 @@ class SampleRecorder:
         self.cfg = cfg  # a trainer.config.SamplesConfig
         self.path = Path(run_dir) / SAMPLES_SPOOL_NAME
         self.tokenizer = tokenizer
-        self.eos_ids = set(int(i) for i in eos_ids)
+        self.eos_ids = {int(i) for i in eos_ids}
         self.objective = objective
         self.variant = variant or objective
         self._token_text: dict[int, str] = {}
-        self._armed = None  # (minibatch, version before the update, rows to record)
+        self._armed = None  # (minibatch, the step's start version, minibatch rows to record)
         self._taken: dict[
             int, tuple
         ] = {}  # minibatch row -> (marks (3, T) bool, log_ratio (T,), entropy (T,), advantage)
@@ -109,96 +119,106 @@ class SampleRecorder:
         return train_due(self.cfg, version, updates, train_step)
 
     def arm(self, mb, version: int) -> None:
-        """The next update (on minibatch `mb`, from `version`) is the one to record."""
-        self._armed = (mb, version, min(self.cfg.per_step, len(mb)))
+        """The next update (on minibatch `mb`) is the one to record; `version` is the one its
+        training step started from, which the samples' staleness counts from (docs/SAMPLES.md)."""
+        self._armed = (mb, version, recorded_rows(len(mb), mb.group_size, self.cfg.per_step))
         self._taken, self._counterfactual = {}, {}
 
     @property
     def armed(self) -> bool:
         return self._armed is not None
 
-    @property
-    def recorded_rows(self) -> int:
-        """How many leading rows of the armed minibatch are recorded (0 when not armed)."""
-        return self._armed[2] if self._armed is not None else 0
+    def positions(self, rows: slice) -> list[tuple[int, int]]:
+        """(sample index, position within the micro-batch) of each recorded row in the micro-batch
+        holding minibatch rows `rows` (none when not armed)."""
+        if self._armed is None:
+            return []
+        return [(i, r - rows.start) for i, r in enumerate(self._armed[2]) if rows.start <= r < rows.stop]
 
     def take(
         self, rows: slice, marks, entropy: torch.Tensor | None = None, advantages: torch.Tensor | None = None
     ) -> None:
         """One loss call's marks; `rows` are the minibatch rows of that micro-batch; `entropy`
         (b, T) the loss pass's per-token entropy, `advantages` (b,) the rows' advantages."""
-        k = min(rows.stop, self._armed[2]) - rows.start  # this micro-batch's first k rows are recorded
-        if k <= 0:
+        where = self.positions(rows)
+        if not where:
             return
-        kinds = _stack(marks, k)  # one copy each to the CPU
-        log_ratio = marks.log_ratio[:k].float().cpu()
-        ent = entropy[:k].float().cpu() if entropy is not None else None
-        adv = advantages[:k].double().tolist() if advantages is not None else [None] * k
-        for j in range(k):
-            self._taken[rows.start + j] = (kinds[j], log_ratio[j], None if ent is None else ent[j], adv[j])
+        at = [p for _, p in where]
+        kinds = _stack(marks, at)  # one copy each to the CPU
+        log_ratio = marks.log_ratio[at].float().cpu()
+        ent = entropy[at].float().cpu() if entropy is not None else None
+        adv = advantages[at].double().tolist() if advantages is not None else [None] * len(at)
+        for j, (i, _) in enumerate(where):
+            self._taken[i] = (kinds[j], log_ratio[j], None if ent is None else ent[j], adv[j])
 
-    def take_counterfactual(self, rows: slice, variant: str, marks) -> None:
-        """Another correction's marks on the same rows (computed over the first rows of `marks`)."""
-        k = min(rows.stop, self._armed[2]) - rows.start
-        if k <= 0:
-            return
-        kinds = _stack(marks, k)
-        for j in range(k):
-            self._counterfactual.setdefault(rows.start + j, {})[variant] = kinds[j]
+    def take_counterfactual(self, rows: slice, variant: str, marks, at: list[int]) -> None:
+        """Another correction's marks on the same rows: `at[j]` is the row of `marks` that holds the
+        micro-batch's j-th recorded row (in `positions` order)."""
+        where = self.positions(rows)
+        kinds = _stack(marks, at)
+        for j, (i, _) in enumerate(where):
+            self._counterfactual.setdefault(i, {})[variant] = kinds[j]
 
     def write_train(self, step: int) -> None:
         """Append the armed update's rows, `step` being the version after that update."""
-        mb, version, wanted = self._armed
+        mb, version, picked = self._armed
         self._armed = None
-        missing = [i for i in range(wanted) if i not in self._taken]
+        missing = [i for i in range(len(picked)) if i not in self._taken]
         if missing:  # no loss call saw the row (cannot happen in the loop)
             raise RuntimeError(f"rollout sample rows {missing} were never seen by the loss")
-        taken, self._taken = [self._taken[i] for i in range(wanted)], {}
+        taken, self._taken = [self._taken[i] for i in range(len(picked))], {}
         counterfactual, self._counterfactual = self._counterfactual, {}
-        # whole-tensor conversions once, not per row
-        response_ids = mb.input_ids[:wanted, mb.prompt_len :].tolist()
-        lengths = mb.response_mask[:wanted].sum(dim=1).long().tolist()
-        rewards = mb.rewards[:wanted].tolist()
-        versions = mb.versions[:wanted].tolist()
+        self._append(self._train_records(mb, version, picked, taken, counterfactual, step))
+
+    def _train_records(self, mb, version: int, picked: list[int], taken, counterfactual, step: int) -> list[dict]:
+        index = torch.tensor(picked, dtype=torch.long)  # whole-tensor conversions once, not per row
+        columns = (
+            mb.input_ids[index, mb.prompt_len :].tolist(),
+            mb.response_mask[index].sum(dim=1).long().tolist(),
+            mb.rewards[index].tolist(),
+            mb.versions[index].tolist(),
+        )
         now = time.time()
-        records = []
-        for i, (kinds, log_ratio, entropy, advantage) in enumerate(taken):
-            n_valid = lengths[i]
-            n = min(n_valid, self.cfg.max_tokens)
-            masked, clipped, reweighted = (_hits(kinds[c], n) for c in range(3))
-            text_ids = [t for t in response_ids[i][:n_valid] if t not in self.eos_ids]
-            reward = rewards[i]
-            records.append(
-                {
-                    "kind": "train",
-                    "step": int(step),
-                    "index": i,
-                    "eval_set": None,
-                    "prompt": _text(mb.prompts[i] if mb.prompts is not None else self._prompt_of(mb, i)),
-                    "response": _text(self.tokenizer.decode(text_ids, skip_special_tokens=True)),
-                    "reference": _text(mb.references[i] if mb.references is not None else None),
-                    "reward": _num(reward),
-                    "correct": reward >= 1.0,
-                    "policy_version": versions[i],
-                    "staleness": int(version) - versions[i],
-                    "objective": self.objective,
-                    "tokens": [self._token(t) for t in response_ids[i][:n]],
-                    "log_ratio": _float32s(log_ratio[:n]),
-                    "clipped": clipped,
-                    "masked": masked,
-                    "truncated": n_valid > n,
-                    "time": now,
-                    "variant": self.variant,
-                    "advantage": None if advantage is None else _num(advantage),
-                    "reweighted": reweighted,
-                    "entropy": [] if entropy is None else _entropies(entropy[:n]),
-                    "counterfactual": {
-                        name: {kind: _hits(marks[c], n) for c, kind in enumerate(("masked", "clipped", "reweighted"))}
-                        for name, marks in counterfactual.get(i, {}).items()
-                    },
-                }
-            )
-        self._append(records)
+        return [
+            self._train_record(mb, i, picked[i], t, counterfactual.get(i, {}), columns, version, step, now)
+            for i, t in enumerate(taken)
+        ]
+
+    def _train_record(self, mb, i: int, row: int, taken, counterfactual, columns, version, step, now) -> dict:
+        """Sample i, minibatch row `row`: its text, the loss's marks and the counterfactual marks."""
+        kinds, log_ratio, entropy, advantage = taken
+        response_ids, n_valid, reward, policy_version = (c[i] for c in columns)
+        n = min(n_valid, self.cfg.max_tokens)
+        masked, clipped, reweighted = (_hits(kinds[c], n) for c in range(3))
+        text_ids = [t for t in response_ids[:n_valid] if t not in self.eos_ids]
+        return {
+            "kind": "train",
+            "step": int(step),
+            "index": i,
+            "eval_set": None,
+            "prompt": _text(mb.prompts[row] if mb.prompts is not None else self._prompt_of(mb, row)),
+            "response": _text(self.tokenizer.decode(text_ids, skip_special_tokens=True)),
+            "reference": _text(mb.references[row] if mb.references is not None else None),
+            "reward": _num(reward),
+            "correct": reward >= 1.0,
+            "policy_version": policy_version,
+            "staleness": int(version) - policy_version,
+            "objective": self.objective,
+            "tokens": [self._token(t) for t in response_ids[:n]],
+            "log_ratio": _float32s(log_ratio[:n]),
+            "clipped": clipped,
+            "masked": masked,
+            "truncated": n_valid > n,
+            "time": now,
+            "variant": self.variant,
+            "advantage": None if advantage is None else _num(advantage),
+            "reweighted": reweighted,
+            "entropy": [] if entropy is None else _entropies(entropy[:n]),
+            "counterfactual": {
+                name: {kind: _hits(marks[c], n) for c, kind in enumerate(("masked", "clipped", "reweighted"))}
+                for name, marks in counterfactual.items()
+            },
+        }
 
     def _prompt_of(self, mb, i: int) -> str:
         """A batch from a checkpoint written before prompts were kept: decode its prompt ids."""
@@ -275,6 +295,6 @@ class SampleRecorder:
             self._fh = None
 
 
-def _stack(marks, k: int) -> torch.Tensor:
-    """(k, 3, T) bool on the CPU: masked, clipped, reweighted of the first k rows of LossMarks."""
-    return torch.stack([marks.masked[:k], marks.clipped[:k], marks.reweighted[:k]], dim=1).cpu()
+def _stack(marks, at: list[int]) -> torch.Tensor:
+    """(len(at), 3, T) bool on the CPU: masked, clipped, reweighted of the rows `at` of LossMarks."""
+    return torch.stack([marks.masked[at], marks.clipped[at], marks.reweighted[at]], dim=1).cpu()

@@ -19,6 +19,7 @@ import torch
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, start_trainer, write_config
 from tests.unit.trainer.fake_dashboard import Dashboard
 from trainer import checkpoint as ckpt
+from trainer.samples import recorded_rows
 
 BASE = {
     "model": {"name": "tiny"},
@@ -53,15 +54,19 @@ def _train_by_step(samples):
 
 
 def _advantage_signs(rows, group_size):
-    """sign(A) per row from the recorded rewards: GRPO's advantage is the reward minus its group's
-    mean (over the std); the recorded rows of a step are whole groups, in order."""
-    signs = []
-    for g in range(0, len(rows), group_size):
-        group = [r["reward"] for r in rows[g : g + group_size]]
-        assert len(group) == group_size, "the recorded rows should be whole groups"
-        mean = sum(group) / group_size
-        signs += [(r > mean) - (r < mean) for r in group]
-    return signs
+    """sign(A) per sample from the recorded rewards: GRPO's advantage is the reward minus its group's
+    mean (over the std); the recorded rows are the whole minibatch, sample i its row order[i]
+    (round-robin over the groups), so row // group_size is the sample's group."""
+    order = recorded_rows(len(rows), group_size, len(rows))
+    groups = defaultdict(list)
+    for i, row in enumerate(order):
+        groups[row // group_size].append(rows[i]["reward"])
+    assert all(len(g) == group_size for g in groups.values()), "the recorded rows should be whole groups"
+    means = {g: sum(v) / group_size for g, v in groups.items()}
+    return [
+        (rows[i]["reward"] > means[row // group_size]) - (rows[i]["reward"] < means[row // group_size])
+        for i, row in enumerate(order)
+    ]
 
 
 def _algorithm1(rows, signs, tau):
@@ -74,7 +79,8 @@ def _algorithm1(rows, signs, tau):
             if (sign > 0 and lr > 0) or (sign < 0 and lr < 0):
                 x = torch.tensor(lr, dtype=torch.float32)
                 m2[(i, t)] = float(x * x)
-    region = sorted(m2, key=lambda k: (-m2[k], k))  # largest first, lowest flat index among equals
+    order = recorded_rows(len(rows), 8, len(rows))  # sample i is minibatch row order[i]
+    region = sorted(m2, key=lambda k: (-m2[k], order[k[0]], k[1]))  # largest first, lowest flat index among equals
     removed, total = set(), sum(Fraction(v) for v in m2.values())
     while region and total > Fraction(tau) * len(region):
         k = region.pop(0)
@@ -154,7 +160,10 @@ def test_grpo_samples_hold_the_clipped_tokens_bounded_and_only_at_recording_step
     clipped = 0
     for step, rows in train.items():
         assert [r["index"] for r in rows] == list(range(16))  # per_step of the 32-row minibatch
-        signs = _advantage_signs(rows, 8)
+        # round-robin over the minibatch's 4 prompt groups: samples i and i + 4 share a prompt
+        assert all(rows[i]["prompt"] == rows[i + 4]["prompt"] for i in range(12))
+        assert all(rows[i]["reference"] == rows[i + 4]["reference"] for i in range(12))
+        signs = [(r["advantage"] > 0) - (r["advantage"] < 0) for r in rows]  # the loss's own A
         for r, sign in zip(rows, signs):
             assert len(r["tokens"]) <= 3 and len(r["log_ratio"]) == len(r["tokens"]) and r["masked"] == []
             if not r["truncated"]:  # the whole response is there
@@ -292,7 +301,8 @@ def test_async_samples_carry_prompts_and_references_from_the_generator_process(t
         for r in rows:
             question = r["prompt"].removesuffix("=")
             assert r["reference"] is not None and int(r["reference"]) == sum(map(int, question.split("+")))
-            assert 0 <= r["staleness"] <= 4 and r["staleness"] == step - 1 - r["policy_version"]
+            # counted from the step's start, 2 updates before its metric step (one definition, README)
+            assert 0 <= r["staleness"] <= 4 and r["staleness"] == step - 2 - r["policy_version"]
 
 
 def test_two_ranks_with_the_dashboard_down_record_rank_0s_rows_and_count_the_failed_pushes(tmp_path):

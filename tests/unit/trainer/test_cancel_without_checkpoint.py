@@ -10,6 +10,7 @@ from trainer import checkpoint as ckpt
 from trainer.cli import NO_CHECKPOINT_MARKER
 from trainer.config import parse_config
 from trainer.loop import EX_CANCELLED, Trainer
+from trainer.stopping import CANCEL, CANCEL_WITHOUT_CHECKPOINT, StopRequest
 
 CONFIG = {
     "model": {"name": "tiny", "tiny_hidden_size": 32},
@@ -28,9 +29,10 @@ def test_a_cancel_checkpoints_unless_the_alert_said_not_to(tmp_path, skip):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / NO_CHECKPOINT_MARKER).write_text("attempt 0\n")  # an earlier attempt's
-    trainer = Trainer(parse_config(CONFIG), run_dir)
-    # as cli.request_stop sets them on SIGINT (a cancel), before the first step
-    trainer.stop_signal, trainer.stop_cancelled, trainer.skip_checkpoint = signal.SIGINT, True, skip
+    stop = StopRequest()
+    trainer = Trainer(parse_config(CONFIG), run_dir, stop=stop)
+    # as StopRequest.note records a SIGINT (a cancel) before the first step, with and without the marker
+    stop.signal, stop.level = signal.SIGINT, (CANCEL_WITHOUT_CHECKPOINT if skip else CANCEL)
     assert trainer.run() == EX_CANCELLED
     assert not (run_dir / NO_CHECKPOINT_MARKER).exists()
     assert len(ckpt.list_checkpoints(run_dir)) == (0 if skip else 1)

@@ -10,6 +10,7 @@ from trainer.config import parse_config
 from trainer.counterfactual import MAX_VARIANTS, counterfactual_variants, run_variant
 from trainer.loop import Trainer
 from trainer.objectives import m2po_mask
+from trainer.samples import recorded_rows
 
 
 def _alg(**algorithm):
@@ -117,7 +118,7 @@ class _OneUpdate:
         self.trainer = Trainer(cfg, tmp_path / name)
         self.trainer.setup()
         torch.manual_seed(11)
-        self.batch = self.trainer.generate_batch()
+        self.batch = self.trainer.rollouts.generate(0, 0)
         self.batch.behav_logp = (
             self.batch.behav_logp + 0.1 * torch.randn_like(self.batch.behav_logp)
         ) * self.batch.response_mask
@@ -130,12 +131,12 @@ class _OneUpdate:
     def record(self, **algorithm):
         """The rows one recorded update writes, under the run's algorithm section changed by `algorithm`."""
         t = self.trainer
-        t.cfg = t.cfg.model_copy(update={"algorithm": self.base.model_copy(update=algorithm)})
+        t.cfg = t.updater.cfg = t.cfg.model_copy(update={"algorithm": self.base.model_copy(update=algorithm)})
         t.samples.objective, t.samples.variant = t.cfg.algorithm.objective, run_variant(t.cfg.algorithm)
         t.model.train()
-        t._recording = True
+        t.updater.recording = True
         t.samples.arm(self.batch, t.version)
-        t.accumulate_gradients(self.batch, self.adv, None)
+        t.updater.accumulate_gradients(self.batch, self.adv, None)
         t.samples.write_train(1)
         lines = (t.run_dir / "samples.jsonl").read_text().splitlines()
         rows, self.lines = [json.loads(line) for line in lines[self.lines :]], len(lines)
@@ -184,13 +185,15 @@ def test_a_counterfactual_m2po_mask_takes_the_runs_scope(tmp_path):
     mask = batch.response_mask.bool()
     adv_tok = adv[:, None].expand(mask.shape).contiguous()
     log_r = torch.zeros(mask.shape)  # the log-ratios the loss saw, as the recorded file holds them
+    rows = recorded_rows(16, 4, 16)  # sample i is minibatch row rows[i]: round-robin over the 4 groups
+    assert sorted(rows) == list(range(16)) and rows[:4] == [0, 4, 8, 12]
     for i, r in enumerate(
         json.loads(line) for line in (tmp_path / "micro-0" / "samples.jsonl").read_text().splitlines()[:16]
     ):
-        log_r[i, : len(r["log_ratio"])] = torch.tensor(r["log_ratio"])
+        log_r[rows[i], : len(r["log_ratio"])] = torch.tensor(r["log_ratio"])
 
     def listed(keep):
-        return [torch.nonzero(~keep[i] & mask[i]).squeeze(1).tolist() for i in range(16)]
+        return [torch.nonzero(~keep[row] & mask[row]).squeeze(1).tolist() for row in rows]
 
     whole = listed(m2po_mask(log_r, adv_tok, mask, STALE["tau_m2"]))
     per = listed(

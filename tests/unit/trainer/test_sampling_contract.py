@@ -143,8 +143,8 @@ def test_first_update_at_staleness_zero_has_zero_log_ratio(model_dir, tmp_path):
     trainer = Trainer(cfg, tmp_path / "run")
     try:
         trainer.setup()
-        batch = trainer.generate_batch()
-        metrics = trainer.train_on(batch)
+        batch = trainer.rollouts.generate(0, 0)
+        metrics = trainer.updater.train_on(batch)
     finally:
         trainer.close()
     assert metrics["actor/m2_all"] ** 0.5 <= 1e-6  # root-mean-square of log r over valid tokens

@@ -1,15 +1,13 @@
 """Every constraint is checked before any generation: at parse time from the run's resources, and
 at start-up against the world size torchrun really gave. Nothing is silently dropped."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
 from trainer.benchmarks import DataError, load_benchmark
 from trainer.config import ConfigError, check_world_size, parse_config
 from trainer.distributed import DistInfo
-from trainer.loop import Trainer
+from trainer.evaluation import eval_share
 
 
 def _problems(exc) -> dict:
@@ -55,10 +53,7 @@ def test_the_real_world_size_is_checked_at_start_up():
 @pytest.mark.parametrize("world", [1, 2, 3, 8])
 def test_no_eval_problem_is_dropped_by_rank_slicing(world):
     problems = list(range(30))  # AIME24's 30 problems
-    shares = [
-        Trainer._my_eval_share(SimpleNamespace(dist=DistInfo(r, world, r, torch.device("cpu"))), problems)
-        for r in range(world)
-    ]
+    shares = [eval_share(problems, DistInfo(r, world, r, torch.device("cpu"))) for r in range(world)]
     assert sorted(p for share in shares for p in share) == problems
 
 
