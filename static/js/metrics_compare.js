@@ -312,7 +312,8 @@
   function addPanelObj(panel) {
     panel.obj = new M.Panel(container, { id: panel.id, title: panel.title, description: panel.description,
       build: () => build(panel), onZoom: (_obj, range) => zoom(panel, range), exportRows: () => exportRows(panel),
-      xTitle: () => xLabel(xOfPanel(panel)), logDefault: panel.log_y, lines: panel.lines, legend: false });
+      xTitle: () => xLabel(xOfPanel(panel)), logDefault: panel.log_y, lines: panel.lines, legend: false,
+      lineStyles: () => (panel.keys.length > 1 ? panel.keys.map((key, ki) => ({ label: key, dash: DASHES[ki % DASHES.length] })) : []) });
     panel.obj.logY = view.logY;
     panel.controls = W.panelControls(panel, { xAxes: cfg.x_axes, knownKeys: () => known,
       onChange: async (p, what) => { if (what === "keys") browser.refresh(); await show(p); },

@@ -5,6 +5,7 @@
   "use strict";
 
   const MARK_SYMBOL = { "NaN": "x", "Infinity": "triangle-up", "-Infinity": "triangle-down" };
+  const DASH_ARRAYS = { solid: "", dot: "2 2", dash: "5 3", dashdot: "5 2 2 2", longdash: "8 3" }; // Plotly's dashes, in SVG
   const COLORS = ["#2f6fde", "#e4572e", "#29a35a", "#9b59b6", "#f2a541", "#17becf", "#8c564b",
     "#e377c2", "#7f7f7f", "#bcbd22", "#1f3a93", "#c0392b"];
 
@@ -150,8 +151,9 @@
   // description and the export buttons sit in an HTML header above the plot, clear of Plotly's
   // toolbar. A panel may default to a log y axis (M2) and carry threshold lines (tau).
   class Panel {
-    constructor(container, { id, title, description, build, onZoom, exportRows, xTitle, logDefault, lines, legend }) {
+    constructor(container, { id, title, description, build, onZoom, exportRows, xTitle, logDefault, lines, legend, lineStyles }) {
       this.id = id; this.title = title; this.build = build; this.onZoom = onZoom; this.exportRows = exportRows;
+      this.lineStyles = lineStyles || (() => []); // [{label, dash}] of the panel's keys, when it has several
       this.xTitle = xTitle || (() => "optimizer updates");
       this.logY = false;
       this.logDefault = Boolean(logDefault);
@@ -163,7 +165,8 @@
       this.root.dataset.panel = id;
       this.root.innerHTML = `<div class="panel-head">
           <div class="panel-titles"><h3 class="panel-title">${esc(title)}</h3>
-          ${description ? `<p class="panel-desc" title="${esc(description)}">${esc(description)}</p>` : ""}</div>
+          ${description ? `<p class="panel-desc" title="${esc(description)}">${esc(description)}</p>` : ""}
+          <p class="panel-linekey" hidden></p></div>
           <div class="panel-tools">
           <button type="button" data-export="csv" title="download this chart's data as CSV">CSV</button>
           <button type="button" data-export="json" title="download this chart's data as JSON">JSON</button></div></div>
@@ -213,6 +216,7 @@
         traces = traces.map((t) => (t.meta && t.meta.role === "marks") ? t : { ...t, y: t.y.map((v) => (v !== null && v <= 0 ? null : v)) });
       }
       traces = traces.concat(this.thresholdTraces(traces));
+      if (!this.legend) this.drawLineKey(traces);
       this.traceCount = traces.length;
       const named = this.legend ? traces.filter((t) => t.showlegend !== false).length : 0;
       const perRow = Math.max(1, Math.floor((this.el.clientWidth || 420) / 150));
@@ -232,6 +236,20 @@
         this.el.on("plotly_relayout", (ev) => this.relayout(ev));
       }
       this.el.dataset.points = String(traces.reduce((n, t) => n + ((t.meta && t.meta.role === "line") ? t.x.length : 0), 0));
+    }
+
+    // Without a legend of its own (the compare page's shared legend names runs and groups), the
+    // panel says in its header what its line styles mean: one dash per key, the dashed thresholds.
+    drawLineKey(traces) {
+      const entries = this.lineStyles().map((s) => ({ label: s.label, dash: s.dash, color: "#3c4257" }));
+      if (traces.some((t) => t.meta && t.meta.role === "threshold")) {
+        this.lines.forEach((line) => entries.push({ label: line.label, dash: "dash", color: "#c8322b" }));
+      }
+      const key = this.root.querySelector(".panel-linekey");
+      key.hidden = !entries.length;
+      key.innerHTML = entries.map((e) => `<span class="linekey-item" data-dash="${esc(e.dash)}">` +
+        `<svg width="22" height="6" aria-hidden="true"><line x1="0" y1="3" x2="22" y2="3" stroke="${e.color}" ` +
+        `stroke-width="1.6" stroke-dasharray="${DASH_ARRAYS[e.dash] || ""}"/></svg>${esc(e.label)}</span>`).join("");
     }
 
     // extendTraces for pure appends (no smoothing, step axis); anything else redraws in full.

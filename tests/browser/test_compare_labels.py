@@ -32,3 +32,29 @@ def test_group_labels_from_the_url_are_text_not_links(page_as, server, alice, ti
     assert legend and all(entry["links"] == 0 for entry in legend)
     assert any("<a href='https://evil.example/'>click</a>" in entry["text"] for entry in legend)
     assert page.evaluate("() => document.querySelectorAll('a[href*=\"evil.example\"]').length") == 0
+
+
+def test_a_panel_says_what_its_dashes_mean_without_a_legend_of_its_own(page_as, server, alice, tiny_config):  # noqa: F811
+    """The compare page's one legend names runs; the M2 panel draws three keys in three dashes and
+    the tau threshold as a red dashed line, and its header says which is which."""
+    experiment = experiment_create(owner=alice, name="m2 sweep", config=tiny_config, sweep={"train.seed": [1, 2]})
+    for run in experiment.runs.all():
+        for key in ("actor/m2", "actor/m2_after", "actor/m2_all"):
+            metrics_ingest(run=run, attempt=1, points=points(key, range(1, 20), value=lambda s: 0.01 * s))
+    page = page_as(alice)
+    page.goto(f"{server}/compare/?experiment={experiment.pk}")
+    page.wait_for_selector("#compare[data-ready='1']")
+    page.wait_for_selector('.metric-panel[data-panel="m2"] .panel-linekey:not([hidden]) .linekey-item', timeout=60_000)
+    entries = page.evaluate("""() => [...document.querySelectorAll(
+        '.metric-panel[data-panel="m2"] .panel-linekey .linekey-item')]
+        .map((el) => [el.textContent, el.dataset.dash])""")
+    assert entries == [
+        ["actor/m2", "solid"],
+        ["actor/m2_after", "dot"],
+        ["actor/m2_all", "dash"],
+        ["τ = 0.04", "dash"],
+    ]
+    one_key = page.evaluate(
+        """() => document.querySelector('.metric-panel[data-panel="reward"] .panel-linekey')?.hidden"""
+    )
+    assert one_key in (True, None)  # a one-key panel without thresholds needs no key
