@@ -345,7 +345,7 @@ def run_cancel(*, run_id: int) -> bool:
     if not run.cancel_requested:
         Run.objects.filter(pk=run.pk).update(cancel_requested=True)
         run.cancel_requested = True
-    write_cancel_marker(run)
+    write_cancel_marker(run)  # before the job is looked up: a job found by name may start meanwhile
     backend = get_backend(run.backend)
     if not run.job_id:
         try:
@@ -372,6 +372,9 @@ def resend_cancels() -> int:
 
 
 def _send_cancel(run: Run, backend) -> bool:
+    # Every cancel sent carries the marker, the sync's re-send too: without it the trainer reads
+    # the signal as a preemption, stops for a requeue (exit 75) and the run's ending contradicts it.
+    write_cancel_marker(run)
     try:
         backend.cancel(run.job_id)  # idempotent
     except BackendError as exc:

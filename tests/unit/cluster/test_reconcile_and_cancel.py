@@ -125,6 +125,25 @@ def test_cancel_without_a_job_id_finds_the_job_by_name_and_stops_it(alice, tiny_
     assert run.exit_code == 130
 
 
+def test_the_syncs_resend_of_a_cancel_writes_the_marker_the_trainer_reads(alice, tiny_config, local, tmp_path):
+    """A cancel requested while no worker ran run_cancel (an alert's auto-cancel, a worker down)
+    reaches the job through the sync's re-send; the marker goes with it, or a trainer stopped by
+    SIGTERM/SIGUSR1 takes the cancel for a preemption and stops for a requeue (exit 75)."""
+    run = claimed_run(alice, tiny_config, tmp_path, ago_s=1)
+    job_id = start_job(local, run, SLEEPER)
+    Run.objects.filter(pk=run.pk).update(job_id=job_id)
+    out = local.log_paths(tmp_path / "runs" / f"run-{run.pk}", 1)["stdout"]
+    deadline = time.monotonic() + 20
+    while not (out.exists() and "up" in out.read_text()):  # its signal handlers are in place
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    marker = tmp_path / "runs" / f"run-{run.pk}" / CANCEL_MARKER
+    assert run_request_cancel(run=run) and not marker.exists()  # requested; the cancel task never ran
+    sync_active_runs()
+    assert marker.exists()
+    assert wait_state(run, {S.CANCELLED}).exit_code == 130
+
+
 def test_cancel_before_any_job_exists_says_so_and_ends_the_run_when_the_claim_goes_stale(
     alice, tiny_config, local, tmp_path, settings
 ):
