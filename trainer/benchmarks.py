@@ -2,8 +2,8 @@
 
 Where the Hugging Face hub can be reached (the `datasets` package installed, HF_HUB_OFFLINE unset)
 the sets are read by their hub names; otherwise from OPL_BENCHMARKS_DIR (`<set>/test.jsonl`, by
-default <repo>/../shared/data/benchmarks, which a user's own clone does not have). Field names differ between sets, so each set maps its
-question and reference answer explicitly.
+default <repo>/../shared/data/benchmarks, which a user's own clone does not have). Field names
+differ between sets, so each set maps its question and reference answer explicitly.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ plots it); a training step (one batch) is `algorithm.updates_per_step * algorith
 Each key also has a direction (`DIRECTIONS`): "max" when higher is better, "min" when lower is
 better, none for counters and settings. The dashboard's "best" uses it. Keys this table does not
 know (a custom reward's own stats) get one through `direction(key, custom)`, where `custom` maps a
-key or a glob such as `custom/*` to "max" or "min" (the dashboard reads it from OPL_METRIC_DIRECTIONS). `eval/<set>/acc` has one key per configured eval set. tests/unit/trainer/test_metric_keys.py
-fails if the trainer logs a key that is not listed here.
+key or a glob such as `custom/*` to "max" or "min" (the dashboard reads it from
+OPL_METRIC_DIRECTIONS). `eval/<set>/acc` has one key per configured eval set.
+tests/unit/trainer/test_metric_keys.py fails if the trainer logs a key that is not listed here.
 """
 
 from __future__ import annotations
@@ -21,15 +22,19 @@ from trainer.loss_keys import ENGINE_KEYS, STATS_KEYS, UPDATE_KEYS
 METRIC_KEYS: dict[str, str] = {
     # the objective's own stats (trainer/objectives.py), averaged over the step's updates
     "actor/pg_loss": "aggregated policy loss (-J)",
-    "actor/clip_frac": "fraction of valid tokens with no gradient: masked (m2po, token/sequence masks) or clipped (clip objectives, dual clip)",
+    "actor/clip_frac": "fraction of valid tokens with no gradient: masked (m2po, token/sequence masks) or clipped "
+    "(clip objectives, dual clip)",
     "actor/clip_frac_low": "... of them with A < 0 (PPO's r < 1 side; the dual clip's r > c)",
     "actor/clip_frac_high": "... of them with A > 0 (the r > 1 side)",
     "actor/masked_frac": "fraction of valid tokens masked (m2po, token_mask, seq_mask): no gradient",
     "actor/clipped_frac": "fraction of valid tokens clipped (PPO clip, m2po_cap, dual clip): no gradient",
-    "actor/reweighted_frac": "fraction of valid tokens reweighted, gradient kept (cispo's clipped weight, the TIS cap, sapo's gate <= 1/2)",
+    "actor/reweighted_frac": "fraction of valid tokens reweighted, gradient kept (cispo's clipped weight, the TIS cap, "
+    "sapo's gate <= 1/2)",
     "actor/dual_clip_frac": "fraction of valid tokens where the dual clip's c x A bound is active (A < 0, r > c)",
-    "actor/token_mask_frac": "fraction of valid tokens the token mask removed (ratio outside [token_mask_low, token_mask_high])",
-    "actor/seq_mask_frac": "fraction of non-empty sequences the sequence mask removed (geometric-mean ratio outside its band)",
+    "actor/token_mask_frac": "fraction of valid tokens the token mask removed (ratio outside [token_mask_low, "
+    "token_mask_high])",
+    "actor/seq_mask_frac": "fraction of non-empty sequences the sequence mask removed (geometric-mean ratio outside "
+    "its band)",
     "actor/sq_log_ratio_penalty": "the penalty term beta x mean((log r)^2) in the loss (0 when off)",
     "actor/m2": "mean (log r)^2 over trust-region tokens before masking/clipping (M2)",
     "actor/m2_after": "the same over trust-region tokens still carrying gradient",
@@ -47,7 +52,8 @@ METRIC_KEYS: dict[str, str] = {
     "actor/ratio_neg_p50": "median r over tokens with A < 0",
     "actor/ratio_neg_p99": "99th percentile (nearest rank) of r over tokens with A < 0",
     "actor/ratio_neg_max": "largest r over tokens with A < 0 in the step: the runaway tail no mask or clip touches",
-    "actor/top_token_share_max": "largest share of sum r|A| carried by one token in an update of the step (1 = one token sets the direction)",
+    "actor/top_token_share_max": "largest share of sum r|A| carried by one token in an update of the step (1 = one "
+    "token sets the direction)",
     "actor/kl_k3": "K3 estimate of KL(pi_behav || pi_theta): mean of r - 1 - log r",
     "actor/chi2": "chi^2(pi_theta || pi_behav) estimate: mean of (r - 1)^2",
     "actor/ess_frac": "effective sample size of the weights r, as a fraction of the tokens: (sum r)^2 / (n sum r^2)",
@@ -59,7 +65,8 @@ METRIC_KEYS: dict[str, str] = {
     "actor/decision_frac": "forks: the decision (forking) tokens' share of the valid response tokens",
     "actor/m2_decision": "forks: M2 before masking over the decision tokens in the trust region",
     "actor/m2_format": "forks: M2 before masking over the format tokens (restated letters, EOS) in the trust region",
-    "actor/marked_frac_decision": "forks: decision tokens masked (m2po) or clipped (clip objectives), of all decision tokens",
+    "actor/marked_frac_decision": "forks: decision tokens masked (m2po) or clipped (clip objectives), of all decision "
+    "tokens",
     "actor/marked_frac_format": "forks: format tokens masked or clipped, of all format tokens",
     "actor/entropy_decision": "forks: mean policy entropy over the decision tokens (nats)",
     "actor/entropy_format": "forks: mean policy entropy over the format tokens (nats)",
@@ -78,24 +85,29 @@ METRIC_KEYS: dict[str, str] = {
     "rollout/reward_mean": "mean reward of the batches generated during this step (the newest policy)",
     "rollout/queue_batches": "batches waiting in the stale queue (stale_k) or generator queue (async)",
     "rollout/dropped_frac": "async: fraction of samples discarded this step for exceeding max_staleness",
-    "rollout/engine_kl": "recompute: mean (engine log-prob - trainer log-prob) of sampled tokens (K1: its terms cancel)",
+    "rollout/engine_kl": "recompute: mean (engine log-prob - trainer log-prob) of sampled tokens (K1: its terms "
+    "cancel)",
     "rollout/engine_abs_dlogp": "recompute: mean |engine log-prob - trainer log-prob| of sampled tokens",
     "rollout/engine_abs_dlogp_max": "recompute: the largest |engine log-prob - trainer log-prob| of the step",
-    "rollout/engine_kl_k3": "recompute: K3 estimate of KL(pi_engine || pi_trainer), mean of rho - 1 - log rho, rho = pi_trainer / pi_engine",
+    "rollout/engine_kl_k3": "recompute: K3 estimate of KL(pi_engine || pi_trainer), mean of rho - 1 - log rho, rho = "
+    "pi_trainer / pi_engine",
     "reward/errors": "rewards of the trained batch that raised inside the reward function (scored 0, warned)",
     "reward/timeouts": "rewards of the trained batch that timed out (scored 0, warned)",
     "actor/skipped_updates": "float16: updates skipped so far because a gradient overflowed (loss scaling)",
     "perf/gen_s": "seconds generating the batches of this step (async: the consumed batch's)",
     "perf/train_s": "seconds of forward, backward and optimizer work this step",
-    "perf/weight_sync_s": "vllm: seconds handing the new weights to the engine (gather, transfer, in-place load) this step",
+    "perf/weight_sync_s": "vllm: seconds handing the new weights to the engine (gather, transfer, in-place load) this "
+    "step",
     "perf/wait_s": "async: seconds the trainer waited for a batch",
     "perf/step_s": "wall seconds of the step",
     "perf/tokens_per_s": "trained response tokens per wall second of the step",
     "perf/samples_per_s": "trained samples per wall second of the step",
     "eval/avg_acc": "mean of eval/<set>/acc over the eval sets",
-    "metrics/push_failures": "metric pushes to the dashboard that failed so far: retried from metrics.jsonl, or, refused "
+    "metrics/push_failures": "metric pushes to the dashboard that failed so far: retried from metrics.jsonl, or, "
+    "refused "
     "for good (a 4xx), marked in metrics.rejected.jsonl for manage.py resend_rejected; logged when it changes",
-    "samples/push_failures": "rollout sample pushes to the dashboard that failed so far: retried from samples.jsonl, or, refused "
+    "samples/push_failures": "rollout sample pushes to the dashboard that failed so far: retried from samples.jsonl, "
+    "or, refused "
     "for good, marked in samples.rejected.jsonl for manage.py resend_rejected; logged when it changes",
     # trainer/system_metrics.py: sampled every reporting.system_s, the mean since the last point
     "system/cpu_pct": "CPU use of the trainer's process tree (trainer, generator, reward workers), 100 = one core",

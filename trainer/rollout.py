@@ -112,9 +112,7 @@ def token_logprobs(
     return result["logp"], result.get("entropy")
 
 
-def micro_batched_logprobs(
-    model, batch: Batch, temperature: float, micro: int, device, precision=None
-) -> torch.Tensor:
+def micro_batched_logprobs(model, batch: Batch, temperature: float, micro: int, device, precision=None) -> torch.Tensor:
     """Log-probs of a whole batch's response tokens without gradient, `micro` rows at a time,
     gathered on the CPU: the recompute, proximal and async passes all go through here."""
     rows = len(batch)

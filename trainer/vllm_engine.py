@@ -129,16 +129,16 @@ class VLLMEngine:
         self.last_sync_s = 0.0
         self.syncs = 0
         self._weights_path = shm_dir() / f"opl-vllm-weights-{os.getpid()}.safetensors"
-        kwargs = dict(
-            model=str(model_dir),
-            dtype=cfg.model.dtype,
-            seed=cfg.train.seed,
-            skip_tokenizer_init=True,  # we pass token ids and decode with our own tokenizer
-            enable_prefix_caching=True,
-            logprobs_mode="processed_logprobs",
-            generation_config="vllm",  # never the model's sampling defaults
-            worker_extension_cls="trainer.vllm_worker.WeightLoaderExtension",
-        )
+        kwargs = {
+            "model": str(model_dir),
+            "dtype": cfg.model.dtype,
+            "seed": cfg.train.seed,
+            "skip_tokenizer_init": True,  # we pass token ids and decode with our own tokenizer
+            "enable_prefix_caching": True,
+            "logprobs_mode": "processed_logprobs",
+            "generation_config": "vllm",  # never the model's sampling defaults
+            "worker_extension_cls": "trainer.vllm_worker.WeightLoaderExtension",
+        }
         if self.device.type == "cuda":
             kwargs["gpu_memory_utilization"] = cfg.rollout.vllm_gpu_memory_utilization
         else:
