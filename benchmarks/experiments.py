@@ -191,14 +191,16 @@ def main() -> None:
 
         print(f"\ndatabase: {connection.vendor}, runs: {Run.objects.count():,}, repeats: {args.repeats} (median)\n")
         print(
-            f"| {'benchmark':<58} | {'ours ms':>8} | {'baseline ms':>11} | {'baseline/ours':>13} | {'target':>8} | met |"
+            f"| {'benchmark':<58} | {'ours ms':>8} | {'baseline ms':>11} | {'baseline/ours':>13} "
+            f"| {'target':>8} | met |"
         )
         print(f"|{'-' * 60}|{'-' * 10}|{'-' * 13}|{'-' * 15}|{'-' * 10}|-----|")
         for name, ours_ms, base_ms, _, target in rows:
             met = "-" if target is None else ("yes" if ours_ms < target else "NO")
             target_text = "-" if target is None else f"< {target}"
             print(
-                f"| {name:<58} | {ours_ms:>8.1f} | {base_ms:>11.1f} | {base_ms / ours_ms:>12.1f}x | {target_text:>8} | {met:>3} |"
+                f"| {name:<58} | {ours_ms:>8.1f} | {base_ms:>11.1f} | {base_ms / ours_ms:>12.1f}x "
+                f"| {target_text:>8} | {met:>3} |"
             )
         print("\nbaselines:")
         for name, _, _, why, _ in rows:

@@ -35,7 +35,8 @@ PANELS: list[dict[str, Any]] = [
         "id": "reward",
         "title": "Reward",
         "keys": ["train/reward_mean"],
-        "description": "Mean reward of the batch trained on; it should rise. Stale data that stalls it is the failure to look for.",
+        "description": "Mean reward of the batch trained on; it should rise. Stale data that stalls it is the failure "
+        "to look for.",
     },
     {
         "id": "rollout_reward",
@@ -49,13 +50,15 @@ PANELS: list[dict[str, Any]] = [
         "title": "Eval accuracy",
         "keys": [EVAL_AVG],
         "pattern": EVAL_SET.pattern,
-        "description": "Held-out accuracy per benchmark (the average only with several). This is whether the method helps.",
+        "description": "Held-out accuracy per benchmark (the average only with several). This is whether the method "
+        "helps.",
     },
     {
         "id": "clip_frac",
         "title": "Masked / clipped token fraction",
         "keys": [FRACTION_KEY],
-        "description": "Share of tokens that carry no gradient: masked by M2PO (high-M2 tokens), clipped by PPO-style objectives. "
+        "description": "Share of tokens that carry no gradient: masked by M2PO (high-M2 tokens), clipped by PPO-style "
+        "objectives. "
         "Lower keeps more signal; M2PO masks about 1%.",
     },
     {
@@ -64,7 +67,8 @@ PANELS: list[dict[str, Any]] = [
         "keys": ["actor/m2", "actor/m2_after", "actor/m2_all"],
         "log_y": True,
         "threshold": "tau_m2",
-        "description": "M2 = mean (log r)² of the importance ratios over trust-region tokens, log axis. M2PO masks until M2 after "
+        "description": "M2 = mean (log r)² of the importance ratios over trust-region tokens, log axis. M2PO masks "
+        "until M2 after "
         "masking is under τ (dashed); spikes before masking are stale batches. actor/m2_all counts every token, "
         "the A<0, r≫1 ones M2PO never masks included. Zeros are not drawn on a log axis.",
     },
@@ -90,7 +94,8 @@ PANELS: list[dict[str, Any]] = [
         "id": "staleness",
         "title": "Staleness (updates)",
         "keys": ["rollout/staleness_mean", "rollout/staleness_max"],
-        "description": "How many optimizer updates old the trained samples were: s = k × updates per step in stale_k mode.",
+        "description": "How many optimizer updates old the trained samples were: s = k × updates per step in stale_k "
+        "mode.",
     },
     {
         "id": "response_len",
@@ -113,7 +118,8 @@ PANELS: list[dict[str, Any]] = [
         "log_y": True,
         "keys": ["actor/ratio_neg_max", "actor/ratio_neg_p99", "actor/ratio_neg_p50"],
         "threshold": "dual_clip_c",
-        "description": "r = π_θ/π_behav over tokens with a negative advantage: largest, 99th percentile, median (log axis). "
+        "description": "r = π_θ/π_behav over tokens with a negative advantage: largest, 99th percentile, median (log "
+        "axis). "
         "Neither M2PO's mask nor PPO's clip bounds this quadrant: a largest r in the tens to thousands, with the "
         "share below near 1, is the runaway tail that collapsed stale M2PO. The dual clip (dashed c) clips every "
         "A<0 token above it.",
@@ -123,7 +129,8 @@ PANELS: list[dict[str, Any]] = [
         "group": CORRECTIONS,
         "title": "Largest token's share of Σ r·|A|",
         "keys": ["actor/top_token_share_max"],
-        "description": "The one token that carries most of the update, as a share of the minibatch's Σ r·|A| (1: one token is the "
+        "description": "The one token that carries most of the update, as a share of the minibatch's Σ r·|A| (1: one "
+        "token is the "
         "whole update, and with gradient clipping it sets the direction). Read it with the A<0 tail: in the "
         "collapsing minibatches one A<0 token with r of 50–2,870 carried 88–99.7%.",
     },
@@ -133,7 +140,8 @@ PANELS: list[dict[str, Any]] = [
         "title": "A>0 ratios",
         "log_y": True,
         "keys": ["actor/ratio_pos_max", "actor/ratio_pos_p99", "actor/ratio_pos_p50"],
-        "description": "r over tokens with a positive advantage: largest, 99th percentile, median (log axis). PPO clips these "
+        "description": "r over tokens with a positive advantage: largest, 99th percentile, median (log axis). PPO "
+        "clips these "
         "above 1+ε_high; M2PO masks the extreme ones when M2 is over τ.",
     },
     {
@@ -148,7 +156,8 @@ PANELS: list[dict[str, Any]] = [
             "actor/token_mask_frac",
             "actor/seq_mask_frac",
         ],
-        "description": "Fractions of valid tokens: masked (no gradient, by a mask), clipped (no gradient, a clip bound is active), "
+        "description": "Fractions of valid tokens: masked (no gradient, by a mask), clipped (no gradient, a clip "
+        "bound is active), "
         "reweighted (kept with a changed weight); the option lines split them (seq_mask: a fraction of sequences).",
     },
     {
@@ -165,7 +174,8 @@ PANELS: list[dict[str, Any]] = [
         "group": CORRECTIONS,
         "title": "Effective sample size of the ratios",
         "keys": ["actor/ess_frac"],
-        "description": "(Σ r)² / (N Σ r²): 1 when every token weighs the same, towards 0 when a few tokens carry the update.",
+        "description": "(Σ r)² / (N Σ r²): 1 when every token weighs the same, towards 0 when a few tokens carry the "
+        "update.",
     },
     {
         "id": "engine",
@@ -174,7 +184,8 @@ PANELS: list[dict[str, Any]] = [
         "log_y": True,
         "needs": "engine",
         "keys": ["rollout/engine_abs_dlogp", "rollout/engine_abs_dlogp_max", "rollout/engine_kl_k3"],
-        "description": "|Δ log p| between the inference engine's log-probs and the trainer's recomputation of the same policy "
+        "description": "|Δ log p| between the inference engine's log-probs and the trainer's recomputation of the "
+        "same policy "
         "(mean and largest), and their K3 KL. Token and sequence masks against the engine act on this gap.",
     },
     {
@@ -183,7 +194,8 @@ PANELS: list[dict[str, Any]] = [
         "title": "Squared-log-ratio penalty",
         "keys": ["actor/sq_log_ratio_penalty"],
         "needs": "sq_penalty",
-        "description": "β·mean (log r)² added to the loss (prime-rl style): the soft cousin of M2PO's mask; it marks no token.",
+        "description": "β·mean (log r)² added to the loss (prime-rl style): the soft cousin of M2PO's mask; it marks "
+        "no token.",
     },
     # the System group (trainer/system_metrics.py); the GPU panels only where a GPU reported
     {
@@ -242,7 +254,8 @@ PANELS: list[dict[str, Any]] = [
         "keys": [],
         "pattern": r"^(metrics|samples)/push_failures$",
         "optional": True,
-        "description": "Metric and sample batches the trainer could not deliver so far. An outage's are retried from the "
+        "description": "Metric and sample batches the trainer could not deliver so far. An outage's are retried from "
+        "the "
         "spool; a batch refused for good (a 4xx) stays in the run folder, marked in *.rejected.jsonl, until "
         "manage.py resend_rejected stores it. Shown only once a push failed.",
     },
@@ -335,7 +348,7 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
     """The default panels resolved against `keys` (what the runs logged) and `configs` (the runs'
     configs): eval lines per benchmark, the tau lines, and the fraction panel's names."""
     configs = list(configs)
-    objectives = sorted({o for o in (_objective(c) or "m2po" for c in configs)})
+    objectives = sorted({_objective(c) or "m2po" for c in configs})
     variants = sorted({variant_of(c) for c in configs})
     logged = set(keys)
     corrections_on = any(_has_corrections(c) for c in configs) or any(

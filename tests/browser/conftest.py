@@ -12,6 +12,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from django.db import connection
+
+from orchestrator.experiments.models import Run
+from orchestrator.experiments.services import experiment_create, run_transition
+from orchestrator.metrics.services import metrics_ingest
+from tests.unit.metrics.asgi_server import serve_asgi, session_cookie
+from tests.unit.metrics.helpers import points
 
 # Playwright's sync API keeps an event loop in this thread; Django refuses ORM calls from a thread
 # with an event loop unless told otherwise. The test body only reads and writes test data.
@@ -120,3 +127,62 @@ def browser_login(browser, live_url):
 def browser_page(browser_login, alice):
     """A page logged in as alice (see tests/conftest.py for the users)."""
     return browser_login(alice)
+
+
+# A real uvicorn (the ASGI path the live stream needs; the shared live_server is WSGI).
+@pytest.fixture
+def server(transactional_db):
+    with serve_asgi() as url:
+        yield url
+
+
+@pytest.fixture
+def page_as(browser, server, client):
+    """page_as(user) -> a Playwright page logged in as user on the uvicorn server."""
+    contexts = []
+
+    def make(user):
+        client.force_login(user)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.add_cookies([{"name": "sessionid", "value": session_cookie(client)["sessionid"], "url": server}])
+        contexts.append(context)
+        page = context.new_page()
+        page.on("console", lambda m: m.type == "error" and print("browser:", m.text))
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+# Nine runs of a 2 x 5 sweep with 9-digit ids, two of them on Slurm nodes: the widest pages (layout tests).
+@pytest.fixture
+def lab(alice, tiny_config, settings):
+    settings.MAX_ACTIVE_RUNS = 2
+    with connection.cursor() as cur:  # 9-digit run ids, as the full suite reaches them: the widest case
+        cur.execute(
+            "SELECT setval(pg_get_serial_sequence(%s, 'id'), "
+            f"GREATEST(100000000, (SELECT COALESCE(MAX(id), 0) FROM {Run._meta.db_table})))",
+            [Run._meta.db_table],
+        )
+    experiment = experiment_create(
+        owner=alice,
+        name="a-rather-long-experiment-name",
+        config=tiny_config,
+        sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 1, 2, 4, 8]},
+        seeds=1,
+        tags=["staleness", "paper"],
+    )
+    runs = list(experiment.runs.order_by("id"))
+    for run in runs[:2]:
+        run_transition(run=run, to=Run.State.SUBMITTED)
+        Run.objects.filter(pk=run.pk).update(job_id="1234567", node_list="gpu-node-017", backend="slurm")
+    for i, run in enumerate(runs):
+        metrics_ingest(
+            run=run,
+            attempt=1,
+            points=points("train/reward_mean", range(30), lambda s, i=i: s * i / 100)
+            + points("eval/avg_acc", [0, 29], lambda s: 0.4)
+            + points("actor/m2", range(30), lambda s: 0.05),
+        )
+    return experiment, runs

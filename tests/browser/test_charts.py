@@ -9,36 +9,10 @@ import pytest
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
-from tests.unit.metrics.asgi_server import serve_asgi, session_cookie
 from tests.unit.metrics.helpers import make_run, points, push
 
 pytestmark = pytest.mark.browser
 KEY = "train/reward_mean"
-
-
-@pytest.fixture
-def server(transactional_db):
-    with serve_asgi() as url:
-        yield url
-
-
-@pytest.fixture
-def page_as(browser, server, client):
-    """page_as(user) -> a Playwright page logged in as user on the uvicorn server."""
-    contexts = []
-
-    def make(user):
-        client.force_login(user)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        context.add_cookies([{"name": "sessionid", "value": session_cookie(client)["sessionid"], "url": server}])
-        contexts.append(context)
-        page = context.new_page()
-        page.on("console", lambda m: m.type == "error" and print("browser:", m.text))
-        return page
-
-    yield make
-    for context in contexts:
-        context.close()
 
 
 def push_off_loop(client, run_id, token, body):

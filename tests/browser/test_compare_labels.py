@@ -7,14 +7,14 @@ import pytest
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
-from tests.browser.test_charts import KEY, page_as, server  # noqa: F401 - fixtures
+from tests.browser.test_charts import KEY
 from tests.unit.metrics.helpers import points
 
 pytestmark = pytest.mark.browser
 EVIL = "<a href='https://evil.example/'>click</a>"
 
 
-def test_group_labels_from_the_url_are_text_not_links(page_as, server, alice, tiny_config):  # noqa: F811
+def test_group_labels_from_the_url_are_text_not_links(page_as, server, alice, tiny_config):
     experiment = experiment_create(
         owner=alice, name="sweep", config=tiny_config, sweep={"algorithm.objective": ["m2po", "grpo"]}
     )
@@ -34,7 +34,7 @@ def test_group_labels_from_the_url_are_text_not_links(page_as, server, alice, ti
     assert page.evaluate("() => document.querySelectorAll('a[href*=\"evil.example\"]').length") == 0
 
 
-def test_a_panel_says_what_its_dashes_mean_without_a_legend_of_its_own(page_as, server, alice, tiny_config):  # noqa: F811
+def test_a_panel_says_what_its_dashes_mean_without_a_legend_of_its_own(page_as, server, alice, tiny_config):
     """The compare page's one legend names runs; the M2 panel draws three keys in three dashes and
     the tau threshold as a red dashed line, and its header says which is which."""
     experiment = experiment_create(owner=alice, name="m2 sweep", config=tiny_config, sweep={"train.seed": [1, 2]})

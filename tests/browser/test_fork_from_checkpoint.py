@@ -10,7 +10,6 @@ from playwright.sync_api import expect
 
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create, run_transition
-from tests.browser.test_charts import page_as, server  # noqa: F401 - fixtures (uvicorn, for the compare page's charts)
 from trainer import checkpoint as ckpt
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -76,7 +75,7 @@ def _line_ranges(page) -> dict[int, tuple[float, float]]:
     }
 
 
-def test_compare_draws_a_fork_from_its_parents_step(page_as, server, alice, tiny_config, settings, tmp_path):  # noqa: F811
+def test_compare_draws_a_fork_from_its_parents_step(page_as, server, alice, tiny_config, settings, tmp_path):
     from orchestrator.metrics.services import metrics_ingest
     from tests.unit.metrics.helpers import points
 

@@ -6,16 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
-from orchestrator.experiments.models import Run
-from orchestrator.experiments.services import experiment_create, run_transition
-from orchestrator.metrics.services import metrics_ingest
-from tests.browser import test_charts
-from tests.unit.metrics.helpers import points
-
-# the uvicorn fixtures, bound here so that pytest finds them in this module
-page_as, server = test_charts.page_as, test_charts.server
+from orchestrator.experiments.services import experiment_create
 
 pytestmark = pytest.mark.browser
 WIDTHS = (1440, 1024)
@@ -32,38 +24,6 @@ def no_sideways_scroll(page, name):
         .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
         .slice(0, 3).map((el) => el.tagName + '.' + el.className + '#' + el.id)""")
     assert width[0] <= width[1], f"{name}: page is {width[0]} px wide in a {width[1]} px window: {wide}"
-
-
-@pytest.fixture
-def lab(alice, tiny_config, settings):
-    settings.MAX_ACTIVE_RUNS = 2
-    with connection.cursor() as cur:  # 9-digit run ids, as the full suite reaches them: the widest case
-        cur.execute(
-            "SELECT setval(pg_get_serial_sequence(%s, 'id'), "
-            f"GREATEST(100000000, (SELECT COALESCE(MAX(id), 0) FROM {Run._meta.db_table})))",
-            [Run._meta.db_table],
-        )
-    experiment = experiment_create(
-        owner=alice,
-        name="a-rather-long-experiment-name",
-        config=tiny_config,
-        sweep={"algorithm.objective": ["m2po", "grpo"], "staleness.k": [0, 1, 2, 4, 8]},
-        seeds=1,
-        tags=["staleness", "paper"],
-    )
-    runs = list(experiment.runs.order_by("id"))
-    for run in runs[:2]:
-        run_transition(run=run, to=Run.State.SUBMITTED)
-        Run.objects.filter(pk=run.pk).update(job_id="1234567", node_list="gpu-node-017", backend="slurm")
-    for i, run in enumerate(runs):
-        metrics_ingest(
-            run=run,
-            attempt=1,
-            points=points("train/reward_mean", range(30), lambda s, i=i: s * i / 100)
-            + points("eval/avg_acc", [0, 29], lambda s: 0.4)
-            + points("actor/m2", range(30), lambda s: 0.05),
-        )
-    return experiment, runs
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.experiments.presets import list_presets
-from tests.browser.test_charts import page_as, server  # noqa: F401 (the uvicorn fixtures)
-from tests.browser.test_layout_widths import WIDTHS, lab, no_sideways_scroll, shot  # noqa: F401 (lab: a fixture)
+from tests.browser.test_layout_widths import WIDTHS, no_sideways_scroll, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -22,7 +21,7 @@ def part_shot(page, selector, name):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_issue_24_pages_fit_the_window(page_as, server, alice, lab, width):  # noqa: F811 (the imported fixtures)
+def test_issue_24_pages_fit_the_window(page_as, server, alice, lab, width):
     experiment, runs = lab
     page = page_as(alice)
     page.set_viewport_size({"width": width, "height": 900})

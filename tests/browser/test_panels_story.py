@@ -11,11 +11,7 @@ import pytest
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
-from tests.browser import test_charts
 from tests.unit.metrics.helpers import make_run, points
-
-# the uvicorn fixtures, bound here so that pytest finds them in this module
-page_as, server = test_charts.page_as, test_charts.server
 
 pytestmark = pytest.mark.browser
 

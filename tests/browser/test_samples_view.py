@@ -14,12 +14,8 @@ import time
 import httpx
 import pytest
 
-from tests.browser import test_charts
 from tests.unit.metrics.helpers import make_run
 from tests.unit.samples.helpers import sample
-
-# the uvicorn fixtures, bound here so that pytest finds them in this module
-page_as, server = test_charts.page_as, test_charts.server
 
 pytestmark = pytest.mark.browser
 

@@ -5,7 +5,6 @@ import pytest
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
-from tests.browser.test_charts import page_as, server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.browser
 STEPS = range(0, 200, 2)
@@ -31,7 +30,7 @@ def sweep(alice, tiny_config, settings, tmp_path):
     return experiment
 
 
-def test_the_experiment_page_shows_statistics_and_verdicts(page_as, server, alice, sweep):  # noqa: F811
+def test_the_experiment_page_shows_statistics_and_verdicts(page_as, server, alice, sweep):
     page = page_as(alice)
     page.goto(f"{server}/experiments/{sweep.pk}/")
     page.wait_for_selector("#study-heatmap")
@@ -77,7 +76,7 @@ def off_regime_sweep(alice, tiny_config, settings, tmp_path):
     return experiment
 
 
-def test_the_regime_checks_show_beside_each_verdict(page_as, server, alice, off_regime_sweep):  # noqa: F811
+def test_the_regime_checks_show_beside_each_verdict(page_as, server, alice, off_regime_sweep):
     page = page_as(alice)
     page.goto(f"{server}/experiments/{off_regime_sweep.pk}/")
     page.wait_for_selector("#study-verdicts")

@@ -4,7 +4,6 @@ points, shows its alert card, and draws no GPU panel (none reported)."""
 import pytest
 
 from orchestrator.metrics.services import metrics_ingest
-from tests.browser.test_charts import page_as, server  # noqa: F401 (the uvicorn fixtures)
 from tests.browser.test_panels_story import traces, wait_drawn
 from tests.unit.metrics.helpers import make_run, points
 

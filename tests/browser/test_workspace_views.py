@@ -7,12 +7,10 @@ import pytest
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
-from tests.browser import test_charts
 from tests.browser.test_layout_widths import no_sideways_scroll, shot
 from tests.unit.metrics.helpers import make_run, points, start_attempt
 
 pytestmark = pytest.mark.browser
-page_as, server = test_charts.page_as, test_charts.server  # the uvicorn fixtures
 CURATED = ["train/reward_mean", "actor/m2", "actor/clip_frac", "actor/entropy", "rollout/staleness_mean"]
 EXTRA = ["actor/pg_loss", "actor/ratio_max", "actor/ratio_min"] + [f"custom/k{i:02d}" for i in range(52)]
 KEYS = CURATED + EXTRA  # 60
