@@ -5,13 +5,18 @@ measured in the same run.
 
 Uses its own database (opl_bench_metrics, dropped at the end unless --keep) and Redis db 13.
 
-| measure | ours | baseline |
-|---|---|---|
-| ingestion, 1/8/32 writers | `metrics_ingest` (validate, one chunk per key by binary COPY, summaries, rollups, publish) in 5,000-point batches, one run per writer, separate processes | the previous storage, one row per point: binary COPY into a table with its three indexes, plus the same summaries and rollups, 1 writer |
-| ingestion over HTTP | the same, posted as JSON to uvicorn (2 workers, DATABASE_POOL=1) by 1 and by 8 threads | (same baseline) |
-| chart query, 1M and 10M points | `selectors.series` at a 1,500-point budget (rollups) | read every point (from the chunks), downsample with tsdownsample MinMaxLTTB |
-| compare, 50 runs x 100k | one `selectors.series` call for the 50 runs | the same naive read, run by run |
-| live latency | POST over HTTP -> event on an SSE connection (uvicorn, Redis pub/sub) | polling every 2 s, as the previous chart did |
+- ingestion, 1/8/32 writers: `metrics_ingest` (validate, one chunk per key by binary COPY,
+  summaries, rollups, publish) in 5,000-point batches, one run per writer, separate processes.
+  Baseline: the previous storage, one row per point: binary COPY into a table with its three
+  indexes, plus the same summaries and rollups, 1 writer
+- ingestion over HTTP: the same, posted as JSON to uvicorn (2 workers, DATABASE_POOL=1) by 1 and by
+  8 threads. Baseline: the same
+- chart query, 1M and 10M points: `selectors.series` at a 1,500-point budget (rollups). Baseline:
+  read every point (from the chunks), downsample with tsdownsample MinMaxLTTB
+- compare, 50 runs x 100k: one `selectors.series` call for the 50 runs. Baseline: the same naive
+  read, run by run
+- live latency: POST over HTTP -> event on an SSE connection (uvicorn, Redis pub/sub). Baseline:
+  polling every 2 s, as the previous chart did
 
 Targets: ingestion >= 100k points/s; chart query over 1M points <= 150 ms; live p95 <= 500 ms.
 Big series are generated with numpy and stored as chunks of 1,000 steps.
@@ -20,21 +25,25 @@ Issue 18's measures (uvicorn, 2 workers; the MLflow column is its tracking serve
 the same PostgreSQL, driven over REST with the same requests, when MLflow is installed in a separate
 environment: see benchmarks/mlflow_baseline.py; otherwise the column says it was skipped):
 
-| measure | what |
-|---|---|
-| writers | one run, 1/8/32 writer threads: own keys in step order; one shared key with interleaved steps; 50 keys x 20 steps a request with each writer its own step range. Points/s, and each W-writer rate / 1-writer rate |
-| small | 1-, 50-, 1,000-point requests: server time (in-process, the whole view) and database round trips (libpq protocol trace), and points/s over HTTP |
-| behind | a 1,000-point batch behind a key's head, retried, and appended, into series of 10k/100k/1M points: time against the 10k-point series |
-| trainer | a training loop's step time (real spool and pusher) with the dashboard up, slow, hung, down and answering 429, against no dashboard |
-| chart-http | the chart query over HTTP for a 1M-point key against MLflow's chart query on the same series |
+- writers: one run, 1/8/32 writer threads: own keys in step order; one shared key with interleaved
+  steps; 50 keys x 20 steps a request with each writer its own step range. Points/s, and each
+  W-writer rate / 1-writer rate
+- small: 1-, 50-, 1,000-point requests: server time (in-process, the whole view) and database round
+  trips (libpq protocol trace), and points/s over HTTP
+- behind: a 1,000-point batch behind a key's head, retried, and appended, into series of 10k/100k/1M
+  points: time against the 10k-point series
+- trainer: a training loop's step time (real spool and pusher) with the dashboard up, slow, hung,
+  down and answering 429, against no dashboard
+- chart-http: the chart query over HTTP for a 1M-point key against MLflow's chart query on the same
+  series
 
     .venv/bin/python benchmarks/metrics.py --only writers small behind trainer chart-http [--quick] [--no-mlflow]
 
 The alert rules' cost (issue 17's alerts on issue 18's ingestion), in-process like `small`:
 
-| measure | what |
-|---|---|
-| alerts | a trainer's batch (the 37 keys a step logs, 5 watched by the alert rules), 1 step and 40 steps: server time and round trips, against the same batch with its keys renamed so that no rule watches them |
+- alerts: a trainer's batch (the 37 keys a step logs, 5 watched by the alert rules), 1 step and 40
+  steps: server time and round trips, against the same batch with its keys renamed so that no rule
+  watches them
 
     .venv/bin/python benchmarks/metrics.py --only alerts [--quick]
 
@@ -43,11 +52,13 @@ benchmarks/mlflow_baseline.py), over HTTP with the same client, 1,000-point requ
 
     flock /tmp/opl-heavy.lock .venv/bin/python benchmarks/metrics.py --mlflow [--quick]
 
-| row | what |
-|---|---|
-| 1 and 8 writers x 1 and 50 keys, at 200k and 1M points | points/s, ours and MLflow's (on a quarter of the points), the ratio, and ours as a fraction of the physical limit: a raw COPY of the same rows into an indexed table, measured in the same run; every point of both sides read back and compared (lost = missing, different or extra) |
-| cost per point, 1M : 200k | each scenario's 200k rate / its 1M rate (flat = 1) |
-| small requests | 1-, 50- and 1,000-point requests, 1 writer: server time, round trips, points/s against MLflow's |
+- 1 and 8 writers x 1 and 50 keys, at 200k and 1M points: points/s, ours and MLflow's (on a quarter
+  of the points), the ratio, and ours as a fraction of the physical limit: a raw COPY of the same
+  rows into an indexed table, measured in the same run; every point of both sides read back and
+  compared (lost = missing, different or extra)
+- cost per point, 1M : 200k: each scenario's 200k rate / its 1M rate (flat = 1)
+- small requests: 1-, 50- and 1,000-point requests, 1 writer: server time, round trips, points/s
+  against MLflow's
 
 OPL_BENCH_DB and OPL_BENCH_REDIS_URL name another database and Redis db (two benchmarks on one machine).
 """
@@ -531,7 +542,7 @@ def alert_rows(requests: int) -> list[tuple]:
                     }
                 )
 
-            def post(i, token=token, run=run, body=body):
+            def post(i, token=token, run=run, body=body, client=client):
                 return client.post(
                     f"/api/v1/runs/{run.pk}/metrics",
                     data=body(i),
@@ -757,7 +768,7 @@ def small_batch_rows(base: str, mlflow, requests: int) -> list[tuple]:
                 }
             )
 
-        def post(i, token=token, run=run):
+        def post(i, token=token, run=run, client=client):
             return client.post(
                 f"/api/v1/runs/{run.pk}/metrics",
                 data=body(i),
