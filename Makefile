@@ -41,7 +41,7 @@ test-deps: $(VENV)/.test-deps
 demo: $(VENV)/.deps
 	bash scripts/demo.sh
 
-test: $(VENV)/.test-deps $(VLLM_VENV)/.deps
+test: $(VENV)/.test-deps $(VLLM_VENV)/.deps lint
 	bash scripts/test.sh
 
 # ruff (lint and format, pyproject.toml) over the Python tree and eslint over static/js; `make test` runs it first.
