@@ -3,12 +3,12 @@
 // sweep heatmap and a URL that restores the whole view. Any key the runs logged can be added as a
 // panel (the key browser); a panel fetches its keys when it is about to be seen; a saved view
 // (?view=<id>) sets the panels, grouping, smoothing and filters, explicit URL parameters win.
-(function () {
-  "use strict";
-  const M = window.OPLMetrics;
-  const W = window.OPLWorkspace;
+import * as M from "./metrics_core.js";
+import * as W from "./metrics_workspace.js";
+
+function start() {
   const configEl = document.getElementById("compare-config");
-  if (!M || !configEl) return;
+  if (!configEl) return;
   const cfg = JSON.parse(configEl.textContent);
   const root = document.getElementById("compare");
   root.dataset.startMs = String(Math.round(performance.now())); // benchmarks/workspace.py: this script's share
@@ -458,4 +458,6 @@
     root.dataset.readyMs = String(Math.round(performance.now())); // benchmarks/workspace.py reads it
     root.dataset.ready = "1";
   })().catch((err) => console.warn("compare load failed", err));
-})();
+}
+
+start();

@@ -3,12 +3,12 @@
 // seen, then live points from the run's event stream extend it (extendTraces, redraws throttled
 // to ~10/s). Zooming refetches the visible step range at full resolution; the toolbar switches
 // the page's x-axis, smoothing and log y, and each panel may set its own log y and x-axis.
-(function () {
-  "use strict";
-  const M = window.OPLMetrics;
-  const W = window.OPLWorkspace;
+import * as M from "./metrics_core.js";
+import * as W from "./metrics_workspace.js";
+
+function start() {
   const configEl = document.getElementById("run-metrics-config");
-  if (!M || !configEl) return;
+  if (!configEl) return;
   const cfg = JSON.parse(configEl.textContent);
   const root = document.getElementById("run-metrics");
   const EVAL_SET = /^eval\/[^/]+\/acc$/;
@@ -345,4 +345,6 @@
   loadAll().then((seq) => {
     if (!cfg.terminal) { openStream(seq); pollRun(); } else setLive(false);
   }).catch((err) => console.warn("metrics load failed", err));
-})();
+}
+
+start();
