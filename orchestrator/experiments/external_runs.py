@@ -94,15 +94,17 @@ def external_run_open(
                 owner=user,
                 name=name,
                 config=config or {},
-                state=S.RUNNING,
-                state_reason="logging from outside the lab's queue",
                 attempt=1,
                 max_attempts=1,
                 backend=BACKEND,
                 token_salt=salt,
-                started_at=timezone.now(),
-                last_heartbeat=timezone.now(),
                 notes=notes,
+            )
+            # Through the state machine like every run (its history says so); in this transaction,
+            # so no dispatcher ever sees it queued.
+            run_transition(run=run, to=S.SUBMITTED, reason="opened by the opl SDK")
+            run_transition(
+                run=run, to=S.RUNNING, reason="logging from outside the lab's queue", last_heartbeat=timezone.now()
             )
             token = derive_token(run.pk, run.attempt, salt)
             Run.objects.filter(pk=run.pk).update(token_hash=token_hash(token))
