@@ -163,8 +163,10 @@ def _through_the_api(config: dict) -> dict:
 ROUND_TRIPS: list[dict] = []  # the configs the property below really sent round
 
 
+# 250 drawn for at least 150 distinct: how many draws the repair collapses into one config varies
+# with what the suite has loaded before this test (149 of 200 in one full run, 162 alone).
 @settings(
-    max_examples=200,
+    max_examples=250,
     deadline=None,
     derandomize=True,
     database=None,
