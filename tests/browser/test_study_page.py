@@ -5,29 +5,15 @@ import pytest
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
+from tests.unit.studies.sweeps import FINAL, STEPS, finished_staleness_sweep
 
 pytestmark = pytest.mark.browser
-STEPS = range(0, 200, 2)
-FINAL = {(0, "grpo"): 0.8, (8, "grpo"): 0.4, (0, "m2po"): 0.8, (8, "m2po"): 0.78}
 
 
 @pytest.fixture
 def sweep(alice, tiny_config, settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
-    experiment = experiment_create(
-        owner=alice,
-        name="study",
-        config=tiny_config,
-        seeds=2,
-        sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]},
-    )
-    for run in experiment.runs.all():
-        final = FINAL[(run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"])] + 0.01 * run.seed
-        rows = [{"step": s, "key": "rollout/reward_mean", "value": final * s / 198, "time": 1.0e9 + s} for s in STEPS]
-        rows += [{"step": s, "key": "actor/clip_frac", "value": 0.01, "time": 1.0e9 + s} for s in STEPS]
-        metrics_ingest(run=run, attempt=1, points=rows)
-    experiment.runs.update(state="succeeded")
-    return experiment
+    return finished_staleness_sweep(alice, tiny_config)
 
 
 def test_the_experiment_page_shows_statistics_and_verdicts(page_as, server, alice, sweep):

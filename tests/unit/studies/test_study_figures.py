@@ -6,33 +6,17 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from orchestrator.experiments.services import experiment_create
-from orchestrator.metrics.services import metrics_ingest
 from orchestrator.studies.figures import FigureError, FigureSpec, aggregate, draw, figure
+from tests.unit.studies.sweeps import finished_staleness_sweep
 
 pytestmark = pytest.mark.django_db
-STEPS = range(0, 200, 2)
-FINAL = {(0, "grpo"): 0.8, (8, "grpo"): 0.4, (0, "m2po"): 0.8, (8, "m2po"): 0.78}
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
 def sweep(alice, tiny_config, settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
-    experiment = experiment_create(
-        owner=alice,
-        name="study",
-        config=tiny_config,
-        seeds=2,
-        sweep={"staleness.k": [0, 8], "algorithm.objective": ["grpo", "m2po"]},
-    )
-    for run in experiment.runs.all():
-        final = FINAL[(run.sweep_values["staleness.k"], run.sweep_values["algorithm.objective"])] + 0.01 * run.seed
-        rows = [{"step": s, "key": "rollout/reward_mean", "value": final * s / 198, "time": 1.0e9 + s} for s in STEPS]
-        rows += [{"step": s, "key": "actor/clip_frac", "value": 0.01, "time": 1.0e9 + s} for s in STEPS]
-        metrics_ingest(run=run, attempt=1, points=rows)
-    experiment.runs.update(state="succeeded")
-    return experiment
+    return finished_staleness_sweep(alice, tiny_config)
 
 
 def test_aggregate_is_the_mean_and_the_min_max_where_each_curve_has_data():
