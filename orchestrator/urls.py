@@ -2,12 +2,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
+from orchestrator import openapi
 from orchestrator.api import not_found as api_not_found
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/v1/openapi.json", openapi.openapi_json, name="api-openapi"),
+    path("api/v1/schema/runconfig", openapi.runconfig_schema, name="api-runconfig-schema"),
     path("", include("orchestrator.accounts.urls")),
     path("", include("orchestrator.experiments.urls")),
     path("", include("orchestrator.metrics.urls")),

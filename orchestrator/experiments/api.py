@@ -1,5 +1,5 @@
 """JSON API for experiments, runs, projects and tags (/api/v1). Request bodies are the pydantic
-models in schemas.py, from which openapi.py builds the OpenAPI document."""
+models in schemas.py, from which orchestrator/openapi.py builds the OpenAPI document."""
 
 from typing import Any
 

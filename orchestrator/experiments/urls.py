@@ -1,6 +1,6 @@
 from django.urls import path
 
-from orchestrator.experiments import api, experiment_views, external_api, openapi, project_views, views
+from orchestrator.experiments import api, experiment_views, external_api, project_views, views
 
 urlpatterns = [
     # runs
@@ -35,8 +35,6 @@ urlpatterns = [
     path("projects/<str:name>/members", project_views.project_member_add, name="exp-project-member-add"),
     path("projects/<str:name>/members/remove", project_views.project_member_remove, name="exp-project-member-remove"),
     # JSON API
-    path("api/v1/openapi.json", openapi.openapi_json, name="api-openapi"),
-    path("api/v1/schema/runconfig", openapi.runconfig_schema, name="api-runconfig-schema"),
     path("api/v1/experiments", api.experiments, name="api-experiments"),
     # the `opl` logging SDK: runs logged from outside the lab's queue
     path("api/v1/sdk/runs", external_api.external_runs, name="api-sdk-runs"),

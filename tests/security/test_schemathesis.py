@@ -6,7 +6,7 @@ Bounded for `make test`: EXAMPLES per operation and generation mode, no shrinkin
 (derandomized), so the run takes about a minute or two on two cores.
 
 Requests go through Django's WSGI handler in this process, inside the test's transaction. Ids in
-paths point at a real run and experiment (and the project `lab`) where the generator chose a
+paths point at a real run, experiment and saved view (and the project `lab`) where the generator chose a
 valid integer, so the cases reach the views' logic rather than stopping at a 404.
 """
 
@@ -24,6 +24,7 @@ from schemathesis.specs.openapi.checks import (
 
 from orchestrator.accounts.services import api_token_create
 from orchestrator.experiments.services import experiment_create
+from orchestrator.workspace.services import view_create
 from tests.unit.metrics.helpers import points, push, start_attempt
 
 EXAMPLES = 20
@@ -62,7 +63,9 @@ def world(db, alice, bob, tiny_config, client):
     assert (
         push(client, run.pk, run_token, {"attempt": 1, "points": points("train/loss", range(1, 20))}).status_code == 202
     )
+    view = view_create(project=experiment.project, owner=alice, name="v", state={})
     return {
+        "view_id": view.pk,
         "run_id": run.pk,
         "experiment_id": experiment.pk,
         "name": "lab",
@@ -79,7 +82,7 @@ def test_api_conforms_to_its_document(case, world, keep_test_connection):
             case.path_parameters[param] = world[param]
     token = (
         world["run_token"]
-        if case.path.endswith(("/metrics", "/heartbeat", "/samples")) and case.method == "POST"
+        if case.path.endswith(("/metrics", "/heartbeat", "/samples", "/finish")) and case.method == "POST"
         else world["user_token"]
     )
     case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)

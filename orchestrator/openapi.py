@@ -1,4 +1,4 @@
-"""The OpenAPI document of /api/v1, assembled by hand: request bodies come from the pydantic models
+"""The OpenAPI document of /api/v1, every app's routes, assembled by hand: request bodies come from the pydantic models
 the views validate with, the RunConfig schema from the trainer, and the answers are typed so that
 tests/security/test_schemathesis.py can hold every response to them."""
 
@@ -18,6 +18,7 @@ from trainer.config import RunConfig
 ERROR = {"$ref": "#/components/responses/Error"}
 ERROR_STATUSES = ("400", "401", "403", "404", "405", "409", "413")
 STEP_MAX = 2**31 - 1  # orchestrator.metrics.schemas.MAX_STEP
+SLUG = r"^[-a-zA-Z0-9_]+$"  # Django's <slug:> path converter
 
 
 def _ref(name: str) -> dict:
@@ -306,9 +307,14 @@ def _schemas() -> dict[str, Any]:
         "RunConfig": RunConfig,
     }
     from orchestrator.alerts.views import ProjectAlertsIn, RuleIn
+    from orchestrator.experiments.external_api import ExternalRunIn, FinishIn, LoggingTokenIn
+    from orchestrator.launchers.schemas import LauncherRunIn
     from orchestrator.samples.schemas import SampleBatchIn
+    from orchestrator.workspace.schemas import ViewIn, ViewPatchIn
 
     models.update({"AlertRuleIn": RuleIn, "ProjectAlertsIn": ProjectAlertsIn, "SampleBatch": SampleBatchIn})
+    models.update({"ExternalRunIn": ExternalRunIn, "FinishIn": FinishIn, "LoggingTokenIn": LoggingTokenIn})
+    models.update({"LauncherRunIn": LauncherRunIn, "ViewIn": ViewIn, "ViewPatchIn": ViewPatchIn})
     out: dict[str, Any] = {}
     for name, model in models.items():
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
@@ -347,12 +353,136 @@ def _schemas() -> dict[str, Any]:
             "rules": rules,
         },
     }
+    out.update(_sdk_launcher_view_schemas())
     out["ProjectAlerts"] = {
         "type": "object",
         "required": ["project", "rules", "notifications"],
         "properties": {"project": {"type": "string"}, "rules": rules, "notifications": {"type": "object"}},
     }
     return out
+
+
+def _sdk_launcher_view_schemas() -> dict[str, Any]:
+    """Answers of the logging SDK, launcher, saved-view and sweep-glance endpoints."""
+    view = _object(
+        {
+            "id": INT,
+            "project": STR,
+            "name": STR,
+            "owner": _nullable(STR),
+            "page": STR,
+            "default": {"type": "boolean"},
+            "state": OBJ,
+            "updated_at": TIME,
+        }
+    )
+    return {
+        "ExternalRunOpened": _object(
+            {
+                "id": INT,
+                "url": STR,
+                "token": {**STR, "description": "The run's own ingestion token: all the SDK writes with"},
+                "attempt": INT,
+                "state": {"type": "string", "enum": Run.State.values},
+                "created": {"type": "boolean", "description": "false: the client_id found the run again"},
+            }
+        ),
+        "ExternalRunFinished": _object(
+            {"id": INT, "state": {"type": "string", "enum": Run.State.values}, "changed": {"type": "boolean"}}
+        ),
+        "LoggingToken": _object(
+            {"id": INT, "name": STR, "token": {**STR, "description": "Shown once"}, "expires_at": STR}
+        ),
+        "LauncherList": _object({"launchers": {"type": "array", "items": OBJ}}),
+        "LauncherRunCreated": _object({"id": INT, "experiment": INT, "launcher": STR}),
+        "View": view,
+        "ViewList": _object({"views": {"type": "array", "items": view}}),
+        "ViewDeleted": _object({"deleted": INT}),
+        "Glance": _object(
+            {
+                "key": STR,
+                "stat": STR,
+                "stats": OBJ,
+                "keys": {"type": "array", "items": STR},
+                "axes": {"type": "array"},
+                "runs": {"type": "array", "items": OBJ},
+            }
+        ),
+    }
+
+
+def _sdk_launcher_view_paths(run_id: list, name: list) -> dict[str, Any]:
+    view_id = [_id("view_id")]
+    launcher = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern": SLUG}}]
+    return {
+        "/api/v1/sdk/runs": {
+            "post": {
+                "summary": "Open a run logged from outside the lab's cluster (the opl SDK), or find it again by "
+                "client_id; with a logging token or a personal token that may write",
+                "requestBody": _body("ExternalRunIn"),
+                "responses": {**_ok("ExternalRunOpened"), **_ok("ExternalRunOpened", "201", "Created")},
+            }
+        },
+        "/api/v1/sdk/runs/{run_id}/finish": {
+            "post": {
+                "summary": "End an SDK run (its own token only): exit_code 0 succeeded, else failed; 409 for a run "
+                "the cluster runs",
+                "parameters": run_id,
+                "security": RUN_TOKEN,
+                "requestBody": _body("FinishIn"),
+                "responses": _ok("ExternalRunFinished"),
+            }
+        },
+        "/api/v1/sdk/tokens": {
+            "post": {
+                "summary": "A new logging token of yours: it opens runs and writes only those (shown once)",
+                "requestBody": _body("LoggingTokenIn"),
+                "responses": _ok("LoggingToken", "201", "Created"),
+            }
+        },
+        "/api/v1/launchers": {
+            "get": {"summary": "The launchers the lab enabled, with their parameters", "responses": _ok("LauncherList")}
+        },
+        "/api/v1/launchers/{name}/runs": {
+            "post": {
+                "summary": "Queue a run of a launcher; a bad parameter is a 400 naming it",
+                "parameters": launcher,
+                "requestBody": _body("LauncherRunIn"),
+                "responses": _ok("LauncherRunCreated", "201", "Created"),
+            }
+        },
+        "/api/v1/projects/{name}/views": {
+            "get": {"summary": "The project's saved views", "parameters": name, "responses": _ok("ViewList")},
+            "post": {
+                "summary": "Save a view in the project (members who may write)",
+                "parameters": name,
+                "requestBody": _body("ViewIn"),
+                "responses": _ok("View", "201", "Created"),
+            },
+        },
+        "/api/v1/views/{view_id}": {
+            "get": {"summary": "A saved view", "parameters": view_id, "responses": _ok("View")},
+            "patch": {
+                "summary": "Rename, move or change a saved view",
+                "parameters": view_id,
+                "requestBody": _body("ViewPatchIn"),
+                "responses": _ok("View"),
+            },
+            "delete": {"summary": "Delete a saved view", "parameters": view_id, "responses": _ok("ViewDeleted")},
+        },
+        "/api/v1/metrics/glance": {
+            "get": {
+                "summary": "A sweep at a glance: each run's axes and one summary of one key",
+                "parameters": [
+                    _query("experiment", {"type": "integer", "minimum": 1}, "an experiment's runs"),
+                    _query("runs", {"type": "string"}, "or comma-separated run ids (at most 200)"),
+                    _query("key", {"type": "string"}, "the metric key; default the reward or the first key"),
+                    _query("stat", {"type": "string", "enum": ["tail_mean", "last", "min", "max"]}),
+                ],
+                "responses": _ok("Glance"),
+            }
+        },
+    }
 
 
 def _body(name: str) -> dict:
@@ -668,6 +798,7 @@ def document() -> dict[str, Any]:
             "responses": _ok("ProjectAlerts"),
         },
     }
+    paths.update(_sdk_launcher_view_paths(run_id, name))
     return {
         "openapi": "3.1.0",
         "info": {"title": "OffPolicy Lab API", "version": "1"},
