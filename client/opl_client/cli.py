@@ -9,6 +9,7 @@
     opl import PATH [--format tensorboard|jsonl|csv] [--project P] [--config FILE]
     opl logging-token [--name N]                  (for OPL_TOKEN on training nodes: opens and writes its own runs)
     opl views list|show|create|update|delete|url ...   (saved chart views: opl views -h)
+    opl launchers list | run NAME [-p PARAM=VALUE ...] [--wait]   (commands the lab allows on its queue)
 
 The dashboard's URL and a personal API token come from OPL_URL and OPL_TOKEN, or from
 ~/.config/opl/config ([default] url=..., token=...). Exit status: 0 done, 1 the server refused
@@ -23,7 +24,7 @@ import json
 import os
 import sys
 
-from opl_client import cli_logging, cli_views, samples_text
+from opl_client import cli_launchers, cli_logging, cli_views, samples_text
 from opl_client.client import Client, OplError
 
 
@@ -217,6 +218,7 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_cancel)
     cli_logging.add_commands(sub)
     cli_views.add_commands(sub)
+    cli_launchers.add_commands(sub)
     return p
 
 

@@ -174,6 +174,34 @@ class Client:
         """The link that opens the page the view was saved from, with the view applied."""
         return f"{self.settings.url}/views/{int(view_id)}/"
 
+    # --- launchers ------------------------------------------------------------------------
+    def launchers(self) -> list[dict]:
+        """The launchers the lab enabled: [{"name", "description", "command", "parameters", "resources"}]."""
+        return self.request("GET", "/api/v1/launchers")["launchers"]
+
+    def launcher_run(
+        self,
+        launcher: str,
+        params: dict[str, Any] | None = None,
+        *,
+        name: str = "",
+        project: str | None = None,
+        priority: int = 0,
+        tags: list[str] | None = None,
+        notes: str = "",
+    ) -> dict:
+        """Queue a run of a launcher; values may be strings (the server types them as the form
+        does). A bad one raises OplError 400 naming params.<name>. Returns {"id", "experiment", "launcher"}."""
+        body = {
+            "params": params or {},
+            "name": name,
+            "priority": priority,
+            "tags": tags or [],
+            "notes": notes,
+            **({"project": project} if project else {}),
+        }
+        return self.request("POST", f"/api/v1/launchers/{urllib.parse.quote(launcher)}/runs", body=body)
+
     # --- rollout samples ------------------------------------------------------------------
     def samples(
         self,
