@@ -306,6 +306,7 @@ function start() {
     const xid = xOfPanel(panel);
     if (xid !== "step") await loadMapper(xid);
     await loadKeys(panel.keys);
+    await M.plotlyReady;
     if (panels.includes(panel)) { panel.shown = true; panel.obj.render(); }
   }
 
@@ -327,14 +328,15 @@ function start() {
   }
   panels.forEach(addPanelObj);
 
+  // The asked-for panel is fetched and drawn first, then scrolled to: scrolling first would bring
+  // the panels above it near the viewport, and their fetches and draws would go ahead of it.
   function addPanel(key) {
     const panel = W.customPanel(key, panels);
     panels.push(panel);
     addPanelObj(panel);
     lazy.forget(panel.obj.root); // asked for now: fetched at once, not when the observer next looks
-    show(panel);
     browser.refresh();
-    panel.obj.root.scrollIntoView({ block: "nearest" });
+    show(panel).finally(() => panel.obj.root.scrollIntoView({ block: "nearest" }));
     return panel;
   }
 
@@ -452,8 +454,9 @@ function start() {
     await Promise.all(first.map(show));
     ready = true;
     panels.filter((p) => !first.includes(p)).forEach((p) => lazy.watch(p.obj.root, () => show(p)));
-    renderAll();
-    renderHeatmap();
+    renderLegend(); renderSummary(); saveView(); // renderAll less the panels: show() has just drawn them
+    const heatmap = document.getElementById("heatmap"); // below the panels: drawn when it comes near
+    if (heatmap) lazy.watch(heatmap, renderHeatmap);
     openStreams();
     root.dataset.readyMs = String(Math.round(performance.now())); // benchmarks/workspace.py reads it
     root.dataset.ready = "1";

@@ -1,7 +1,8 @@
 // A sweep at a glance (templates/metrics/_sweep_glance.html): parallel coordinates over the
 // sweep's axes and one summary, coloured by the summary, and a scatter of the summary against
 // one axis. Data: GET data-src (/api/v1/metrics/glance) with key, stat; redrawn on each choice.
-(function () {
+// It starts at DOMContentLoaded: by then every deferred script, Plotly's among them, has run.
+document.addEventListener("DOMContentLoaded", function () {
   "use strict";
 
   const root = document.getElementById("sweep-glance");
@@ -136,4 +137,4 @@
   statSelect.addEventListener("change", load);
   axisSelect.addEventListener("change", drawScatter);
   load();
-})();
+});
