@@ -136,5 +136,12 @@ document.addEventListener("DOMContentLoaded", function () {
   keySelect.addEventListener("change", load);
   statSelect.addEventListener("change", load);
   axisSelect.addEventListener("change", drawScatter);
-  load();
+  // Fetched and drawn when it comes near the viewport: below the charts, its parcoords (WebGL)
+  // should not hold up their first draw.
+  const near = new IntersectionObserver((entries) => {
+    if (!entries.some((e) => e.isIntersecting)) return;
+    near.disconnect();
+    load();
+  }, { rootMargin: "400px" });
+  near.observe(root);
 });
