@@ -8,7 +8,7 @@ It creates a throwaway test database (test_<name> of DATABASE_URL) and drops it 
 serves the app with uvicorn in this process. Measured in the browser:
   - first render: navigation start to the panels in view drawn (the compare script's
     data-ready-ms: performance.now() when they are), with the shares of the server's HTML and of
-    what runs before the compare script (Plotly's 4.6 MB parsed, the page's other scripts);
+    what runs before the compare script (Plotly parsed, the page's other scripts);
   - add a panel: a click on a key in the key browser to that panel's lines drawn (its series
     fetched from the downsampled compare API and plotted).
 Targets: first render <= 1,000 ms, add a panel <= 300 ms (medians). The in-process uvicorn runs
@@ -159,7 +159,7 @@ def main() -> None:
         print("\nof which the server's (median ms):")
         print(f"  the page's HTML received: ours {med(col(ours_first, 1)):.0f}, 14-panel {med(col(base_first, 1)):.0f}")
         print(f"  the added panel's compare API answer: {med(col(ours_add, 1)):.0f}")
-        print("of which before the compare script starts (HTML, Plotly's 4.6 MB parsed, other scripts) (median ms):")
+        print("of which before the compare script starts (HTML, Plotly parsed, other scripts) (median ms):")
         print(f"  ours {med(col(ours_first, 2)):.0f}, 14-panel {med(col(base_first, 2)):.0f}")
         print(f"all first renders (ms): ours {[round(v) for v in col(ours_first, 0)]}")
         print(f"                    14-panel {[round(v) for v in col(base_first, 0)]}")

@@ -168,6 +168,10 @@ def _response_schemas() -> dict[str, Any]:
         "items": {"type": "array", "items": INT, "minItems": 2, "maxItems": 2},
         "description": "[attempt, first step] of each attempt after a restart",
     }
+    compare_runs = {
+        "type": "array",
+        "items": _object({"run": INT, "points": {"type": "array", "items": wire_point}, "attempts": attempts}),
+    }
     summary = _object(
         {
             "last": point_value,
@@ -281,14 +285,15 @@ def _response_schemas() -> dict[str, Any]:
         ),
         "CompareSeries": _object(
             {
-                "key": STR,
-                "runs": {
+                "series": {
                     "type": "array",
-                    "items": _object(
-                        {"run": INT, "points": {"type": "array", "items": wire_point}, "attempts": attempts}
-                    ),
+                    "description": "One entry per key asked, in the order asked",
+                    "items": _object({"key": STR, "runs": compare_runs}, required=["key", "runs"]),
                 },
-            }
+                "key": {**STR, "description": "Only when one key was asked: that key (as before several keys)"},
+                "runs": {**compare_runs, "description": "Only when one key was asked: its runs"},
+            },
+            required=["series"],
         ),
     }
 
@@ -521,7 +526,6 @@ WINDOW = [
     _query("max_points", {"type": "integer", "minimum": 2, "maximum": 20_000}, "points per run at most (min/max kept)"),
     _query("field", {"type": "string", "enum": ["value", "time"]}),
 ]
-KEY = _query("key", {"type": "string", "minLength": 1}, "metric key, e.g. train/reward_mean", required=True)
 KEYS = {
     "name": "key",
     "in": "query",
@@ -729,11 +733,15 @@ def document() -> dict[str, Any]:
         },
         "/api/v1/metrics/compare": {
             "get": {
-                "summary": "One metric of many runs on one bucket grid (one key per call: a second is a 400; a key "
-                "none of the runs has is a 404 naming their keys)",
+                "summary": "Metrics of many runs, each key on one bucket grid (at most 200 runs x keys per call; a "
+                "key none of the runs has is a 404 naming their keys)",
                 "parameters": [
                     _query("runs", {"type": "string"}, "comma-separated run ids (at most 200)", required=True),
-                    KEY,
+                    {
+                        **KEYS,
+                        "description": "metric keys: key=a&key=b, or comma-separated key=a,b (at most 50, and "
+                        "runs x keys at most 200). A key that none of the runs has answers 404 naming their keys.",
+                    },
                     *WINDOW,
                 ],
                 "responses": _ok("CompareSeries"),

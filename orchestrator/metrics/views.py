@@ -20,7 +20,7 @@ from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics import ingest_queue, live, selectors
 from orchestrator.metrics.access import (
-    MAX_COMPARE_RUNS,  # noqa: F401 (metrics_tags imports it from here)
+    MAX_COMPARE_RUNS,  # metrics_tags imports it from here too
     ParamError,
     authenticated_run,
     run_ids_param,
@@ -161,27 +161,39 @@ def _series(request: HttpRequest, run_id: int):
     return JsonResponse(body)
 
 
+# a call's runs x keys: one key of 200 runs, or the first panels' keys of a few runs (8 x 25)
+MAX_COMPARE_SERIES = MAX_COMPARE_RUNS
+
+
 @api_view
 def compare_series(request: HttpRequest):
-    """One key of many runs on one bucket grid: {"key", "runs": [{"run", "points", "attempts"}]}.
-    A key that none of the runs has is a 404 naming the keys they have."""
+    """Keys of many runs, each key on one bucket grid: {"series": [{"key", "runs": [{"run",
+    "points", "attempts"}]}]}, one entry per key in the order asked, so that a page's first panels
+    come in one call (one key also answers "key" and "runs" at the top, as before several keys).
+    At most MAX_COMPARE_SERIES runs x keys. A key that none of the runs has is a 404 naming the
+    keys they have."""
     try:
-        ids, [key], params = run_ids_param(request), _key_param(request), _window_params(request)
+        ids, keys, params = run_ids_param(request), _key_param(request, many=True), _window_params(request)
+        if len(ids) * len(keys) > MAX_COMPARE_SERIES:
+            raise ParamError(
+                "key", f"at most {MAX_COMPARE_SERIES} series (runs x keys) per call, got {len(ids)} x {len(keys)}"
+            )
     except ParamError as exc:
         return json_error(400, "invalid query", [{"field": exc.field, "message": exc.message}])
     ids = visible_ids(request.user, ids)
-    if error := _unknown_keys([key], selectors.keys_of(ids), f"none of runs {', '.join(map(str, ids))[:100]}"):
+    if error := _unknown_keys(keys, selectors.keys_of(ids), f"none of runs {', '.join(map(str, ids))[:100]}"):
         return error
-    per_run = selectors.series(ids, key, **params)
     attempts = selectors.attempt_starts(ids)
-    return JsonResponse(
-        {
-            "key": key,
-            "runs": [
-                {"run": rid, "points": _points_json(per_run[rid]), "attempts": attempts.get(rid, [])} for rid in ids
-            ],
-        }
-    )
+    series = [{"key": key, "runs": _compare_runs_json(ids, key, params, attempts)} for key in keys]
+    body = {"series": series}
+    if len(keys) == 1:
+        body.update(series[0])
+    return JsonResponse(body)
+
+
+def _compare_runs_json(ids: list[int], key: str, params: dict, attempts: dict) -> list[dict]:
+    per_run = selectors.series(ids, key, **params)
+    return [{"run": rid, "points": _points_json(per_run[rid]), "attempts": attempts.get(rid, [])} for rid in ids]
 
 
 @api_view

@@ -99,12 +99,23 @@ function start() {
   }
   const xLabel = (xid) => (xid === "time" ? `wall time (${timeDiv().unit})` : axis(xid).label);
 
-  async function fetchKey(key, extra = {}, budgetEl = null) {
+  // Keys of every run: key -> Map(runId -> decoded series). One call carries up to 50 keys and
+  // 200 runs x keys (the compare API's caps), so a page's first panels come in one.
+  async function fetchKeys(keys, extra = {}, budgetEl = null) {
     const budget = M.budgetFor(budgetEl || (panels[0] ? panels[0].obj.el : root), runs.length);
-    const q = new URLSearchParams({ runs: runs.map((r) => r.id).join(","), key, max_points: budget, ...extra });
-    const answer = await M.getJSON(`${cfg.series_url}?${q}`);
-    return new Map(answer.runs.map((r) => [r.run, M.decode(r.points)]));
+    const perCall = Math.max(1, Math.min(50, Math.floor(200 / Math.max(1, runs.length))));
+    const calls = [];
+    for (let i = 0; i < keys.length; i += perCall) {
+      const q = new URLSearchParams({ runs: runs.map((r) => r.id).join(","), key: keys.slice(i, i + perCall).join(","), max_points: budget, ...extra });
+      calls.push(M.getJSON(`${cfg.series_url}?${q}`));
+    }
+    const out = new Map();
+    for (const answer of await Promise.all(calls)) {
+      for (const s of answer.series) out.set(s.key, new Map(s.runs.map((r) => [r.run, M.decode(r.points)])));
+    }
+    return out;
   }
+  const fetchKey = async (key, extra = {}, budgetEl = null) => (await fetchKeys([key], extra, budgetEl)).get(key);
 
   async function loadMapper(id) {
     const ax = axis(id);
@@ -236,8 +247,7 @@ function start() {
     const xid = xOfPanel(panel);
     const start = Math.max(0, Math.floor(Math.min(...runs.map((r) => stepOf(r.id, range[0], xid)))));
     const end = Math.ceil(Math.max(...runs.map((r) => stepOf(r.id, range[1], xid))));
-    const answers = await Promise.all(panel.keys.filter((k) => known.has(k)).map((key) => fetchKey(key, { start, end }, panel.obj.el).then((m) => [key, m])));
-    panel.zoomed = Object.fromEntries(answers);
+    panel.zoomed = Object.fromEntries(await fetchKeys(panel.keys.filter((k) => known.has(k)), { start, end }, panel.obj.el));
     panel.obj.render();
   }
 
@@ -291,21 +301,24 @@ function start() {
   let ready = false; // the first panels drawn: later panels draw as they come near
   const charted = () => new Set(panels.flatMap((p) => p.keys));
 
-  // The histories of `keys` not yet loaded (one call per key: the compare API's unit).
+  // The histories of `keys`: those neither loaded nor on their way are asked for in one call.
   function loadKeys(keys) {
-    return Promise.all([...new Set(keys)].filter((k) => known.has(k)).map((key) => {
-      if (data[key]) return null;
-      if (!loading.has(key)) {
-        loading.set(key, fetchKey(key).then((m) => { data[key] = m; }).finally(() => loading.delete(key)));
+    keys = [...new Set(keys)].filter((k) => known.has(k) && !data[k]);
+    const missing = keys.filter((k) => !loading.has(k));
+    if (missing.length) {
+      const answer = fetchKeys(missing);
+      for (const key of missing) {
+        loading.set(key, answer.then((m) => { data[key] = m.get(key); }).finally(() => loading.delete(key)));
       }
-      return loading.get(key);
-    }));
+    }
+    return Promise.all(keys.map((k) => loading.get(k)));
   }
 
   async function show(panel) {
     const xid = xOfPanel(panel);
     if (xid !== "step") await loadMapper(xid);
     await loadKeys(panel.keys);
+    await M.plotlyReady;
     if (panels.includes(panel)) { panel.shown = true; panel.obj.render(); }
   }
 
@@ -327,14 +340,15 @@ function start() {
   }
   panels.forEach(addPanelObj);
 
+  // The asked-for panel is fetched and drawn first, then scrolled to: scrolling first would bring
+  // the panels above it near the viewport, and their fetches and draws would go ahead of it.
   function addPanel(key) {
     const panel = W.customPanel(key, panels);
     panels.push(panel);
     addPanelObj(panel);
     lazy.forget(panel.obj.root); // asked for now: fetched at once, not when the observer next looks
-    show(panel);
     browser.refresh();
-    panel.obj.root.scrollIntoView({ block: "nearest" });
+    show(panel).finally(() => panel.obj.root.scrollIntoView({ block: "nearest" }));
     return panel;
   }
 
@@ -418,8 +432,7 @@ function start() {
     el.classList.toggle("on", open > 0);
   }
   async function reloadRun(runId) {  // a restart replaced the run's points: fetch its history again
-    for (const key of Object.keys(data)) {
-      const fresh = await fetchKey(key);
+    for (const [key, fresh] of await fetchKeys(Object.keys(data))) {
       if (fresh.has(runId)) data[key].set(runId, fresh.get(runId));
     }
     renderAll();
@@ -449,11 +462,13 @@ function start() {
   (async () => {
     if (view.x !== "step") await loadMapper(view.x);
     const first = panels.filter((p) => W.nearViewport(p.obj.root, 0)); // in view now; the rest as they come near
+    loadKeys(first.flatMap((p) => p.keys)).catch(() => {}); // in one call; each show() finds its keys on their way
     await Promise.all(first.map(show));
     ready = true;
     panels.filter((p) => !first.includes(p)).forEach((p) => lazy.watch(p.obj.root, () => show(p)));
-    renderAll();
-    renderHeatmap();
+    renderLegend(); renderSummary(); saveView(); // renderAll less the panels: show() has just drawn them
+    const heatmap = document.getElementById("heatmap"); // below the panels: drawn when it comes near
+    if (heatmap) lazy.watch(heatmap, renderHeatmap);
     openStreams();
     root.dataset.readyMs = String(Math.round(performance.now())); // benchmarks/workspace.py reads it
     root.dataset.ready = "1";

@@ -297,5 +297,15 @@ class LiveStream {
 
 function color(i) { return COLORS[i % COLORS.length]; }
 
+// The compare page loads Plotly with `defer`, after its chart module: the module asks for its data
+// while the browser still evaluates Plotly, and what draws waits for this. Deferred scripts have
+// all run by DOMContentLoaded (readyState is already "interactive" while they run, so ask the
+// navigation entry whether it has fired); a page that loads Plotly before the module finds it there.
+const plotlyReady = new Promise((resolve) => {
+  const nav = performance.getEntriesByType("navigation")[0];
+  if (window.Plotly || (nav && nav.domContentLoadedEventEnd > 0)) resolve();
+  else document.addEventListener("DOMContentLoaded", () => resolve(), { once: true });
+});
+
 export { decode, appendPoints, smooth, Mapper, budgetFor, throttle, getJSON, download, toCSV,
-  markTrace, Panel, LiveStream, color, timeScale, hoverFor, esc };
+  markTrace, Panel, LiveStream, color, timeScale, hoverFor, esc, plotlyReady };

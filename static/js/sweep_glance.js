@@ -1,7 +1,8 @@
 // A sweep at a glance (templates/metrics/_sweep_glance.html): parallel coordinates over the
 // sweep's axes and one summary, coloured by the summary, and a scatter of the summary against
 // one axis. Data: GET data-src (/api/v1/metrics/glance) with key, stat; redrawn on each choice.
-(function () {
+// It starts at DOMContentLoaded: by then every deferred script, Plotly's among them, has run.
+document.addEventListener("DOMContentLoaded", function () {
   "use strict";
 
   const root = document.getElementById("sweep-glance");
@@ -135,5 +136,12 @@
   keySelect.addEventListener("change", load);
   statSelect.addEventListener("change", load);
   axisSelect.addEventListener("change", drawScatter);
-  load();
-})();
+  // Fetched and drawn when it comes near the viewport: below the charts, its parcoords (WebGL)
+  // should not hold up their first draw.
+  const near = new IntersectionObserver((entries) => {
+    if (!entries.some((e) => e.isIntersecting)) return;
+    near.disconnect();
+    load();
+  }, { rootMargin: "400px" });
+  near.observe(root);
+});

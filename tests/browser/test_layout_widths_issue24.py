@@ -33,6 +33,8 @@ def test_issue_24_pages_fit_the_window(page_as, server, alice, lab, width):
         ("project-alerts", f"/projects/{project}/alerts/", "#project-rules form[data-rule=no_progress]"),
     ]:
         page.goto(server + url)
+        if ready.startswith("#sweep-glance"):
+            page.locator("#sweep-glance").scroll_into_view_if_needed()  # drawn when it comes near
         page.wait_for_selector(ready)
         if name == "experiment-glance":
             page.wait_for_selector("#study-stats table")  # the seed statistics, loaded by htmx

@@ -60,6 +60,7 @@ def test_parallel_coordinates_match_each_runs_tail_mean(browser_page, live_url, 
     assert len(runs) == 18
     page = browser_page
     page.goto(f"/experiments/{sweep.pk}/", wait_until="domcontentloaded", timeout=60_000)
+    page.locator("#sweep-glance").scroll_into_view_if_needed()  # drawn when it comes near
     expect(page.locator("#sweep-glance")).to_have_attribute("data-ready", "1", timeout=30_000)
     labels = page.evaluate("() => document.getElementById('glance-parcoords').data[0].dimensions.map((d) => d.label)")
     assert labels == [*AXES, "train/reward_mean (tail_mean)"]
@@ -100,6 +101,7 @@ def test_compare_page_glance_and_heatmap_default_to_the_sweeps_axes(browser_page
     runs = [warmup, *small.runs.order_by("id")]
     page = browser_page
     page.goto(f"/compare/?runs={','.join(str(r.pk) for r in runs)}", wait_until="domcontentloaded", timeout=60_000)
+    page.locator("#sweep-glance").scroll_into_view_if_needed()  # drawn when it comes near
     expect(page.locator("#sweep-glance")).to_have_attribute("data-ready", "1", timeout=30_000)
     options = page.eval_on_selector_all("[data-control=hx] option", "els => els.map((e) => e.value)")
     assert options[:2] == ["checkpoint.every", "checkpoint.keep"]  # still offered, just not the default

@@ -181,7 +181,10 @@ MATRIX: dict[str, list[Case]] = {
     "metrics-heartbeat": [
         Case("post", "/api/v1/runs/{run}/heartbeat", (401, 401, 401, 401, 401, 200), {"step": 1}, True)
     ],
-    "metrics-compare-api": [Case("get", "/api/v1/metrics/compare?runs={run}&key=train/loss", API_RUN_READ)],
+    "metrics-compare-api": [
+        Case("get", "/api/v1/metrics/compare?runs={run}&key=train/loss", API_RUN_READ),
+        Case("get", "/api/v1/metrics/compare?runs={run}&key=train/loss,train/reward", API_RUN_READ),  # several keys
+    ],
     "metrics-compare": [Case("get", "/compare/?runs={run}", RUN_READ_PAGE)],
     # rollout samples: ingestion like metrics (the run's token only), reads and fragments like the run page
     "samples-api": [
@@ -258,7 +261,8 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
         experiment = experiment_create(owner=users["owner"], name="exp", project="lab", config=tiny_config_module)
         experiment.project.members.add(users["member"])
         run, token = start_attempt(experiment.runs.get(), 1)  # running, with its ingestion token
-        metrics_ingest(run=run, attempt=1, points=points("train/loss", [0]))  # a key the metrics reads name
+        # keys the metrics reads name
+        metrics_ingest(run=run, attempt=1, points=points("train/loss", [0]) + points("train/reward", [0]))
         api_token_create(user=users["owner"], name="matrix")
         token_id = ApiToken.objects.get(user=users["owner"]).pk
         view = SavedView.objects.create(project=experiment.project, owner=users["owner"], name="matrix")
