@@ -14,10 +14,16 @@ batches ahead of batch P add at most U updates each, so the left side bounds the
 sample of batch P can reach during its own U updates. When the bound fails the generator waits for
 newer weights. The trainer checks each batch again on arrival and drops one that would exceed the
 bound (this only happens if the accounting above were wrong; `rollout/dropped_frac` shows it).
+
+Every hand-over has a deadline, `staleness.sync_timeout_s` (T): the trainer waits at most T for the
+weights lock, at most T for the generator to load a published version (it loads between batches)
+and at most T for a batch. Past it the run fails with `SyncTimeout`, naming the rank and the phase,
+instead of hanging on a generator that stopped. The generator exits when its trainer is gone.
 """
 
 from __future__ import annotations
 
+import os
 import queue as queue_mod
 import random
 import time
@@ -30,6 +36,10 @@ POLL_S = 0.005
 WEIGHT_SYNC_KEY = "weight_sync_s"  # travels beside a batch's state, not in it
 
 
+class SyncTimeout(RuntimeError):
+    """A hand-over between the trainer and the generator missed its deadline."""
+
+
 class Control:
     """Counters shared between the trainer and the generator (all guarded by `lock`)."""
 
@@ -37,6 +47,7 @@ class Control:
         self.lock = ctx.Lock()
         self.stop = ctx.Event()
         self.weights_version = ctx.Value("q", -1, lock=False)
+        self.loaded_version = ctx.Value("q", -1, lock=False)  # the weights the generator holds
         self.consumed = ctx.Value("q", 0, lock=False)
         self.committed = ctx.Value("q", start_version, lock=False)
 
@@ -80,8 +91,9 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     U = updates_per_step_total(cfg)
     version, produced = -1, 0
     sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
+    trainer_pid = os.getppid()
     try:
-        while not ctrl.stop.is_set():
+        while not ctrl.stop.is_set() and os.getppid() == trainer_pid:  # an orphan stops
             if ctrl.weights_version.value > version:
                 with ctrl.lock:
                     version = ctrl.weights_version.value
@@ -89,6 +101,7 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
                     if cfg.rollout.engine == "vllm":
                         engine.load_weights(shared)
                         sync_s = engine.last_sync_s
+                    ctrl.loaded_version.value = version
             with ctrl.lock:
                 consumed, committed = ctrl.consumed.value, ctrl.committed.value
             if version < 0 or not admissible(committed, produced, consumed, U, version, cfg.staleness.max_staleness):
@@ -148,27 +161,23 @@ def from_wire(state: dict) -> dict:
 
 
 class AsyncGenerator:
-    """The trainer's handle on the generator process."""
+    """The trainer's handle on the generator process (rank 0's, under torchrun)."""
 
     def __init__(
-        self,
-        cfg,
-        alphabet: str,
-        model: torch.nn.Module,
-        start_version: int,
-        seed: int,
-        device: torch.device,
-        threads: int,
+        self, cfg, alphabet: str, state: dict, start_version: int, seed: int, device: torch.device, threads: int
     ):
+        """`state`: the full (unsharded) weights at `start_version`."""
         self.ctx = tmp.get_context("spawn")
         self.cfg = cfg
         self.U = cfg.algorithm.updates_per_step * cfg.algorithm.epochs
+        self.timeout_s = cfg.staleness.sync_timeout_s
         self.ctrl = Control(self.ctx, start_version)
-        self.shared = {k: v.detach().to("cpu", copy=True).share_memory_() for k, v in model.state_dict().items()}
+        self.shared = {k: v.detach().to("cpu", copy=True).share_memory_() for k, v in state.items()}
         self.out = self.ctx.Queue()
         self.version = start_version
+        self.published_at = time.monotonic()
         self.last_sync_s: float | None = None  # the vllm sync before the batch last returned
-        self.publish(model, start_version)
+        self.publish(state, start_version)
         self.proc = self.ctx.Process(
             target=generator_main,
             args=(cfg.model_dump_json(), alphabet, self.shared, self.ctrl, self.out, seed, str(device), threads),
@@ -176,16 +185,29 @@ class AsyncGenerator:
         )
         self.proc.start()
 
-    def publish(self, model: torch.nn.Module, version: int) -> None:
-        """Copy the trainer's weights into shared memory and announce their version."""
-        with torch.no_grad(), self.ctrl.lock:
-            for k, v in model.state_dict().items():
-                self.shared[k].copy_(v.detach().to("cpu"))
-            self.ctrl.weights_version.value = version
+    def _fail(self, what: str, phase: str) -> SyncTimeout:
+        return SyncTimeout(f"rank 0: the generator {what} within {self.timeout_s:g} s (phase: {phase})")
 
-    def maybe_sync(self, model: torch.nn.Module, version: int) -> None:
-        if version % self.cfg.staleness.sync_every == 0:
-            self.publish(model, version)
+    def _lock(self, phase: str):
+        """The shared lock, or a SyncTimeout naming who holds it: a generator stuck loading weights
+        holds it (the trainer holds it only briefly)."""
+        if self.ctrl.lock.acquire(timeout=self.timeout_s):
+            return self.ctrl.lock
+        if self.ctrl.loaded_version.value < self.ctrl.weights_version.value:
+            raise self._fail(f"did not load weights version {self.ctrl.weights_version.value}", "weight load")
+        raise self._fail("did not release the shared lock", phase)
+
+    def publish(self, state: dict, version: int) -> None:
+        """Copy full weights into shared memory and announce their version."""
+        lock = self._lock("weight publish")
+        try:
+            with torch.no_grad():
+                for k, v in state.items():
+                    self.shared[k].copy_(v.detach().to("cpu"))
+            self.ctrl.weights_version.value = version
+        finally:
+            lock.release()
+        self.version, self.published_at = version, time.monotonic()
 
     def next_batch(self, should_stop) -> tuple[dict | None, float]:
         """Block until a batch arrives (or a stop is asked for); returns (state, seconds waited)."""
@@ -198,17 +220,32 @@ class AsyncGenerator:
             except queue_mod.Empty:
                 if not self.proc.is_alive():
                     raise RuntimeError(f"the generator process died (exit code {self.proc.exitcode})") from None
+                self._check_deadlines(time.perf_counter() - t0)
                 continue
             if "error" in item:
                 raise RuntimeError(f"the generator process failed:\n{item['error']}")
             self.last_sync_s = item.pop(WEIGHT_SYNC_KEY, None)
             return from_wire(item), time.perf_counter() - t0
 
+    def _check_deadlines(self, waited_s: float) -> None:
+        """While waiting for a batch: a published version must be loaded, and a batch must come,
+        each within the timeout (the generator loads weights between batches)."""
+        loaded = self.ctrl.loaded_version.value
+        if loaded < self.version and time.monotonic() - self.published_at > self.timeout_s:
+            if loaded < 0:
+                raise self._fail(f"did not start and load weights version {self.version}", "start-up")
+            raise self._fail(f"did not load weights version {self.version}", "weight load")
+        if waited_s > self.timeout_s:
+            raise self._fail(f"delivered no batch (it holds weights version {loaded})", "batch delivery")
+
     def take(self, trains: bool, version: int) -> None:
         """Record that the trainer took a batch; it will reach `version + U` if it trains on it."""
-        with self.ctrl.lock:
+        lock = self._lock("batch accounting")
+        try:
             self.ctrl.consumed.value += 1
             self.ctrl.committed.value = version + (self.U if trains else 0)
+        finally:
+            lock.release()
 
     def queued(self) -> int:
         try:
@@ -216,9 +253,10 @@ class AsyncGenerator:
         except NotImplementedError:
             return -1
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 10) -> None:
+        """Stop the generator: asked, then killed after `grace_s` (0 after a failed hand-over)."""
         self.ctrl.stop.set()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + grace_s
         while self.proc.is_alive() and time.monotonic() < deadline:
             try:  # drain so the child's queue feeder thread can exit
                 self.out.get(timeout=0.1)

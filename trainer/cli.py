@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         return 0
 
+    from trainer.async_gen import SyncTimeout
     from trainer.loop import RewardFailure, Trainer  # torch and transformers load only for a real run
 
     run_dir = Path(args.run_dir)
@@ -81,4 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         return EX_CONFIG
     except RewardFailure as exc:
         print(f"run stopped: {exc}", file=sys.stderr)
+        return 1
+    except SyncTimeout as exc:  # a hand-over with the async generator that missed its deadline
+        print(f"run failed: {exc}", file=sys.stderr)
         return 1

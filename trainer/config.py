@@ -308,7 +308,8 @@ class StalenessConfig(_Section):
     mode: Literal["stale_k", "async"] = Field(
         "stale_k",
         description="'stale_k': the paper's FIFO of whole batches, trained k training steps after generation. "
-        "'async': a separate generator process, bounded by max_staleness.",
+        "'async': a separate generator process, bounded by max_staleness; under torchrun rank 0 owns it and "
+        "every rank trains on its share of the same batches.",
     )
     k: int = Field(
         0,
@@ -324,6 +325,14 @@ class StalenessConfig(_Section):
         "optimizer updates past the weights that generated it, so its staleness is at most this.",
     )
     sync_every: int = Field(1, ge=1, description="async: push weights to the generator every N optimizer updates.")
+    sync_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="async: the longest the trainer waits on the generator, per hand-over: to load published "
+        "weights (it loads between batches, so this must exceed one batch's generation), to deliver a batch "
+        "(including its start-up) and for the shared weights lock. Past it the run fails naming the rank and "
+        "the phase. Under torchrun the collectives between ranks time out at twice this plus 60 s.",
+    )
 
 
 class TrainConfig(_Section):
@@ -749,17 +758,16 @@ def _staleness_problems(cfg: RunConfig) -> list[tuple[str, str]]:
                     "own step plus the weight-sync lag (updates per step - 1 + sync_every - 1)",
                 )
             )
-    res = cfg.resources
-    if st.mode == "async" and (res.nodes > 1 or res.gpus_per_node > 1 or res.workers_per_node > 1):
-        problems.append(
-            (
-                "staleness.mode",
-                "async runs as one training process beside its generator process; "
-                "to train on several GPUs, workers or nodes use staleness.mode stale_k "
-                "(or set resources to 1 node with 1 GPU and 1 worker)",
-            )
-        )
     return problems
+
+
+def collective_timeout_s(cfg: RunConfig) -> float | None:
+    """The process group's timeout: in async mode the other ranks wait in a collective while rank 0
+    waits on the generator, so longer than that, for rank 0's named error to be the one reported;
+    torch's default otherwise."""
+    if cfg.staleness.mode != "async":
+        return None
+    return 2 * cfg.staleness.sync_timeout_s + 60
 
 
 def planned_world_sizes(cfg: RunConfig) -> set[int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -41,7 +42,8 @@ def pick_device(pref: str, local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
-def init_distributed(device_pref: str) -> DistInfo:
+def init_distributed(device_pref: str, timeout_s: float | None = None) -> DistInfo:
+    """`timeout_s`: how long a collective may wait for the other ranks (torch's default if None)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -56,7 +58,8 @@ def init_distributed(device_pref: str) -> DistInfo:
         stop_signals = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
         try:
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+            timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timeout)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     return DistInfo(rank, world, local_rank, device)
@@ -164,8 +167,29 @@ def model_state_for_engine(model, info: DistInfo) -> dict:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
 
 
-def shutdown(info: DistInfo) -> None:
-    if info.enabled and dist.is_initialized():
+def model_state_on_main(model, info: DistInfo) -> dict:
+    """Full weights on rank 0's CPU for the async generator (every rank takes part; the others get
+    an empty dict)."""
+    if not info.enabled:
+        return model.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def scatter_from_main(items: list | None, info: DistInfo):
+    """Rank 0's `items[r]` to each rank r (picklable objects); alone, items[0]."""
+    if not info.enabled:
+        return items[0]
+    out = [None]
+    dist.scatter_object_list(out, items if info.is_main else None, src=0)
+    return out[0]
+
+
+def shutdown(info: DistInfo, clean: bool = True) -> None:
+    """`clean`: all ranks got here together. After a failure a peer may be waiting in some other
+    collective: no barrier then; the process group goes with the process."""
+    if info.enabled and dist.is_initialized() and clean:
         # Tear down together: a rank that destroys its gloo group while a peer is still using
         # it (rank 0 flushes metrics last) dies with "terminate called without an active exception".
         dist.barrier()

@@ -34,7 +34,7 @@ import torch
 
 from trainer.checkpoint import checkpoint_step
 from trainer.checkpointer import Checkpointer, prepare_run_dir
-from trainer.config import RunConfig, check_world_size, derive_sizes
+from trainer.config import RunConfig, check_world_size, collective_timeout_s, derive_sizes
 from trainer.counterfactual import run_variant
 from trainer.distributed import barrier, init_distributed, max_across, mean_across, shutdown, sum_across, wrap_fsdp
 from trainer.evaluation import Evaluator
@@ -66,7 +66,7 @@ class Trainer:
         self.queue: deque[Batch] = deque()
         self.metric_log = MetricLog()
         self.samples: SampleRecorder | None = None  # rank 0 only
-        self.dist = self.task = self.rollouts = self.async_gen = None
+        self.dist = self.task = self.rollouts = self.async_feed = None
         self._verifiers: list[MathVerifier] = []
 
     @property
@@ -77,7 +77,7 @@ class Trainer:
 
     def setup(self) -> None:
         cfg = self.cfg
-        self.dist = init_distributed(cfg.train.device)
+        self.dist = init_distributed(cfg.train.device, collective_timeout_s(cfg))
         self.device = self.dist.device
         check_world_size(cfg, self.dist.world)  # before any data, model or generation
         self.precision = Precision(cfg.model.dtype, self.device, self.dist.enabled)
@@ -152,6 +152,7 @@ class Trainer:
     # ---- the loop -----------------------------------------------------------------------------
 
     def run(self) -> int:
+        failed = False
         try:
             self.setup()
             p = self.progress
@@ -165,8 +166,11 @@ class Trainer:
             if p.last_ckpt_version != p.version:
                 self.checkpointer.save()
             return EX_OK
+        except BaseException:
+            failed = True
+            raise
         finally:
-            self.close()
+            self.close(failed)
 
     def _run_stale_k(self) -> int:
         p = self.progress
@@ -194,42 +198,32 @@ class Trainer:
         return EX_OK
 
     def _run_async(self) -> int:
-        from trainer.async_gen import AsyncGenerator
+        from trainer.async_feed import AsyncFeed
 
-        if self.dist.enabled:
-            raise RuntimeError("staleness.mode async runs as one training process; use stale_k under torchrun")
         p, seed = self.progress, self.cfg.train.seed + 1000 * (1 + self.progress.version)
-        gen = self.async_gen = AsyncGenerator(
-            self.cfg, self.alphabet, self.model, p.version, seed, self.device, self.threads
-        )
-        dropped = 0.0
+        feed = AsyncFeed(self.cfg, self.alphabet, self.model, self.dist, p.version, seed, self.threads)
+        self.async_feed = feed
         while p.train_step < self.cfg.train.steps:
             if self.stopper.due():
                 return self.stopper.finish(p.version, self.checkpointer.save)
             t0 = time.perf_counter()
-            state, wait_s = gen.next_batch(lambda: self.stop_request.asked)
-            if state is None:
+            got = feed.next(p.version, lambda: self.stop_request.asked)
+            if got.batch is None:
                 continue
-            batch = Batch.from_state(state)
-            worst = p.version + self.U - 1 - int(batch.versions.min())
-            if worst > self.cfg.staleness.max_staleness:  # admission should make this impossible; never train on it
-                gen.take(trains=False, version=p.version)
-                dropped += len(batch)
-                continue
-            gen.take(trains=True, version=p.version)
-            metrics = self.updater.train_on(batch, on_update=lambda v: gen.maybe_sync(self.model, v))
+            batch = got.batch
+            metrics = self.updater.train_on(batch, on_update=feed.on_update)
             metrics.update(
                 {
                     "rollout/reward_mean": batch.rewards.mean().item(),
-                    "rollout/queue_batches": float(gen.queued()),
-                    "rollout/dropped_frac": dropped / (dropped + len(batch)),
+                    "rollout/queue_batches": got.queued,
+                    "rollout/dropped_frac": got.dropped_frac,
                     "perf/gen_s": batch.gen_seconds,
-                    "perf/wait_s": wait_s,
-                    **({"perf/weight_sync_s": gen.last_sync_s} if gen.last_sync_s is not None else {}),
+                    "perf/wait_s": got.wait_s,
+                    **({"perf/weight_sync_s": got.sync_s} if got.sync_s is not None else {}),
                 }
             )
-            dropped = 0.0
-            self.finish_step(metrics, t0, batch.response_mask.sum().item(), float(len(batch)))
+            tokens = sum_across(batch.response_mask.sum().item(), self.dist)
+            self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist))
         return EX_OK
 
     def finish_step(self, metrics: dict[str, float], step_start: float, tokens: float, samples: float) -> None:
@@ -275,12 +269,13 @@ class Trainer:
         self.metric_log.log(self.progress.version, values)  # raises on a key metric_keys.py lacks
         self.progress.last_values.update(values)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """`failed`: leave at once (no teardown barrier: a peer may be waiting in another collective)."""
         if self.rollouts is not None:
             self.rollouts.close()  # the vLLM engine's processes
-        if self.async_gen is not None:
-            self.async_gen.close()
-            self.async_gen = None
+        if self.async_feed is not None:
+            self.async_feed.close(failed)
+            self.async_feed = None
         for v in self._verifiers:
             v.close()
         if self.task is not None:
@@ -289,4 +284,4 @@ class Trainer:
         if self.samples is not None:
             self.samples.close()
         if self.dist is not None:
-            shutdown(self.dist)
+            shutdown(self.dist, clean=not failed)

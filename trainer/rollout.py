@@ -2,7 +2,11 @@
 
 A `Batch` holds one generated batch: prompts left-padded to P tokens, responses right-padded to R
 tokens, and per sample the reward, the behaviour log-probs and the policy version (number of
-optimizer updates applied to the weights that generated it).
+optimizer updates applied to the weights that generated it). The version is also kept per response
+token, compactly: `versions` is the oldest (that of the first token, which the staleness counts
+from) and `token_version_offsets` (int16) each token's version minus it. Today a whole response
+comes from one version (offsets 0); a partial rollout, continued under newer weights, would raise
+the offsets of the tokens it adds.
 
 Sampling is exactly what the run config says: every sampling field of the generation config is set
 here, so nothing is inherited from a model's own `generation_config` (a shipped repetition penalty
@@ -51,6 +55,9 @@ class Batch:
     reward_timeouts: int = 0
     prompts: list[str] | None = None  # (B,) the prompt text of each row (rollout samples)
     references: list[str] | None = None  # (B,) the reference answer of each row
+    # (B, R) int16: each response token's version minus `versions`; None (a batch saved before
+    # tokens had versions) reads as 0
+    token_version_offsets: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -63,6 +70,12 @@ class Batch:
             elif isinstance(value, list):
                 kw[name] = [value[int(i)] for i in rows]
         return Batch(**kw)
+
+    def token_versions(self) -> torch.Tensor:
+        """(B, R) long: the policy version that generated each response token."""
+        if self.token_version_offsets is None:
+            return self.versions[:, None].expand(-1, self.behav_logp.shape[1]).clone()
+        return self.versions[:, None] + self.token_version_offsets.long()
 
     def to_state(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -418,6 +431,7 @@ def make_batch(gen: Generation, rewards, version: int, group_size: int, gen_seco
         behav_logp=gen.logp,
         rewards=torch.tensor(rewards.scores, dtype=torch.float32),
         versions=torch.full((n,), version, dtype=torch.long),
+        token_version_offsets=torch.zeros(gen.logp.shape, dtype=torch.int16),  # one version per response
         prompt_len=gen.prompt_len,
         group_size=group_size,
         gen_seconds=gen_seconds,

@@ -84,16 +84,8 @@ def test_async_run_with_the_vllm_engine_in_the_generator_process(vllm_python, tm
     assert any(v.get("perf/weight_sync_s", 0) > 0 for v in points.values())
 
 
-def test_two_ranks_each_with_their_own_vllm_engine(vllm_python, tmp_path):
-    """Under torchrun (FSDP2 over gloo here) rank 0 writes the engine's folder once, behind a
-    barrier, and each rank's engine is synced from the gathered full weights at every step."""
-    cfg = {
-        **BASE,
-        "staleness": {"mode": "stale_k", "k": 1},
-        "train": {**BASE["train"], "steps": 3},
-        "rollout": {**BASE["rollout"], "prompts_per_step": 8},
-        "resources": {"workers_per_node": 2},
-    }
+def run_two_ranks(vllm_python, tmp_path, cfg: dict) -> tuple[subprocess.CompletedProcess, dict[int, dict[str, float]]]:
+    """`python -m trainer.launch` with 2 processes (torchrun; FSDP2 over gloo here), as the job starts it."""
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(cfg))
     run_dir = tmp_path / "run"
@@ -117,14 +109,55 @@ def test_two_ranks_each_with_their_own_vllm_engine(vllm_python, tmp_path):
         text=True,
         timeout=480,
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
-    points = {}
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+    points: dict[int, dict[str, float]] = {}
+    metrics = run_dir / "metrics.jsonl"
+    for line in metrics.read_text().splitlines() if metrics.is_file() else []:
         p = json.loads(line)
         points.setdefault(p["step"], {})[p["key"]] = p["value"]
+    return done, points
+
+
+def test_two_ranks_each_with_their_own_vllm_engine(vllm_python, tmp_path):
+    """Under torchrun (FSDP2 over gloo here) rank 0 writes the engine's folder once, behind a
+    barrier, and each rank's engine is synced from the gathered full weights at every step."""
+    cfg = {
+        **BASE,
+        "staleness": {"mode": "stale_k", "k": 1},
+        "train": {**BASE["train"], "steps": 3},
+        "rollout": {**BASE["rollout"], "prompts_per_step": 8},
+        "resources": {"workers_per_node": 2},
+    }
+    done, points = run_two_ranks(vllm_python, tmp_path, cfg)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
     trained_steps = trained(points)
     assert sorted(trained_steps) == [2, 4, 6]
     for step, v in trained_steps.items():
         assert abs(v["rollout/engine_kl"]) < 1e-4, (step, v["rollout/engine_kl"])  # both engines follow the trainer
-    latest = sorted((run_dir / "ckpt").iterdir())[-1]
+    latest = sorted((tmp_path / "run" / "ckpt").iterdir())[-1]
     assert {p.name for p in latest.glob("queue-rank*.pt")} == {"queue-rank0.pt", "queue-rank1.pt"}
+
+
+def test_async_two_ranks_fed_by_rank_0s_vllm_generator(vllm_python, tmp_path):
+    """Async under torchrun: rank 0's generator process runs the vLLM engine and every rank trains on
+    its share of the same batches, each within max_staleness at every update."""
+    max_staleness, U = 3, 2
+    cfg = {
+        **BASE,
+        "staleness": {"mode": "async", "max_staleness": max_staleness, "sync_timeout_s": 400},
+        "train": {**BASE["train"], "steps": 4},
+        "rollout": {**BASE["rollout"], "prompts_per_step": 8},
+        "resources": {"workers_per_node": 2},
+    }
+    done, points = run_two_ranks(vllm_python, tmp_path, cfg)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
+    trained_steps = trained(points)
+    assert sorted(trained_steps) == [2, 4, 6, 8]
+    for step, v in trained_steps.items():
+        assert v["rollout/staleness_max"] + U - 1 <= max_staleness, (step, v["rollout/staleness_max"])
+        assert v["rollout/dropped_frac"] == 0
+        assert abs(v["rollout/engine_kl"]) < 1e-4, (
+            step,
+            v["rollout/engine_kl"],
+        )  # the engine has the published weights
+        assert v["train/samples_seen"] == 32 * (step // U)  # both ranks' halves of each 8 x 4 batch
+    assert any(v.get("perf/weight_sync_s", 0) > 0 for v in trained_steps.values())

@@ -92,11 +92,23 @@ def test_one_task_scripts_do_not_change_and_values_stay_out_of_the_script(tmp_pa
     assert NASTY_DIR not in req.script and req.environment["OPL_ARGV_6"] == NASTY_DIR
 
 
-def test_async_under_several_processes_is_refused_at_config_time():
-    with pytest.raises(ConfigError) as err:
-        parse_config({"staleness": {"mode": "async"}, "resources": {"workers_per_node": 2}})
-    assert err.value.problems[0][0] == "staleness.mode" and "stale_k" in err.value.problems[0][1]
-    parse_config({"staleness": {"mode": "stale_k"}, "resources": {"workers_per_node": 2}})
+def test_async_under_several_processes_is_accepted_with_its_other_checks_kept():
+    cfg = parse_config({"staleness": {"mode": "async"}, "resources": {"workers_per_node": 2}})
+    assert cfg.staleness.mode == "async" and cfg.staleness.sync_timeout_s > 0
+    with pytest.raises(ConfigError) as err:  # the bound one step needs, as with one process
+        parse_config(
+            {
+                "staleness": {"mode": "async", "max_staleness": 0},
+                "algorithm": {"updates_per_step": 2},
+                "resources": {"workers_per_node": 2},
+            }
+        )
+    assert [field for field, _ in err.value.problems] == ["staleness.max_staleness"]
+    with pytest.raises(ConfigError) as err:  # rank 0 hands each rank an equal share of whole groups
+        parse_config(
+            {"staleness": {"mode": "async"}, "rollout": {"prompts_per_step": 8}, "resources": {"workers_per_node": 3}}
+        )
+    assert [field for field, _ in err.value.problems] == ["rollout.prompts_per_step"]
 
 
 def test_the_form_shows_resources_from_the_schema():

@@ -1,0 +1,87 @@
+"""Async mode on every rank: rank 0 owns the generator process, every rank trains on its share.
+
+Rank 0 takes each batch from the generator (async_gen.py), checks it against the staleness bound
+and hands every rank its slice of whole prompt groups (the slices stale_k's ranks generate,
+generation.my_slice) in one scatter, so all ranks train on the same batch with the same versions.
+Weights go the other way every `sync_every` updates: every rank takes part in gathering the full
+weights, and rank 0 writes them into the generator's shared memory. Alone, the collectives are
+plain calls.
+
+A failed hand-over (async_gen.SyncTimeout) is raised on rank 0 only; the other ranks wait in the
+scatter, which fails when rank 0 is gone or, at the latest, at the process group's timeout
+(config.collective_timeout_s, longer than the hand-over's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from trainer.async_gen import AsyncGenerator
+from trainer.distributed import DistInfo, model_state_on_main, scatter_from_main
+from trainer.rollout import Batch
+
+
+@dataclass
+class Delivery:
+    """What every rank gets for one training step: its slice, or None when a stop was asked."""
+
+    batch: Batch | None
+    wait_s: float = 0.0
+    dropped_frac: float = 0.0  # of the rows rank 0 received since the last trained batch
+    queued: float = 0.0
+    sync_s: float | None = None  # the vllm weight sync before this batch
+
+
+def group_slices(batch: Batch, world: int) -> list[Batch]:
+    """Each rank's equal share of the batch's prompt groups (rows are grouped by prompt)."""
+    groups = len(batch) // batch.group_size
+    per = groups // world * batch.group_size
+    return [batch.select(torch.arange(r * per, (r + 1) * per)) for r in range(world)]
+
+
+class AsyncFeed:
+    def __init__(self, cfg, alphabet: str, model, dist: DistInfo, version: int, seed: int, threads: int):
+        """Every rank builds one (the weights are gathered collectively); only rank 0 starts the generator."""
+        self.cfg, self.model, self.dist = cfg, model, dist
+        self.U = cfg.algorithm.updates_per_step * cfg.algorithm.epochs
+        state = model_state_on_main(model, dist)
+        self.gen = AsyncGenerator(cfg, alphabet, state, version, seed, dist.device, threads) if dist.is_main else None
+        self._dropped = 0
+
+    def next(self, version: int, should_stop) -> Delivery:
+        """This rank's slice of the next admissible batch (every rank calls it at the same step)."""
+        items = self._take_admissible(version, should_stop) if self.gen is not None else None
+        return scatter_from_main(items, self.dist)
+
+    def _take_admissible(self, version: int, should_stop) -> list[Delivery]:
+        """Rank 0: wait for a batch within the bound (dropping any that is not), sliced per rank."""
+        gen, world = self.gen, self.dist.world
+        while True:
+            state, wait_s = gen.next_batch(should_stop)
+            if state is None:
+                return [Delivery(None, wait_s)] * world
+            batch = Batch.from_state(state)
+            worst = version + self.U - 1 - int(batch.versions.min())
+            if worst <= self.cfg.staleness.max_staleness:
+                break
+            gen.take(trains=False, version=version)  # admission should make this impossible; never train on it
+            self._dropped += len(batch)
+        gen.take(trains=True, version=version)
+        dropped_frac, self._dropped = self._dropped / (self._dropped + len(batch)), 0
+        queued, sync_s = float(gen.queued()), gen.last_sync_s
+        return [Delivery(part, wait_s, dropped_frac, queued, sync_s) for part in group_slices(batch, world)]
+
+    def on_update(self, version: int) -> None:
+        """After each optimizer update (every rank): publish the weights when a sync is due."""
+        if version % self.cfg.staleness.sync_every:
+            return
+        state = model_state_on_main(self.model, self.dist)
+        if self.gen is not None:
+            self.gen.publish(state, version)
+
+    def close(self, failed: bool = False) -> None:
+        if self.gen is not None:
+            self.gen.close(grace_s=0 if failed else 10)
+            self.gen = None
