@@ -27,7 +27,7 @@ import torch
 
 from trainer import checkpoint as ckpt
 from trainer.config import ConfigError, RunConfig
-from trainer.distributed import DistInfo, barrier, full_state, load_full_state
+from trainer.distributed import DistInfo, barrier, full_state, load_full_state, max_across
 from trainer.progress import Progress
 from trainer.reporting import truncate_spool, write_offset
 from trainer.reshard import ReshardError, derived_rng_state, reshard_queue
@@ -93,7 +93,7 @@ class Checkpointer:
         self.metric_log = metric_log
         self.samples = samples  # rank 0's SampleRecorder, else None
         self.pending: PendingCheckpoint | None = None  # written (or being written), not yet committed
-        self.resumed_at: int | None = None  # the update restored from (its points are in the spool)
+        self.logged_through = -1  # the newest update whose checkpoint points are in the spool
         self._save_group = None  # the background writer's own process group, made at its first save
 
     def save(self, wait: bool = False) -> None:
@@ -151,8 +151,7 @@ class Checkpointer:
         if pending is None:
             return
         waited = time.perf_counter()
-        writing = pending.writing.wait()  # raises what a background write raised, on this rank
-        barrier(self.dist)
+        writing = self._written(pending)
         if self.dist.is_main:
             self.metric_log.sync()  # metrics up to this step are durable before the checkpoint is
             if self.samples is not None:
@@ -160,15 +159,35 @@ class Checkpointer:
             policy = ckpt.RetentionPolicy.from_config(self.cfg.checkpoint)
             final = ckpt.commit(self.run_dir, pending.stage, pending.version, pending.state, policy, pending.metrics)
             blocked = pending.blocked_s + time.perf_counter() - waited
-            self._log_checkpoint(ckpt.folder_bytes(final), blocked, writing.seconds_total)
+            self._log_checkpoint(pending.version, ckpt.folder_bytes(final), blocked, writing.seconds_total)
         barrier(self.dist)
 
-    def _log_checkpoint(self, size: int, blocked_s: float, write_s: float) -> None:
-        if self.progress.version == self.resumed_at:
-            return  # a stop right at resume: the attempt that wrote this update's points kept them
+    def _written(self, pending: PendingCheckpoint) -> PendingSave:
+        """Wait for this rank's write; every rank learns whether any rank's failed, so all of them
+        fail together, naming the update (none is left waiting for a commit that never comes)."""
+        error = None
+        try:
+            pending.writing.wait()  # raises what a background write raised, on this rank
+        except Exception as exc:  # any failure of the write: reported on every rank below
+            error = exc
+        if max_across(int(error is not None), self.dist):
+            where = f"{type(error).__name__}: {error}" if error is not None else "failed on another rank"
+            raise RuntimeError(
+                f"the checkpoint at update {pending.version} was not written ({where}); it is not committed: "
+                "the newest committed checkpoint is the one before"
+            ) from error
+        return pending.writing
+
+    def _log_checkpoint(self, version: int, size: int, blocked_s: float, write_s: float) -> None:
+        """One point per checkpointed update, at that update (a background one commits a step later,
+        but describes the state at `version`). An update already logged is not logged again: the same
+        update checkpointed twice (a stop right after a periodic checkpoint, or right at a resume,
+        whose attempt logged it and whose points the resume kept)."""
+        if version <= self.logged_through:
+            return
         values = {"checkpoint/bytes": float(size), "checkpoint/blocked_s": blocked_s, "checkpoint/write_s": write_s}
-        self.metric_log.log(self.progress.version, values)
-        self.progress.last_values.update(values)
+        self.metric_log.log(version, values, advance=False)
+        self.logged_through = version
 
     def _gather_rng_states(self) -> list:
         rng = [ckpt.rng_state()]
@@ -188,7 +207,7 @@ class Checkpointer:
         self.updater.scheduler.load_state_dict(state["scheduler"])
         self.updater.precision.load_state_dict(state.get("precision"))
         self.progress.restore(state)
-        self.resumed_at = self.progress.version
+        self.logged_through = self.progress.version
         self.progress.last_values = dict(ckpt.read_meta(path).get("metrics", {}))
         for name, r in self.rngs.items():
             r.setstate(state[name])
