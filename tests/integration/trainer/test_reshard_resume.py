@@ -38,9 +38,12 @@ CONFIG = {
 SIGUSR1_BIT = 1 << (signal.SIGUSR1 - 1)
 
 
-def _start(tmp_path: Path, world: int, steps: int, resume: bool) -> subprocess.Popen:
+def _start(tmp_path: Path, world: int, steps: int, resume: bool, background: bool = False) -> subprocess.Popen:
     config = tmp_path / f"run-{world}-{steps}.yaml"
-    config.write_text(yaml.safe_dump({**CONFIG, "train": {**CONFIG["train"], "steps": steps}}))
+    checkpoint = {**CONFIG["checkpoint"], "background": background}
+    config.write_text(
+        yaml.safe_dump({**CONFIG, "train": {**CONFIG["train"], "steps": steps}, "checkpoint": checkpoint})
+    )
     args = ["run", "--config", str(config), "--run-dir", str(tmp_path / "run")] + (["--resume"] if resume else [])
     launch = ["-m", "trainer.launch", "--nproc-per-node", str(world), "--"] if world > 1 else ["-m", "trainer"]
     return subprocess.Popen(
@@ -132,15 +135,18 @@ def test_a_run_saved_on_2_ranks_resumes_on_3_then_on_1_with_the_saved_weights_an
 
     out = _resume_and_stop(tmp_path, 3, step=2)
     assert "resharded from 2 to 3 processes" in out
-    out = _finish(_start(tmp_path, 3, 3, resume=True), 0)  # update 3 trains on 3 ranks
+    # updates 3 and 4 train on 3 ranks, the shards written in the background: update 3's checkpoint
+    # commits at the end of update 4's step, update 4's before the run ends
+    out = _finish(_start(tmp_path, 3, 4, resume=True, background=True), 0)
     assert "resumed at update 2" in out
+    assert [ckpt.checkpoint_step(c) for c in ckpt.list_checkpoints(tmp_path / "run")] == [1, 2, 3, 4]
 
-    out = _resume_and_stop(tmp_path, 1, step=3)
+    out = _resume_and_stop(tmp_path, 1, step=4)
     assert "resharded from 3 to 1 processes" in out
-    _finish(_start(tmp_path, 1, 4, resume=True), 0)  # update 4 trains on 1
+    _finish(_start(tmp_path, 1, 5, resume=True), 0)  # update 5 trains on 1
 
     points = read_points(tmp_path / "run")
     updates = [p["step"] for p in points if p["key"] == "actor/pg_loss"]
-    assert updates == [1, 2, 3, 4], updates  # one series: no gap, no update twice
-    sizes = [p["step"] for p in points if p["key"] == "checkpoint/bytes"]
-    assert sizes == [1, 2, 3, 4], sizes  # each checkpoint's size logged once
+    assert updates == [1, 2, 3, 4, 5], updates  # one series: no gap, no update twice
+    sizes = sorted(p["step"] for p in points if p["key"] == "checkpoint/bytes")
+    assert sizes == [1, 2, 3, 4, 5], sizes  # each checkpoint's size logged once, at its update
