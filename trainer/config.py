@@ -834,6 +834,8 @@ class DerivedSizes:
 def _checkpoint_problems(ck: CheckpointConfig) -> list[tuple[str, str]]:
     from trainer.metric_keys import METRIC_KEYS, direction, is_known  # lazily: it imports torch (via objectives)
 
+    if ck.background and ck.format == "gathered":
+        return [("checkpoint.background", "only sharded checkpoints write in the background; set format: sharded")]
     metric = ck.keep_best_metric
     if not metric:
         return []

@@ -145,3 +145,9 @@ def test_a_bad_checkpoint_format_is_refused_naming_the_field():
     with pytest.raises(ConfigError) as refused:
         parse_config({**BASE, "checkpoint": {"format": "zip"}})
     assert "checkpoint.format" in str(refused.value) and "sharded" in str(refused.value)
+
+
+def test_a_background_write_of_a_gathered_checkpoint_is_refused_naming_the_field():
+    with pytest.raises(ConfigError) as refused:
+        parse_config({**BASE, "checkpoint": {"format": "gathered", "background": True}})
+    assert "checkpoint.background" in str(refused.value) and "format: sharded" in str(refused.value)
