@@ -213,8 +213,18 @@ def commit(
 ) -> Path:
     """Write state.pt (and meta.json) into the staged folder, rename it into place, then drop the
     checkpoints the retention policy no longer keeps (`keep` alone: the newest N)."""
+    seal(stage, step, state, metrics)
+    return publish(run_dir, stage, step, keep)
+
+
+def seal(stage: Path, step: int, state: dict, metrics: dict[str, float] | None = None) -> None:
+    """The staged folder complete (state.pt, meta.json) but not yet visible: `publish` renames it."""
     _save(state, stage / "state.pt")
     write_meta(stage, step, metrics or {})
+
+
+def publish(run_dir: Path, stage: Path, step: int, keep: int | RetentionPolicy) -> Path:
+    """Rename a sealed stage into place (the commit), then apply the retention policy."""
     final = Path(run_dir) / CKPT_DIR / f"step-{step:08d}"
     if final.exists():  # the same step again (e.g. a stop right after a periodic checkpoint)
         shutil.rmtree(final)

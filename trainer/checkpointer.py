@@ -153,13 +153,16 @@ class Checkpointer:
         waited = time.perf_counter()
         writing = self._written(pending)
         if self.dist.is_main:
-            self.metric_log.sync()  # metrics up to this step are durable before the checkpoint is
             if self.samples is not None:
-                self.samples.sync()  # and so are the rollout samples
-            policy = ckpt.RetentionPolicy.from_config(self.cfg.checkpoint)
-            final = ckpt.commit(self.run_dir, pending.stage, pending.version, pending.state, policy, pending.metrics)
+                self.samples.sync()  # the rollout samples are durable before the checkpoint is
+            ckpt.seal(pending.stage, pending.version, pending.state, pending.metrics)
             blocked = pending.blocked_s + time.perf_counter() - waited
-            self._log_checkpoint(pending.version, ckpt.folder_bytes(final), blocked, writing.seconds_total)
+            self._log_checkpoint(pending.version, ckpt.folder_bytes(pending.stage), blocked, writing.seconds_total)
+            # The metrics, this checkpoint's point included, are durable before the checkpoint is: a
+            # kill in between leaves a point that the resume from the checkpoint before cuts off.
+            self.metric_log.sync()
+            policy = ckpt.RetentionPolicy.from_config(self.cfg.checkpoint)
+            ckpt.publish(self.run_dir, pending.stage, pending.version, policy)
         barrier(self.dist)
 
     def _written(self, pending: PendingCheckpoint) -> PendingSave:
@@ -185,7 +188,11 @@ class Checkpointer:
         whose attempt logged it and whose points the resume kept)."""
         if version <= self.logged_through:
             return
-        values = {"checkpoint/bytes": float(size), "checkpoint/blocked_s": blocked_s, "checkpoint/write_s": write_s}
+        values = {
+            "checkpoint/bytes": float(size),
+            "perf/checkpoint_blocked_s": blocked_s,
+            "perf/checkpoint_write_s": write_s,
+        }
         self.metric_log.log(version, values, advance=False)
         self.logged_through = version
 
