@@ -1,7 +1,9 @@
 """Checkpoints: everything needed to resume a run exactly, written atomically.
 
-A checkpoint is a folder DIR/ckpt/step-<updates, 8 digits>/ holding `weights.pt` (the full model
-and optimizer state, gathered and written by rank 0 alone), `state.pt` (scheduler, counters, RNG
+A checkpoint is a folder DIR/ckpt/step-<updates, 8 digits>/ holding the model and optimizer state,
+either sharded (`dcp/`: DCP's `.metadata` and one shard file per rank, each written by its rank;
+trainer/sharded_checkpoint.py) or gathered (`weights.pt`, written by rank 0 alone; the format of
+older checkpoints, and `checkpoint.format: gathered`), `state.pt` (scheduler, counters, RNG
 states, config: small, read by every rank) and one `queue-rank<r>.pt` per training process with its
 stale queue, so a resumed stale-k run trains on the very batches it would have trained on. It is
 written under a temporary name and renamed into place, so a kill at any moment leaves either the
@@ -41,6 +43,7 @@ from trainer.checkpoint_files import (  # noqa: F401 (the torch-free half, re-ex
     CKPT_DIR,
     META,
     PINS,
+    SHARDED_DIR,
     WEIGHT_DEFINING_FIELDS,
     WEIGHTS,
     Kept,
@@ -49,6 +52,7 @@ from trainer.checkpoint_files import (  # noqa: F401 (the torch-free half, re-ex
     add_pins,
     checkpoint_step,
     checkpoint_steps,
+    drop_stages,
     find_init_checkpoint,
     folder_bytes,
     latest_checkpoint,
@@ -181,8 +185,14 @@ def write_weights(stage: Path, model_sd: dict, optim_sd: dict) -> None:
 
 def load_weights(path: Path) -> dict:
     """{"model": ..., "optimizer": ...} as views of the memory-mapped file: under FSDP no rank copies
-    the whole state into its memory, and the ranks of a node share the pages through the page cache."""
+    the whole state into its memory, and the ranks of a node share the pages through the page cache.
+    A sharded checkpoint is read whole into this process (its optimizer state keyed by parameter
+    name): for one-process readers (export, tests); a running trainer loads shards with DCP."""
     path = Path(path)
+    if (path / SHARDED_DIR / ".metadata").is_file():
+        from trainer.sharded_checkpoint import read_sharded
+
+        return read_sharded(path)
     if not (path / WEIGHTS).is_file():  # written before weights had their own file
         state = load_state(path)
         return {"model": state["model"], "optimizer": state["optimizer"]}
@@ -203,8 +213,18 @@ def commit(
 ) -> Path:
     """Write state.pt (and meta.json) into the staged folder, rename it into place, then drop the
     checkpoints the retention policy no longer keeps (`keep` alone: the newest N)."""
+    seal(stage, step, state, metrics)
+    return publish(run_dir, stage, step, keep)
+
+
+def seal(stage: Path, step: int, state: dict, metrics: dict[str, float] | None = None) -> None:
+    """The staged folder complete (state.pt, meta.json) but not yet visible: `publish` renames it."""
     _save(state, stage / "state.pt")
     write_meta(stage, step, metrics or {})
+
+
+def publish(run_dir: Path, stage: Path, step: int, keep: int | RetentionPolicy) -> Path:
+    """Rename a sealed stage into place (the commit), then apply the retention policy."""
     final = Path(run_dir) / CKPT_DIR / f"step-{step:08d}"
     if final.exists():  # the same step again (e.g. a stop right after a periodic checkpoint)
         shutil.rmtree(final)

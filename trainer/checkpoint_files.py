@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CKPT_DIR = "ckpt"
-WEIGHTS = "weights.pt"
+WEIGHTS = "weights.pt"  # the gathered format: rank 0's one file of model and optimizer
+SHARDED_DIR = "dcp"  # the sharded format: DCP's .metadata and one shard file per rank
 META = "meta.json"
 PINS = "pins.json"
 _NAME = re.compile(r"^step-(\d{8})\Z")
@@ -203,8 +204,17 @@ def remove_pins(run_dir: Path, pins: list[tuple[int, str]]) -> None:
 
 
 def folder_bytes(folder: Path) -> int:
-    """Bytes of the files in a checkpoint folder."""
-    return sum(f.stat().st_size for f in Path(folder).iterdir() if f.is_file())
+    """Bytes of the files in a checkpoint folder, its sharded weights (dcp/) included."""
+    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
+
+
+def drop_stages(run_dir: Path) -> list[str]:
+    """Remove the staging folders (.tmp-step-N) a killed attempt left: never committed, never read."""
+    root = Path(run_dir) / CKPT_DIR
+    gone = sorted(p.name for p in root.glob(".tmp-step-*")) if root.is_dir() else []
+    for name in gone:
+        shutil.rmtree(root / name, ignore_errors=True)
+    return gone
 
 
 def checkpoint_steps(

@@ -412,6 +412,18 @@ class CheckpointConfig(_Section):
     keep_best_mode: Literal["auto", "max", "min"] = Field(
         "auto", description="Whether higher (max) or lower (min) is better; auto = the metric's own direction."
     )
+    format: Literal["sharded", "gathered"] = Field(
+        "sharded",
+        description="sharded (default): every training process writes only its own shards (torch.distributed."
+        "checkpoint), so no process holds the whole model and optimizer, and the run resumes on any number of "
+        "processes; gathered: rank 0 gathers everything into one weights.pt (the format before; both load).",
+    )
+    background: bool = Field(
+        False,
+        description="sharded with several processes: write the shards from a background thread while training "
+        "goes on; the checkpoint is committed (visible, resumable) at the end of the next training step, so a "
+        "crash in between resumes from the one before. Off: training waits until the checkpoint is written.",
+    )
 
 
 class ResourcesConfig(_Section):
@@ -830,6 +842,8 @@ class DerivedSizes:
 def _checkpoint_problems(ck: CheckpointConfig) -> list[tuple[str, str]]:
     from trainer.metric_keys import METRIC_KEYS, direction, is_known  # lazily: it imports torch (via objectives)
 
+    if ck.background and ck.format == "gathered":
+        return [("checkpoint.background", "only sharded checkpoints write in the background; set format: sharded")]
     metric = ck.keep_best_metric
     if not metric:
         return []

@@ -160,11 +160,13 @@ class Trainer:
                 self.evaluate()
             code = self._run_stale_k() if self.cfg.staleness.mode == "stale_k" else self._run_async()
             if code != EX_OK:
+                self.checkpointer.settle()  # the stop's checkpoint (or the last step's) commits before the exit
                 return code
             if self.eval_sets and p.last_eval_version != p.version:
                 self.evaluate()
             if p.last_ckpt_version != p.version:
                 self.checkpointer.save()
+            self.checkpointer.settle()  # a background checkpoint commits before the run ends
             return EX_OK
         except BaseException:
             failed = True
@@ -248,6 +250,7 @@ class Trainer:
             print(self._progress_line(metrics, step_s), flush=True)
         if p.due(self.cfg.eval.every, p.last_eval_version):
             self.evaluate()
+        self.checkpointer.settle()  # the last step's background checkpoint, if any, commits here
         if p.due(self.cfg.checkpoint.every, p.last_ckpt_version):
             self.checkpointer.save()
 

@@ -109,6 +109,12 @@ METRIC_KEYS: dict[str, str] = {
     "samples/push_failures": "rollout sample pushes to the dashboard that failed so far: retried from samples.jsonl, "
     "or, refused "
     "for good, marked in samples.rejected.jsonl for manage.py resend_rejected; logged when it changes",
+    # trainer/checkpointer.py: one point per committed checkpoint, at the update it holds
+    "checkpoint/bytes": "size of the checkpoint folder of this update (weights, optimizer, queues, state; bytes)",
+    "perf/checkpoint_blocked_s": "seconds training waited for that checkpoint (the save, a background write's staging "
+    "and any wait for it to finish, the commit)",
+    "perf/checkpoint_write_s": "seconds from the start of that checkpoint's save until its weights were written "
+    "(background: overlapped with training)",
     # trainer/system_metrics.py: sampled every reporting.system_s, the mean since the last point
     "system/cpu_pct": "CPU use of the trainer's process tree (trainer, generator, reward workers), 100 = one core",
     "system/ram_gb": "resident memory of the trainer's process tree (GiB)",
@@ -174,6 +180,7 @@ DIRECTIONS: dict[str, str] = {
     "perf/weight_sync_s": MIN,
     "perf/wait_s": MIN,
     "perf/step_s": MIN,
+    "perf/checkpoint_blocked_s": MIN,
 }
 PATTERN_DIRECTIONS = {
     re.compile(r"^eval/[A-Za-z0-9_\-]+/acc\Z"): MAX,

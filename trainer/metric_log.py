@@ -29,13 +29,15 @@ class MetricLog:
         self.system = SystemSampler(reporting.system_s, self.spool.log, lambda: self.pusher.step, after_step=start_step)
         self.system.start()
 
-    def log(self, step: int, values: dict[str, float]) -> None:
+    def log(self, step: int, values: dict[str, float], advance: bool = True) -> None:
+        """`advance` False: a point for an earlier step (a checkpoint committed late) that leaves
+        the pusher's step where it is."""
         unknown = [k for k in values if not is_known(k)]
         if unknown:
             raise KeyError(f"metric keys missing from trainer/metric_keys.py: {unknown}")
         if self.spool is not None:
             self.spool.log(step, values)
-        if self.pusher is not None:
+        if self.pusher is not None and advance:
             self.pusher.step = step
 
     def failure_counts(self) -> dict[str, float]:

@@ -27,8 +27,9 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys  # its one-process reader
 
-SHARDED_DIR = "dcp"
+from trainer.checkpoint_files import SHARDED_DIR
 
 
 def is_sharded(step_dir: Path) -> bool:
@@ -53,32 +54,45 @@ class PendingSave:
     seconds_blocked: float
     bytes_written: int = 0
     folder: Path | None = None
+    started: float = 0.0  # perf_counter() when the save began
+    seconds_total: float = 0.0  # from the start until the last shard was written (set by wait)
 
     def wait(self) -> PendingSave:
         if self.future is not None:
             started = time.perf_counter()
-            self.future.result()
+            self.future.result()  # raises what the background write raised
             self.seconds_blocked += time.perf_counter() - started
             self.future = None
+        if not self.seconds_total:
+            self.seconds_total = getattr(self, "_written_at", time.perf_counter()) - self.started
         if self.folder is not None:
             self.bytes_written = sum(f.stat().st_size for f in self.folder.rglob("*") if f.is_file())
         return self
 
 
 def save_sharded(
-    stage: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, *, background: bool = False
+    stage: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    *,
+    background: bool = False,
+    process_group=None,
 ) -> PendingSave:
     """Every rank writes its shards into stage/dcp. With background=True (and a process group),
-    DCP copies the state to host memory and writes it from a thread while training goes on."""
+    DCP copies the state to host memory and writes it from a thread while training goes on.
+    `process_group`: the group the background thread's collectives use; give it a group of its own
+    (dist.new_group), or they interleave with training's collectives on the default group."""
+    started = time.perf_counter()
     folder = Path(stage) / SHARDED_DIR
     folder.mkdir(parents=True, exist_ok=True)
     state = _state(model, optimizer)
-    started = time.perf_counter()
     if background and dist.is_initialized():
-        future = dcp.async_save(state, checkpoint_id=str(folder))
-        return PendingSave(future, time.perf_counter() - started, folder=folder)
-    dcp.save(state, checkpoint_id=str(folder))
-    return PendingSave(None, time.perf_counter() - started, folder=folder).wait()
+        future = dcp.async_save(state, checkpoint_id=str(folder), process_group=process_group)
+        pending = PendingSave(future, time.perf_counter() - started, folder=folder, started=started)
+        future.add_done_callback(lambda _: setattr(pending, "_written_at", time.perf_counter()))
+        return pending
+    dcp.save(state, checkpoint_id=str(folder), process_group=process_group)
+    return PendingSave(None, time.perf_counter() - started, folder=folder, started=started).wait()
 
 
 def load_sharded(step_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
@@ -90,6 +104,13 @@ def load_sharded(step_dir: Path, model: torch.nn.Module, optimizer: torch.optim.
         set_state_dict(model, [], model_state_dict=state["model"], optim_state_dict={})
         return
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+
+
+def read_sharded(step_dir: Path, keys: set[str] | None = None) -> dict:
+    """The whole saved state (or its `keys`, e.g. {"model"}) in this one process, without a model
+    to load into: {"model": {name: tensor}, "optimizer": {"state": {name: ...}, "param_groups": ...}}.
+    The optimizer's state is keyed by parameter name, not by the optimizer's positional ids."""
+    return _load_state_dict_from_keys(keys=keys, checkpoint_id=str(Path(step_dir) / SHARDED_DIR))
 
 
 def export_hf(step_dir: Path, model: torch.nn.Module, out_dir: Path) -> Path:

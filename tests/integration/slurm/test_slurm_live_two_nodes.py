@@ -188,7 +188,7 @@ def two_node_run(owner, steps: int) -> Run:
         **TINY,
         "rollout": {**TINY["rollout"], "prompts_per_step": 8},  # whole groups for each rank
         "train": {"steps": steps, "seed": 1, "device": "cpu", "torch_threads": 1},
-        "checkpoint": {"every": 2, "keep": 2},
+        "checkpoint": {"every": 2, "keep": 2, "format": "sharded"},  # each node's rank writes its shards
         "resources": {"nodes": 2},
     }
     return experiment_create(owner=owner, name=f"two-nodes-{time.time_ns()}", config=config).runs.get()
@@ -293,9 +293,17 @@ def resumed_updates(log: str) -> list[int]:
 
 
 def checkpoint_holds_every_rank(path: Path, world: int) -> bool:
-    """Every rank wrote its part of the checkpoint. The one place that knows the layout: today the
-    rank-0 weights plus one queue file per rank; a sharded (DCP) checkpoint changes only this."""
-    return {p.name for p in path.glob("queue-rank*.pt")} == {f"queue-rank{r}.pt" for r in range(world)}
+    """Every rank wrote its part of the checkpoint. The one place that knows the layout: the sharded
+    (DCP) one, dcp/.metadata plus one shard file per rank (DCP names rank r's `__<r>_0.distcp`), and
+    one stale-queue file per rank; no rank-0 weights.pt."""
+    shards = {p.name for p in (path / ckpt.SHARDED_DIR).glob("*.distcp")}
+    queues = {p.name for p in path.glob("queue-rank*.pt")}
+    return (
+        (path / ckpt.SHARDED_DIR / ".metadata").is_file()
+        and shards == {f"__{r}_0.distcp" for r in range(world)}
+        and queues == {f"queue-rank{r}.pt" for r in range(world)}
+        and not (path / ckpt.WEIGHTS).exists()
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -160,8 +160,8 @@ def test_sigusr1_at_different_phases_checkpoints_exits_75_and_resumes(tmp_path, 
     stopped_at = ckpt.checkpoint_step(latest)
     assert log.count(f"stopping for requeue at update {stopped_at}:") == 2  # both ranks, same update
     assert {p.name for p in latest.glob("queue-rank*.pt")} == {"queue-rank0.pt", "queue-rank1.pt"}
-    # the full weights and optimizer are in their own file (memory-mapped on resume), state.pt is small
-    assert (latest / ckpt.WEIGHTS).is_file() and "optimizer" not in ckpt.load_state(latest)
+    # each rank wrote its own shards of the weights and optimizer (DCP), state.pt is small
+    assert len(list((latest / ckpt.SHARDED_DIR).glob("*.distcp"))) == 2 and "optimizer" not in ckpt.load_state(latest)
 
     steps = stopped_at // 2 + 2  # two more steps after the resume
     resumed = _launch(tmp_path, {**LONG, "train": {**LONG["train"], "steps": steps}}, resume=True)

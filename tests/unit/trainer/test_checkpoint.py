@@ -35,3 +35,21 @@ def test_rng_state_round_trips():
     ckpt.set_rng_state(state)
     b = (torch.rand(3), random.random())
     assert torch.equal(a[0], b[0]) and a[1] == b[1]
+
+
+def test_a_staged_sharded_checkpoint_is_invisible_until_committed_and_its_shards_count_in_its_size(tmp_path):
+    _write(tmp_path, 2)
+    stage = ckpt.prepare_stage(tmp_path, 4)  # a background write under way (or killed): shards, no state.pt
+    (stage / ckpt.SHARDED_DIR).mkdir()
+    (stage / ckpt.SHARDED_DIR / "__0_0.distcp").write_bytes(b"x" * 1000)
+    assert ckpt.latest_checkpoint(tmp_path).name == "step-00000002"
+    final = ckpt.commit(tmp_path, stage, 4, {"step": 4}, 2)
+    assert ckpt.latest_checkpoint(tmp_path) == final
+    assert ckpt.folder_bytes(final) > 1000  # the checkpoints card counts dcp/ too
+
+
+def test_the_next_start_removes_what_a_killed_attempt_staged(tmp_path):
+    _write(tmp_path, 2)
+    ckpt.prepare_stage(tmp_path, 4)
+    assert ckpt.drop_stages(tmp_path) == [".tmp-step-00000004"]
+    assert [p.name for p in (tmp_path / ckpt.CKPT_DIR).iterdir()] == ["step-00000002"]

@@ -60,8 +60,9 @@ def runs(tmp_path_factory):
 def test_every_file_of_a_checkpoint_loads_with_weights_only(runs):
     _, stopped = runs
     folder = ckpt.latest_checkpoint(stopped)
-    for name in ("weights.pt", "state.pt", "queue-rank0.pt"):
-        torch.load(folder / name, weights_only=True)
+    assert {p.name for p in folder.glob("*.pt")} == {"state.pt", "queue-rank0.pt"}  # the weights are in dcp/
+    for file in folder.glob("*.pt"):
+        torch.load(file, weights_only=True)
     state = ckpt.load_state(folder)
     assert isinstance(state["rng"][0]["numpy"]["key"], torch.Tensor)
 
@@ -123,3 +124,30 @@ def test_a_fork_from_a_crafted_checkpoint_is_refused_naming_the_field(tmp_path):
         trainer.setup()
     assert exc.value.problems[0][0] == "init.from_path" and "reads safely" in exc.value.problems[0][1]
     assert not (tmp_path / "pwned").exists()
+
+
+def test_a_gathered_single_file_checkpoint_still_resumes_exactly(runs, tmp_path):
+    """The format before sharded checkpoints (weights.pt from rank 0) loads into a run whose
+    checkpoints are now sharded, and the run continues as if it had never stopped."""
+    straight, _ = runs
+    gathered = {**BASE, "checkpoint": {**BASE["checkpoint"], "format": "gathered"}}
+    assert Trainer(parse_config(gathered), tmp_path / "old").run() == 0
+    folder = ckpt.latest_checkpoint(tmp_path / "old")
+    assert (folder / ckpt.WEIGHTS).is_file() and not (folder / ckpt.SHARDED_DIR).exists()
+    resumed = Trainer(parse_config({**BASE, "train": {**BASE["train"], "steps": 2}}), tmp_path / "old", resume=True)
+    assert resumed.run() == 0
+    assert (ckpt.latest_checkpoint(tmp_path / "old") / ckpt.SHARDED_DIR / ".metadata").is_file()
+    mine, theirs = resumed.model.state_dict(), straight.model.state_dict()
+    assert all(torch.equal(mine[k], theirs[k]) for k in theirs)
+
+
+def test_a_bad_checkpoint_format_is_refused_naming_the_field():
+    with pytest.raises(ConfigError) as refused:
+        parse_config({**BASE, "checkpoint": {"format": "zip"}})
+    assert "checkpoint.format" in str(refused.value) and "sharded" in str(refused.value)
+
+
+def test_a_background_write_of_a_gathered_checkpoint_is_refused_naming_the_field():
+    with pytest.raises(ConfigError) as refused:
+        parse_config({**BASE, "checkpoint": {"format": "gathered", "background": True}})
+    assert "checkpoint.background" in str(refused.value) and "format: sharded" in str(refused.value)

@@ -3,6 +3,7 @@ optimizer, through the same `init` section the dashboard fills in."""
 
 import pytest
 import torch
+from torch.distributed.checkpoint.state_dict import get_state_dict
 
 from trainer import checkpoint as ckpt
 from trainer.config import ConfigError, parse_config
@@ -46,9 +47,9 @@ def test_a_fork_starts_from_the_parents_weights_with_a_fresh_optimizer(parent, t
 def test_a_warm_start_can_take_the_optimizer_too(parent, tmp_path):
     child = _child(tmp_path, {"from_path": str(parent), "optimizer": True})  # newest checkpoint
     try:
-        saved = ckpt.load_weights(ckpt.latest_checkpoint(parent))["optimizer"]
-        state = child.optimizer.state_dict()["state"]
-        assert state and all(torch.equal(state[i]["exp_avg"], saved["state"][i]["exp_avg"]) for i in saved["state"])
+        saved = ckpt.load_weights(ckpt.latest_checkpoint(parent))["optimizer"]  # sharded: keyed by parameter name
+        state = get_state_dict(child.model, child.optimizer)[1]["state"]
+        assert state and all(torch.equal(state[n]["exp_avg"], saved["state"][n]["exp_avg"]) for n in saved["state"])
     finally:
         child.close()
 
