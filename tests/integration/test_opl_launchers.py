@@ -2,27 +2,18 @@
 run queued with values typed on the command line (the server types them as the form does), and a
 bad value refused naming params.<name>, with nothing queued."""
 
-import io
 import json
 
 import pytest
 from django.contrib.auth.models import User
 
-from opl_client.cli import main
 from orchestrator.accounts.services import api_token_create
 from orchestrator.experiments.models import Run
 from orchestrator.launchers.services import launcher_upsert
+from tests.integration.opl_shell import opl
 from tests.unit.launchers.helpers import tiny_sdk
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def opl(monkeypatch, url, token, *args):
-    monkeypatch.setenv("OPL_URL", url)
-    monkeypatch.setenv("OPL_TOKEN", token)
-    out = io.StringIO()
-    code = main([str(a) for a in args], out=out)
-    return code, out.getvalue()
 
 
 def test_launchers_from_the_shell(monkeypatch, live_server, alice, tmp_path, capsys):

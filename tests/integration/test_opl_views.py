@@ -2,28 +2,19 @@
 made the project's default, its link printed and followed, deleted; a bad state names the field;
 a user outside the project gets the server's 404."""
 
-import io
 import json
 
 import pytest
 
-from opl_client.cli import main
 from orchestrator.accounts.services import api_token_create
 from orchestrator.experiments.services import experiment_create
+from tests.integration.opl_shell import opl
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 STATE = {
     "panels": [{"id": "k-actor_pg_loss", "keys": ["actor/pg_loss", "actor/ratio_max"], "log_y": True}],
     "smooth": 0.5,
 }
-
-
-def opl(monkeypatch, url, token, *args):
-    monkeypatch.setenv("OPL_URL", url)
-    monkeypatch.setenv("OPL_TOKEN", token)
-    out = io.StringIO()
-    code = main([str(a) for a in args], out=out)
-    return code, out.getvalue()
 
 
 def test_views_from_the_shell(monkeypatch, live_server, alice, charlie, tiny_config, tmp_path, capsys):
