@@ -9,7 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.integration.trainer.cli_helpers import REPO, by_step, read_points, trainer_env, write_config
+
+pytestmark = pytest.mark.ranks
 
 MAX_STALENESS = 3
 

@@ -5,10 +5,13 @@ the gathered parameters, and the mask is agreed across ranks and micro-batches."
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tests.integration.trainer.cli_helpers import REPO, by_step, read_points, trainer_env, write_config
 from trainer import checkpoint as ckpt
+
+pytestmark = pytest.mark.ranks
 
 
 def test_two_ranks_train_in_bf16_over_fp32_master_weights(tmp_path):

@@ -4,8 +4,12 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
+
 from tests.integration.trainer.cli_helpers import REPO, read_points, trainer_env, write_config
 from trainer import checkpoint as ckpt
+
+pytestmark = pytest.mark.ranks
 
 CONFIG = {
     "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 4},

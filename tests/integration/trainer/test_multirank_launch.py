@@ -24,6 +24,8 @@ from tests.integration.trainer.cli_helpers import REPO, read_points, trainer_env
 from trainer import checkpoint as ckpt
 from trainer.launch import children
 
+pytestmark = pytest.mark.ranks
+
 TWO_WORKERS = {
     "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 4},
     "algorithm": {"updates_per_step": 2},

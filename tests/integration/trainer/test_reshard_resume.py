@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
@@ -24,6 +25,8 @@ from trainer import checkpoint as ckpt
 from trainer.launch import children
 from trainer.reshard import join_batches
 from trainer.rollout import Batch
+
+pytestmark = pytest.mark.ranks
 
 CONFIG = {
     "model": {"name": "tiny", "tiny_hidden_size": 32},
