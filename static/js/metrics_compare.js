@@ -449,17 +449,10 @@ function start() {
     }
   }
 
-  const experimentId = cfg.embedded ? new URL(cfg.compare_url, location.href).searchParams.get("experiment") : params.get("experiment");
-  browser = W.keyBrowser(root.querySelector("[data-key-browser]"), { keys: [...known], charted, onAdd: addPanel });
-  W.keyList([...known]);
-  W.viewsBar(root.querySelector("[data-views]"), cfg.views, () => ({
-    panels: panels.map(W.panelSpec), group: view.group, smooth: view.smooth, x: view.x,
-    filters: { band: view.band, individual: view.individual, hidden: [...hidden] },
-    runs: experimentId ? [] : runs.map((r) => r.id),
-    experiments: experimentId ? [Number(experimentId)] : [],
-  }));
-
-  (async () => {
+  // The first panels' histories are asked for before the key browser and the views bar are built
+  // (the async function runs up to its first await at once), and the saved views list waits for
+  // the first draw: on a page of 200 keys both would otherwise go ahead of the panels in view.
+  const firstDraw = (async () => {
     if (view.x !== "step") await loadMapper(view.x);
     const first = panels.filter((p) => W.nearViewport(p.obj.root, 0)); // in view now; the rest as they come near
     loadKeys(first.flatMap((p) => p.keys)).catch(() => {}); // in one call; each show() finds its keys on their way
@@ -472,7 +465,18 @@ function start() {
     openStreams();
     root.dataset.readyMs = String(Math.round(performance.now())); // benchmarks/workspace.py reads it
     root.dataset.ready = "1";
-  })().catch((err) => console.warn("compare load failed", err));
+  })();
+  firstDraw.catch((err) => console.warn("compare load failed", err));
+
+  const experimentId = cfg.embedded ? new URL(cfg.compare_url, location.href).searchParams.get("experiment") : params.get("experiment");
+  browser = W.keyBrowser(root.querySelector("[data-key-browser]"), { keys: [...known], charted, onAdd: addPanel });
+  W.keyList([...known]);
+  W.viewsBar(root.querySelector("[data-views]"), cfg.views, () => ({
+    panels: panels.map(W.panelSpec), group: view.group, smooth: view.smooth, x: view.x,
+    filters: { band: view.band, individual: view.individual, hidden: [...hidden] },
+    runs: experimentId ? [] : runs.map((r) => r.id),
+    experiments: experimentId ? [Number(experimentId)] : [],
+  }), { after: firstDraw });
 }
 
 start();

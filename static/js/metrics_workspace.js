@@ -160,10 +160,12 @@ async function send(method, url, body) {
 // The views bar: choose a saved view of the project (the page reloads with ?view=<id>), or save
 // the current layout under a name (the project's default on request) and get its link.
 // capture() returns the view's state. Also window.OPLViews, for pages that embed the charts.
-function viewsBar(box, views, capture) {
+// `after`: a promise the list waits for (the compare page's first draw); saving waits for the list.
+function viewsBar(box, views, capture, { after = Promise.resolve() } = {}) {
   if (!box || !views || !views.project) return null;
   const current = views.current;
-  box.innerHTML = `<label>view <select data-control="view" aria-label="saved view"><option value="">curated panels</option></select></label>
+  box.innerHTML = `<label>view <select data-control="view" aria-label="saved view"><option value="">curated panels</option>${
+      current ? `<option value="${current.id}" selected>${esc(current.name)}</option>` : ""}</select></label>
     <input type="text" data-control="view-name" placeholder="name this view" aria-label="view name" maxlength="100" value="${esc(current ? current.name : "")}">
     <label class="check" title="the project's default: applied to its runs' pages"><input type="checkbox" data-control="view-default"${current && current.default ? " checked" : ""}> project default</label>
     <button type="button" data-action="save-view">Save view</button>
@@ -185,6 +187,7 @@ function viewsBar(box, views, capture) {
     location.href = url.href;
   };
   async function save(name, isDefault) {
+    await listed.catch(() => {});
     const existing = state.list.find((v) => v.name === name);
     const body = { name, page: views.page, state: capture(), default: Boolean(isDefault) };
     const saved = existing
@@ -208,7 +211,8 @@ function viewsBar(box, views, capture) {
       box.dataset.saved = String(saved.id);
     } catch (err) { status.textContent = `not saved: ${err.message}`; }
   };
-  load().catch((err) => { status.textContent = `views unavailable: ${err.message}`; });
+  const listed = after.catch(() => {}).then(load);
+  listed.catch((err) => { status.textContent = `views unavailable: ${err.message}`; });
   const api = { current: () => current, capture, save, list: () => load().then(() => state.list) };
   window.OPLViews = api; // for a page's own scripts, outside the modules
   return api;

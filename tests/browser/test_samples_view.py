@@ -151,6 +151,7 @@ def test_compare_shows_each_runs_answers_to_the_same_prompt(page_as, server, ali
         )
     page = page_as(alice)
     page.goto(f"{server}/compare/?runs={runs[0].pk},{runs[1].pk}")
+    page.locator("#compare-samples").scroll_into_view_if_needed()  # the card loads when scrolled to
     page.wait_for_selector("#compare-samples .samples-column")
     options = page.eval_on_selector_all(
         "#compare-samples [data-control=prompt] option", "els => els.map((e) => e.textContent)"
