@@ -442,9 +442,11 @@ def test_long_prompts_and_answers_fit_the_card(page_as, server, alice, tiny_conf
         page.locator("#run-corrections").screenshot(path=os.path.join(folder, f"run-corrections-{width}.png"))
 
     page.goto(f"{server}/compare/?runs={','.join(str(r.pk) for r in runs)}")
+    page.locator("#compare-samples").scroll_into_view_if_needed()  # the cards load when scrolled to
     page.wait_for_selector("#compare-samples .samples-column")
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     assert overflow(page, "#compare-samples") == [0, []]
+    page.locator("#compare-corrections").scroll_into_view_if_needed()
     page.wait_for_selector("#compare-corrections [data-contrast-runs]")
     assert overflow(page, "#compare-corrections") == [0, []]
     if folder := os.environ.get("OPL_SAMPLES_SCREENSHOT"):
