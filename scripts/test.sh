@@ -34,7 +34,7 @@ JOBS="slurm or faults or vllm or ranks"
 LANES=(jobs app)
 declare -A MARKS=([jobs]="not gpu and ($JOBS)" [app]="not gpu and not ($JOBS)")
 declare -A DATABASES=([jobs]="$DATABASE" [app]="${DATABASE}_app")
-declare -A REDIS_DBS=([jobs]="$REDIS" [app]="${REDIS%/*}/$(( ${REDIS##*/} - 1 ))")
+declare -A REDIS_DBS=([jobs]="$REDIS" [app]="${REDIS%/*}/$(( (${REDIS##*/} + 15) % 16 ))")  # the db below, wrapping at 0
 
 run_lane() {
   local lane=$1
