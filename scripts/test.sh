@@ -39,10 +39,21 @@ declare -A REDIS_DBS=([jobs]="$REDIS" [app]="${REDIS%/*}/$(( (${REDIS##*/} + 15)
 run_lane() {
   local lane=$1
   rm -rf "var/test-$lane"
+  mkdir -p var
   set +e
   DATABASE_URL="${DATABASES[$lane]}" REDIS_URL="${REDIS_DBS[$lane]}" OPL_VAR_DIR="$PWD/var/test-$lane" \
-    "${PYTEST[@]}" -p no:cacheprovider -m "${MARKS[$lane]}" --durations=25 2>&1 | sed -u "s/^/[$lane] /"
+    "${PYTEST[@]}" -p no:cacheprovider -m "${MARKS[$lane]}" --durations=25 2>&1 \
+    | tee "var/test-$lane.log" | sed -u "s/^/[$lane] /"
   return "${PIPESTATUS[0]}"
+}
+
+# A failing lane's summary, printed again at the very end: the lanes interleave, and a CI log shows
+# only its tail, so a lane that failed first would otherwise hide its failures far up the output.
+print_failures() {
+  local lane=$1
+  echo "---- lane $lane: the end of its failures (all of its output is in var/test-$lane.log) ----"
+  sed -n '/^=* FAILURES =*$/,/slowest [0-9]* durations/p' "var/test-$lane.log" | tail -n 80
+  sed -n '/short test summary info/,$p' "var/test-$lane.log"
 }
 
 declare -A PIDS
@@ -50,14 +61,15 @@ for lane in "${LANES[@]}"; do
   run_lane "$lane" &
   PIDS[$lane]=$!
 done
-failed=0
+failed=()
 for lane in "${LANES[@]}"; do
   if wait "${PIDS[$lane]}"; then
     echo "lane $lane: passed"
   else
     echo "lane $lane: FAILED (exit $?)"
-    failed=1
+    failed+=("$lane")
   fi
 done
+for lane in "${failed[@]}"; do print_failures "$lane"; done
 echo "suite done in $(( $(date +%s) - started )) s"
-exit "$failed"
+[ ${#failed[@]} -eq 0 ]

@@ -209,7 +209,13 @@ def drive(run: Run, until, timeout: float) -> Run:
         sync_active_runs()
         time.sleep(0.4)
     run.refresh_from_db()
-    raise AssertionError(f"run {run.pk} stuck in {run.state}: {run.state_reason}")
+    raise AssertionError(f"run {run.pk} stuck in {run.state}: {run.state_reason}\n{log_tails(run)}")
+
+
+def log_tails(run: Run, chars: int = 2500) -> str:
+    """The end of each of the run's job logs: what a stuck attempt was doing."""
+    logs = sorted(Path(run.run_dir).glob("logs/*")) if run.run_dir else []
+    return "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-chars:]}" for log in logs if log.is_file())
 
 
 def environ(pid: int) -> dict[str, str]:
