@@ -116,8 +116,10 @@ def exit_code(failures: dict) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     # torchrun would otherwise kill its workers on SIGTERM/SIGINT (and die of SIGUSR1); the
-    # workers handle all three themselves.
-    os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = "SIGHUP,SIGQUIT"
+    # workers handle all three themselves. torch >= 2.12 sets TORCHELASTIC_SIGNALS_TO_HANDLE from
+    # its --signals-to-handle option (default SIGTERM,SIGINT,...), whose default is read from
+    # PET_SIGNALS_TO_HANDLE; older versions read TORCHELASTIC_SIGNALS_TO_HANDLE itself.
+    os.environ["PET_SIGNALS_TO_HANDLE"] = os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = "SIGHUP,SIGQUIT"
     for sig in FORWARDED:
         signal.signal(sig, _forward)
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -136,22 +136,29 @@ def _rank_of(pid: int) -> int:
     return int(pairs[b"RANK"])
 
 
-# (who gets SIGUSR1, after which line): only rank 1 while rank 0 may still be warming up, only
-# rank 0 in the middle of training, and the launcher (as Slurm and the local supervisor do).
-PHASES = [("rank1", "fresh start"), ("rank0", "step 2/"), ("launcher", "step 3/")]
+# (who gets the signal, which, after which line): SIGUSR1 to only rank 1 while rank 0 may still be
+# warming up, to only rank 0 in the middle of training, and to the launcher (as Slurm and the local
+# supervisor do before a time limit); SIGTERM to the launcher (a cancel or a preemption), which
+# torchrun's own handler would turn into killing the ranks and exit 1.
+PHASES = [
+    ("rank1", signal.SIGUSR1, "fresh start"),
+    ("rank0", signal.SIGUSR1, "step 2/"),
+    ("launcher", signal.SIGUSR1, "step 3/"),
+    ("launcher", signal.SIGTERM, "step 3/"),
+]
 
 
-@pytest.mark.parametrize("target,after", PHASES, ids=[p[0] for p in PHASES])
-def test_sigusr1_at_different_phases_checkpoints_exits_75_and_resumes(tmp_path, target, after):
+@pytest.mark.parametrize("target,signum,after", PHASES, ids=[f"{p[0]}-{p[1].name}" for p in PHASES])
+def test_a_stop_signal_at_different_phases_checkpoints_exits_75_and_resumes(tmp_path, target, signum, after):
     proc = _launch(tmp_path, LONG)
     lines: list[str] = []
     try:
         _wait_line(proc, after, lines)
         if target == "launcher":
-            os.kill(proc.pid, signal.SIGUSR1)
+            os.kill(proc.pid, signum)
         else:
             ranks = {_rank_of(pid): pid for pid in _ranks(proc)}
-            os.kill(ranks[int(target[-1])], signal.SIGUSR1)
+            os.kill(ranks[int(target[-1])], signum)
         out, _ = proc.communicate(timeout=180)  # no hang: both ranks stop together
     finally:
         _kill_all(proc)
