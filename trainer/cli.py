@@ -19,6 +19,7 @@ Also: `python -m trainer check --config FILE` (validate, print derived sizes) an
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import signal
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     from trainer.async_gen import SyncTimeout
     from trainer.loop import RewardFailure, Trainer  # torch and transformers load only for a real run
 
+    # A crash in native code (gloo, NCCL, a tokenizer) prints every thread's Python stack to stderr,
+    # the job's log, instead of a bare "terminate called" or "Aborted".
+    faulthandler.enable()
     run_dir = Path(args.run_dir)
     stop = StopRequest()  # what the signals asked for; the loop acts on it (trainer/stopping.py)
     for signum in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
