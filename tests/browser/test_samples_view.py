@@ -50,10 +50,20 @@ def cards(page):
     return page.evaluate(TOKENS_JS)
 
 
+HTMX_BUSY = ".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added"  # htmx's classes while it works
+
+
 def choose(page, control, value):
-    """Pick an option of the samples toolbar and wait for htmx to swap the card in."""
+    """Pick an option of the samples toolbar and wait for htmx to swap the card in (no swap comes,
+    as no change event fires, when the option is already the chosen one). A swap is over once htmx
+    has settled the new card: a change made before that may find the new select without its
+    handler, and then no request goes out."""
+    page.wait_for_function(f"() => !document.querySelector('{HTMX_BUSY}')")
+    select = page.locator(f"#run-samples [data-control={control}]")
+    if select.input_value() == value:
+        return
     page.evaluate("() => { document.querySelector('#run-samples').dataset.old = '1'; }")
-    page.select_option(f"#run-samples [data-control={control}]", value)
+    select.select_option(value)
     page.wait_for_function("() => { const c = document.querySelector('#run-samples'); return c && !c.dataset.old; }")
 
 
