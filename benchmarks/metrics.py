@@ -88,6 +88,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orchestrator.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 from benchmarks.bench_db import admin, drop_database, fresh_database  # noqa: E402 (after the environment)
+from benchmarks.bench_server import start_uvicorn  # noqa: E402
 
 KEY = "train/reward_mean"
 BATCH = 5_000
@@ -380,37 +381,6 @@ def compare_rows(n_runs: int) -> list[tuple]:
         )
         print(rows[-1], flush=True)
     return rows
-
-
-def start_uvicorn(workers: int = 1):
-    import httpx
-
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "orchestrator.asgi:application",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "DATABASE_POOL": os.environ.get("DATABASE_POOL", "1")},
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            httpx.get(f"{base}/login/", timeout=1)
-            break
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    return server, base
 
 
 def http_ingest_rate(writers: int, points_per_writer: int) -> float:

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from contextlib import contextmanager
@@ -42,7 +40,6 @@ os.environ.setdefault("ALLOWED_HOSTS", "testserver,127.0.0.1")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop shares this thread
 
 import django  # noqa: E402
-import httpx  # noqa: E402
 
 django.setup()
 
@@ -50,6 +47,7 @@ from django.contrib.auth.models import User  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from benchmarks.bench_server import start_uvicorn  # noqa: E402
 from orchestrator.experiments.models import Run  # noqa: E402
 from orchestrator.experiments.services import experiment_create  # noqa: E402
 from orchestrator.metrics.panels import PANELS  # noqa: E402
@@ -116,26 +114,10 @@ def settle(quiet_load: float = 1.0, most_s: float = 120) -> None:
 
 @contextmanager
 def serve_process():
-    """The app in its own uvicorn process on a free port, on the benchmark's test database."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    """The app in its own uvicorn process (benchmarks/bench_server.py), on the benchmark's test database."""
     url = urlsplit(os.environ["DATABASE_URL"])._replace(path="/" + connection.settings_dict["NAME"]).geturl()
-    env = {**os.environ, "DATABASE_URL": url, "DATABASE_POOL": os.environ.get("DATABASE_POOL", "true")}
-    argv = [sys.executable, "-m", "uvicorn", "orchestrator.asgi:application", "--port", str(port)]
-    argv += ["--log-level", "warning"]
-    server = subprocess.Popen(argv, cwd=REPO, env=env)
-    base = f"http://127.0.0.1:{port}"
+    server, base = start_uvicorn(env={"DATABASE_URL": url})
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{base}/login/", timeout=2)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("uvicorn did not start") from None
-                time.sleep(0.2)
         yield base
     finally:
         server.terminate()
