@@ -186,3 +186,12 @@ def lab(alice, tiny_config, settings):
             + points("actor/m2", range(30), lambda s: 0.05),
         )
     return experiment, runs
+
+
+HTMX_BUSY = ".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added"  # htmx's classes while it works
+
+
+def wait_htmx_idle(page) -> None:
+    """Until htmx has no request in flight and has settled what it swapped in: a click or a change
+    made before that can reach an element whose handler is not attached yet, and send nothing."""
+    page.wait_for_function(f"() => !document.querySelector('{HTMX_BUSY}')")

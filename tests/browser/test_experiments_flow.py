@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from orchestrator.experiments.models import Experiment, Run
+from tests.browser.conftest import wait_htmx_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -49,6 +50,7 @@ def test_sweep_queue_cancel_pause_clone(browser_page, live_url, alice):
 
     # 3. cancel one run from its row
     victim = experiment.runs.get(name="s8-seed1")
+    wait_htmx_idle(page)  # the page's own loads (seed statistics) first
     page.locator(f"#run-row-{victim.pk} button", has_text="cancel").click()
     expect(page.locator(f"#run-row-{victim.pk} .state")).to_have_text("cancelled")
     assert Run.objects.get(pk=victim.pk).state == "cancelled"

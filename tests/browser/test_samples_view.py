@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from tests.browser.conftest import wait_htmx_idle
 from tests.unit.metrics.helpers import make_run
 from tests.unit.samples.helpers import sample
 
@@ -50,15 +51,12 @@ def cards(page):
     return page.evaluate(TOKENS_JS)
 
 
-HTMX_BUSY = ".htmx-request, .htmx-swapping, .htmx-settling, .htmx-added"  # htmx's classes while it works
-
-
 def choose(page, control, value):
     """Pick an option of the samples toolbar and wait for htmx to swap the card in (no swap comes,
     as no change event fires, when the option is already the chosen one). A swap is over once htmx
     has settled the new card: a change made before that may find the new select without its
     handler, and then no request goes out."""
-    page.wait_for_function(f"() => !document.querySelector('{HTMX_BUSY}')")
+    wait_htmx_idle(page)
     select = page.locator(f"#run-samples [data-control={control}]")
     if select.input_value() == value:
         return

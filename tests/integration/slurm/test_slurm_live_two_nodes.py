@@ -34,10 +34,12 @@ from trainer import checkpoint as ckpt
 pytestmark = pytest.mark.slurm
 UPDATE_KEY = "actor/pg_loss"
 
-# Each task notes its start, and Slurm's SIGTERM when it comes, in a file named after its host.
+# Each task notes its start, and Slurm's SIGTERM when it comes, in a file named after its host. The
+# host is read once, before the trap: Slurm signals every process of the step, and a `hostname`
+# started inside the trap could be killed by a second SIGTERM, naming the file "sigterm-".
 SIGNAL_PROBE = (
-    'echo "$SLURM_PROCID" > "$OPL_RUN_DIR/started-$(hostname)"; '
-    'trap \'echo "$SLURM_PROCID" > "$OPL_RUN_DIR/sigterm-$(hostname)"; exit 0\' TERM; '
+    'host=$(hostname); echo "$SLURM_PROCID" > "$OPL_RUN_DIR/started-$host"; '
+    'trap \'echo "$SLURM_PROCID" > "$OPL_RUN_DIR/sigterm-$host"; exit 0\' TERM; '
     "sleep 300 & wait"
 )
 
@@ -318,7 +320,7 @@ def test_two_node_run_survives_a_node_crash_and_resumes_on_both_nodes(two_node_s
     goes silent, its slurmd and job steps die). Slurm sets the node DOWN and fails the job
     (NODE_FAIL), the orchestrator requeues the run, node 2 comes back, and attempt 2 resumes from
     the checkpoint on both nodes and finishes: one metric line, every update once."""
-    steps = 8
+    steps = 12  # long enough that attempt 1 is still training when the node crashes, on a quiet machine too
     run = drive(two_node_run(alice, steps), lambda r: r.state == "running", timeout=90)
     run_dir = Path(run.run_dir)
     wait_until(
