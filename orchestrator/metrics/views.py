@@ -4,6 +4,8 @@ compare page. Views stay thin: access helper, parameter check, one service or se
 import difflib
 import json
 
+import msgspec
+import numpy as np
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
 from django.core.handlers.asgi import ASGIRequest
@@ -103,8 +105,27 @@ def _window_params(request: HttpRequest) -> dict:
     return params
 
 
-def _points_json(points) -> list[list]:
-    return [[step, encode_value(value, special)] for step, value, special in points]
+def _points_json(points: list[tuple]) -> list[tuple]:
+    """(step, value, special) rows as the API's [step, value] pairs, NaN and ±inf as encode_value's
+    strings. Zipped in C and patched where a value is not finite: a page's first panels are 10^4-10^5
+    points, and a per-point Python check cost more than the queries behind them."""
+    if not points:
+        return []
+    steps, values, specials = zip(*points, strict=True)
+    pairs = list(zip(steps, values, strict=True))
+    not_finite = ~np.isfinite(np.array(values, dtype=float)) | np.array(specials, dtype=bool)  # None is NaN here
+    for i in np.flatnonzero(not_finite).tolist():
+        pairs[i] = (steps[i], encode_value(values[i], specials[i]))
+    return pairs
+
+
+_encode_json = msgspec.json.Encoder().encode
+
+
+def _series_response(body: dict) -> HttpResponse:
+    """The series answers: a page's first panels are 10^4-10^5 floats, which msgspec encodes several
+    times faster than JsonResponse's json module (the same numbers, in shortest round-trip form)."""
+    return HttpResponse(_encode_json(body), content_type="application/json")
 
 
 MAX_KEYS_PER_CALL = 50
@@ -158,7 +179,7 @@ def _series(request: HttpRequest, run_id: int):
     body = {"series": series, "seq": seq, "attempts": selectors.attempt_starts([run.pk]).get(run.pk, [])}
     if len(keys) == 1:
         body.update(series[0])
-    return JsonResponse(body)
+    return _series_response(body)
 
 
 # a call's runs x keys: one key of 200 runs, or the first panels' keys of a few runs (8 x 25)
@@ -188,7 +209,7 @@ def compare_series(request: HttpRequest):
     body = {"series": series}
     if len(keys) == 1:
         body.update(series[0])
-    return JsonResponse(body)
+    return _series_response(body)
 
 
 def _compare_runs_json(ids: list[int], key: str, params: dict, attempts: dict) -> list[dict]:
