@@ -470,7 +470,7 @@ function start() {
 
   const experimentId = cfg.embedded ? new URL(cfg.compare_url, location.href).searchParams.get("experiment") : params.get("experiment");
   browser = W.keyBrowser(root.querySelector("[data-key-browser]"), { keys: [...known], charted, onAdd: addPanel });
-  W.keyList([...known]);
+  firstDraw.finally(() => W.keyList([...known])); // the "+ key" boxes' suggestions: not needed to draw
   W.viewsBar(root.querySelector("[data-views]"), cfg.views, () => ({
     panels: panels.map(W.panelSpec), group: view.group, smooth: view.smooth, x: view.x,
     filters: { band: view.band, individual: view.individual, hidden: [...hidden] },

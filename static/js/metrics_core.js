@@ -182,6 +182,8 @@ class Panel {
 
   get isLog() { return this.logY || this.logDefault; }
 
+  // ticklabeloverflow "allow": Plotly's default measures every tick label's box to hide those that
+  // would spill past the chart, a third of a log axis's redraw; the margins here leave them room.
   layout(shapes, annotations, legendRows) {
     return {
       margin: { t: 8, r: 8, b: 34 + 18 * legendRows, l: 52 },
@@ -191,8 +193,8 @@ class Panel {
       uirevision: this.id,
       showlegend: this.legend,
       legend: { orientation: "h", x: 0, y: -0.14, yanchor: "top", font: { size: 10 }, groupclick: "togglegroup" },
-      xaxis: { title: { text: this.xTitle(), font: { size: 10 }, standoff: 2 }, automargin: true, ...(this.range ? { range: this.range, autorange: false } : { autorange: true }) },
-      yaxis: { type: this.isLog ? "log" : "linear", autorange: true, exponentformat: "power" },
+      xaxis: { title: { text: this.xTitle(), font: { size: 10 }, standoff: 2 }, automargin: true, ticklabeloverflow: "allow", ...(this.range ? { range: this.range, autorange: false } : { autorange: true }) },
+      yaxis: { type: this.isLog ? "log" : "linear", autorange: true, exponentformat: "power", ticklabeloverflow: "allow" },
       shapes, annotations,
     };
   }
