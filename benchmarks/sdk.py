@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO))
 from opl_client import sdk  # noqa: E402
 from opl_client.pusher import Pusher, PushSettings  # noqa: E402
 from opl_client.spool import MetricSpool, read_offset  # noqa: E402
+from tests.faults.stack import free_port  # noqa: E402
 
 KEYS = [f"actor/metric_{i:02d}" for i in range(40)]
 SINK = r"""
@@ -64,12 +65,6 @@ class Sink(BaseHTTPRequestHandler):
 
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_sink() -> tuple[subprocess.Popen, str]:
