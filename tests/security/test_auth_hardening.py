@@ -151,3 +151,29 @@ def test_the_tokens_page_creates_tokens_with_a_lifetime_and_a_scope(alice, clien
     refused = client.post("/account/tokens/", {"name": "x", "days": "7", "scope": "admin"})
     assert refused.status_code == 400 and "scope:" in refused.content.decode()
     assert ApiToken.objects.filter(user=alice).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_behind_a_reverse_proxy_the_lockout_is_per_client_address(alice, quick_passwords):
+    """Served as deployed (uvicorn): a proxy on this host sends X-Forwarded-For, and uvicorn, which
+    trusts the proxy headers of FORWARDED_ALLOW_IPS (127.0.0.1 unless set), hands Django the
+    client's address. So a guesser behind the proxy locks out alice from its own address only."""
+    import re
+
+    import httpx
+
+    from tests.unit.metrics.asgi_server import serve_asgi
+
+    def login(base: str, password: str, client_address: str) -> httpx.Response:
+        with httpx.Client(base_url=base, headers={"X-Forwarded-For": f"198.51.100.1, {client_address}"}) as http:
+            form = http.get("/login/")
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+            return http.post("/login/", data={"username": "alice", "password": password, "csrfmiddlewaretoken": token})
+
+    with serve_asgi() as base:
+        for _ in range(4):
+            assert login(base, "guess", "203.0.113.7").status_code == 200
+        assert login(base, "guess", "203.0.113.7").status_code == 429
+        assert login(base, "alice-pass-123", "203.0.113.7").status_code == 429
+        # the same user from another client behind the same proxy is not locked out
+        assert login(base, "alice-pass-123", "203.0.113.8").status_code == 302
