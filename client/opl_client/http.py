@@ -1,13 +1,18 @@
 """A small keep-alive HTTP client over the standard library, for the background pusher: one
 connection reused across posts, opened again after any error. The answer looks like httpx's
-(status_code, text, headers.get) so the pusher reads it the same way."""
+(status_code, text, headers.get) so the pusher reads it the same way. Like urllib, httpx and curl
+it goes through the proxy the environment names (HTTP_PROXY, HTTPS_PROXY, NO_PROXY): a cluster's
+nodes often reach the dashboard only that way, and `opl`'s own calls (urllib) already did."""
 
 from __future__ import annotations
 
+import base64
 import http.client
+import ipaddress
 import json
 import threading
 import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 
 
@@ -60,11 +65,15 @@ class HttpClient:
         self, method: str, url: str, *, body: bytes | None = None, headers: dict[str, str], timeout: float | None = None
     ) -> Answer:
         parts = urllib.parse.urlsplit(url)
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        proxy = proxy_for(parts)
+        if proxy is not None and parts.scheme == "http":  # a plain-HTTP proxy takes the whole URL
+            path = urllib.parse.urlunsplit(parts._replace(fragment=""))
+            headers = {**headers, **_proxy_auth(proxy)}
         with self._lock:
-            conn = self._connection(parts, self.timeout if timeout is None else timeout)
+            conn = self._connection(parts, proxy, self.timeout if timeout is None else timeout)
             try:
-                conn.request(method, path or "/", body=body, headers=headers)
+                conn.request(method, path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
             except Exception:
@@ -75,12 +84,20 @@ class HttpClient:
                 self._drop()
             return answer
 
-    def _connection(self, parts: urllib.parse.SplitResult, timeout: float) -> http.client.HTTPConnection:
-        origin = (parts.scheme, parts.hostname or "", parts.port)
+    def _connection(
+        self, parts: urllib.parse.SplitResult, proxy: urllib.parse.SplitResult | None, timeout: float
+    ) -> http.client.HTTPConnection:
+        origin = (parts.scheme, parts.hostname or "", parts.port, proxy)
         if self._conn is None or origin != self._origin:
             self._drop()
             cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-            self._conn, self._origin = cls(parts.hostname, parts.port, timeout=timeout), origin
+            if proxy is None:
+                conn = cls(parts.hostname, parts.port, timeout=timeout)
+            else:  # https: a CONNECT tunnel through the proxy, TLS with the dashboard inside it
+                conn = cls(proxy.hostname, proxy.port or 80, timeout=timeout)
+                if parts.scheme == "https":
+                    conn.set_tunnel(parts.hostname, parts.port or 443, headers=_proxy_auth(proxy))
+            self._conn, self._origin = conn, origin
         self._conn.timeout = timeout
         if self._conn.sock is not None:
             self._conn.sock.settimeout(timeout)
@@ -94,6 +111,39 @@ class HttpClient:
     def close(self) -> None:
         with self._lock:
             self._drop()
+
+
+def proxy_for(parts: urllib.parse.SplitResult) -> urllib.parse.SplitResult | None:
+    """The proxy the environment names for this URL's scheme, or None: none named, NO_PROXY covers
+    the host, or the host is this machine's loopback (which no proxy elsewhere can reach; a `make
+    demo` beside a lab-wide HTTP_PROXY must still push). Read as urllib reads it; only http://
+    proxies are spoken to."""
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    host = parts.hostname or ""
+    if not proxy or _loopback(host) or urllib.request.proxy_bypass(host):
+        return None
+    found = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if found.scheme != "http" or not found.hostname:
+        name = f"{parts.scheme.upper()}_PROXY"
+        raise ValueError(f"{name}={found.scheme}://{found.hostname}: only an http:// proxy is supported")
+    return found
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _proxy_auth(proxy: urllib.parse.SplitResult) -> dict[str, str]:
+    if proxy.username is None:
+        return {}
+    user = urllib.parse.unquote(proxy.username)
+    password = urllib.parse.unquote(proxy.password or "")
+    return {"Proxy-Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
 def _json_bytes(value: object) -> bytes:

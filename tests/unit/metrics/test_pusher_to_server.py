@@ -1,6 +1,9 @@
 """The trainer's pusher against the real ingestion endpoint (uvicorn): gzip batches are stored,
 and a run whose queue is full answers 429, which the pusher waits out without losing points."""
 
+import base64
+from urllib.parse import urlsplit
+
 import pytest
 
 from orchestrator.metrics import ingest_queue
@@ -145,3 +148,54 @@ def test_batches_refused_for_good_are_kept_and_stored_by_resend_rejected(server,
     assert RolloutSample.objects.filter(run=run).count() == 2
     assert read_rejected(tmp_path, "metrics.jsonl") == read_rejected(tmp_path, "samples.jsonl") == []
     assert "2 of 2 rejected batch(es) stored" in capsys.readouterr().out
+
+
+DASHBOARD_NAME = "dashboard.lab.test"  # resolved by the proxy only, as a name beyond a cluster's egress
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["named-beyond-the-proxy", "loopback-is-never-proxied"])
+def test_the_pusher_goes_through_the_proxy_the_environment_names(
+    server, alice, tiny_config, tmp_path, monkeypatch, settings, direct
+):
+    """A node whose only way to the dashboard is its cluster's proxy (HTTP_PROXY with credentials,
+    as urllib, httpx and curl read it) still delivers every point. A dashboard on the node's own
+    loopback is reached directly: no proxy elsewhere could reach it."""
+    from .forward_proxy import forward_proxy
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, DASHBOARD_NAME]
+    run, token = make_run(alice, tiny_config)
+    spool = MetricSpool(tmp_path)
+    for step in range(50):
+        spool.log(step, {"train/loss": 1.0 / (step + 1)})
+    spool.close()
+    port = urlsplit(server).port
+    dashboard = server if direct else f"http://{DASHBOARD_NAME}:{port}"
+    with forward_proxy(hosts={DASHBOARD_NAME: "127.0.0.1"}) as (proxy_url, seen):
+        for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://lab%20user:s3cret@"))
+        cfg = ReportingConfig(dashboard_url=dashboard, run_id=str(run.pk), token=token, attempt=1, flush_timeout_s=30)
+        Pusher(tmp_path, cfg, total_steps=50).close()
+    assert live_series(run.pk)["train/loss"].steps.tolist() == list(range(50))
+    if direct:
+        assert seen == []
+    else:
+        posts = [s for s in seen if s[0] == "POST" and s[1].startswith(f"{dashboard}/api/v1/runs/{run.pk}/")]
+        assert posts, seen
+        assert {auth for _, _, auth in posts} == {"Basic " + base64.b64encode(b"lab user:s3cret").decode()}
+
+
+def test_no_proxy_and_the_proxys_scheme_are_read_as_urllib_reads_them(monkeypatch):
+    from opl_client.http import proxy_for
+
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "proxy.lab.test:3128")  # no scheme: http://, as urllib takes it
+    monkeypatch.setenv("NO_PROXY", ".internal.test")
+    assert proxy_for(urlsplit("http://dashboard.lab.test/x"))[:2] == ("http", "proxy.lab.test:3128")
+    assert proxy_for(urlsplit("http://opl.internal.test/x")) is None
+    assert proxy_for(urlsplit("https://dashboard.lab.test/x")) is None  # no HTTPS_PROXY named
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://user:pw@proxy.lab.test:1080")
+    with pytest.raises(ValueError, match=r"HTTPS_PROXY=socks5://proxy.lab.test: only an http:// proxy") as refused:
+        proxy_for(urlsplit("https://dashboard.lab.test/x"))
+    assert "pw" not in str(refused.value)
