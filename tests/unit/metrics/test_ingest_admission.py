@@ -80,6 +80,7 @@ def test_a_full_queue_answers_429_with_retry_after_and_stores_nothing(client, al
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="holds a PostgreSQL row lock from a second connection")
 def test_a_batch_lock_held_too_long_answers_429_and_the_retry_is_stored(client, alice, tiny_config, settings):
     settings.OPL_INGEST_LOCK_TIMEOUT_MS = 200
     run, token = make_run(alice, tiny_config)
