@@ -331,7 +331,8 @@ class StalenessConfig(_Section):
         description="async: the longest the trainer waits on the generator, per hand-over: to load published "
         "weights (it loads between batches, so this must exceed one batch's generation), to deliver a batch "
         "(including its start-up) and for the shared weights lock. Past it the run fails naming the rank and "
-        "the phase. Under torchrun the collectives between ranks time out at twice this plus 60 s.",
+        "the phase. Under torchrun the collectives between ranks time out at twice this plus 60 s. With the "
+        "vllm engine, in either mode, also the longest one weight load into the engine may take.",
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -113,6 +114,29 @@ def _engine_process_env(device: torch.device):
         os.environ.update(saved)
 
 
+def call_within(timeout_s: float, what: str, fn, *args, **kwargs):
+    """fn(*args, **kwargs), or TimeoutError after timeout_s. vLLM's own RPC timeout does not bound
+    a single-worker engine (the call runs inside its engine process, and the client waits for it
+    without a limit), so a stuck engine would hold the run forever while its heartbeats go on; the
+    call runs on a daemon thread instead, left behind when the run fails."""
+    box: dict = {}
+
+    def call() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+
+    thread = threading.Thread(target=call, name="opl-vllm-call", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(f"{what}: no answer from the engine in {timeout_s:g} s (staleness.sync_timeout_s)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 class VLLMEngine:
     def __init__(self, model_dir: Path, policy, cfg, device: torch.device | None = None):
         try:
@@ -128,6 +152,7 @@ class VLLMEngine:
         self.device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.last_sync_s = 0.0
         self.syncs = 0
+        self.sync_timeout_s = cfg.staleness.sync_timeout_s
         self._weights_path = shm_dir() / f"opl-vllm-weights-{os.getpid()}.safetensors"
         kwargs = {
             "model": str(model_dir),
@@ -170,7 +195,13 @@ class VLLMEngine:
         t0 = time.perf_counter()
         path = write_weights(engine_weights(state_dict, self.tied), self._weights_path)
         try:
-            loaded = self.llm.collective_rpc("opl_reload_weights", args=(str(path),))
+            loaded = call_within(
+                self.sync_timeout_s,
+                "loading the new weights into vLLM",
+                self.llm.collective_rpc,
+                "opl_reload_weights",
+                args=(str(path),),
+            )
         finally:
             path.unlink(missing_ok=True)
         if not loaded or not all(loaded):

@@ -9,7 +9,9 @@ compared by the test, not here, so a wrong number fails the test with the number
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -113,8 +115,29 @@ def main(out_path: str) -> None:
     report["ended_by"] = {str(k): v for k, v in ended_by.items()}
     report["eos_violations"] = violations
     report["eos_logp_diff"] = max_abs(hf_logprobs(policy, eos_gen, 1.0), eos_gen.logp)
-    engine.close()
+
+    # A stuck engine (its processes stopped, as a hung worker would be) fails a weight load at the
+    # run's sync_timeout_s instead of holding the run forever.
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        child.send_signal(signal.SIGSTOP)
+    engine.sync_timeout_s = 3.0
+    t0 = time.perf_counter()
+    try:
+        engine.load_weights(policy.model.state_dict())
+        report["stuck_sync_error"] = None
+    except TimeoutError as exc:
+        report["stuck_sync_error"] = str(exc)
+    report["stuck_sync_s"] = time.perf_counter() - t0
+    report["stopped_processes"] = len(children)
+    for child in children:
+        child.kill()
     Path(out_path).write_text(json.dumps(report, indent=1))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the engine's processes are gone: its shutdown would wait on them
 
 
 if __name__ == "__main__":  # vLLM's engine process needs the guard

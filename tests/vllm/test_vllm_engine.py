@@ -52,3 +52,11 @@ def test_every_eos_id_ends_a_response(report):
     assert report["eos_violations"] == []
     assert sorted(int(k) for k in report["ended_by"]) == report["eos_ids"]  # each id ended some response
     assert report["eos_logp_diff"] <= 1e-4
+
+
+def test_a_stuck_engine_fails_a_weight_load_at_the_sync_timeout(report):
+    """The engine's processes stopped (SIGSTOP), a weight load raises after sync_timeout_s (3 s
+    here) naming the setting, instead of waiting forever while the run's heartbeats go on."""
+    assert report["stopped_processes"] >= 1
+    assert "staleness.sync_timeout_s" in (report["stuck_sync_error"] or "")
+    assert 3.0 <= report["stuck_sync_s"] < 10
