@@ -326,6 +326,7 @@ function start() {
     panel.obj = new M.Panel(container, { id: panel.id, title: panel.title, description: panel.description,
       build: () => build(panel), onZoom: (_obj, range) => zoom(panel, range), exportRows: () => exportRows(panel),
       xTitle: () => xLabel(xOfPanel(panel)), logDefault: panel.log_y, lines: panel.lines, legend: false,
+      empty: !panel.keys.some((k) => known.has(k)),
       lineStyles: () => (panel.keys.length > 1 ? panel.keys.map((key, ki) => ({ label: key, dash: DASHES[ki % DASHES.length] })) : []) });
     panel.obj.logY = view.logY;
     panel.controls = W.panelControls(panel, { xAxes: cfg.x_axes, knownKeys: () => known,
@@ -452,6 +453,7 @@ function start() {
   // The first panels' histories are asked for before the key browser and the views bar are built
   // (the async function runs up to its first await at once), and the saved views list waits for
   // the first draw: on a page of 200 keys both would otherwise go ahead of the panels in view.
+  renderLegend(); // from the config alone: drawn before the panels, it does not push them down after
   const firstDraw = (async () => {
     if (view.x !== "step") await loadMapper(view.x);
     const first = panels.filter((p) => W.nearViewport(p.obj.root, 0)); // in view now; the rest as they come near
@@ -459,7 +461,7 @@ function start() {
     await Promise.all(first.map(show));
     ready = true;
     panels.filter((p) => !first.includes(p)).forEach((p) => lazy.watch(p.obj.root, () => show(p)));
-    renderLegend(); renderSummary(); saveView(); // renderAll less the panels: show() has just drawn them
+    renderSummary(); saveView(); // renderAll less the panels and the legend: drawn already
     const heatmap = document.getElementById("heatmap"); // below the panels: drawn when it comes near
     if (heatmap) lazy.watch(heatmap, renderHeatmap);
     openStreams();

@@ -142,6 +142,8 @@ function hoverFor(trace, steps) {
     hovertemplate: `%{y:.4g} · update ${update}<extra>${trace.name || ""}</extra>` };
 }
 
+const EMPTY_HEIGHT = 140; // px of a panel with nothing to draw yet
+
 const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
 // One chart. The page supplies build() -> {traces, shapes}; the panel draws it, throttles
@@ -149,7 +151,7 @@ const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replac
 // description and the export buttons sit in an HTML header above the plot, clear of Plotly's
 // toolbar. A panel may default to a log y axis (M2) and carry threshold lines (tau).
 class Panel {
-  constructor(container, { id, title, description, build, onZoom, exportRows, xTitle, logDefault, lines, legend, lineStyles }) {
+  constructor(container, { id, title, description, build, onZoom, exportRows, xTitle, logDefault, lines, legend, lineStyles, empty }) {
     this.id = id; this.title = title; this.build = build; this.onZoom = onZoom; this.exportRows = exportRows;
     this.lineStyles = lineStyles || (() => []); // [{label, dash}] of the panel's keys, when it has several
     this.xTitle = xTitle || (() => "optimizer updates");
@@ -172,6 +174,9 @@ class Panel {
     container.appendChild(this.root);
     this.el = this.root.querySelector(".panel-chart");
     this.el.dataset.panel = id;
+    // A panel the page knows has no data yet is drawn small; it starts at that height, so that the
+    // page does not jump (and a click below it land elsewhere) when it is drawn as it comes near.
+    if (empty) this.el.style.height = `${EMPTY_HEIGHT}px`;
     this.redrawSoon = throttle(() => this.render(), 100);
     this.root.querySelector("[data-export=csv]").onclick = () =>
       download(`${id}.csv`, toCSV(this.exportRows()), "text/csv");
@@ -222,7 +227,7 @@ class Panel {
     const perRow = Math.max(1, Math.floor((this.el.clientWidth || 420) / 150));
     const legendRows = named > 1 ? Math.ceil(named / perRow) : (named ? 1 : 0);
     const layout = this.layout(shapes, annotations, legendRows);
-    if (!traces.length) layout.height = 140; // an empty panel stays small until its first point
+    if (!traces.length) layout.height = EMPTY_HEIGHT; // an empty panel stays small until its first point
     this.el.style.height = `${layout.height}px`;
     if (!traces.length) {
       layout.annotations = [{ text: "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false,

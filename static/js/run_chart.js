@@ -110,7 +110,7 @@ function start() {
     panel.obj = new M.Panel(container, {
       id: panel.id, title: panel.title, description: panel.description, build: () => build(panel),
       onZoom: (_obj, range) => zoom(panel, range), exportRows: () => exportRows(panel), xTitle: () => xLabel(xOfPanel(panel)),
-      logDefault: panel.log_y, lines: panel.lines,
+      logDefault: panel.log_y, lines: panel.lines, empty: !panel.keys.some((k) => known.has(k)),
     });
     if (before) container.insertBefore(panel.obj.root, before);
     panel.obj.logY = view.logY;

@@ -10,6 +10,13 @@ from orchestrator.experiments.models import Experiment, Run
 from tests.browser.conftest import wait_htmx_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# the distinct heights of the chart panels Plotly has drawn, and of those it has not drawn yet
+PANEL_HEIGHTS = """() => {
+    const charts = [...document.querySelectorAll('.metric-panel .panel-chart')];
+    const heights = (drawn) => [...new Set(charts.filter((el) => el.classList.contains('js-plotly-plot') === drawn)
+        .map((el) => Math.round(el.getBoundingClientRect().height)))];
+    return [heights(true), heights(false)];
+}"""
 
 
 def test_sweep_queue_cancel_pause_clone(browser_page, live_url, alice):
@@ -48,10 +55,22 @@ def test_sweep_queue_cancel_pause_clone(browser_page, live_url, alice):
     expect(page.locator("table#runs .state-queued")).to_have_count(6)
     expect(page.locator("table#runs")).to_contain_text("s32-seed2")
 
+    # The sweep's charts have no data yet: the panels drawn so far are as tall as those not yet
+    # drawn (they started at 300 px and shrank to 140 once drawn, moving what is below them).
+    expect(page.locator(".metric-panel .panel-chart.js-plotly-plot").first).to_be_visible()
+    drawn, waiting = page.evaluate(PANEL_HEIGHTS)
+    assert drawn == waiting == [140], (drawn, waiting)
+
     # 3. cancel one run from its row
     victim = experiment.runs.get(name="s8-seed1")
     wait_htmx_idle(page)  # the page's own loads (seed statistics) first
-    page.locator(f"#run-row-{victim.pk} button", has_text="cancel").click()
+    # CI saw the row stay "queued" twice, never here: waiting for the POST itself says which part
+    # failed next time (no request: the click or its confirm; a request: its answer and the swap)
+    with page.expect_response(
+        lambda r: r.request.method == "POST" and r.url.endswith(f"/runs/{victim.pk}/cancel"), timeout=15_000
+    ) as answer:
+        page.locator(f"#run-row-{victim.pk} button", has_text="cancel").click()
+    assert answer.value.status == 200, (answer.value.status, page.http_errors, page.console_errors)
     expect(page.locator(f"#run-row-{victim.pk} .state")).to_have_text("cancelled")
     assert Run.objects.get(pk=victim.pk).state == "cancelled"
     assert experiment.runs.filter(state="queued").count() == 5
