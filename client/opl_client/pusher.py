@@ -295,7 +295,9 @@ class Pusher:
                 stream.byte_cap,
             )
             return False
-        if 400 <= resp.status_code < 500 and resp.status_code not in (408, 429):
+        # 407 is the environment's proxy asking for its credentials, not the dashboard refusing
+        # the batch: kept for a retry (with a warning that says so), like a timeout or a 429
+        if 400 <= resp.status_code < 500 and resp.status_code not in (407, 408, 429):
             self._reject(stream, offset, consumed, count, resp)
             return False
         stream.retry = (offset, consumed, count, body, headers)

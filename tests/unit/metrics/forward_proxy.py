@@ -18,6 +18,14 @@ class _Forward(BaseHTTPRequestHandler):
     def _forward(self) -> None:
         seen = self.server.seen  # type: ignore[attr-defined]
         seen.append((self.command, self.path, self.headers.get("Proxy-Authorization")))
+        required = self.server.required_auth  # type: ignore[attr-defined]
+        if required is not None and self.headers.get("Proxy-Authorization") != required:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(407)
+            self.send_header("Proxy-Authenticate", 'Basic realm="lab"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         target = urllib.parse.urlsplit(self.path)
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
@@ -44,11 +52,13 @@ class _Forward(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def forward_proxy(hosts: dict[str, str] | None = None) -> Iterator[tuple[str, list]]:
-    """(the proxy's URL, the list of (method, absolute URL, Proxy-Authorization) it forwarded)."""
+def forward_proxy(hosts: dict[str, str] | None = None, required_auth: str | None = None) -> Iterator[tuple[str, list]]:
+    """(the proxy's URL, the list of (method, absolute URL, Proxy-Authorization) it was sent); with
+    required_auth, a request without that Proxy-Authorization gets 407."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Forward)
     server.seen = []  # type: ignore[attr-defined]
     server.hosts = dict(hosts or {})  # type: ignore[attr-defined]
+    server.required_auth = required_auth  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -185,6 +185,34 @@ def test_the_pusher_goes_through_the_proxy_the_environment_names(
         assert {auth for _, _, auth in posts} == {"Basic " + base64.b64encode(b"lab user:s3cret").decode()}
 
 
+def test_a_proxy_asking_for_credentials_keeps_the_batch_for_a_retry(
+    server, alice, tiny_config, tmp_path, monkeypatch, settings
+):
+    """407 is the proxy's answer, not the dashboard's: nothing is marked rejected, and the batch
+    goes through once the proxy's credentials are right."""
+    from .forward_proxy import forward_proxy
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, DASHBOARD_NAME]
+    run, token = make_run(alice, tiny_config)
+    spool = MetricSpool(tmp_path)
+    for step in range(20):
+        spool.log(step, {"train/loss": 1.0 / (step + 1)})
+    spool.close()
+    auth = "Basic " + base64.b64encode(b"lab:right").decode()
+    dashboard = f"http://{DASHBOARD_NAME}:{urlsplit(server).port}"
+    with forward_proxy(hosts={DASHBOARD_NAME: "127.0.0.1"}, required_auth=auth) as (proxy_url, seen):
+        for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://lab:wrong@"))
+        cfg = ReportingConfig(dashboard_url=dashboard, run_id=str(run.pk), token=token, attempt=1, flush_timeout_s=5)
+        pusher = Pusher(tmp_path, cfg, total_steps=20)
+        assert pusher.push_once() is False
+        assert read_offset(tmp_path)[0] == 0 and not (tmp_path / "metrics.rejected.jsonl").exists()
+        monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://lab:right@"))
+        pusher.close()
+    assert live_series(run.pk)["train/loss"].steps.tolist() == list(range(20))
+
+
 def test_no_proxy_and_the_proxys_scheme_are_read_as_urllib_reads_them(monkeypatch):
     from opl_client.http import proxy_for
 
