@@ -150,12 +150,21 @@ def test_batches_refused_for_good_are_kept_and_stored_by_resend_rejected(server,
     assert "2 of 2 rejected batch(es) stored" in capsys.readouterr().out
 
 
+@pytest.fixture
+def proxy_env(monkeypatch):
+    """monkeypatch with the machine's own proxy settings removed: each test sets what it means."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    return monkeypatch
+
+
 DASHBOARD_NAME = "dashboard.lab.test"  # resolved by the proxy only, as a name beyond a cluster's egress
 
 
 @pytest.mark.parametrize("direct", [False, True], ids=["named-beyond-the-proxy", "loopback-is-never-proxied"])
 def test_the_pusher_goes_through_the_proxy_the_environment_names(
-    server, alice, tiny_config, tmp_path, monkeypatch, settings, direct
+    server, alice, tiny_config, tmp_path, proxy_env, settings, direct
 ):
     """A node whose only way to the dashboard is its cluster's proxy (HTTP_PROXY with credentials,
     as urllib, httpx and curl read it) still delivers every point. A dashboard on the node's own
@@ -171,9 +180,7 @@ def test_the_pusher_goes_through_the_proxy_the_environment_names(
     port = urlsplit(server).port
     dashboard = server if direct else f"http://{DASHBOARD_NAME}:{port}"
     with forward_proxy(hosts={DASHBOARD_NAME: "127.0.0.1"}) as (proxy_url, seen):
-        for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://lab%20user:s3cret@"))
+        proxy_env.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://lab%20user:s3cret@"))
         cfg = ReportingConfig(dashboard_url=dashboard, run_id=str(run.pk), token=token, attempt=1, flush_timeout_s=30)
         Pusher(tmp_path, cfg, total_steps=50).close()
     assert live_series(run.pk)["train/loss"].steps.tolist() == list(range(50))
@@ -186,7 +193,7 @@ def test_the_pusher_goes_through_the_proxy_the_environment_names(
 
 
 def test_a_proxy_asking_for_credentials_keeps_the_batch_for_a_retry(
-    server, alice, tiny_config, tmp_path, monkeypatch, settings
+    server, alice, tiny_config, tmp_path, proxy_env, settings
 ):
     """407 is the proxy's answer, not the dashboard's: nothing is marked rejected, and the batch
     goes through once the proxy's credentials are right."""
@@ -201,29 +208,25 @@ def test_a_proxy_asking_for_credentials_keeps_the_batch_for_a_retry(
     auth = "Basic " + base64.b64encode(b"lab:right").decode()
     dashboard = f"http://{DASHBOARD_NAME}:{urlsplit(server).port}"
     with forward_proxy(hosts={DASHBOARD_NAME: "127.0.0.1"}, required_auth=auth) as (proxy_url, seen):
-        for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://lab:wrong@"))
+        proxy_env.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://lab:wrong@"))
         cfg = ReportingConfig(dashboard_url=dashboard, run_id=str(run.pk), token=token, attempt=1, flush_timeout_s=5)
         pusher = Pusher(tmp_path, cfg, total_steps=20)
         assert pusher.push_once() is False
         assert read_offset(tmp_path)[0] == 0 and not (tmp_path / "metrics.rejected.jsonl").exists()
-        monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://lab:right@"))
+        proxy_env.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://lab:right@"))
         pusher.close()
     assert live_series(run.pk)["train/loss"].steps.tolist() == list(range(20))
 
 
-def test_no_proxy_and_the_proxys_scheme_are_read_as_urllib_reads_them(monkeypatch):
+def test_no_proxy_and_the_proxys_scheme_are_read_as_urllib_reads_them(proxy_env):
     from opl_client.http import proxy_for
 
-    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", "proxy.lab.test:3128")  # no scheme: http://, as urllib takes it
-    monkeypatch.setenv("NO_PROXY", ".internal.test")
+    proxy_env.setenv("HTTP_PROXY", "proxy.lab.test:3128")  # no scheme: http://, as urllib takes it
+    proxy_env.setenv("NO_PROXY", ".internal.test")
     assert proxy_for(urlsplit("http://dashboard.lab.test/x"))[:2] == ("http", "proxy.lab.test:3128")
     assert proxy_for(urlsplit("http://opl.internal.test/x")) is None
     assert proxy_for(urlsplit("https://dashboard.lab.test/x")) is None  # no HTTPS_PROXY named
-    monkeypatch.setenv("HTTPS_PROXY", "socks5://user:pw@proxy.lab.test:1080")
+    proxy_env.setenv("HTTPS_PROXY", "socks5://user:pw@proxy.lab.test:1080")
     with pytest.raises(ValueError, match=r"HTTPS_PROXY=socks5://proxy.lab.test: only an http:// proxy") as refused:
         proxy_for(urlsplit("https://dashboard.lab.test/x"))
     assert "pw" not in str(refused.value)
