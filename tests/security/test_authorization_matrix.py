@@ -207,8 +207,9 @@ MATRIX: dict[str, list[Case]] = {
     ],
     "api-view-detail": [
         Case("get", "/api/v1/views/{view}", API_RUN_READ),
-        Case("patch", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401), {"name": "renamed"}, True),
-        Case("delete", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401)),
+        # changed or deleted by its author (the owner here) or the project's owners, not other members
+        Case("patch", "/api/v1/views/{view}", (200, 403, 404, 200, 401, 401), {"name": "renamed"}, True),
+        Case("delete", "/api/v1/views/{view}", (200, 403, 404, 200, 401, 401)),
     ],
     "workspace-view-open": [Case("get", "/views/{view}/", (302, 302, 404, 302, 302, 302))],
     # launchers (issue 25): staff define them in the admin; any user may queue a run into a project they write to
