@@ -37,7 +37,8 @@ class ExternalRunIn(BaseModel):
 
     client_id: str = Field(
         pattern=r"^[A-Za-z0-9_\-]{8,64}$",
-        description="Chosen by the client (8-64 letters, digits, _ or -): the same id opens the same run.",
+        description="Chosen by the client (8-64 letters, digits, _ or -): the same id opens the same run of yours; "
+        "ids are per user, another user's id opens a run of your own.",
     )
     name: Name
     project: Name | None = None

@@ -238,12 +238,18 @@ class ExternalRun(models.Model):
     of ours runs it, its heartbeats say whether it is alive."""
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="external")
+    # the run's owner, for the constraint below (a constraint cannot reach through run)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_runs")
     # chosen by the client: opening a run again with it (a resumed script, `opl sync`, a re-run
-    # import) finds the same run
-    client_id = models.CharField(max_length=64, unique=True)
+    # import) finds the same run. Each user's ids are their own: another user's id opens a run
+    # of the caller's, so an id tells nobody whether someone else uses it, and none can be taken
+    client_id = models.CharField(max_length=64)
     logging_token = models.ForeignKey(LoggingToken, null=True, blank=True, on_delete=models.SET_NULL)
     heartbeat_timeout_s = models.PositiveIntegerField(default=600)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "client_id"], name="external_run_client_id_per_user")]
 
     def __str__(self) -> str:
         return f"external run {self.run_id}"
