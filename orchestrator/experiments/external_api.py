@@ -26,6 +26,7 @@ from orchestrator.experiments.external_runs import (
     logging_token_lookup,
 )
 from orchestrator.experiments.models import ExternalRun, LoggingToken, Run
+from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schemas import NAME_PATTERN, Tag
 from orchestrator.experiments.tokens import run_token_expired, run_token_matches
 
@@ -91,6 +92,8 @@ def _open(request: HttpRequest, logging_token: LoggingToken | None):
         opened = external_run_open(user=request.user, logging_token=logging_token, **body.model_dump())
     except ExternalRunError as exc:
         return json_error(exc.status, str(exc), [{"field": exc.field, "message": exc.message}])
+    except ConfigError as exc:
+        return json_error(400, "invalid request", exc.errors)
     except Http404 as exc:
         return json_error(404, str(exc))
     except PermissionDenied as exc:

@@ -48,6 +48,25 @@ class Membership(models.Model):
         return f"{self.user} in {self.project} ({self.role})"
 
 
+class ProjectInvitation(models.Model):
+    """An owner's offer of a role in a project. The user joins by accepting it, so nobody is made a
+    member, and nothing they log lands in a project, without choosing it; declining deletes it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="opl_invitations")
+    role = models.CharField(max_length=16, choices=Membership.Role.choices, default=Membership.Role.MEMBER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        unique_together = [("project", "user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} invited to {self.project} as {self.role}"
+
+
 class Tag(models.Model):
     name = models.CharField(max_length=50, unique=True)
 
