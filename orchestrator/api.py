@@ -138,11 +138,13 @@ def pydantic_errors(exc: ValidationError) -> list[dict[str, Any]]:
 
 
 def validate_body(schema: type[BaseModel], request: HttpRequest):
-    """(instance, None) or (None, 400 response naming each bad field)."""
+    """(instance, None) or (None, 400 response naming each bad field). Strict: JSON's types are
+    taken as they are (`false` is no priority, `0` no boolean, `1.5` no whole number); only a whole
+    number stands for a float."""
     data, error = parse_json_body(request)
     if error:
         return None, error
     try:
-        return schema.model_validate(data), None
+        return schema.model_validate(data, strict=True), None
     except ValidationError as exc:
         return None, json_error(400, "invalid request", pydantic_errors(exc))

@@ -527,6 +527,40 @@ def _sdk_launcher_view_paths(run_id: list, name: list) -> dict[str, Any]:
     }
 
 
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL's text holds no NUL: every input string refuses it
+
+
+def _refuse_nul_in_inputs(paths: dict, components: dict) -> None:
+    """Say in the document what the server does: a NUL in any string a request sends (a query or
+    path parameter, a body field) is refused. Strings with a pattern or a fixed set keep theirs."""
+    seen: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+            return
+        if not isinstance(node, dict):
+            return
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            name = ref.rsplit("/", 1)[1]
+            if name not in seen and name in components:
+                seen.add(name)
+                walk(components[name])
+            return
+        if node.get("type") == "string" and not {"pattern", "enum", "const", "format"} & node.keys():
+            node["pattern"] = NO_NUL
+        for key, value in node.items():
+            if key not in ("examples", "example", "default", "const", "enum"):
+                walk(value)
+
+    for operations in paths.values():
+        for operation in operations.values():
+            walk(operation.get("parameters", []))
+            walk(operation.get("requestBody", {}))
+
+
 def _body(name: str) -> dict:
     return {"required": True, "content": {"application/json": {"schema": _ref(name)}}}
 
@@ -624,7 +658,8 @@ def document() -> dict[str, Any]:
                         "Filter, e.g. `algorithm.objective = m2po and staleness.k >= 64`; "
                         "ops = != > >= < <= ~ in (...); at most 20 clauses and 100 values in one `in`",
                     ),
-                    *(_query(n, {"type": "string"}) for n in ("state", "user", "project", "tag")),
+                    _query("state", {"type": "string", "enum": Run.State.values}),
+                    *(_query(n, {"type": "string"}) for n in ("user", "project", "tag")),
                     _query("experiment", {"type": "integer", "minimum": 1}),
                     _query(
                         "sort",
@@ -857,13 +892,15 @@ def document() -> dict[str, Any]:
         },
     }
     paths.update(_sdk_launcher_view_paths(run_id, name))
+    components = _schemas()
+    _refuse_nul_in_inputs(paths, components)
     return {
         "openapi": "3.1.0",
         "info": {"title": "OffPolicy Lab API", "version": "1"},
         "security": [{"bearer": []}, {"session": []}],
         "paths": paths,
         "components": {
-            "schemas": _schemas(),
+            "schemas": components,
             "responses": {
                 "Error": {
                     "description": "An error; `errors` names each bad field",

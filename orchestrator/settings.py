@@ -46,6 +46,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "orchestrator.middleware.ApiErrorsAsJson",  # JSON for every answer under /api/, errors too
+    "orchestrator.api_methods.ApiMethodsAsDocumented",  # a method the API document does not list: 405
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -32,7 +32,7 @@ from orchestrator.experiments.invitations import (
     invitations_for,
     project_invite,
 )
-from orchestrator.experiments.models import Experiment, Membership, Project
+from orchestrator.experiments.models import Experiment, Membership, Project, Run
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields
 from orchestrator.experiments.schemas import ExperimentIn, PriorityIn, ProjectIn, ProjectPatchIn, RunAnnotationIn
 from orchestrator.experiments.selectors import RunFilter, filtered_runs
@@ -173,6 +173,9 @@ def experiment_action(request: HttpRequest, experiment_id: int, action: str):
 def runs(request: HttpRequest):
     f = RunFilter.from_params(request.GET)
     qs = filtered_runs(request.user, f).prefetch_related("tags")
+    if f.state and f.state not in Run.State.values:
+        f.errors.append({"field": "state", "message": f"one of {', '.join(Run.State.values)}, got {f.state[:40]!r}"})
+    f.errors.extend(e for e in f.column_errors if e["field"] == "stat")  # the API has no cols; its sort has stat
     if f.errors:
         return json_error(400, "invalid filter", f.errors)
     raw = request.GET.get("per_page", "50")
