@@ -20,7 +20,7 @@ $(VENV)/.deps: $(PY) requirements.txt requirements-trainer.txt requirements-node
 	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
-$(VENV)/.test-deps: $(VENV)/.deps requirements-test.txt
+$(VENV)/.test-deps: $(VENV)/.deps requirements-test.txt requirements-report.txt
 	$(PIP) install --quiet -r requirements-test.txt
 	touch $@
 
