@@ -42,19 +42,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.json_schema import SkipJsonSchema
 
 from trainer.benchmarks import BENCHMARK_SETS, MATH_PROMPT_TEMPLATE, QUESTION_SLOT, resolve_data_path
+from trainer.vocabulary import AGG_MODES, DEFAULT_EPOCHS, DEFAULT_UPDATES_PER_STEP, DUAL_CLIP_OBJECTIVES, OBJECTIVES
+from trainer.vocabulary import updates_per_step as _updates_per_step
 
-DUAL_CLIP_OBJECTIVES = (
-    "m2po",
-    "m2po_cap",
-    "grpo",
-    "no_clip",
-    "gspo",
-    "decoupled_ppo",
-)  # = objectives.DUAL_CLIP_OBJECTIVES
 PROCEDURAL_EVAL_SETS = ("arithmetic", "forks")
 KNOWN_EVAL_SETS = PROCEDURAL_EVAL_SETS + tuple(BENCHMARK_SETS)
 
-Objective = Literal["m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo"]
+Objective = Literal[OBJECTIVES]
 
 
 class _Section(BaseModel):
@@ -279,7 +273,7 @@ class AlgorithmConfig(_Section):
         description="Truncated importance sampling cap on pi_behav/pi_engine (needs rollout.behav_logp "
         "'recompute'); null turns TIS off.",
     )
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] | None = Field(
+    loss_agg: Literal[AGG_MODES] | None = Field(
         None, description="How token losses are aggregated; null: the objective's default."
     )
     adv_std_normalize: bool = Field(True, description="Divide group-centred rewards by the group's std (GRPO).")
@@ -292,12 +286,12 @@ class AlgorithmConfig(_Section):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     grad_clip: float = Field(1.0, gt=0, description="Clip the global gradient norm to this.")
     updates_per_step: int = Field(
-        2,
+        DEFAULT_UPDATES_PER_STEP,
         ge=1,
         description="Minibatches per epoch: optimizer updates per training step and epoch. A training step is "
         "updates_per_step x epochs optimizer updates; charts, progress and the API count updates.",
     )
-    epochs: int = Field(1, ge=1, description="Passes over each batch.")
+    epochs: int = Field(DEFAULT_EPOCHS, ge=1, description="Passes over each batch.")
 
 
 class StalenessConfig(_Section):
@@ -822,7 +816,7 @@ def check_world_size(cfg: RunConfig, world: int) -> None:
 
 
 def updates_per_step_total(cfg: RunConfig) -> int:
-    return cfg.algorithm.updates_per_step * cfg.algorithm.epochs
+    return _updates_per_step(cfg.model_dump(include={"algorithm"}))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from orchestrator.studies.document import Figure, study_markdown
 from orchestrator.studies.figures import FigureError, FigureSpec, draw
 from orchestrator.studies.report import study_report
 from orchestrator.studies.table import OBJECTIVE_PATH, staleness_path
+from trainer.vocabulary import updates_per_step
 
 
 def _machine() -> str:
@@ -152,8 +153,7 @@ class Command(BaseCommand):
         )
         figures = []
         if not no_figures:
-            updates_per_step = int(found.base_config.get("algorithm", {}).get("updates_per_step", 1))
-            specs = figure_specs(found, updates_per_step, report.keys)
+            specs = figure_specs(found, updates_per_step(found.base_config), report.keys)
             image_dir = out.parent / out.stem.lower()
             try:
                 draw(specs, image_dir)
