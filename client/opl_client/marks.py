@@ -314,3 +314,116 @@ _SURROGATES = {
     "sapo": _sapo,
 }
 MARKED_OBJECTIVES = tuple(_SURROGATES)  # the trainer's objectives (a test holds the two lists equal)
+
+
+# ---------------------------------------------------------------------------------------------
+# Samples: the marks of a logged batch, as docs/SAMPLES.md stores them
+# ---------------------------------------------------------------------------------------------
+
+OPTION_ORDER = ("dual_clip", "token_mask", "seq_mask", "tis", "sq_penalty")  # as variant names list them
+MARKING_OPTIONS = {  # the options a counterfactual switches on, at the run's own thresholds
+    "dual_clip": {"dual_clip_c": 3.0},
+    "token_mask": {"token_mask": True},
+    "seq_mask": {"seq_mask": True},
+}
+
+
+def options_on(objective: str, params: dict) -> tuple[str, ...]:
+    on = {
+        "dual_clip": params.get("dual_clip_c") is not None and objective not in ("cispo", "sapo"),
+        "token_mask": bool(params.get("token_mask")),
+        "seq_mask": bool(params.get("seq_mask")),
+        "tis": params.get("tis_cap") is not None,
+        "sq_penalty": bool(params.get("sq_log_ratio_coef") or 0),
+    }
+    return tuple(option for option in OPTION_ORDER if on[option])
+
+
+def variant_name(objective: str, options) -> str:
+    return "+".join([objective, *(option for option in OPTION_ORDER if option in set(options))])
+
+
+def _padded(rows: list, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
+    width = max((len(row) for row in rows), default=0)
+    values = np.zeros((len(rows), width), dtype=dtype)
+    mask = np.zeros((len(rows), width), dtype=bool)
+    for i, row in enumerate(rows):
+        values[i, : len(row)] = row
+        mask[i, : len(row)] = True
+    return values, mask
+
+
+def _indices(row: np.ndarray, length: int) -> list[int]:
+    return np.flatnonzero(row[:length]).tolist()
+
+
+def samples_marks(
+    objective: str,
+    logp: list,
+    behav_logp: list,
+    advantages: list,
+    *,
+    rollout_logp: list | None = None,
+    **params,
+) -> list[dict]:
+    """The correction fields of a batch of logged samples (one row per sample, per-token log-probs
+    of the current and of the behaviour policy, one advantage per sample): for each sample its
+    log_ratio, the run's own variant and its masked/clipped/reweighted token indices, and what every
+    other objective (at the same options) and each marking option left off would have done to the
+    same tokens (`counterfactual`). M2PO's mask is taken over the whole batch, as its loss takes it."""
+    if not (len(logp) == len(behav_logp) == len(advantages)):
+        raise ValueError("behav_logp, advantages: one entry per sample, as many as logp")
+    lengths = [len(row) for row in logp]
+    if [len(row) for row in behav_logp] != lengths:
+        raise ValueError("behav_logp: each sample needs as many log-probs as its logp")
+    current, mask = _padded(logp)
+    behaviour, _ = _padded(behav_logp)
+    engine = None
+    if rollout_logp is not None:
+        if [len(row) for row in rollout_logp] != lengths:
+            raise ValueError("rollout_logp: each sample needs as many log-probs as its logp")
+        engine, _ = _padded(rollout_logp)
+    adv = np.asarray([float(a) for a in advantages], dtype=np.float64)
+    own_options = options_on(objective, params)
+    variants = {variant_name(objective, own_options): (objective, params)}
+    shared = {k: v for k, v in params.items() if k not in ("tau_m2", "budget", "eps_low", "eps_high")}
+    for other in MARKED_OBJECTIVES:
+        if other in (objective, "decoupled_ppo"):  # decoupled_ppo needs a proximal policy's log-probs
+            continue
+        other_params = {k: v for k, v in shared.items() if not (k == "dual_clip_c" and other in ("cispo", "sapo"))}
+        variants.setdefault(variant_name(other, options_on(other, other_params)), (other, other_params))
+    for option, switch in MARKING_OPTIONS.items():
+        if option not in own_options and not (option == "dual_clip" and objective in ("cispo", "sapo")):
+            variants.setdefault(variant_name(objective, (*own_options, option)), (objective, {**params, **switch}))
+    marked = {
+        name: token_marks(chosen, current, behaviour, adv, mask, rollout_logp=engine, **_markable(chosen_params))
+        for name, (chosen, chosen_params) in variants.items()
+    }
+    own_name = next(iter(variants))
+    log_ratio = np.where(mask, current - behaviour, 0.0)
+    out = []
+    for i, length in enumerate(lengths):
+        own = marked[own_name]
+        out.append(
+            {
+                "objective": objective,
+                "variant": own_name,
+                "advantage": float(adv[i]),
+                "log_ratio": [round(float(v), 6) for v in log_ratio[i, :length]],
+                "masked": _indices(own.masked[i], length),
+                "clipped": _indices(own.clipped[i], length),
+                "reweighted": _indices(own.reweighted[i], length),
+                "counterfactual": {
+                    name: {kind: _indices(getattr(m, kind)[i], length) for kind in ("masked", "clipped", "reweighted")}
+                    for name, m in marked.items()
+                    if name != own_name
+                },
+            }
+        )
+    return out
+
+
+def _markable(params: dict) -> dict:
+    """The parameters token_marks takes (a run's config may hold others, such as its learning rate)."""
+    known = set(Params.__dataclass_fields__)
+    return {k: v for k, v in params.items() if k in known}
