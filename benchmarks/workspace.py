@@ -5,7 +5,7 @@ the 14 curated panels), both measured in this run on the same server.
     DATABASE_URL=postgres://opl:opl@127.0.0.1:5432/opl_bench .venv/bin/python benchmarks/workspace.py [--repeats 5]
 
 It creates a throwaway test database (test_<name> of DATABASE_URL) and drops it at the end, and
-serves the app as the README's deployment does: `uvicorn orchestrator.asgi:application` in its own
+serves the app as docs/OPERATIONS.md deploys it: `uvicorn orchestrator.asgi:application` in its own
 process, with DATABASE_POOL=true unless the environment sets it. --in-process serves it from a
 thread of this process instead, sharing the interpreter with Playwright's driver, as the first
 figures of issue 24 were measured.

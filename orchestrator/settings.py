@@ -216,7 +216,7 @@ LOST_GRACE_SECONDS = env_int("OPL_LOST_GRACE_SECONDS", 120)
 STALL_SECONDS = env_int("OPL_STALL_SECONDS", 600)  # no heartbeat this long while RUNNING: stalled
 CANCEL_GRACE_SECONDS = env_int("OPL_CANCEL_GRACE_SECONDS", 30)
 
-# --- Ingestion limits (metric and sample batches from trainers; README "Ingestion limits") ------
+# --- Ingestion limits (metric and sample batches from trainers; docs/OPERATIONS.md) ------
 # Each is answered with a JSON 413 (or 400 for a count) naming it; the trainer's pusher halves a
 # batch that gets a 413 and sends the halves, so a limit never loses points or samples.
 OPL_INGEST_MAX_BODY_BYTES = env_int("OPL_INGEST_MAX_BODY_BYTES", 2_621_440)  # as sent (gzip); Django's 2.5 MiB

@@ -1,6 +1,6 @@
 """Rollout samples a run's trainer recorded (issue 17): what the policy answered, its reward and
 verdict, and per response token the log ratio the loss saw and whether the objective clipped or
-masked it. The wire format is in schemas.py (docs/SAMPLES.md, README "Rollout samples").
+masked it. The wire format is in schemas.py (docs/SAMPLES.md, docs/GUIDE.md "Rollout samples").
 
 Storage per run is bounded (services.samples_ingest thins older steps), and each row is kept
 small: the per-token log ratios are packed float32 (4 bytes a token, NaN for a null) rather than

@@ -1,6 +1,6 @@
 """A launcher's run on the live Slurm test clusters (22.05 and 24.11): queued through the API,
 submitted through slurmrestd, tiny_sdk.py logging with the `opl` SDK to the live server from the job.
-Cancel is scancel's SIGTERM with the dashboard's cancel-requested marker (README, Reliability);
+Cancel is scancel's SIGTERM with the dashboard's cancel-requested marker (docs/RELIABILITY.md);
 the cluster's stop for requeue is SIGUSR1 (a preemption's warning), after which the run is
 requeued as attempt 2 and resumes from the script's progress file."""
 
