@@ -205,7 +205,7 @@ OPL_USER_MAX_GPUS = env_int("OPL_USER_MAX_GPUS", 0)
 OPL_PROJECT_MAX_ACTIVE_RUNS = env_int("OPL_PROJECT_MAX_ACTIVE_RUNS", 0)
 OPL_PROJECT_MAX_GPUS = env_int("OPL_PROJECT_MAX_GPUS", 0)
 OPL_MAX_GPUS = env_int("OPL_MAX_GPUS", 0)
-# rollout samples kept per run (issue 17); over the bound older steps are thinned
+# rollout samples kept per run; over the bound older steps are thinned
 OPL_SAMPLES_MAX_PER_RUN = env_int("OPL_SAMPLES_MAX_PER_RUN", 2000)
 OPL_SAMPLES_MAX_EVAL_PER_RUN = env_int("OPL_SAMPLES_MAX_EVAL_PER_RUN", 1000)
 OPL_METRIC_DIRECTIONS = env_str(
