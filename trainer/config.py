@@ -856,7 +856,7 @@ def derive_sizes(cfg: RunConfig) -> DerivedSizes:
     u = updates_per_step_total(cfg)
     samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size
     if cfg.staleness.mode == "stale_k":
-        smin = smax = cfg.staleness.k * u  # one definition (README): counted to the step's first update
+        smin = smax = cfg.staleness.k * u  # one definition (docs/GUIDE.md): counted to the step's first update
         warm = cfg.staleness.k
     else:
         smin, smax, warm = 0, cfg.staleness.max_staleness, 0

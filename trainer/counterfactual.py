@@ -1,4 +1,4 @@
-"""Which corrections a recorded sample is also marked by, and their names (issue 23; docs/SAMPLES.md).
+"""Which corrections a recorded sample is also marked by, and their names (docs/SAMPLES.md).
 
 One job: from the run's `algorithm` section, the list of other corrections ("variants") whose
 marks the trainer records beside the run's own, each as an objective and the loss parameters it

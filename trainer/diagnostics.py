@@ -1,4 +1,4 @@
-"""Off-policy diagnostics on every optimizer update, for every objective (issue 23).
+"""Off-policy diagnostics on every optimizer update, for every objective.
 
 One job: from the log-ratios the loss pass already computed (no extra forward pass), say how far the
 current policy is from the behaviour policy, and whether a few tokens carry the update. The loop

@@ -9,7 +9,7 @@ async: a generator process (async_gen.py) produces batches concurrently; each ba
 within max_staleness is trained on with U updates, and the weights are published every
 sync_every updates.
 
-Staleness, one definition (README, "Steps, updates and staleness"): the optimizer updates between
+Staleness, one definition (docs/GUIDE.md, "Steps, updates and staleness"): the optimizer updates between
 the weights that generated a rollout and the weights its training step starts from. Every sample
 carries the policy version (update count) of the weights that generated it; every training step
 logs rollout/staleness_{mean,min,max}, and the samples and the progress line show the same number.

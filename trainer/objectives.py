@@ -1,5 +1,5 @@
 """Policy objectives: M2PO (paper Algorithm 1), the released code's capping variant, baselines, and
-the correction lab's objectives and options (issue 23).
+the correction lab's objectives and options.
 
 Interface (stable; the training loop builds on these names):
 

@@ -5,7 +5,7 @@ Metric rules look at the points of one ingested batch, and only at their own key
 - `reward_drop`: train/reward_mean, smoothed (EMA), fell by `threshold` from its best smoothed value;
 - `entropy_floor`: actor/entropy under `threshold`;
 - `clip_ceiling`: actor/clip_frac (masked or clipped tokens) over `threshold`.
-- `neg_adv_tail`: the runaway A<0 tail (issue 23): at one update, a token with A < 0 has a ratio
+- `neg_adv_tail`: the runaway A<0 tail: at one update, a token with A < 0 has a ratio
   r = pi_theta/pi_behav over `threshold` (actor/ratio_neg_max) while the largest token carries at
   least TAIL_SHARE of the update's sum r|A| (actor/top_token_share_max). Neither M2PO's mask nor
   PPO's clip bounds that quadrant; with gradient clipping that one token sets the update's

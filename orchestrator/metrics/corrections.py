@@ -1,4 +1,4 @@
-"""The off-policy corrections by name (issue 23, docs/SAMPLES.md "Variant names"): a variant is an
+"""The off-policy corrections by name (docs/SAMPLES.md "Variant names"): a variant is an
 objective and the options a run turns on (`m2po+dual_clip`, `grpo+token_mask+tis`), and each one
 says what it does to a token. The charts, the compare page's grouping and the samples card use
 these; the trainer names the corrections it records the same way.

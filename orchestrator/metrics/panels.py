@@ -4,7 +4,7 @@ Each panel says what to look for (`description`, shown under its title). `panels
 panel against the keys a run (or a set of runs) logged and the configs they ran with: one eval
 line per benchmark (the average only when it averages several), the M2 threshold tau from the
 config, and the token-fraction panels named by what the run's correction (its objective and
-options, corrections.py) does to those tokens. The Corrections group (issue 23) reads the
+options, corrections.py) does to those tokens. The Corrections group reads the
 runaway A<0 tail: its ratios, the one token's share of the update, and what each correction did.
 """
 
@@ -109,8 +109,8 @@ PANELS: list[dict[str, Any]] = [
         "keys": ["perf/tokens_per_s"],
         "description": "Trained response tokens per wall second of a step.",
     },
-    # the Corrections group (issue 23, docs/SAMPLES.md): the runaway A<0 tail and what each correction does about it;
-    # shown for runs whose trainer logs them (or whose config has the issue-23 fields, before the first point)
+    # the Corrections group (docs/SAMPLES.md): the runaway A<0 tail and what each correction does about it;
+    # shown for runs whose trainer logs them (or whose config has the correction lab's fields, before the first point)
     {
         "id": "neg_tail",
         "group": CORRECTIONS,
@@ -288,7 +288,7 @@ def _objective(config: dict) -> str | None:
 
 
 def _has_corrections(config: dict) -> bool:
-    """A run created with the issue-23 fields: its trainer logs the Corrections group."""
+    """A run created with the correction lab's fields: its trainer logs the Corrections group."""
     return "dual_clip_c" in ((config or {}).get("algorithm") or {})
 
 

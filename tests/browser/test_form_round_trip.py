@@ -1,5 +1,5 @@
 """In Chromium, a preset queued as loaded, and "Fork from here" queued as opened, run the config
-they show (issue 22: the prompt template's line break was lost in a one-line box, so every run
+they show (the prompt template's line break was lost in a one-line box, so every run
 queued from a preset or a fork trained on another prompt)."""
 
 import re

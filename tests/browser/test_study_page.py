@@ -1,4 +1,4 @@
-"""Issue 13 in the browser: the experiment page loads the seed statistics and the verdicts, and the
+"""Staleness studies in the browser: the experiment page loads the seed statistics and the verdicts, and the
 options change them. (`study_report`'s figures need no browser driver: tests/unit/studies/test_study_figures.py.)"""
 
 import pytest

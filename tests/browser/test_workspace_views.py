@@ -1,4 +1,4 @@
-"""Every logged key chartable and saved views (issue 24), in headless Chromium against uvicorn:
+"""Every logged key chartable and saved views, in headless Chromium against uvicorn:
 a run with 60 keys, three non-default keys added as panels from the key browser (two sharing one
 panel, one on a log axis), the view saved, reloaded and opened by a second member from its link;
 a user without access gets a 404. Screenshots of the changed pages at 1,440 and 1,024 px."""

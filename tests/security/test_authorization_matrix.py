@@ -130,7 +130,7 @@ MATRIX: dict[str, list[Case]] = {
             True,
         ),
     ],
-    # alert rules in the browser (issue 24): saved by who may change the run / owners of the project; tried by readers
+    # alert rules in the browser: saved by who may change the run / owners of the project; tried by readers
     "alerts-run-rule-save": [
         Case(
             "post",
@@ -154,7 +154,7 @@ MATRIX: dict[str, list[Case]] = {
     "alerts-project-rule-test": [
         Case("post", "/projects/lab/alerts/rules/test", (200, 200, 404, 200, 302, 302), {"kind": "nonfinite"})
     ],
-    # the `opl` logging SDK (issue 25): a user or a logging token opens runs; finish takes the run's
+    # the `opl` logging SDK: a user or a logging token opens runs; finish takes the run's
     # own token and is refused (409) for a run the lab's cluster runs
     "api-sdk-runs": [
         Case("post", "/api/v1/sdk/runs", (201, 201, 404, 201, 401, 401), SDK_RUN, True),
@@ -194,13 +194,13 @@ MATRIX: dict[str, list[Case]] = {
     "samples-run": [Case("get", "/runs/{run}/samples/", RUN_READ_PAGE)],
     "samples-newer": [Case("get", "/runs/{run}/samples/newer/", RUN_READ_PAGE)],
     "samples-compare": [Case("get", "/compare/samples/?runs={run}", RUN_READ_PAGE)],
-    # the correction contrast cards (issue 23): fragments read like the pages they sit on
+    # the correction contrast cards: fragments read like the pages they sit on
     "samples-run-corrections": [Case("get", "/runs/{run}/samples/corrections/", RUN_READ_PAGE)],
     "samples-compare-corrections": [Case("get", "/compare/samples/corrections/?runs={run}", RUN_READ_PAGE)],
     "cluster-run-job": [Case("get", "/runs/{run}/job", RUN_READ_PAGE)],
     "cluster-health": [Case("get", "/cluster/health", PAGE_READ)],
     "cluster-queue": [Case("get", "/cluster/queue", PAGE_READ)],  # lists only the runs the caller may see
-    # saved views (issue 24): read by the project's members, written by its owners and members
+    # saved views: read by the project's members, written by its owners and members
     "api-project-views": [
         Case("get", "/api/v1/projects/lab/views", API_RUN_READ),
         Case("post", "/api/v1/projects/lab/views", (201, 201, 404, 201, 401, 401), {"name": "fresh"}, True),
@@ -211,7 +211,7 @@ MATRIX: dict[str, list[Case]] = {
         Case("delete", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401)),
     ],
     "workspace-view-open": [Case("get", "/views/{view}/", (302, 302, 404, 302, 302, 302))],
-    # launchers (issue 25): staff define them in the admin; any user may queue a run into a project they write to
+    # launchers: staff define them in the admin; any user may queue a run into a project they write to
     "launcher-list": [Case("get", "/launchers/", PAGE_READ)],
     "launcher-run-new": [
         Case("get", "/launchers/matrix/run", PAGE_READ),
@@ -321,7 +321,7 @@ def test_authorization(world, db, name, index, caller):
         assert response["Content-Type"].startswith("application/json"), "API errors answer JSON"
 
 
-# --- personal tokens with a scope and an expiry (issue 22) -----------------------------------------
+# --- personal tokens with a scope and an expiry -----------------------------------------
 # The owner's own token, read-only or expired, against every case: pages take no bearer token (as
 # an anonymous visitor); the API reads with a read-only token as the owner does and refuses its
 # writes (403) before any view runs; an expired token is refused everywhere (401). Endpoints that
@@ -381,7 +381,7 @@ def test_scoped_and_expired_tokens(world, owner_tokens, db, name, index, kind):
         assert response["Content-Type"].startswith("application/json"), "API errors answer JSON"
 
 
-# --- logging tokens (issue 25) ---------------------------------------------------------------------
+# --- logging tokens ---------------------------------------------------------------------
 # A logging token opens runs as its user and does nothing else: pages answer as to an anonymous
 # visitor, every other API endpoint 401, and the endpoints that take a run's own token 403 (a
 # logging token is no run's token; it writes to the runs it opened through their tokens).

@@ -1,4 +1,4 @@
-"""Runs logged from outside (issue 25), the server's side: opened by the `opl` SDK with a logging
+"""Runs logged from outside, the server's side: opened by the `opl` SDK with a logging
 or personal token, found again by their client id, ended by finish(exit_code) or by heartbeats
 that stop, and a logging token that writes to its own runs only."""
 

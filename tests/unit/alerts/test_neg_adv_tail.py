@@ -1,4 +1,4 @@
-"""The default rule for a runaway A<0 tail (issue 23): it fires on the trainer's metric batch,
+"""The default rule for a runaway A<0 tail: it fires on the trainer's metric batch,
 posted through the ingestion endpoint as the trainer pushes it, at the update where one A<0 token
 with a huge ratio carries most of the update; a large ratio alone, with the update spread over
 many tokens, does not fire. The run's own rule may move the bound; a bound under 1 is refused."""

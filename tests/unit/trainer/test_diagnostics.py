@@ -1,5 +1,5 @@
 """Off-policy diagnostics (trainer/diagnostics.py) against literal references, and the A < 0 tail of
-issue 23 reproduced on a crafted minibatch: one huge-ratio A < 0 token sets the update's direction
+the runaway tail reproduced on a crafted minibatch: one huge-ratio A < 0 token sets the update's direction
 without the dual clip and carries no gradient with it, and the diagnostics show it."""
 
 import math
@@ -76,7 +76,7 @@ def test_k3_does_not_cancel_where_the_k1_mean_does():
 
 
 # ---------------------------------------------------------------------------------------------
-# The A < 0 tail (issue 23): a token with A < 0 and r >> 1 is outside every trust region
+# The A < 0 tail: a token with A < 0 and r >> 1 is outside every trust region
 # ---------------------------------------------------------------------------------------------
 
 TAIL_RATIO = 1000.0
