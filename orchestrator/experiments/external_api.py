@@ -27,7 +27,7 @@ from orchestrator.experiments.external_runs import (
 )
 from orchestrator.experiments.models import ExternalRun, LoggingToken, Run
 from orchestrator.experiments.schemas import NAME_PATTERN, Tag
-from orchestrator.experiments.tokens import run_token_expired, run_token_matches
+from orchestrator.experiments.tokens import run_not_found, run_token_expired, run_token_expiry, run_token_writes
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NAME_PATTERN)]
 
@@ -117,11 +117,11 @@ def external_run_finish_view(request: HttpRequest, run_id: int):
     token = bearer_token(request)
     if token is None:
         return json_error(401, "missing run token: send Authorization: Bearer <token>")
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None or not run_token_matches(run, token):
-        return json_error(403, "this token cannot write to this run")
+    run = Run.objects.select_related("owner", "experiment").filter(pk=run_id).first()
+    if run is None or not run_token_writes(run, token):
+        return json_error(404, run_not_found(run_id))
     if run_token_expired(run):
-        return json_error(403, f"run {run_id} ended at {run.finished_at.isoformat()}: its token has expired")
+        return json_error(403, run_token_expiry(run))
     if not ExternalRun.objects.filter(run=run).exists():
         return json_error(409, f"run {run_id} is run by the lab's cluster: its state comes from its job")
     body, error = validate_body(FinishIn, request)

@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from orchestrator.experiments.access import check_can_add_experiments
 from orchestrator.experiments.models import Experiment, ExternalRun, LoggingToken, Run, Tag
 from orchestrator.experiments.services import project_for, run_transition
 from orchestrator.experiments.tokens import derive_token, new_salt, token_hash
@@ -80,10 +81,11 @@ def external_run_open(
     logging_token: LoggingToken | None = None,
 ) -> Opened:
     """The run opened with `client_id`: created (running) the first time, the same run after.
-    Only the user (and, for a logging token, the token) that opened it may open it again."""
+    Only the user (and, for a logging token, the token) that opened it may open it again, naming
+    its project, while they may still add runs to that project."""
     existing = _existing(client_id)
     if existing is not None:
-        return _reopened(existing, user, logging_token)
+        return _reopened(existing, user, logging_token, project)
     proj = project_for(project, user)
     try:
         with transaction.atomic():
@@ -118,18 +120,28 @@ def external_run_open(
         existing = _existing(client_id)
         if existing is None:
             raise
-        return _reopened(existing, user, logging_token)
+        return _reopened(existing, user, logging_token, project)
     return Opened(run=run, token=token, created=True)
 
 
 def _existing(client_id: str) -> ExternalRun | None:
-    return ExternalRun.objects.select_related("run").filter(client_id=client_id).first()
+    return ExternalRun.objects.select_related("run", "run__experiment__project").filter(client_id=client_id).first()
 
 
-def _reopened(external: ExternalRun, user: User, logging_token: LoggingToken | None) -> Opened:
+def _reopened(external: ExternalRun, user: User, logging_token: LoggingToken | None, project: str | None) -> Opened:
+    """The run's token again, as when it was opened: to the user who opened it, for the project
+    the request names (none: their personal project), while they may still add runs there. A
+    member removed since gets the 404 that opening a new run there gets."""
     run = external.run
     if run.owner_id != user.pk or (logging_token is not None and external.logging_token_id != logging_token.pk):
         raise ExternalRunError("client_id", "belongs to a run you did not open", status=403)
+    run_project = run.experiment.project
+    named = run_project.name == project if project else run_project.personal_for_id == user.pk
+    if not named:
+        raise ExternalRunError(
+            "project", "the run this client_id opened is in another project: name that one, or use a new client_id", 409
+        )
+    check_can_add_experiments(user, run_project)
     return Opened(run=run, token=derive_token(run.pk, run.attempt, run.token_salt), created=False)
 
 

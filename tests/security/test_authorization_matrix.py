@@ -383,8 +383,9 @@ def test_scoped_and_expired_tokens(world, owner_tokens, db, name, index, kind):
 
 # --- logging tokens (issue 25) ---------------------------------------------------------------------
 # A logging token opens runs as its user and does nothing else: pages answer as to an anonymous
-# visitor, every other API endpoint 401, and the endpoints that take a run's own token 403 (a
-# logging token is no run's token; it writes to the runs it opened through their tokens).
+# visitor, every other API endpoint 401, and the endpoints that take a run's own token 404, as for
+# a run that does not exist (a logging token is no run's token; it writes to the runs it opened
+# through their tokens).
 
 
 def logging_token_expectation(name: str, case: Case) -> int:
@@ -393,7 +394,7 @@ def logging_token_expectation(name: str, case: Case) -> int:
         return anonymous
     if name == "api-sdk-runs" or anonymous != 401:  # opens a run as its user; answers without a user
         return owner
-    return 403 if run_token != 401 else 401
+    return 404 if run_token != 401 else 401
 
 
 LOGGING_CASES = [(name, i) for name, cases in MATRIX.items() for i in range(len(cases))]
