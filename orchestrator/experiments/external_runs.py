@@ -16,11 +16,14 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from orchestrator.accounts.models import ApiToken
+from orchestrator.accounts.services import TokenError, max_days
 from orchestrator.experiments.access import check_can_add_experiments
 from orchestrator.experiments.models import Experiment, ExternalRun, LoggingToken, Run, Tag
 from orchestrator.experiments.services import project_for, run_transition
 from orchestrator.experiments.tokens import derive_token, new_salt, token_hash
 
+DEFAULT_DAYS = 365  # a logging token lives on a cluster for a while: the cap still applies
 BACKEND = Run.EXTERNAL_BACKEND  # no cluster backend has that name: no sync polls these runs
 S = Run.State
 
@@ -34,12 +37,40 @@ class ExternalRunError(Exception):
 # --- logging tokens -----------------------------------------------------------------------------
 
 
-def logging_token_create(*, user: User, name: str = "default", days: int | None = None) -> tuple[LoggingToken, str]:
-    """A new logging token; the token itself is returned once and only its hash is kept."""
+def logging_token_create(
+    *, user: User, name: str = "default", days: int | None = None, made_with: ApiToken | None = None
+) -> tuple[LoggingToken, str]:
+    """A new logging token; the token itself is returned once and only its hash is kept.
+
+    Its lifetime is capped like a personal token's (OPL_API_TOKEN_MAX_DAYS; TokenError names
+    `days`), and one made with a personal token (`made_with`) ends no later than that token and is
+    deleted when that token is revoked: a credential made with another never outlives it. A
+    deactivated user's logging tokens stop too (logging_token_lookup)."""
+    days = min(DEFAULT_DAYS, max_days()) if days is None else days
+    if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= max_days():
+        raise TokenError(
+            "days", f"a whole number of days from 1 to {max_days()} (OPL_API_TOKEN_MAX_DAYS), got {days!r}"
+        )
     token = LoggingToken.PREFIX + secrets.token_urlsafe(32)
-    expires = timezone.now() + timedelta(days=days) if days else None
-    row = LoggingToken.objects.create(user=user, name=name, token_hash=_hash(token), expires_at=expires)
+    expires = timezone.now() + timedelta(days=days)
+    if made_with is not None and made_with.expires_at is not None:
+        expires = min(expires, made_with.expires_at)
+    row = LoggingToken.objects.create(
+        user=user, name=name, token_hash=_hash(token), expires_at=expires, made_with=made_with
+    )
     return row, token
+
+
+def logging_tokens_of(user: User):
+    """The user's logging tokens, newest first, with the personal token each was made with."""
+    return LoggingToken.objects.filter(user=user).select_related("made_with").order_by("-created_at", "-pk")
+
+
+def logging_token_revoke(*, user: User, token_id: int) -> bool:
+    """Delete one of the user's own logging tokens; False if it is not theirs or does not exist.
+    The runs it opened keep their own tokens until they end: cancel one to stop it at once."""
+    deleted, _ = LoggingToken.objects.filter(pk=token_id, user=user).delete()
+    return bool(deleted)
 
 
 def logging_token_lookup(token: str) -> LoggingToken | None:

@@ -16,6 +16,7 @@ from django.urls import get_resolver
 from django.urls.resolvers import URLResolver
 
 from orchestrator.accounts.services import api_token_create
+from orchestrator.experiments.external_runs import logging_token_create
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
 from tests.unit.metrics.helpers import points, start_attempt
@@ -26,7 +27,7 @@ CALLERS = ("owner", "member", "other", "staff", "anonymous", "run_token")
 @dataclass(frozen=True)
 class Case:
     method: str
-    path: str  # formatted with {run}, {exp}, {token_id}, {view}
+    path: str  # formatted with {run}, {exp}, {token_id}, {logging_token_id}, {view}
     statuses: tuple[int, int, int, int, int, int]  # in the order of CALLERS
     body: object = None
     json_body: bool = False
@@ -162,7 +163,18 @@ MATRIX: dict[str, list[Case]] = {
     "api-sdk-run-finish": [
         Case("post", "/api/v1/sdk/runs/{run}/finish", (401, 401, 401, 401, 401, 409), {"exit_code": 0}, True)
     ],
-    "api-sdk-tokens": [Case("post", "/api/v1/sdk/tokens", (201, 201, 201, 201, 401, 401), {"name": "m"}, True)],
+    "api-sdk-tokens": [
+        Case("get", "/api/v1/sdk/tokens", API_READ),  # each caller's own
+        Case("post", "/api/v1/sdk/tokens", (201, 201, 201, 201, 401, 401), {"name": "m"}, True),
+    ],
+    # only its owner revokes a logging token; to anyone else it does not exist (staff: the admin)
+    "api-sdk-token-detail": [
+        Case("delete", "/api/v1/sdk/tokens/{logging_token_id}", (200, 404, 404, 404, 401, 401)),
+    ],
+    # the tokens page's revoke button: everyone is redirected back; only the owner's request deletes
+    "sdk-logging-token-revoke": [
+        Case("post", "/account/logging-tokens/{logging_token_id}/revoke", (302, 302, 302, 302, 302, 302))
+    ],
     "metrics-glance-api": [Case("get", "/api/v1/metrics/glance?experiment={exp}", API_RUN_READ)],
     "api-tags": [Case("get", "/api/v1/tags", API_READ)],
     # ingestion takes the run's token only; reading a series takes a user
@@ -265,6 +277,7 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
         metrics_ingest(run=run, attempt=1, points=points("train/loss", [0]) + points("train/reward", [0]))
         api_token_create(user=users["owner"], name="matrix")
         token_id = ApiToken.objects.get(user=users["owner"]).pk
+        logging_token_id = logging_token_create(user=users["owner"], name="matrix-world")[0].pk
         view = SavedView.objects.create(project=experiment.project, owner=users["owner"], name="matrix")
         launcher = Launcher.objects.create(name="matrix", command=["/bin/true"], created_by=users["staff"])
     yield {
@@ -273,6 +286,7 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
         "exp": experiment.pk,
         "run_token": token,
         "token_id": token_id,
+        "logging_token_id": logging_token_id,
         "view": view.pk,
     }
     with django_db_blocker.unblock():
@@ -402,7 +416,6 @@ LOGGING_CASES = [(name, i) for name, cases in MATRIX.items() for i in range(len(
 
 @pytest.fixture(scope="module")
 def owner_logging_token(world, django_db_blocker):
-    from orchestrator.experiments.external_runs import logging_token_create
     from orchestrator.experiments.models import LoggingToken
 
     with django_db_blocker.unblock():

@@ -162,9 +162,11 @@ def test_a_logged_run_is_cancelled_at_once_and_never_queued_again(alice, api_cli
 
 
 def test_other_methods_are_a_json_405(alice, api_client):
-    for path in ("/api/v1/sdk/runs", "/api/v1/sdk/runs/1/finish", "/api/v1/sdk/tokens"):
+    for path in ("/api/v1/sdk/runs", "/api/v1/sdk/runs/1/finish"):
         answer = api_client(alice).get(path)
         assert answer.status_code == 405 and answer["Allow"] == "POST" and "POST" in answer.json()["error"], path
+    answer = api_client(alice).put("/api/v1/sdk/tokens")
+    assert answer.status_code == 405 and answer["Allow"] == "GET, POST"
 
 
 def test_the_pages_show_a_logged_run_with_a_config_of_its_own(alice, tiny_config):
