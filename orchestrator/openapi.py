@@ -369,6 +369,14 @@ def _schemas() -> dict[str, Any]:
 
 def _sdk_launcher_view_schemas() -> dict[str, Any]:
     """Answers of the logging SDK, launcher, saved-view and sweep-glance endpoints."""
+    logging_token = {
+        "id": INT,
+        "name": STR,
+        "created_at": STR,
+        "expires_at": _nullable(STR),
+        "last_used_at": _nullable(STR),
+        "made_with": _nullable(_object({"id": INT, "name": STR})),
+    }
     view = _object(
         {
             "id": INT,
@@ -395,9 +403,9 @@ def _sdk_launcher_view_schemas() -> dict[str, Any]:
         "ExternalRunFinished": _object(
             {"id": INT, "state": {"type": "string", "enum": Run.State.values}, "changed": {"type": "boolean"}}
         ),
-        "LoggingToken": _object(
-            {"id": INT, "name": STR, "token": {**STR, "description": "Shown once"}, "expires_at": STR}
-        ),
+        "LoggingToken": _object({**logging_token, "token": {**STR, "description": "Shown once"}}),
+        "LoggingTokenList": _object({"tokens": {"type": "array", "items": _object(logging_token)}}),
+        "LoggingTokenRevoked": _object({"revoked": INT}),
         "LauncherList": _object({"launchers": {"type": "array", "items": OBJ}}),
         "LauncherRunCreated": _object({"id": INT, "experiment": INT, "launcher": STR}),
         "View": view,
@@ -439,10 +447,22 @@ def _sdk_launcher_view_paths(run_id: list, name: list) -> dict[str, Any]:
             }
         },
         "/api/v1/sdk/tokens": {
+            "get": {
+                "summary": "Your logging tokens (never the tokens themselves)",
+                "responses": _ok("LoggingTokenList"),
+            },
             "post": {
-                "summary": "A new logging token of yours: it opens runs and writes only those (shown once)",
+                "summary": "A new logging token of yours: it opens runs and writes only those (shown once); made "
+                "with a personal token, it ends with that token",
                 "requestBody": _body("LoggingTokenIn"),
                 "responses": _ok("LoggingToken", "201", "Created"),
+            },
+        },
+        "/api/v1/sdk/tokens/{token_id}": {
+            "delete": {
+                "summary": "Revoke one of your logging tokens",
+                "parameters": [_id("token_id")],
+                "responses": _ok("LoggingTokenRevoked"),
             }
         },
         "/api/v1/launchers": {

@@ -133,6 +133,9 @@ AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 # Personal API tokens: the longest lifetime a new token may be given (the tokens page offers less).
 OPL_API_TOKEN_MAX_DAYS = env_int("OPL_API_TOKEN_MAX_DAYS", 365)
+# How long a run's ingestion token still writes after the run succeeded or failed: the trainer's
+# last flush (experiments/tokens.py says why it is short).
+OPL_RUN_TOKEN_GRACE_S = env_int("OPL_RUN_TOKEN_GRACE_S", 300)
 # Served over HTTPS (on by default when DEBUG is off and OPL_PUBLIC_URL is https://): HSTS,
 # cookies only over HTTPS, http:// redirected, a Content-Security-Policy and a Referrer-Policy.
 HTTPS = env_bool("OPL_HTTPS", not DEBUG and env_str("OPL_PUBLIC_URL").startswith("https://"))

@@ -16,6 +16,7 @@ from orchestrator.experiments.access import (
     get_experiment_for_user,
     get_project_for_user,
     get_run_for_user,
+    get_run_to_cancel,
     visible_experiments,
     visible_projects,
     visible_tags,
@@ -236,7 +237,10 @@ def run_detail(request: HttpRequest, run_id: int):
 @api_view
 @require_http_methods(["POST"])
 def run_action(request: HttpRequest, run_id: int, action: str):
-    run = get_run_for_user(request.user, run_id, write=True)
+    if action == "cancel":
+        run = get_run_to_cancel(request.user, run_id)
+    else:
+        run = get_run_for_user(request.user, run_id, write=True)
     if action == "cancel":
         done, why = run_stop(run=run), "cannot be cancelled"
     elif action == "retry":

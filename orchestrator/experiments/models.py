@@ -218,11 +218,17 @@ class RunEvent(models.Model):
 
 class LoggingToken(models.Model):
     """A token for the `opl` logging SDK: it creates runs, and writes only the runs it created
-    (through each run's own token, handed back at creation). Only its hash is stored."""
+    (through each run's own token, handed back at creation). Only its hash is stored.
+
+    `made_with` is the personal token that made it (none when made in a logged-in browser): the
+    logging token is deleted with it, so revoking a personal token ends what was made with it."""
 
     PREFIX = "opllog_"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="logging_tokens")
+    made_with = models.ForeignKey(
+        "accounts.ApiToken", null=True, blank=True, on_delete=models.CASCADE, related_name="logging_tokens"
+    )
     name = models.CharField(max_length=100, default="default")
     token_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)

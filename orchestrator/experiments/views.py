@@ -14,7 +14,13 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from orchestrator.experiments.access import can_write, get_run_for_user, visible_projects, visible_tags
+from orchestrator.experiments.access import (
+    can_write,
+    get_run_for_user,
+    get_run_to_cancel,
+    visible_projects,
+    visible_tags,
+)
 from orchestrator.experiments.bounds import parse_priority, safe_filename
 from orchestrator.experiments.checkpoints import run_checkpoints
 from orchestrator.experiments.forks import may_fork
@@ -149,7 +155,7 @@ def _safe_next(request) -> str | None:
 
 @require_POST
 def run_cancel(request, run_id: int):
-    run = get_run_for_user(request.user, run_id, write=True)
+    run = get_run_to_cancel(request.user, run_id)
     return _after_action(request, run, run_stop(run=run), f"run {run.pk} is {run.state} and cannot be cancelled")
 
 

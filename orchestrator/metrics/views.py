@@ -11,13 +11,13 @@ from django.contrib.auth.decorators import login_not_required
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from orchestrator.api import api_view, bearer_token, json_error, nul_in_url, parse_json_body
-from orchestrator.experiments.access import get_run_for_user, visible_runs
+from orchestrator.experiments.access import get_run_for_user, visible_experiments, visible_runs
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics import ingest_queue, live, selectors
@@ -274,8 +274,9 @@ def _compare_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:
     if exp_id := request.GET.get("experiment"):
         if parse_id(exp_id) is None:
             raise Http404("experiment must be an id")
-        experiment = get_object_or_404(Experiment, pk=parse_id(exp_id))
-        runs = list(visible_runs(request.user).filter(experiment=experiment).order_by("id"))
+        # one answer for an experiment that does not exist and one the user cannot see
+        experiment = visible_experiments(request.user).filter(pk=parse_id(exp_id)).first()
+        runs = list(visible_runs(request.user).filter(experiment=experiment).order_by("id")) if experiment else []
         if not runs:
             raise Http404(f"experiment {exp_id} does not exist")
         return runs, experiment

@@ -342,13 +342,14 @@ def test_model_paths_outside_the_roots_are_refused(api):
 @pytest.mark.parametrize(
     "state,ended_ago,status",
     [
-        (Run.State.SUCCEEDED, timedelta(hours=1), 202),  # the spool may still backfill
-        (Run.State.SUCCEEDED, timedelta(hours=25), 403),
-        (Run.State.CANCELLED, timedelta(days=30), 403),
+        (Run.State.SUCCEEDED, timedelta(minutes=4), 202),  # the trainer's last flush
+        (Run.State.SUCCEEDED, timedelta(minutes=6), 403),
+        (Run.State.CANCELLED, timedelta(minutes=4), 202),  # a cluster run: its job's last flush too
+        (Run.State.CANCELLED, timedelta(minutes=6), 403),
         (Run.State.LOST, timedelta(days=30), 202),
     ],
 )  # lost may come back: its job can still be running
-def test_run_tokens_expire_a_day_after_the_run_ended(alice, tiny_config, client, state, ended_ago, status):
+def test_run_tokens_expire_minutes_after_the_run_ended(alice, tiny_config, client, state, ended_ago, status):
     run, token = make_run(alice, tiny_config)
     Run.objects.filter(pk=run.pk).update(state=state, finished_at=timezone.now() - ended_ago)
     assert push(client, run.pk, token, {"attempt": 1, "points": points("train/loss", [1])}).status_code == status

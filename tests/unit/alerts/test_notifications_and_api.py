@@ -148,6 +148,7 @@ def test_a_projects_owner_sets_its_rules_and_where_alerts_go_with_errors_naming_
         "webhook_url": "https://hooks.example.org/T1",
         "emails": ["lab@example.org"],
         "email_owner": True,
+        "masked": False,
     }
     assert next(r for r in body["rules"] if r["kind"] == "reward_drop")["source"] == "project"
     # the project's rule reaches its runs
