@@ -211,6 +211,9 @@ OPL_MAX_GPUS = env_int("OPL_MAX_GPUS", 0)
 # rollout samples kept per run; over the bound older steps are thinned
 OPL_SAMPLES_MAX_PER_RUN = env_int("OPL_SAMPLES_MAX_PER_RUN", 2000)
 OPL_SAMPLES_MAX_EVAL_PER_RUN = env_int("OPL_SAMPLES_MAX_EVAL_PER_RUN", 1000)
+# saved chart views: a view's state as compact JSON, and views per project
+OPL_VIEW_MAX_BYTES = env_int("OPL_VIEW_MAX_BYTES", 65_536)
+OPL_VIEWS_PER_PROJECT = env_int("OPL_VIEWS_PER_PROJECT", 200)
 OPL_METRIC_DIRECTIONS = env_str(
     "OPL_METRIC_DIRECTIONS", ""
 )  # "custom/score=max,custom/*_loss=min": "best" of keys the trainer table lacks

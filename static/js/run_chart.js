@@ -59,9 +59,9 @@ function start() {
       if (!s || !s.x.length) return;
       const color = M.color(i);
       const xs = s.x.map(xOf1);
-      const name = (panel.labels && panel.labels[key]) || key;
+      const name = M.plotlyText((panel.labels && panel.labels[key]) || key);
       if (view.smooth > 0) {
-        traces.push({ x: xs, y: s.y, name: `${key} (raw)`, type: "scatter", mode: "lines", opacity: 0.25,
+        traces.push({ x: xs, y: s.y, name: M.plotlyText(`${key} (raw)`), type: "scatter", mode: "lines", opacity: 0.25,
           line: { color, width: 1 }, showlegend: false, hoverinfo: "skip", meta: { role: "raw", key } });
       }
       traces.push(M.hoverFor({ x: xs, y: M.smooth(xs, s.y, view.smooth), name, type: "scatter", mode: "lines",

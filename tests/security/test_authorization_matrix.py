@@ -40,6 +40,7 @@ RUN_READ_PAGE = (200, 200, 404, 200, 302, 302)  # project members and staff; oth
 RUN_WRITE_PAGE = (302, 403, 404, 302, 302, 302)  # owner and staff act (then redirect)
 API_READ = (200, 200, 200, 200, 401, 401)
 API_RUN_READ = (200, 200, 404, 200, 401, 401)
+NO_INVITATION_PAGE = (404, 404, 404, 404, 302, 302)
 NEW_EXPERIMENT = {"name": "m", "project": "lab", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu"}}}
 FORM = {"name": "m", "model.name": "tiny", "train.device": "cpu"}
 SDK_RUN = {"client_id": "matrix-run-1", "name": "m", "project": "lab", "config": {"staleness": 4}}
@@ -80,6 +81,9 @@ MATRIX: dict[str, list[Case]] = {
     "exp-project-new": [Case("post", "/projects/new", (302, 302, 302, 302, 302, 302), {"name": "fresh"})],
     "exp-project-member-add": [Case("post", "/projects/lab/members", RUN_WRITE_PAGE, {"username": "other"})],
     "exp-project-member-remove": [Case("post", "/projects/lab/members/remove", RUN_WRITE_PAGE, {"username": "member"})],
+    # answered by the invited user only: nobody here holds an invitation (see test_projects_a_user_chose)
+    "exp-project-invitation-accept": [Case("post", "/projects/lab/invitation/accept", NO_INVITATION_PAGE)],
+    "exp-project-invitation-decline": [Case("post", "/projects/lab/invitation/decline", NO_INVITATION_PAGE)],
     "api-openapi": [Case("get", "/api/v1/openapi.json", (200, 200, 200, 200, 200, 200))],
     "api-runconfig-schema": [Case("get", "/api/v1/schema/runconfig", API_READ)],
     "api-experiments": [
@@ -122,6 +126,11 @@ MATRIX: dict[str, list[Case]] = {
     "api-project-detail": [
         Case("get", "/api/v1/projects/lab", API_RUN_READ),
         Case("patch", "/api/v1/projects/lab", (200, 403, 404, 200, 401, 401), {"add_members": ["other"]}, True),
+    ],
+    "api-project-invitation": [
+        Case("get", "/api/v1/projects/lab/invitation", (404, 404, 404, 404, 401, 401)),
+        Case("post", "/api/v1/projects/lab/invitation", (404, 404, 404, 404, 401, 401)),
+        Case("delete", "/api/v1/projects/lab/invitation", (404, 404, 404, 404, 401, 401)),
     ],
     "api-project-alerts": [
         Case("get", "/api/v1/projects/lab/alerts", API_RUN_READ),
@@ -221,8 +230,9 @@ MATRIX: dict[str, list[Case]] = {
     ],
     "api-view-detail": [
         Case("get", "/api/v1/views/{view}", API_RUN_READ),
-        Case("patch", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401), {"name": "renamed"}, True),
-        Case("delete", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401)),
+        # changed or deleted by its author (the owner here) or the project's owners, not other members
+        Case("patch", "/api/v1/views/{view}", (200, 403, 404, 200, 401, 401), {"name": "renamed"}, True),
+        Case("delete", "/api/v1/views/{view}", (200, 403, 404, 200, 401, 401)),
     ],
     "workspace-view-open": [Case("get", "/views/{view}/", (302, 302, 404, 302, 302, 302))],
     # launchers: staff define them in the admin; any user may queue a run into a project they write to
