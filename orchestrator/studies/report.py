@@ -13,9 +13,10 @@ from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics.models import MetricSeries
 from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.roles import apply_roles
+from orchestrator.studies.run_table import write_runs_csv
 from orchestrator.studies.statistics import DEFAULT_SUMMARY, SUMMARIES
 from orchestrator.studies.table import DEFAULT_METRIC, StudyTable, build_table, grid, group_cells, run_summaries
-from orchestrator.studies.verdicts import study_verdicts, thresholds_from
+from orchestrator.studies.verdicts import study_rows, study_verdicts, thresholds_from
 
 NEG_RATIO_KEY = "actor/ratio_neg_max"  # largest r of an A < 0 token in a step: the tail no mask or clip touches
 MAX_STUDY_RUNS = 2000  # one page computes every run's summary; a larger sweep uses the exports' filters
@@ -138,3 +139,10 @@ def study_report(experiment: Experiment, params) -> StudyReport | None:
         cells=[(str(i), c.label) for i, c in enumerate(table.cells.values())],
         stability=cell_stability(table, opts.thresholds),
     )
+
+
+def runs_csv(table: StudyTable, th: Thresholds) -> str:
+    """The sweep as the table of runs its verdicts judge (studies/run_table.py), every arm's rows;
+    a sweep that is not a staleness study gives the header alone."""
+    by_arm = study_rows(table, th) or {}
+    return write_runs_csv([row for rows in by_arm.values() for row in rows])
