@@ -1,15 +1,17 @@
-"""Seed statistics: one summary number per run, then mean and 95% bootstrap CI over seeds.
+"""Seed statistics: one summary number per run, then the mean and its 95% CI over seeds.
 
 - `summarize`: a run's metric curve to one number. The default is robust to the last point's
   noise: the mean over the last 10% of updates ("tail_mean"). "last", "best" (max) and "mean"
   stay selectable.
-- `seed_interval`: the mean over seeds with a percentile bootstrap CI (scipy.stats.bootstrap).
+- `seed_interval`: the mean over seeds with its Student-t CI. At 3-10 seeds the percentile
+  bootstrap is too narrow: simulated at n = 5 (normal seeds) it covers about 83% for a nominal 95%,
+  at 0.62x the t interval's width, and BCa no better; the t interval covers 95% (a test checks).
   `statistic="iqm"` gives the interquartile mean instead (the mean of the middle 50% of seeds,
-  scipy.stats.trim_mean(x, 0.25)) with the same bootstrap: rliable's convention (Agarwal et al.,
-  "Deep RL at the Edge of the Statistical Precipice", 2021), whose stratified bootstrap resamples
-  runs within each task; one cell is one task here, so within the cell.
+  scipy.stats.trim_mean(x, 0.25)) with a percentile bootstrap: rliable's convention (Agarwal et
+  al., "Deep RL at the Edge of the Statistical Precipice", 2021). No small-n interval of the IQM is
+  honest, so its interval is descriptive and the verdicts never use it.
 - `difference_interval`: a cell minus a reference cell (e.g. the same objective at staleness 0),
-  with a bootstrap CI of the difference of means (independent seeds).
+  with Welch's t CI of the difference of means (independent seeds).
 
 Fewer than two seeds give no interval (low = high = NaN), and the verdicts call that inconclusive.
 """
@@ -111,10 +113,12 @@ _STATISTIC = {"mean": np.mean, "iqm": iqm}
 def seed_interval(
     values, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0, statistic: str = "mean"
 ) -> Estimate:
-    """The mean (or IQM) over seeds and its percentile bootstrap CI; non-finite seeds are left out
-    (and counted out of n)."""
+    """The mean over seeds with its Student-t CI (or the IQM with a percentile bootstrap CI);
+    non-finite seeds are left out (and counted out of n)."""
     if statistic not in _STATISTIC:
         raise ValueError(f"statistic: unknown {statistic!r}; known: {', '.join(STATISTICS)}")
+    if statistic == "mean":
+        return t_interval(values, confidence)
     fn = _STATISTIC[statistic]
     arr = _finite(values)
     if arr.size == 0:
@@ -135,29 +139,11 @@ def seed_interval(
     return Estimate(point, float(res.confidence_interval.low), float(res.confidence_interval.high), int(arr.size))
 
 
-def difference_interval(
-    values, reference, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0
-) -> Estimate:
-    """mean(values) - mean(reference), with a bootstrap CI over both sets of seeds (independent)."""
-    a, b = _finite(values), _finite(reference)
-    n = int(min(a.size, b.size))
-    if n == 0:
-        return Estimate(math.nan, math.nan, math.nan, 0)
-    diff = float(a.mean() - b.mean())
-    if n < 2:
-        return Estimate(diff, math.nan, math.nan, n)
-    if np.all(a == a[0]) and np.all(b == b[0]):
-        return Estimate(diff, diff, diff, n)
-    res = stats.bootstrap(
-        (a, b),
-        lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis),
-        confidence_level=confidence,
-        n_resamples=resamples,
-        method="percentile",
-        paired=False,
-        rng=np.random.default_rng(seed),
-    )
-    return Estimate(diff, float(res.confidence_interval.low), float(res.confidence_interval.high), n)
+def difference_interval(values, reference, confidence: float = CONFIDENCE) -> Estimate:
+    """mean(values) - mean(reference), with Welch's t CI over both sets of seeds (independent)."""
+    a = {("a", i): v for i, v in enumerate(values)}
+    b = {("b", i): v for i, v in enumerate(reference)}
+    return difference_of_means(a, b, confidence).estimate
 
 
 # --- tests of a difference, of equivalence, and the warm-up's share ----------------------------

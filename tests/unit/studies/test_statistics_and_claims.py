@@ -3,6 +3,7 @@ equivalence, and the warm-up's share of the spread."""
 
 import math
 
+import numpy as np
 import pytest
 
 from orchestrator.studies.statistics import (
@@ -27,13 +28,25 @@ def test_tail_mean_is_the_mean_of_the_last_tenth_of_updates():
         summarize([1], [1], "median")
 
 
-def test_bootstrap_interval_matches_the_exact_bootstrap_distribution_by_hand():
-    # [1, 2, 3]: 27 equally likely resamples; a mean of 1 (or of 3) has probability 1/27 = 3.7%,
-    # more than 2.5%, so the exact 95% percentile interval is [1, 3].
-    assert seed_interval([1, 2, 3]) == Estimate(2.0, 1.0, 3.0, 3)
-    # [0, 0, 0, 1]: P(mean = 0) = (3/4)^4 = 31.6% -> low 0; P(mean >= 0.75) = 5.1% but
-    # P(mean = 1) = 0.4% -> high 0.75.
-    assert seed_interval([0, 0, 0, 1]) == Estimate(0.25, 0.0, 0.75, 4)
+def test_the_seed_interval_is_student_t_by_hand():
+    # [1, 2, 3]: mean 2, s = 1, t_{2, 0.975} = 4.302653: 2 ± 2.484138
+    e = seed_interval([1, 2, 3])
+    assert (e.mean, e.n) == (2.0, 3)
+    assert (e.low, e.high) == (pytest.approx(2 - 2.484138, rel=1e-6), pytest.approx(2 + 2.484138, rel=1e-6))
+
+
+def test_t_intervals_cover_95_percent_at_five_seeds():
+    """Coverage simulated with a fixed seed: 4,000 studies of 5 normal seeds each, the true mean 0.
+    The t interval covers 95% in expectation (binomial SD 0.34%): at least 0.93 is asked. The
+    percentile bootstrap this replaces covers about 83% here (the issue's audit: 85%)."""
+    rng = np.random.default_rng(20261207)
+    draws = rng.normal(0.0, 1.0, size=(4000, 5))
+    covered = [(e := seed_interval(row)).low <= 0.0 <= e.high for row in draws]
+    assert np.mean(covered) >= 0.93
+    # and the difference of two cells (Welch), both true means 0.5
+    pairs = rng.normal(0.5, 0.1, size=(4000, 2, 5))
+    covered = [(d := difference_interval(a, b)).low <= 0.0 <= d.high for a, b in pairs]
+    assert np.mean(covered) >= 0.93
 
 
 def test_the_iqm_is_the_middle_seeds_mean_with_the_exact_bootstrap_interval():
@@ -53,13 +66,11 @@ def test_intervals_need_two_finite_seeds_and_collapse_on_identical_ones():
     assert seed_interval([0.5, 0.5]) == Estimate(0.5, 0.5, 0.5, 2)
 
 
-def test_difference_against_a_reference_cell():
-    # a is constant 1, so the difference is 1 - mean(b*) over resamples b* of b
+def test_difference_against_a_reference_cell_is_welch():
+    # a = [1, 1, 1] (variance 0), b = [0, 0, 1] (variance 1/3): se^2 = 1/9, Welch's df = 2
     d = difference_interval([1.0, 1.0, 1.0], [0.0, 0.0, 1.0])
     assert d.mean == pytest.approx(2 / 3)
-    # b's resample mean is 0 with probability (2/3)^3 = 29.6% and 1 with 3.7%: the interval of
-    # 1 - mean(b) is [0, 1]
-    assert (d.low, d.high) == (pytest.approx(0.0), pytest.approx(1.0))
+    assert d.high - d.mean == pytest.approx(4.302653 / 3, rel=1e-5)
 
 
 def test_t_interval_by_hand():

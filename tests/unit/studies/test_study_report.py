@@ -84,13 +84,14 @@ def test_cells_hold_the_tail_mean_of_each_seed_with_hand_computed_intervals(stud
     table = build_table(list(study.runs.all()))
     cell = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)]
     assert sorted(cell.run_values.values()) == pytest.approx([0.50, 0.56])
-    # two seeds: the bootstrap means are 0.50, 0.53 (twice as likely) and 0.56, so the 95%
-    # percentile interval is [0.50, 0.56] around the mean 0.53
-    assert (cell.estimate.mean, cell.estimate.low, cell.estimate.high) == pytest.approx((0.53, 0.50, 0.56))
-    # against the same objective at staleness 0 (mean 0.82): -0.29; the extremes of the
-    # difference's bootstrap are 0.50-0.84 = -0.34 and 0.56-0.80 = -0.24
+    # two seeds: s = 0.0424, t_{1, 0.975} = 12.706, so 0.53 ± 0.381: honest about two seeds
+    assert (cell.estimate.mean, cell.estimate.low, cell.estimate.high) == pytest.approx(
+        (0.53, 0.1488, 0.9112), abs=1e-4
+    )
+    # against the same objective at staleness 0 (mean 0.82): -0.29, Welch: se = sqrt(0.0009 + 0.0004),
+    # df = 0.0013^2 / (0.0009^2 + 0.0004^2) = 1.74
     assert cell.difference.mean == pytest.approx(-0.29)
-    assert -0.34 - 1e-9 <= cell.difference.low <= -0.31 and -0.27 <= cell.difference.high <= -0.24 + 1e-9
+    assert (cell.difference.low, cell.difference.high) == pytest.approx((-0.4693, -0.1107), abs=1e-4)
     on_policy = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 0}, sort_keys=True)]
     assert on_policy.difference is None  # it is the reference
 
@@ -171,7 +172,7 @@ def test_the_page_section_and_the_exports(alice, study):
     client.force_login(alice)
     html = client.get(f"/experiments/{study.pk}/statistics").content.decode()
     assert 'id="study-heatmap"' in html and 'data-claim="a" data-status="reproduced"' in html
-    assert "0.530 [0.500, 0.560]" in html
+    assert "0.530 [0.149, 0.911]" in html
     assert "difference +0.290 [+0.163, +0.417] (95% t, paired)" in html  # (a)'s measured difference
     runs_csv = client.get(f"/experiments/{study.pk}/statistics.runs.csv").content.decode()
     runs = list(csv.DictReader(io.StringIO(runs_csv)))
@@ -187,9 +188,9 @@ def test_the_page_section_and_the_exports(alice, study):
     body = client.get(f"/experiments/{study.pk}/statistics.json?summary=last").json()
     assert body["summary"] == "last" and [v["claim"] for v in body["verdicts"]] == ["a", "b", "c", "d"]
     md = client.get(f"/experiments/{study.pk}/statistics.md").content.decode()
-    # two seeds: the IQM (trim 25% of 2 = 0 each side) is the mean, with the same interval
+    # two seeds: the IQM (trim 25% of 2 = 0 each side) is the mean, with its (descriptive) bootstrap interval
     assert (
-        "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.500, 0.560] | 0.530 [0.500, 0.560] | -0.290 [" in md
+        "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.149, 0.911] | 0.530 [0.500, 0.560] | -0.290 [" in md
     )
     bad = client.get(f"/experiments/{study.pk}/statistics?summary=median&metric=nope").content.decode()
     assert 'data-field="summary"' in bad and 'data-field="metric"' in bad
@@ -235,7 +236,10 @@ def test_study_report_without_figures_writes_verdicts_and_statistics(study, tmp_
     call_command("study_report", study.pk, "--user", "alice", "--no-figures", "--out", str(out))
     text = out.read_text()
     assert "| (a) stale clip (PPO/GRPO) ends clearly below on-policy | **reproduced** |" in text
-    assert "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.500, 0.560] |" in text
+    assert "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.149, 0.911] |" in text
+    rows = (tmp_path / "study" / "runs.csv").read_text().splitlines()
+    assert rows[0].startswith("objective,staleness,seed,warmup,lr,updates_after_ramp,tail,") and len(rows) == 13
+    assert "[study/runs.csv](study/runs.csv)" in text
     assert "Wall time: the study has not finished." in text  # the runs never started here
 
 
