@@ -148,11 +148,15 @@ def _same_except(a: dict, b: dict, path: str) -> bool:
     return {k: v for k, v in a.items() if k != path} == {k: v for k, v in b.items() if k != path}
 
 
+NESTING_PATHS = ("init.from_run",)  # swept warm-ups: runs nest inside them, they make no cell of their own
+
+
 def group_cells(runs) -> dict[str, Cell]:
-    """Runs (with .pk, .sweep_values and .state) grouped by their grid point, in the order first seen."""
+    """Runs (with .pk, .sweep_values and .state) grouped by their grid point, in the order first seen;
+    a swept warm-up (init.from_run) pools into its cell, its runs nested in it."""
     cells: dict[str, Cell] = {}
     for run in runs:
-        values = dict(run.sweep_values or {})
+        values = {k: v for k, v in (run.sweep_values or {}).items() if k not in NESTING_PATHS}
         cells.setdefault(cell_key(values), Cell(values=values, run_ids=[])).run_ids.append(run.pk)
     return cells
 

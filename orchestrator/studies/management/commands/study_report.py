@@ -151,6 +151,10 @@ class Command(BaseCommand):
         warmup = (
             Run.objects.filter(pk=next(iter(parents))).first() if len(parents) == 1 and None not in parents else None
         )
+        note = list(note)
+        if len(parents - {None}) > 1:  # seeds nested in several warm-ups (warmup_run.count)
+            ids = ", ".join(str(p) for p in sorted(parents - {None}))
+            note.append(f"Forked from {len(parents - {None})} warm-up runs ({ids}), every cell's seeds from each.")
         image_dir = out.parent / out.stem.lower()
         image_dir.mkdir(parents=True, exist_ok=True)
         runs_path = image_dir / "runs.csv"  # the table of runs the verdicts judge: study_verdicts reads it
