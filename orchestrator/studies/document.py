@@ -53,6 +53,30 @@ def _verdict_rows(report: StudyReport) -> list[str]:
     return rows
 
 
+def _budget_rows(report: StudyReport) -> list[str]:
+    """The staleness-learning-rate budget: each S·η group's final reward and collapse rate."""
+    budget = report.budget
+    if budget is None or not budget.groups:
+        return []
+    rows = [
+        "## The staleness–learning-rate budget",
+        "",
+        f"Runs grouped by S·η (staleness in updates × lr; no-clip left out): {budget.text}. "
+        "Each run's S·η and T·η are in the runs table.",
+        "",
+        "| S·η | staleness | lr | T·η | runs | final reward | collapsed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for g in budget.groups:
+        reward = f"{g.final_reward:.3f}" if g.final_reward is not None else "–"
+        drift = f"{g.t_lr:.3g}" if g.t_lr is not None else "–"
+        rows.append(
+            f"| {g.s_lr:.3g} | {'/'.join(map(str, g.staleness))} | {'/'.join(f'{v:g}' for v in g.lrs)} | {drift} "
+            f"| {g.runs} | {reward} | {g.collapse_rate:.0%} |"
+        )
+    return rows + [""]
+
+
 def _state_counts(runs: list[Run]) -> str:
     counts: dict[str, int] = {}
     for r in runs:
@@ -128,6 +152,7 @@ def study_markdown(
         "## Seed statistics",
         "",
         as_markdown(report.table, report.stability),
+        *_budget_rows(report),
     ]
     if figures:
         out += ["## Curves (exported from the compare page)", ""]

@@ -20,7 +20,8 @@ Regime checks (each a `RegimeCheck`, symmetric, see claims.within_regime): seeds
 (every stale run at least `run_length` x its staleness in updates), M2 (the median over the stale
 M2PO runs of their median M2 before masking after the ramp, at most `m2_regime` x tau; the stale
 clip runs' without M2PO), on-policy's reward movement ((a), (b)), near-deterministic tokens ((c)),
-no-clip's headroom below the ceiling ((d)).
+no-clip's headroom below the ceiling ((d)), and S·η within the staleness-learning-rate budget the
+sweep measured ((a)-(c); studies/budget.py: unmeasured, so blocking nothing, until a run collapsed).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from orchestrator.studies.budget import Budget, budget_check, fit_budget
 from orchestrator.studies.claims import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
@@ -297,10 +299,14 @@ def _missing(claim: str, what: str) -> Verdict:
     return Verdict(claim, INCONCLUSIVE, f"the study has no {what} runs", {})
 
 
-def judge(rows: list[RunRow], th: Thresholds = Thresholds(), extra_checks: dict | None = None) -> list[Verdict]:
+def judge(
+    rows: list[RunRow], th: Thresholds = Thresholds(), extra_checks: dict | None = None, budget: Budget | None = None
+) -> list[Verdict]:
     """The four verdicts on one arm's runs (one learning rate, one set of other settings).
-    extra_checks: claim -> more RegimeChecks (e.g. the staleness-learning-rate budget)."""
+    extra_checks: claim -> more RegimeChecks. budget: the staleness-learning-rate budget the whole
+    sweep measured (all its arms); None: fitted from these rows alone."""
     cells = _cells(rows)
+    budget_ok = budget_check(rows, budget if budget is not None else fit_budget(rows))
     levels = sorted({s for s, _ in cells})
     low, high = (levels[0], levels[-1]) if levels else (0, 0)
     objectives = {o for _, o in cells}
@@ -310,7 +316,7 @@ def judge(rows: list[RunRow], th: Thresholds = Thresholds(), extra_checks: dict 
     m2po = cells.get((high, "m2po"), []) if high != low else []
     no_clip = cells.get((high, "no_clip"), []) if high != low else []
     m2 = m2_check(m2po or stale_clip, f"{'m2po' if m2po else clip} at staleness {high}", th)
-    extra = extra_checks or {}
+    extra = {c: [budget_ok] + (extra_checks or {}).get(c, []) for c in "abc"}
     out = []
     if on_policy and stale_clip:
         checks = [
@@ -339,7 +345,7 @@ def judge(rows: list[RunRow], th: Thresholds = Thresholds(), extra_checks: dict 
         out.append(_missing("c", "stale m2po and stale clip"))
     if no_clip:
         checks = [seeds_check(no_clip), run_length_check(no_clip, th), headroom_check(no_clip, th)]
-        out.append(within_regime(no_clip_collapses(no_clip, th), checks + extra.get("d", [])))
+        out.append(within_regime(no_clip_collapses(no_clip, th), checks + (extra_checks or {}).get("d", [])))
     else:
         out.append(_missing("d", "stale no_clip"))
     for v in out:

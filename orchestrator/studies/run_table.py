@@ -136,12 +136,16 @@ def _cell(value) -> str:
     return str(value)
 
 
+DERIVED_COLUMNS = ("s_lr", "t_lr")  # staleness x lr and updates x lr (studies/budget.py); read back as unknown
+
+
 def write_runs_csv(rows: list[RunRow]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     columns = RUN_COLUMNS + OPTIONAL_COLUMNS
-    writer.writerow(columns)
+    writer.writerow(columns + DERIVED_COLUMNS)
     for row in rows:
         record = asdict(row)
-        writer.writerow([_cell(record[c]) for c in columns])
+        derived = (row.staleness * row.lr, row.length * row.lr)
+        writer.writerow([_cell(record[c]) for c in columns] + [_cell(float(v)) for v in derived])
     return buf.getvalue()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from orchestrator.studies.budget import Budget, fit_budget
 from orchestrator.studies.claims import Thresholds, Verdict
 from orchestrator.studies.judge import judge
 from orchestrator.studies.run_rows import run_rows
@@ -33,27 +34,37 @@ def arms(table: StudyTable, s_path: str) -> dict[str, dict[tuple, Cell]]:
 
 
 def study_rows(table: StudyTable, th: Thresholds = Thresholds()) -> dict[str, list[RunRow]] | None:
-    """The sweep's runs as a table of runs, by arm; None when it is not a staleness study."""
+    """The sweep's runs as a table of runs, by arm; None when it does not sweep staleness."""
     paths = {p for c in table.cells.values() for p in c.values}
     s_path = staleness_path(paths)
-    if s_path is None or OBJECTIVE_PATH not in paths:
+    if s_path is None:
         return None
     return {arm: run_rows(list(by_point.values()), th) for arm, by_point in arms(table, s_path).items()}
 
 
 def study_verdicts(table: StudyTable, th: Thresholds = Thresholds(), extra_checks=None) -> list[Verdict] | None:
     """extra_checks: arm -> claim -> more regime checks."""
+    return judged(table, th, extra_checks)[0]
+
+
+def judged(
+    table: StudyTable, th: Thresholds = Thresholds(), extra_checks=None
+) -> tuple[list[Verdict] | None, Budget | None]:
+    """The verdicts and the staleness-learning-rate budget the sweep measured (over every arm)."""
     by_arm = study_rows(table, th)
     if by_arm is None:
-        return None
+        return None, None
+    budget = fit_budget([r for rows in by_arm.values() for r in rows])
+    if OBJECTIVE_PATH not in {p for c in table.cells.values() for p in c.values}:
+        return None, budget  # a sweep of staleness alone: its budget, but no claims to judge
     out = []
     for arm, rows in by_arm.items():
         if len({r.staleness for r in rows}) < 2:
             continue
-        for verdict in judge(rows, th, (extra_checks or {}).get(arm)):
+        for verdict in judge(rows, th, (extra_checks or {}).get(arm), budget):
             verdict.numbers["arm"] = arm
             out.append(verdict)
-    return out or None
+    return out or None, budget
 
 
 THRESHOLD_FIELDS = (

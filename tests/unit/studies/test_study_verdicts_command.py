@@ -25,12 +25,8 @@ def test_a_clear_gap_of_0_05_with_tight_intervals_reproduces_a(tmp_path):
     assert a["verdict"] == "reproduced", a["reason"]
     diff = a["measured"]["difference"]
     assert diff["paired"] and diff["mean"] == pytest.approx(0.05) and diff["low"] > 0.025
-    assert {c["name"]: c["passed"] for c in a["regime"]} == {
-        "seeds": True,
-        "run_length": True,
-        "movement": True,
-        "m2": True,
-    }
+    checks = {c["name"]: c["passed"] for c in a["regime"]}
+    assert checks == {"budget": None, "seeds": True, "run_length": True, "movement": True, "m2": True}
 
 
 def test_a_gap_below_the_margin_is_not_reproduced_and_one_across_it_is_inconclusive(tmp_path):
@@ -129,3 +125,21 @@ def test_a_bad_table_names_the_row_and_the_column(tmp_path):
         call_command("study_verdicts", str(path))
     with pytest.raises(CommandError, match="--margin-a: must be a positive number"):
         call_command("study_verdicts", str(path), "--margin-a", "-1")
+
+
+def test_stale_runs_past_the_budget_another_lr_measured_are_outside_the_regime(tmp_path):
+    """Two learning rates: at 4e-6 the stale clip runs collapse (S·η 1.0e-3), at 1e-6 none does
+    (2.6e-4): the fitted boundary lies between, so the 4e-6 arm is past the budget."""
+    low = in_regime()
+    high = [{**row, "lr": 4e-6} for row in in_regime(grpo256={"collapsed": 1}, m2po256={"collapsed": 1})]
+    path = tmp_path / "runs.csv"
+    path.write_text(as_csv(low + high))
+    out = StringIO()
+    call_command("study_verdicts", str(path), "--json", stdout=out)
+    body = json.loads(out.getvalue())
+    assert body["budget"]["boundary"] == pytest.approx((256e-6 * 1024e-6) ** 0.5)
+    past = body["arms"]["lr=4e-06"]["claims"]["a"]
+    assert past["verdict"] == "outside the paper's regime" and "past the budget the sweep measured" in past["reason"]
+    within = body["arms"]["lr=1e-06"]["claims"]["a"]
+    assert within["verdict"] == "reproduced"
+    assert next(c for c in within["regime"] if c["name"] == "budget")["passed"] is True

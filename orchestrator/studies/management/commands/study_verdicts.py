@@ -15,6 +15,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from orchestrator.studies.budget import fit_budget
 from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.judge import arms_of, claims_json, judge
 from orchestrator.studies.run_table import RunTableError, read_runs_csv
@@ -54,9 +55,10 @@ class Command(BaseCommand):
             rows = read_runs_csv(runs.read_text())
         except (RunTableError, UnicodeDecodeError) as exc:
             raise CommandError(f"{runs}: {exc}") from None
-        by_arm = {arm: judge(arm_rows, th) for arm, arm_rows in arms_of(rows).items()}
+        budget = fit_budget(rows)  # the staleness-learning-rate budget, over every learning rate
+        by_arm = {arm: judge(arm_rows, th, budget=budget) for arm, arm_rows in arms_of(rows).items()}
         first = next(iter(by_arm.values()))
-        body = {"claims": claims_json(first)}
+        body = {"claims": claims_json(first), "budget": budget.as_dict()}
         if len(by_arm) > 1:
             body["arms"] = {arm: {"claims": claims_json(v)} for arm, v in by_arm.items()}
         if json:
