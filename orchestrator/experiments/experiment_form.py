@@ -181,10 +181,12 @@ def _warmup_overrides(text: str, errors: list) -> dict[str, Any] | None:
     except ConfigError as exc:
         errors += [{"field": "warmup_run", "message": e["message"]} for e in exc.errors]
         return None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+    from orchestrator.studies.warmup import COUNT  # how many warm-up runs; the rest are config sections
+
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for k, v in data.items() if k != COUNT):
         errors.append({"field": "warmup_run", "message": "a mapping of config sections, e.g. {train: {steps: 200}}"})
         return None
-    if unknown := [k for k in data if k not in CONFIG_SECTIONS]:
+    if unknown := [k for k in data if k not in CONFIG_SECTIONS and k != COUNT]:
         errors.append(
             {
                 "field": "warmup_run",

@@ -141,11 +141,13 @@ def test_the_study_preset_fills_the_warm_up_box_and_queues_warm_up_and_sweep(log
     assert 'id="f-warmup_run"' in html and "objective: grpo" in html
     response = logged_in.post("/experiments/new/", flat_from_spec(get_preset("cpu-staleness-study").spec()))
     assert response.status_code == 302, response.content.decode()[:3000]
-    warm = Run.objects.get(experiment__name="cpu-staleness-study-warmup")
-    assert warm.config["algorithm"]["objective"] == "grpo" and warm.config["train"]["steps"] == 150
-    assert warm.config["task"]["demonstrations"] == 1
-    forks = Run.objects.filter(experiment__name="cpu-staleness-study", parent=warm)
-    assert forks.count() == 30 and {r.config["algorithm"]["lr"] for r in forks} == {5.0e-5}
+    warmups = Run.objects.filter(experiment__name="cpu-staleness-study-warmup")
+    assert warmups.count() == 3  # three checkpoints, every cell's seeds nested in each
+    for warm in warmups:
+        assert warm.config["algorithm"]["objective"] == "grpo" and warm.config["train"]["steps"] == 150
+        assert warm.config["task"]["demonstrations"] == 1
+        forks = Run.objects.filter(experiment__name="cpu-staleness-study", parent=warm)
+        assert forks.count() == 12 and {r.config["algorithm"]["lr"] for r in forks} == {5.0e-5}
 
 
 def test_export_gives_the_file_the_trainer_takes(logged_in):
