@@ -287,6 +287,19 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
     return flat
 
 
+def fold_pasted(draft: Draft) -> tuple[dict[str, str], bool] | None:
+    """The config fields' texts once the pasted YAML is applied to them, and whether every pasted
+    value now has its field (then the box can be emptied): after a preview the fields show what
+    is queued, not the values the YAML overrides. None when nothing readable was pasted."""
+    if not draft.pasted_paths or any(e["field"] == "config_yaml" for e in draft.errors):
+        return None
+    fields = fields_by_path()
+    flat = flat_from_spec({"config": draft.spec["config"]})
+    texts = {path: flat[path] for path in fields}
+    all_placed = all(".".join(p.split(".")[:2]) in fields for p in draft.pasted_paths)
+    return texts, all_placed
+
+
 def _join(args: Any) -> str:
     if not isinstance(args, (list, tuple)):
         return str(args)
