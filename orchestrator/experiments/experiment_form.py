@@ -13,12 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from orchestrator.experiments.bounds import INT32, MAX_NOTES
 from orchestrator.experiments.runconfig import ConfigError, merge_config, validate_run_config
 from orchestrator.experiments.schema_form import config_from_post, config_sections, fields_by_path, parse_values
 from orchestrator.experiments.schemas import NAME_RE
+from orchestrator.experiments.yaml_text import dump_yaml
 
 SWEEP_MODES = ("list", "linear", "log")
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice")
@@ -252,9 +251,7 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
         "priority": str(spec.get("priority", 0)),
         "tags": ", ".join(spec.get("tags") or []),
         "notes": spec.get("notes") or "",
-        "warmup_run": yaml.safe_dump(spec["warmup_run"], sort_keys=False, default_flow_style=None)
-        if spec.get("warmup_run")
-        else "",
+        "warmup_run": dump_yaml(spec["warmup_run"], default_flow_style=None) if spec.get("warmup_run") else "",
     }
     for path, fspec in fields_by_path().items():
         section, name = path.split(".", 1)
