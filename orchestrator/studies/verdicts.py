@@ -94,7 +94,7 @@ def _arm_verdicts(
     out = []
 
     if on_policy is None or stale_clip is None:
-        out.append(_missing("a", f"clip objective ({'/'.join(CLIP_OBJECTIVES)}) at staleness {low} and {high}"))
+        out.append(_missing("a", f"clip objective ({'/'.join(CLIP_OBJECTIVES)}) at {s_path}={low} and {high}"))
     else:
         label = SUMMARY_LABELS.get(table.how, table.how)
         also = None if table.how == "mean" else ("the area under the curve", on_policy.area(), stale_clip.area())
@@ -105,7 +105,7 @@ def _arm_verdicts(
             )
         )
     if on_policy is None or m2po is None:
-        out.append(_missing("b", f"on-policy clip or m2po at staleness {high}"))
+        out.append(_missing("b", f"on-policy clip or m2po at {s_path}={high}"))
     else:
         verdict = claims.m2po_matches_on_policy(on_policy.estimate, m2po.estimate, th)
         verdict.numbers["collapsed_seeds"] = m2po.collapsed(th.collapse_margin * th.reward_range)
@@ -115,7 +115,7 @@ def _arm_verdicts(
             )
         )
     if m2po is None or stale_clip is None:
-        out.append(_missing("c", f"m2po and clip at staleness {high}"))
+        out.append(_missing("c", f"m2po and clip at {s_path}={high}"))
     else:
         verdict = _mask_verdict(list(m2po.run_values), list(stale_clip.run_values), th)
         out.append(
@@ -124,7 +124,7 @@ def _arm_verdicts(
             )
         )
     if no_clip is None:
-        out.append(_missing("d", f"no_clip at staleness {high}"))
+        out.append(_missing("d", f"no_clip at {s_path}={high}"))
     else:
         verdict = _collapse_verdict(no_clip, th)
         out.append(within_regime(verdict, [regime.seeds_check([no_clip]), regime.headroom_check(no_clip, th)]))

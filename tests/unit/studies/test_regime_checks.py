@@ -97,7 +97,7 @@ def test_m2_far_above_tau_puts_the_mask_claim_outside_the_regime(db, crafted):
     c = v["c"]
     assert c.status == OUTSIDE_REGIME and c.numbers["measured_status"] == NOT_REPRODUCED
     assert c.reason.startswith(
-        "M2 before masking (m2po at staleness.k=8, median update) is 1.6 = 40x tau, above the paper's regime"
+        "M2 before masking (m2po at staleness.s=16, median update) is 1.6 = 40x tau, above the paper's regime"
     )
     assert "As measured: not reproduced, M2PO masks 7.000%" in c.reason
     assert v["b"].status == REPRODUCED  # a claim that holds outside the regime stays reproduced
@@ -160,11 +160,11 @@ def test_the_report_counts_collapsed_seeds_and_the_negative_advantage_tail(db, c
     )  # its last fifth: a fall from ~0.8
     report = study_report(experiment, {})
     cells = {c.label: c.key for c in report.table.cells.values()}
-    st = report.stability[cells["algorithm.objective=m2po, staleness.k=8"]]
+    st = report.stability[cells["algorithm.objective=m2po, staleness.s=16"]]
     assert (st.collapsed, st.seeds) == (1, 3)
     assert (st.neg_ratio_median, st.neg_ratio_max) == (300.0, 400.0)  # 100 x (1 + seed) for seeds 1, 2, 3
-    assert report.stability[cells["algorithm.objective=grpo, staleness.k=0"]].collapsed == 0
-    iqm = report.table.cells[cells["algorithm.objective=m2po, staleness.k=8"]].iqm
+    assert report.stability[cells["algorithm.objective=grpo, staleness.s=0"]].collapsed == 0
+    iqm = report.table.cells[cells["algorithm.objective=m2po, staleness.s=16"]].iqm
     assert iqm.n == 3 and iqm.low <= iqm.mean <= iqm.high
 
 
