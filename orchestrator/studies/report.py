@@ -11,6 +11,7 @@ import numpy as np
 
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics.models import MetricSeries
+from orchestrator.metrics.study_metric import default_metric
 from orchestrator.studies.budget import Budget, panel_svg, past_budget
 from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.roles import apply_roles
@@ -22,9 +23,6 @@ from orchestrator.studies.verdicts import judged, study_rows, thresholds_from
 
 NEG_RATIO_KEY = "actor/ratio_neg_max"  # largest r of an A < 0 token in a step: the tail no mask or clip touches
 MAX_STUDY_RUNS = 2000  # one page computes every run's summary; a larger sweep uses the exports' filters
-# The reward of fresh rollouts from the current policy first: a stale run's train/reward_mean is the
-# reward of rollouts s updates old, which lags its policy by construction.
-PREFERRED_METRICS = ("rollout/reward_mean", DEFAULT_METRIC)
 
 
 @dataclass
@@ -54,7 +52,7 @@ def _choice(params, name: str, allowed, default: str, errors: list, message: str
 def options_from(params, runs: list[Run], keys: list[str]) -> StudyOptions:
     """Read metric, summary, ref (a cell's index) and the thresholds; a bad value is named and the
     default used, so the page still renders."""
-    opts = StudyOptions(metric=next((k for k in PREFERRED_METRICS if k in keys), keys[0] if keys else DEFAULT_METRIC))
+    opts = StudyOptions(metric=default_metric(keys) or DEFAULT_METRIC)
     opts.metric = _choice(params, "metric", keys, opts.metric, opts.errors, "no run of this experiment logged {!r}")
     opts.how = _choice(
         params, "summary", SUMMARIES, opts.how, opts.errors, "{!r} is not one of " + ", ".join(SUMMARIES)

@@ -19,6 +19,7 @@ from orchestrator.metrics.chunks import live_points
 from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.run_table import RunRow
 from orchestrator.studies.table import OBJECTIVE_PATH, Cell
+from trainer.vocabulary import staleness_in_updates
 
 M2_KEY = "actor/m2"
 NEAR_DET_KEY = "actor/near_det_frac"
@@ -30,10 +31,10 @@ DEFAULT_TAU = 0.04
 
 def configured_staleness(config: dict) -> int:
     """The staleness in optimizer updates that a run's config asks for."""
-    st, alg = config.get("staleness") or {}, config.get("algorithm") or {}
+    st = config.get("staleness") or {}
     if st.get("mode", "stale_k") == "async":
         return int(st.get("max_staleness") or 0)
-    return int(st.get("k") or 0) * int(alg.get("updates_per_step") or 1) * int(alg.get("epochs") or 1)
+    return staleness_in_updates(config, int(st.get("k") or 0))
 
 
 def _finite(pts) -> tuple[np.ndarray, np.ndarray]:

@@ -30,9 +30,11 @@ from orchestrator.studies.statistics import (
     smoothed_peak,
     summarize,
 )
+from trainer.vocabulary import updates_per_step
 
 SUCCEEDED = "succeeded"
-STALENESS_PATHS = ("staleness.k", "staleness.max_staleness")
+# staleness.s: the staleness in optimizer updates, as run names show it (s = k x updates per step)
+STALENESS_PATHS = ("staleness.s", "staleness.k", "staleness.max_staleness")
 OBJECTIVE_PATH = "algorithm.objective"
 DEFAULT_METRIC = "train/reward_mean"
 NON_FINITE_KEYS = ("actor/pg_loss", "actor/grad_norm")  # a run whose loss or gradient turned NaN/inf
@@ -151,12 +153,26 @@ def _same_except(a: dict, b: dict, path: str) -> bool:
 NESTING_PATHS = ("init.from_run",)  # swept warm-ups: runs nest inside them, they make no cell of their own
 
 
+def in_updates(values: dict[str, Any], config: dict | None) -> dict[str, Any]:
+    """A run's swept values with staleness.k as staleness.s, in optimizer updates (k x updates per
+    step x epochs), the unit run names use: s0/s4/s16, not k 0/2/8 beside them."""
+    k = values.get("staleness.k")
+    if config is None or not isinstance(k, int) or isinstance(k, bool):
+        return values
+    s = k * updates_per_step(config)
+    return {
+        ("staleness.s" if path == "staleness.k" else path): (s if path == "staleness.k" else v)
+        for path, v in values.items()
+    }
+
+
 def group_cells(runs) -> dict[str, Cell]:
     """Runs (with .pk, .sweep_values and .state) grouped by their grid point, in the order first seen;
     a swept warm-up (init.from_run) pools into its cell, its runs nested in it."""
     cells: dict[str, Cell] = {}
     for run in runs:
-        values = {k: v for k, v in (run.sweep_values or {}).items() if k not in NESTING_PATHS}
+        swept = {k: v for k, v in (run.sweep_values or {}).items() if k not in NESTING_PATHS}
+        values = in_updates(swept, getattr(run, "config", None))
         cells.setdefault(cell_key(values), Cell(values=values, run_ids=[])).run_ids.append(run.pk)
     return cells
 

@@ -21,7 +21,7 @@ def test_the_experiment_page_shows_statistics_and_verdicts(page_as, server, alic
     page.goto(f"{server}/experiments/{sweep.pk}/")
     page.wait_for_selector("#study-heatmap")
     assert page.locator("#study-verdicts tr[data-claim='a']").get_attribute("data-status") == "reproduced"
-    cell = page.locator("#study-heatmap td[data-cell='algorithm.objective=grpo, staleness.k=8']")
+    cell = page.locator("#study-heatmap td[data-cell='algorithm.objective=grpo, staleness.s=16']")
     # the tail (last 10% of updates) is steps 180..198 of a ramp to `final` at 198: mean 189/198 of
     # final, and final averages (0.41 + 0.42) / 2 over the two seeds
     assert float(cell.get_attribute("data-mean")) == pytest.approx(0.415 * 189 / 198)

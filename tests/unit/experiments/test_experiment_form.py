@@ -156,7 +156,7 @@ def test_export_gives_the_file_the_trainer_takes(logged_in):
     response = logged_in.post("/experiments/export", form_data(**{"algorithm.lr": "2e-4"}))
     assert response["Content-Disposition"] == 'attachment; filename="exp.yaml"'
     data = yaml.safe_load(response.content)
-    assert data["algorithm"] == {"lr": 0.0002}
+    assert data["algorithm"] == {"objective": "m2po", "lr": 0.0002}  # the objective named at its default
     assert parse_config(data).algorithm.lr == 0.0002
 
 
@@ -166,7 +166,8 @@ def test_export_with_a_sweep_is_an_experiment_file(logged_in):
     )
     data = yaml.safe_load(response.content)
     assert data["sweep"] == {"staleness.k": [0, 4]} and data["seeds"] == 3
-    assert data["config"]["train"] == {"steps": 4, "device": "cpu"}  # only what differs from the defaults
+    # what differs from the defaults, and the values that decide what runs
+    assert data["config"]["train"] == {"steps": 4, "seed": 1, "device": "cpu"}
 
 
 def test_import_refuses_an_unknown_key_naming_the_nearest(logged_in):

@@ -168,11 +168,11 @@ def test_the_report_counts_collapsed_seeds_and_the_negative_advantage_tail(db, c
     )  # its last fifth: a fall from ~0.8
     report = study_report(experiment, {})
     cells = {c.label: c.key for c in report.table.cells.values()}
-    st = report.stability[cells["algorithm.objective=m2po, staleness.k=8"]]
+    st = report.stability[cells["algorithm.objective=m2po, staleness.s=16"]]
     assert (st.collapsed, st.seeds) == (1, 3)
     assert (st.neg_ratio_median, st.neg_ratio_max) == (300.0, 400.0)  # 100 x (1 + seed) for seeds 1, 2, 3
-    assert report.stability[cells["algorithm.objective=grpo, staleness.k=0"]].collapsed == 0
-    iqm = report.table.cells[cells["algorithm.objective=m2po, staleness.k=8"]].iqm
+    assert report.stability[cells["algorithm.objective=grpo, staleness.s=0"]].collapsed == 0
+    iqm = report.table.cells[cells["algorithm.objective=m2po, staleness.s=16"]].iqm
     assert iqm.n == 3 and iqm.low <= iqm.mean <= iqm.high
 
 

@@ -82,7 +82,7 @@ def study(alice, tiny_config, settings, tmp_path):
 
 def test_cells_hold_the_tail_mean_of_each_seed_with_hand_computed_intervals(study):
     table = build_table(list(study.runs.all()))
-    cell = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)]
+    cell = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.s": 16}, sort_keys=True)]
     assert sorted(cell.run_values.values()) == pytest.approx([0.50, 0.56])
     # two seeds: s = 0.0424, t_{1, 0.975} = 12.706, so 0.53 ± 0.381: honest about two seeds
     assert (cell.estimate.mean, cell.estimate.low, cell.estimate.high) == pytest.approx(
@@ -92,17 +92,17 @@ def test_cells_hold_the_tail_mean_of_each_seed_with_hand_computed_intervals(stud
     # df = 0.0013^2 / (0.0009^2 + 0.0004^2) = 1.74
     assert cell.difference.mean == pytest.approx(-0.29)
     assert (cell.difference.low, cell.difference.high) == pytest.approx((-0.4693, -0.1107), abs=1e-4)
-    on_policy = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 0}, sort_keys=True)]
+    on_policy = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.s": 0}, sort_keys=True)]
     assert on_policy.difference is None  # it is the reference
 
 
 def test_a_chosen_reference_cell_and_other_summaries(study):
     runs = list(study.runs.all())
-    table = build_table(runs, reference={"staleness.k": 0, "algorithm.objective": "m2po"})
-    grpo_stale = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)]
+    table = build_table(runs, reference={"staleness.s": 0, "algorithm.objective": "m2po"})
+    grpo_stale = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.s": 16}, sort_keys=True)]
     assert grpo_stale.difference.mean == pytest.approx(0.53 - 0.80)
     best = build_table(runs, how="best")
-    no_clip = best.cells[json.dumps({"algorithm.objective": "no_clip", "staleness.k": 8}, sort_keys=True)]
+    no_clip = best.cells[json.dumps({"algorithm.objective": "no_clip", "staleness.s": 16}, sort_keys=True)]
     assert no_clip.estimate.mean == pytest.approx(0.8)  # its peak, not its tail
     with pytest.raises(ValueError, match="reference: no cell"):
         build_table(runs, reference={"staleness.k": 3})
@@ -144,7 +144,7 @@ def test_a_sweep_without_staleness_and_objective_gets_no_verdicts(alice, tiny_co
 def test_unfinished_runs_are_left_out_unless_asked_for(study):
     run = study.runs.get(sweep_values={"staleness.k": 8, "algorithm.objective": "grpo"}, seed=1)
     study.runs.filter(pk=run.pk).update(state="running")
-    key = json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)
+    key = json.dumps({"algorithm.objective": "grpo", "staleness.s": 16}, sort_keys=True)
     cell = build_table(list(study.runs.all())).cells[key]
     assert cell.estimate.n == 1 and cell.left_out_text == "1 running"
     assert build_table(list(study.runs.all()), include_unfinished=True).cells[key].estimate.n == 2
@@ -183,14 +183,14 @@ def test_the_page_section_and_the_exports(alice, study):
     assert f"/experiments/{study.pk}/statistics" in detail
     rows = list(csv.DictReader(io.StringIO(client.get(f"/experiments/{study.pk}/statistics.csv").content.decode())))
     assert len(rows) == 6 and {r["summary"] for r in rows} == {"tail_mean"}
-    stale = next(r for r in rows if r["cell"] == "algorithm.objective=grpo, staleness.k=8")
+    stale = next(r for r in rows if r["cell"] == "algorithm.objective=grpo, staleness.s=16")
     assert float(stale["mean"]) == pytest.approx(0.53) and float(stale["difference"]) == pytest.approx(-0.29)
     body = client.get(f"/experiments/{study.pk}/statistics.json?summary=last").json()
     assert body["summary"] == "last" and [v["claim"] for v in body["verdicts"]] == ["a", "b", "c", "d"]
     md = client.get(f"/experiments/{study.pk}/statistics.md").content.decode()
     # two seeds: the IQM (trim 25% of 2 = 0 each side) is the mean, with its (descriptive) bootstrap interval
     assert (
-        "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.149, 0.911] | 0.530 [0.500, 0.560] | -0.290 [" in md
+        "| algorithm.objective=grpo, staleness.s=16 | 2 | 0.530 [0.149, 0.911] | 0.530 [0.500, 0.560] | -0.290 [" in md
     )
     bad = client.get(f"/experiments/{study.pk}/statistics?summary=median&metric=nope").content.decode()
     assert 'data-field="summary"' in bad and 'data-field="metric"' in bad
@@ -236,7 +236,7 @@ def test_study_report_without_figures_writes_verdicts_and_statistics(study, tmp_
     call_command("study_report", study.pk, "--user", "alice", "--no-figures", "--out", str(out))
     text = out.read_text()
     assert "| (a) stale clip (PPO/GRPO) ends clearly below on-policy | **reproduced** |" in text
-    assert "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.149, 0.911] |" in text
+    assert "| algorithm.objective=grpo, staleness.s=16 | 2 | 0.530 [0.149, 0.911] |" in text
     rows = (tmp_path / "study" / "runs.csv").read_text().splitlines()
     assert rows[0].startswith("objective,staleness,seed,warmup,lr,updates_after_ramp,tail,") and len(rows) == 13
     assert "[study/runs.csv](study/runs.csv)" in text
