@@ -43,8 +43,10 @@ def test_staleness_is_in_updates_on_the_study_pages_as_in_run_names(sweep):
         "algorithm.objective=m2po, staleness.s=0",
         "algorithm.objective=m2po, staleness.s=16",
     ]
-    missing = {v.claim: v.reason for v in report.verdicts}
-    assert missing["d"] == "the sweep has no no_clip at staleness.s=16 cell"
+    verdicts = {v.claim: v for v in report.verdicts}
+    assert verdicts["d"].reason == "the study has no stale no_clip runs"
+    assert verdicts["a"].numbers["high"] == 16  # in updates, as the run names say, not k = 8
+    assert not any("staleness.k" in v.reason for v in report.verdicts)
 
 
 def test_the_study_pages_default_to_one_metric(sweep):
