@@ -284,7 +284,12 @@ class AlgorithmConfig(_Section):
     )
     adv_std_normalize: bool = Field(True, description="Divide group-centred rewards by the group's std (GRPO).")
     adv_eps: float = Field(1e-6, gt=0, description="Added to the std when normalising.")
-    lr: float = Field(1e-3, gt=0, description="Peak learning rate (AdamW).")
+    lr: float = Field(
+        1e-3,
+        ge=0,
+        description="Peak learning rate (AdamW). 0 keeps the weights as they are: the policy drift is then 0 and "
+        "what remains of the importance ratio is the engine's mismatch.",
+    )
     lr_schedule: Literal["constant", "linear", "cosine"] = Field(
         "constant", description="Decay after warm-up, over the run's total updates."
     )

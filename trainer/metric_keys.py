@@ -17,7 +17,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 
-from trainer.loss_keys import ENGINE_KEYS, STATS_KEYS, UPDATE_KEYS
+from trainer.loss_keys import ENGINE_DRIFT_KEYS, ENGINE_KEYS, POLICY_DRIFT_KEYS, STATS_KEYS, UPDATE_KEYS
 
 METRIC_KEYS: dict[str, str] = {
     # the objective's own stats (trainer/objectives.py), averaged over the step's updates
@@ -91,6 +91,20 @@ METRIC_KEYS: dict[str, str] = {
     "rollout/engine_abs_dlogp_max": "recompute: the largest |engine log-prob - trainer log-prob| of the step",
     "rollout/engine_kl_k3": "recompute: K3 estimate of KL(pi_engine || pi_trainer), mean of rho - 1 - log rho, rho = "
     "pi_trainer / pi_engine",
+    # trainer/diagnostics.py drift_stats, behav_logp: recompute: the ratio pi_theta / pi_engine split in two.
+    # Engine mismatch, w = pi_trainer at the behaviour version / pi_engine, over the step's batch:
+    "drift/engine_kl_k3": "engine mismatch: K3 estimate of KL(pi_engine || pi_trainer@behav), mean of w - 1 - log w",
+    "drift/engine_abs_dlogp": "engine mismatch: mean |log pi_trainer@behav - log pi_engine| of the sampled tokens",
+    "drift/engine_abs_dlogp_p99": "engine mismatch: 99th percentile (nearest rank) of that |delta log p|",
+    "drift/engine_chi2": "engine mismatch: chi^2 estimate, mean of (w - 1)^2",
+    "drift/engine_ess_frac": "engine mismatch: effective sample size of w as a fraction of the tokens",
+    # Policy drift, w = pi_theta / pi_trainer at the behaviour version, per update, mean over the step
+    # (exactly 0, ESS 1, at learning rate 0):
+    "drift/policy_kl_k3": "policy drift: K3 estimate of KL(pi_trainer@behav || pi_theta), mean of w - 1 - log w",
+    "drift/policy_abs_dlogp": "policy drift: mean |log pi_theta - log pi_trainer@behav| of the trained tokens",
+    "drift/policy_abs_dlogp_p99": "policy drift: 99th percentile (nearest rank) of that |delta log p|",
+    "drift/policy_chi2": "policy drift: chi^2 estimate, mean of (w - 1)^2",
+    "drift/policy_ess_frac": "policy drift: effective sample size of w as a fraction of the tokens",
     "reward/errors": "rewards of the trained batch that raised inside the reward function (scored 0, warned)",
     "reward/timeouts": "rewards of the trained batch that timed out (scored 0, warned)",
     "actor/skipped_updates": "float16: updates skipped so far because a gradient overflowed (loss scaling)",
@@ -175,6 +189,7 @@ DIRECTIONS: dict[str, str] = {
     "rollout/engine_abs_dlogp": MIN,
     "rollout/engine_abs_dlogp_max": MIN,
     "rollout/engine_kl_k3": MIN,
+    **{k: (MAX if k.endswith("_ess_frac") else MIN) for k in ENGINE_DRIFT_KEYS + POLICY_DRIFT_KEYS},
     "perf/gen_s": MIN,
     "perf/train_s": MIN,
     "perf/weight_sync_s": MIN,
@@ -190,6 +205,7 @@ PATTERN_DIRECTIONS = {
 assert set(DIRECTIONS) <= set(METRIC_KEYS), "direction declared for a key missing from the table"
 assert set(STATS_KEYS) <= set(METRIC_KEYS), "objective stats missing from the metric table"
 assert set(UPDATE_KEYS + ENGINE_KEYS) <= set(METRIC_KEYS), "diagnostics missing from the metric table"
+assert set(ENGINE_DRIFT_KEYS + POLICY_DRIFT_KEYS) <= set(METRIC_KEYS), "drift keys missing from the metric table"
 
 
 def is_known(key: str) -> bool:

@@ -25,6 +25,7 @@ X_AXES = [
 ]
 
 CORRECTIONS = "Corrections and the A<0 tail"
+DRIFTS = "Two drifts: engine mismatch and policy drift"  # shown once a run logs them (behav_logp: recompute)
 EVAL_SET = re.compile(r"^eval/[^/]+/acc\Z")
 EVAL_AVG = "eval/avg_acc"
 FRACTION_KEY = "actor/clip_frac"
@@ -197,6 +198,34 @@ PANELS: list[dict[str, Any]] = [
         "description": "β·mean (log r)² added to the loss (prime-rl style): the soft cousin of M2PO's mask; it marks "
         "no token.",
     },
+    # the drifts group (trainer/diagnostics.py drift_stats)
+    {
+        "id": "drift_engine",
+        "group": DRIFTS,
+        "title": "Engine mismatch (π_trainer at the behaviour version vs π_engine)",
+        "log_y": True,
+        "keys": ["drift/engine_kl_k3", "drift/engine_abs_dlogp", "drift/engine_abs_dlogp_p99", "drift/engine_chi2"],
+        "description": "The engine's numerical gap alone: the trainer's log-probs of the behaviour weights against the "
+        "sampler's, on the same tokens (K3, mean and 99th-percentile |Δ log p|, χ²). It does not grow with "
+        "staleness; if it grows at learning rate 0, the engine drifts.",
+    },
+    {
+        "id": "drift_policy",
+        "group": DRIFTS,
+        "title": "Policy drift (π_θ vs π_trainer at the behaviour version)",
+        "log_y": True,
+        "keys": ["drift/policy_kl_k3", "drift/policy_abs_dlogp", "drift/policy_abs_dlogp_p99", "drift/policy_chi2"],
+        "description": "How far the updates moved the policy since the weights that generated the batch (K3, mean and "
+        "99th-percentile |Δ log p|, χ²): the staleness part of the importance ratio, 0 at learning rate 0.",
+    },
+    {
+        "id": "drift_ess",
+        "group": DRIFTS,
+        "title": "Effective sample size: engine vs policy",
+        "keys": ["drift/engine_ess_frac", "drift/policy_ess_frac"],
+        "description": "(Σ w)² / (N Σ w²) of each drift's weights: 1 when that drift leaves every token the same "
+        "weight.",
+    },
     # the System group (trainer/system_metrics.py); the GPU panels only where a GPU reported
     {
         "id": "system_cpu",
@@ -357,6 +386,8 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
     out = []
     for panel in PANELS:
         if panel.get("group") == CORRECTIONS and not _shown_correction_panel(panel, configs, logged, corrections_on):
+            continue
+        if panel.get("group") == DRIFTS and not any(k in logged for k in panel["keys"]):
             continue
         resolved = {
             "id": panel["id"],

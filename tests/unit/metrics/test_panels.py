@@ -84,3 +84,16 @@ def test_best_follows_the_declared_direction_not_the_name(alice, tiny_config, se
     assert summary["custom/score_loss"]["best"] is None  # unknown, and the name is not a guess
     settings.OPL_METRIC_DIRECTIONS = "custom/*_loss=max"
     assert selectors.summaries([run.pk])[run.pk]["custom/score_loss"]["best"] == 0.4
+
+
+def test_the_two_drifts_have_their_own_panels_once_a_run_logs_them():
+    from trainer.loss_keys import ENGINE_DRIFT_KEYS, POLICY_DRIFT_KEYS
+
+    def drift_ids(keys):
+        return [p["id"] for p in panels_for(keys, [{}]) if p["id"].startswith("drift_")]
+
+    assert drift_ids(["train/reward_mean"]) == []
+    panels = {p["id"]: p for p in panels_for(list(ENGINE_DRIFT_KEYS + POLICY_DRIFT_KEYS), [{}])}
+    assert [i for i in panels if i.startswith("drift_")] == ["drift_engine", "drift_policy", "drift_ess"]
+    assert all(k.startswith("drift/engine_") for k in panels["drift_engine"]["keys"])
+    assert all(k.startswith("drift/policy_") for k in panels["drift_policy"]["keys"])
