@@ -14,13 +14,15 @@ scatter, which fails when rank 0 is gone or, at the latest, at the process group
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import torch
 
 from trainer.async_gen import AsyncGenerator
 from trainer.distributed import DistInfo, model_state_on_main, scatter_from_main
 from trainer.rollout import Batch
+from trainer.utilisation import GeneratorClock, GeneratorTime, state_bytes
 
 
 @dataclass
@@ -32,6 +34,7 @@ class Delivery:
     dropped_frac: float = 0.0  # of the rows rank 0 received since the last trained batch
     queued: float = 0.0
     sync_s: float | None = None  # the vllm weight sync before this batch
+    gen_time: GeneratorTime = field(default_factory=GeneratorTime)  # the generator's, since the last delivery
 
 
 def group_slices(batch: Batch, world: int) -> list[Batch]:
@@ -49,6 +52,10 @@ class AsyncFeed:
         state = model_state_on_main(model, dist)
         self.gen = AsyncGenerator(cfg, alphabet, state, version, seed, dist.device, threads) if dist.is_main else None
         self._dropped = 0
+        # every rank reports the bytes of a publish, which only rank 0 can count
+        self.state_bytes = scatter_from_main([state_bytes(state)] * dist.world if dist.is_main else None, dist)
+        self._publish = {"seconds": 0.0, "bytes": 0.0}  # this step's, on every rank
+        self._clock_at = (time.monotonic(), self.gen.ctrl.clock.snapshot() if self.gen is not None else {})
 
     def next(self, version: int, should_stop) -> Delivery:
         """This rank's slice of the next admissible batch (every rank calls it at the same step)."""
@@ -71,15 +78,31 @@ class AsyncFeed:
         gen.take(trains=True, version=version)
         dropped_frac, self._dropped = self._dropped / (self._dropped + len(batch)), 0
         queued, sync_s = float(gen.queued()), gen.last_sync_s
-        return [Delivery(part, wait_s, dropped_frac, queued, sync_s) for part in group_slices(batch, world)]
+        gen_time = self._generator_time()
+        return [Delivery(part, wait_s, dropped_frac, queued, sync_s, gen_time) for part in group_slices(batch, world)]
+
+    def _generator_time(self) -> GeneratorTime:
+        """Rank 0: the generator's counters moved since the previous delivery."""
+        now, counters = time.monotonic(), self.gen.ctrl.clock.snapshot()
+        before_t, before = self._clock_at
+        self._clock_at = (now, counters)
+        return GeneratorClock.since(counters, before, now - before_t)
+
+    def take_publish(self) -> dict[str, float]:
+        """Seconds and bytes of this step's weight publishes (every rank's own seconds)."""
+        out, self._publish = self._publish, {"seconds": 0.0, "bytes": 0.0}
+        return out
 
     def on_update(self, version: int) -> None:
         """After each optimizer update (every rank): publish the weights when a sync is due."""
         if version % self.cfg.staleness.sync_every:
             return
+        t0 = time.perf_counter()
         state = model_state_on_main(self.model, self.dist)
         if self.gen is not None:
             self.gen.publish(state, version)
+        self._publish["seconds"] += time.perf_counter() - t0
+        self._publish["bytes"] += self.state_bytes
 
     def close(self, failed: bool = False) -> None:
         if self.gen is not None:

@@ -32,6 +32,8 @@ import traceback
 import torch
 import torch.multiprocessing as tmp
 
+from trainer.utilisation import GeneratorClock
+
 POLL_S = 0.005
 WEIGHT_SYNC_KEY = "weight_sync_s"  # travels beside a batch's state, not in it
 
@@ -50,6 +52,7 @@ class Control:
         self.loaded_version = ctx.Value("q", -1, lock=False)  # the weights the generator holds
         self.consumed = ctx.Value("q", 0, lock=False)
         self.committed = ctx.Value("q", start_version, lock=False)
+        self.clock = GeneratorClock(ctx)  # where the generator's time went (utilisation.py)
 
 
 def admissible(
@@ -92,9 +95,11 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     version, produced = -1, 0
     sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
     trainer_pid = os.getppid()
+    clock, bound = ctrl.clock, cfg.staleness.max_staleness
     try:
         while not ctrl.stop.is_set() and os.getppid() == trainer_pid:  # an orphan stops
             if ctrl.weights_version.value > version:
+                t_load = time.perf_counter()
                 with ctrl.lock:
                     version = ctrl.weights_version.value
                     policy.model.load_state_dict(shared)
@@ -102,12 +107,21 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
                         engine.load_weights(shared)
                         sync_s = engine.last_sync_s
                     ctrl.loaded_version.value = version
+                clock.add("load_s", time.perf_counter() - t_load)
             with ctrl.lock:
                 consumed, committed = ctrl.consumed.value, ctrl.committed.value
-            if version < 0 or not admissible(committed, produced, consumed, U, version, cfg.staleness.max_staleness):
+            if version < 0 or not admissible(committed, produced, consumed, U, version, bound):
+                t_idle = time.perf_counter()
                 time.sleep(POLL_S)
+                idle = time.perf_counter() - t_idle
+                clock.add("idle_s", idle)
+                if version < 0 or admissible(committed, produced, consumed, U, committed, bound):
+                    clock.add("wait_weights_s", idle)  # the trainer's newest weights would let it start
                 continue
+            t_gen = time.perf_counter()
             batch = _one_batch(cfg, task, engine, policy.model, rng, version, dev, precision)
+            clock.add("busy_s", time.perf_counter() - t_gen)
+            clock.add("tokens", float(batch.response_mask.sum()))
             out.put({**to_wire(batch.to_state()), WEIGHT_SYNC_KEY: sync_s})
             sync_s = None
             produced += 1

@@ -49,6 +49,7 @@ from trainer.samples import SampleRecorder
 from trainer.stopping import EX_CANCELLED, EX_OK, EX_TEMPFAIL, StopProtocol, StopRequest  # noqa: F401
 from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
 from trainer.update import Updater
+from trainer.utilisation import async_utilisation, stale_k_utilisation
 
 log = logging.getLogger("trainer")
 
@@ -187,16 +188,23 @@ class Trainer:
                 continue  # warm-up: nothing trains during the first k steps
             batch = self.queue.popleft()
             metrics = self.updater.train_on(batch)
+            sync = self.rollouts.take_weight_sync()
             metrics.update(
                 {
                     "rollout/reward_mean": fresh.rewards.mean().item(),
                     "rollout/queue_batches": float(len(self.queue)),
                     "perf/gen_s": fresh.gen_seconds,
-                    **self.rollouts.take_weight_sync(),
+                    **sync,
                 }
             )
             tokens = sum_across(batch.response_mask.sum().item(), self.dist)
-            self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist))
+            generated = sum_across(fresh.response_mask.sum().item(), self.dist)
+            gen_s, train_s = fresh.gen_seconds, metrics["perf/train_s"]
+
+            def utilisation(step_s, gen_s=gen_s, train_s=train_s, generated=generated, tokens=tokens, sync=sync):
+                return stale_k_utilisation(step_s, gen_s, train_s, generated, tokens, sync)
+
+            self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist), utilisation)
         return EX_OK
 
     def _run_async(self) -> int:
@@ -225,14 +233,24 @@ class Trainer:
                 }
             )
             tokens = sum_across(batch.response_mask.sum().item(), self.dist)
-            self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist))
+            train_s, publish = metrics["perf/train_s"], feed.take_publish()
+
+            def utilisation(step_s, got=got, train_s=train_s, tokens=tokens, publish=publish):
+                return async_utilisation(step_s, got.wait_s, train_s, tokens, got.gen_time, publish)
+
+            self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist), utilisation)
         return EX_OK
 
-    def finish_step(self, metrics: dict[str, float], step_start: float, tokens: float, samples: float) -> None:
-        """The step's metrics logged and printed; then evaluation and a checkpoint when due."""
+    def finish_step(
+        self, metrics: dict[str, float], step_start: float, tokens: float, samples: float, utilisation=None
+    ) -> None:
+        """The step's metrics logged and printed; then evaluation and a checkpoint when due.
+        `utilisation(step_s)`: the step's utilisation keys (trainer/utilisation.py)."""
         p = self.progress
         p.train_step += 1
         step_s = time.perf_counter() - step_start
+        if utilisation is not None:
+            metrics.update(utilisation(step_s))
         metrics.update(
             {
                 "perf/step_s": step_s,

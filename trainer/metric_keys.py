@@ -112,7 +112,24 @@ METRIC_KEYS: dict[str, str] = {
     "perf/train_s": "seconds of forward, backward and optimizer work this step",
     "perf/weight_sync_s": "vllm: seconds handing the new weights to the engine (gather, transfer, in-place load) this "
     "step",
-    "perf/wait_s": "async: seconds the trainer waited for a batch",
+    "perf/wait_s": "async: seconds the trainer waited for a batch (the wait for a batch)",
+    # trainer/utilisation.py: where the step's time went. stale_k: one process generates, then trains,
+    # so each side idles while the other works; async: the generator's own clock over the step's window
+    "perf/trainer_idle_s": "seconds of the step the trainer did not train: async, waiting for a batch; stale_k, "
+    "generating",
+    "perf/trainer_idle_ratio": "perf/trainer_idle_s as a fraction of the step's wall seconds",
+    "perf/gen_idle_s": "seconds the generator neither generated nor loaded weights: async, since the previous step, "
+    "held back by the staleness bound or a full queue; stale_k, while the step trained",
+    "perf/gen_idle_ratio": "perf/gen_idle_s as a fraction of the wall seconds it covers",
+    "perf/wait_weights_s": "async: of perf/gen_idle_s, seconds the generator waited for newer weights (the trainer's "
+    "newest would have let it start a batch); stale_k: 0",
+    "perf/weight_publish_s": "async: seconds the trainer spent publishing weights to the generator this step "
+    "(gather, copy into shared memory)",
+    "perf/weight_load_s": "async: seconds the generator spent loading published weights since the previous step",
+    "perf/weight_sync_bytes": "bytes of weights handed to the generator or engine this step (async: each publish; "
+    "stale_k: the vllm sync; 0 when the engine shares the trainer's weights)",
+    "perf/train_tokens_per_s": "trained response tokens per second of training (perf/train_s)",
+    "perf/gen_tokens_per_s": "generated response tokens per second of generating (dropped batches included)",
     "perf/step_s": "wall seconds of the step",
     "perf/tokens_per_s": "trained response tokens per wall second of the step",
     "perf/samples_per_s": "trained samples per wall second of the step",
@@ -194,6 +211,15 @@ DIRECTIONS: dict[str, str] = {
     "perf/train_s": MIN,
     "perf/weight_sync_s": MIN,
     "perf/wait_s": MIN,
+    "perf/trainer_idle_s": MIN,
+    "perf/trainer_idle_ratio": MIN,
+    "perf/gen_idle_s": MIN,
+    "perf/gen_idle_ratio": MIN,
+    "perf/wait_weights_s": MIN,
+    "perf/weight_publish_s": MIN,
+    "perf/weight_load_s": MIN,
+    "perf/train_tokens_per_s": MAX,
+    "perf/gen_tokens_per_s": MAX,
     "perf/step_s": MIN,
     "perf/checkpoint_blocked_s": MIN,
 }

@@ -26,6 +26,8 @@ X_AXES = [
 
 CORRECTIONS = "Corrections and the A<0 tail"
 DRIFTS = "Two drifts: engine mismatch and policy drift"  # shown once a run logs them (behav_logp: recompute)
+TIME = "Where the time went"  # trainer/utilisation.py; shown once a run logs them
+LOGGED_ONLY = (DRIFTS, TIME)
 EVAL_SET = re.compile(r"^eval/[^/]+/acc\Z")
 EVAL_AVG = "eval/avg_acc"
 FRACTION_KEY = "actor/clip_frac"
@@ -226,6 +228,59 @@ PANELS: list[dict[str, Any]] = [
         "description": "(Σ w)² / (N Σ w²) of each drift's weights: 1 when that drift leaves every token the same "
         "weight.",
     },
+    # where the time went (trainer/utilisation.py)
+    {
+        "id": "time_went",
+        "group": TIME,
+        "title": "Where the time went (s per step)",
+        "keys": [
+            "perf/train_s",
+            "perf/trainer_idle_s",
+            "perf/gen_idle_s",
+            "perf/wait_s",
+            "perf/wait_weights_s",
+            "perf/weight_publish_s",
+            "perf/weight_load_s",
+            "perf/weight_sync_s",
+        ],
+        "labels": {
+            "perf/train_s": "trainer training",
+            "perf/trainer_idle_s": "trainer idle",
+            "perf/gen_idle_s": "generator idle",
+            "perf/wait_s": "wait for a batch",
+            "perf/wait_weights_s": "wait for weights",
+            "perf/weight_publish_s": "weight publish",
+            "perf/weight_load_s": "weight load",
+            "perf/weight_sync_s": "weight sync (vllm)",
+        },
+        "description": "Seconds of each step: training, the trainer waiting for a batch, the generator idle (and how "
+        "much of that was waiting for newer weights), and the weight hand-over. An idle trainer means "
+        "generation is the bottleneck; a generator waiting for weights means the staleness bound holds it back.",
+    },
+    {
+        "id": "idle_ratio",
+        "group": TIME,
+        "title": "Idle ratio: trainer and generator",
+        "keys": ["perf/trainer_idle_ratio", "perf/gen_idle_ratio"],
+        "description": "The share of wall time each side idled. Perfect overlap is both near 0; stale_k (one process) "
+        "keeps their sum at 1.",
+    },
+    {
+        "id": "tokens_rates",
+        "group": TIME,
+        "title": "Tokens per second: trained and generated",
+        "keys": ["perf/train_tokens_per_s", "perf/gen_tokens_per_s"],
+        "description": "Response tokens per second of training and per second of generating: the speed of each side "
+        "while it works.",
+    },
+    {
+        "id": "weight_bytes",
+        "group": TIME,
+        "title": "Weight sync bytes per step",
+        "keys": ["perf/weight_sync_bytes"],
+        "description": "Bytes of weights handed to the generator or engine in the step (0 when the engine shares the "
+        "trainer's weights).",
+    },
     # the System group (trainer/system_metrics.py); the GPU panels only where a GPU reported
     {
         "id": "system_cpu",
@@ -387,7 +442,7 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
     for panel in PANELS:
         if panel.get("group") == CORRECTIONS and not _shown_correction_panel(panel, configs, logged, corrections_on):
             continue
-        if panel.get("group") == DRIFTS and not any(k in logged for k in panel["keys"]):
+        if panel.get("group") in LOGGED_ONLY and not any(k in logged for k in panel["keys"]):
             continue
         resolved = {
             "id": panel["id"],
@@ -396,7 +451,7 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
             "description": panel["description"],
             "log_y": panel.get("log_y", False),
             "lines": [],
-            "labels": {},
+            "labels": dict(panel.get("labels", {})),
         }
         if panel["id"] == "eval":
             resolved["keys"] = eval_keys(keys)

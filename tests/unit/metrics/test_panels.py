@@ -97,3 +97,14 @@ def test_the_two_drifts_have_their_own_panels_once_a_run_logs_them():
     assert [i for i in panels if i.startswith("drift_")] == ["drift_engine", "drift_policy", "drift_ess"]
     assert all(k.startswith("drift/engine_") for k in panels["drift_engine"]["keys"])
     assert all(k.startswith("drift/policy_") for k in panels["drift_policy"]["keys"])
+
+
+def test_where_the_time_went_is_shown_with_named_lines_once_a_run_logs_it():
+    assert "time_went" not in [p["id"] for p in panels_for(["train/reward_mean"], [{}])]
+    panels = {p["id"]: p for p in panels_for(["perf/train_s", "perf/trainer_idle_s", "perf/gen_idle_ratio"], [{}])}
+    assert {"time_went", "idle_ratio"} <= set(panels)
+    time_went = panels["time_went"]
+    assert time_went["group"] == "Where the time went"
+    assert time_went["labels"]["perf/wait_s"] == "wait for a batch"
+    assert time_went["labels"]["perf/wait_weights_s"] == "wait for weights"
+    assert all(k in METRIC_KEYS for p in panels.values() for k in p["keys"])
