@@ -32,6 +32,7 @@ class Delivery:
     batch: Batch | None
     wait_s: float = 0.0
     dropped_frac: float = 0.0  # of the rows rank 0 received since the last trained batch
+    dropped: float = 0.0  # those rows, counted
     queued: float = 0.0
     sync_s: float | None = None  # the vllm weight sync before this batch
     gen_time: GeneratorTime = field(default_factory=GeneratorTime)  # the generator's, since the last delivery
@@ -73,13 +74,15 @@ class AsyncFeed:
             worst = version + self.U - 1 - int(batch.versions.min())
             if worst <= self.cfg.staleness.max_staleness:
                 break
-            gen.take(trains=False, version=version)  # admission should make this impossible; never train on it
+            gen.take(trains=False, version=version)  # on_exceed wait: admission makes this impossible
             self._dropped += len(batch)
         gen.take(trains=True, version=version)
-        dropped_frac, self._dropped = self._dropped / (self._dropped + len(batch)), 0
+        dropped, self._dropped = float(self._dropped), 0
+        dropped_frac = dropped / (dropped + len(batch))
         queued, sync_s = float(gen.queued()), gen.last_sync_s
         gen_time = self._generator_time()
-        return [Delivery(part, wait_s, dropped_frac, queued, sync_s, gen_time) for part in group_slices(batch, world)]
+        parts = group_slices(batch, world)
+        return [Delivery(part, wait_s, dropped_frac, dropped, queued, sync_s, gen_time) for part in parts]
 
     def _generator_time(self) -> GeneratorTime:
         """Rank 0: the generator's counters moved since the previous delivery."""

@@ -12,8 +12,11 @@ where C is the number of batches the trainer has taken, `committed` the version 
 have once it has finished the batch it is training on, and U the updates per batch. The P - C
 batches ahead of batch P add at most U updates each, so the left side bounds the staleness any
 sample of batch P can reach during its own U updates. When the bound fails the generator waits for
-newer weights. The trainer checks each batch again on arrival and drops one that would exceed the
-bound (this only happens if the accounting above were wrong; `rollout/dropped_frac` shows it).
+newer weights (`staleness.on_exceed: wait`, the default). The trainer checks each batch again on
+arrival and drops one that would exceed the bound (under `wait` this only happens if the accounting
+above were wrong; `rollout/dropped_frac` and `rollout/dropped_samples` show it). Under
+`on_exceed: drop` the generator does not wait for weights: it runs at most `batches_ahead` batches
+ahead of the trainer, and the trainer's check on arrival discards what is too stale.
 
 Every hand-over has a deadline, `staleness.sync_timeout_s` (T): the trainer waits at most T for the
 weights lock, at most T for the generator to load a published version (it loads between batches)
@@ -62,6 +65,19 @@ def admissible(
     return worst <= max_staleness
 
 
+def batches_ahead(updates_per_batch: int, max_staleness: int) -> int:
+    """`on_exceed: drop`: how many batches the generator may run ahead of the trainer. Its weights
+    are not checked; the trainer drops a batch that arrives too stale."""
+    return max_staleness // updates_per_batch + 1
+
+
+def may_start(on_exceed: str, committed, produced, consumed, updates_per_batch, weights_version, max_staleness) -> bool:
+    """Whether the generator may start its next batch now."""
+    if on_exceed == "drop":
+        return produced - consumed < batches_ahead(updates_per_batch, max_staleness)
+    return admissible(committed, produced, consumed, updates_per_batch, weights_version, max_staleness)
+
+
 def generator_main(
     cfg_json: str, alphabet: str, shared: dict, ctrl: Control, out, seed: int, device: str, threads: int
 ) -> None:
@@ -95,7 +111,7 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     version, produced = -1, 0
     sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
     trainer_pid = os.getppid()
-    clock, bound = ctrl.clock, cfg.staleness.max_staleness
+    clock, bound, on_exceed = ctrl.clock, cfg.staleness.max_staleness, cfg.staleness.on_exceed
     try:
         while not ctrl.stop.is_set() and os.getppid() == trainer_pid:  # an orphan stops
             if ctrl.weights_version.value > version:
@@ -110,12 +126,12 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
                 clock.add("load_s", time.perf_counter() - t_load)
             with ctrl.lock:
                 consumed, committed = ctrl.consumed.value, ctrl.committed.value
-            if version < 0 or not admissible(committed, produced, consumed, U, version, bound):
+            if version < 0 or not may_start(on_exceed, committed, produced, consumed, U, version, bound):
                 t_idle = time.perf_counter()
                 time.sleep(POLL_S)
                 idle = time.perf_counter() - t_idle
                 clock.add("idle_s", idle)
-                if version < 0 or admissible(committed, produced, consumed, U, committed, bound):
+                if version < 0 or may_start(on_exceed, committed, produced, consumed, U, committed, bound):
                     clock.add("wait_weights_s", idle)  # the trainer's newest weights would let it start
                 continue
             t_gen = time.perf_counter()

@@ -329,6 +329,14 @@ class StalenessConfig(_Section):
         description="async: a batch is trained on only if even its step's last update is at most this many "
         "optimizer updates past the weights that generated it, so its staleness is at most this.",
     )
+    on_exceed: Literal["wait", "drop"] = Field(
+        "wait",
+        description="async: what keeps batches within max_staleness. 'wait': the generator starts a batch only "
+        "when even its last update will be within the bound, else it waits for newer weights (it is "
+        "throttled; nothing is thrown away). 'drop': the generator runs ahead (at most max_staleness / "
+        "(updates_per_step x epochs) + 1 batches beyond the trainer) and the trainer discards every batch that "
+        "would exceed the bound, counting them (rollout/dropped_samples).",
+    )
     sync_every: int = Field(1, ge=1, description="async: push weights to the generator every N optimizer updates.")
     sync_timeout_s: float = Field(
         600.0,

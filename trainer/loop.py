@@ -46,6 +46,7 @@ from trainer.progress import Progress
 from trainer.rewards import MathVerifier, RewardFailure  # noqa: F401 (cli.py imports RewardFailure from here)
 from trainer.rollout import Batch, HFEngine
 from trainer.samples import SampleRecorder
+from trainer.staleness import staleness_bound
 from trainer.stopping import EX_CANCELLED, EX_OK, EX_TEMPFAIL, StopProtocol, StopRequest  # noqa: F401
 from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
 from trainer.update import Updater
@@ -210,7 +211,10 @@ class Trainer:
     def _run_async(self) -> int:
         from trainer.async_feed import AsyncFeed
 
-        p, seed = self.progress, self.cfg.train.seed + 1000 * (1 + self.progress.version)
+        p = self.progress
+        # A fresh start draws the prompts and tokens stale_k would (its seed, the same streams), so
+        # async at max_staleness 0 trains exactly as stale_k at k 0; a resumed run draws anew.
+        seed = self.cfg.train.seed if p.version == 0 else self.cfg.train.seed + 1000 * (1 + p.version)
         feed = AsyncFeed(self.cfg, self.alphabet, self.model, self.dist, p.version, seed, self.threads)
         self.async_feed = feed
         while p.train_step < self.cfg.train.steps:
@@ -227,6 +231,8 @@ class Trainer:
                     "rollout/reward_mean": batch.rewards.mean().item(),
                     "rollout/queue_batches": got.queued,
                     "rollout/dropped_frac": got.dropped_frac,
+                    "rollout/dropped_samples": got.dropped,
+                    **staleness_bound(self.cfg),
                     "perf/gen_s": batch.gen_seconds,
                     "perf/wait_s": got.wait_s,
                     **({"perf/weight_sync_s": got.sync_s} if got.sync_s is not None else {}),

@@ -85,6 +85,11 @@ METRIC_KEYS: dict[str, str] = {
     "rollout/reward_mean": "mean reward of the batches generated during this step (the newest policy)",
     "rollout/queue_batches": "batches waiting in the stale queue (stale_k) or generator queue (async)",
     "rollout/dropped_frac": "async: fraction of samples discarded this step for exceeding max_staleness",
+    "rollout/dropped_samples": "async: samples discarded since the previous step for exceeding max_staleness "
+    "(staleness.on_exceed: drop discards them by design; under wait, never)",
+    # trainer/staleness.py: per update and per token, over the step's updates
+    "rollout/observed_staleness_max": "largest staleness any trained token had at the update that trained it",
+    "rollout/staleness_bound": "async: the configured staleness.max_staleness, beside the observed values",
     "rollout/engine_kl": "recompute: mean (engine log-prob - trainer log-prob) of sampled tokens (K1: its terms "
     "cancel)",
     "rollout/engine_abs_dlogp": "recompute: mean |engine log-prob - trainer log-prob| of sampled tokens",
@@ -154,6 +159,8 @@ METRIC_KEYS: dict[str, str] = {
 }
 
 PATTERNS = {
+    re.compile(r"^rollout/observed_staleness/[0-9]+\Z"): "fraction of the step's trained tokens (over its updates) "
+    "whose staleness at the update that trained them was this many updates",
     re.compile(r"^eval/[A-Za-z0-9_\-]+/acc\Z"): "mean@k accuracy on one eval set",
     re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures\Z"): "eval answers whose reward errored or timed out",
     re.compile(r"^system/gpu[0-9]+/util_pct\Z"): "NVML: GPU i's utilisation (% of time a kernel ran)",
@@ -188,6 +195,8 @@ DIRECTIONS: dict[str, str] = {
     "rollout/staleness_min": MIN,
     "rollout/staleness_max": MIN,
     "rollout/dropped_frac": MIN,
+    "rollout/dropped_samples": MIN,
+    "rollout/observed_staleness_max": MIN,
     "rollout/engine_kl": MIN,
     "reward/errors": MIN,
     "reward/timeouts": MIN,

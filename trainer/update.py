@@ -25,6 +25,7 @@ from trainer.objectives import policy_loss_marked
 from trainer.progress import Progress
 from trainer.rollout import Batch, micro_batched_logprobs, token_logprobs
 from trainer.samples import train_due
+from trainer.staleness import ObservedStaleness
 from trainer.token_classes import TokenClassTally
 
 
@@ -79,9 +80,11 @@ class Updater:
         # every rank knows: a counterfactual m2po mask over the minibatch is collective under torchrun
         record = train_due(self.cfg.samples, start, alg.updates_per_step * alg.epochs, self.progress.train_step)
         per_update: dict[str, list[float]] = defaultdict(list)
+        observed = ObservedStaleness()
         t0 = time.perf_counter()
         for last, rows in self._minibatches(batch):
             mb = batch.select(rows)
+            observed.add(mb, self.progress.version)
             self.recording = record and last
             if self.recording and self.samples is not None:
                 self.samples.arm(mb, start)  # the step's last update: its version is the metric step
@@ -99,6 +102,7 @@ class Updater:
             for k, v in per_update.items()
         }
         metrics.update(self._batch_metrics(batch, adv, start, time.perf_counter() - t0))
+        metrics.update(observed.metrics())
         return metrics
 
     def _minibatches(self, batch: Batch):

@@ -101,6 +101,26 @@ PANELS: list[dict[str, Any]] = [
         "mode.",
     },
     {
+        "id": "staleness_observed",
+        "title": "Observed staleness against the bound",
+        "keys": ["rollout/observed_staleness_max", "rollout/staleness_bound"],
+        "logged_only": True,
+        "threshold": "max_staleness",
+        "labels": {"rollout/observed_staleness_max": "observed (largest)", "rollout/staleness_bound": "bound"},
+        "description": "The largest staleness any trained token had at the update that trained it, beside "
+        "staleness.max_staleness (dashed). Over the bound means it is not holding; the staleness_bound alert "
+        "rule fires then.",
+    },
+    {
+        "id": "staleness_hist",
+        "title": "Observed staleness histogram (share of trained tokens)",
+        "keys": [],
+        "pattern": r"^rollout/observed_staleness/[0-9]+$",
+        "optional": True,
+        "description": "Per step, the share of the trained tokens (over its updates) at each staleness: one line per "
+        "staleness seen. Mass near the bound means the generator runs as far ahead as it may.",
+    },
+    {
         "id": "response_len",
         "title": "Response length",
         "keys": ["train/response_len_mean"],
@@ -418,6 +438,16 @@ def correction_fractions(variants: list[str]) -> tuple[list[str], dict[str, str]
     return keys, labels if len(variants) == 1 else {}
 
 
+def staleness_bound_lines(configs: Iterable[dict]) -> list[dict[str, Any]]:
+    """The distinct max_staleness of the async runs among `configs`, as lines."""
+    bounds = set()
+    for config in configs:
+        staleness = (config or {}).get("staleness") or {}
+        if staleness.get("mode") == "async":
+            bounds.add(int(staleness.get("max_staleness", 4)))
+    return [{"y": b, "label": f"bound = {b}"} for b in sorted(bounds)]
+
+
 def thresholds(configs: Iterable[dict]) -> list[dict[str, Any]]:
     """The distinct tau_m2 of the M2PO runs among `configs`, as lines for the M2 panel."""
     taus = set()
@@ -442,7 +472,9 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
     for panel in PANELS:
         if panel.get("group") == CORRECTIONS and not _shown_correction_panel(panel, configs, logged, corrections_on):
             continue
-        if panel.get("group") in LOGGED_ONLY and not any(k in logged for k in panel["keys"]):
+        if (panel.get("group") in LOGGED_ONLY or panel.get("logged_only")) and not any(
+            k in logged for k in panel["keys"]
+        ):
             continue
         resolved = {
             "id": panel["id"],
@@ -465,6 +497,8 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
             resolved["lines"] = thresholds(configs)
         elif panel.get("threshold") == "dual_clip_c":
             resolved["lines"] = dual_clip_lines(configs)
+        elif panel.get("threshold") == "max_staleness":
+            resolved["lines"] = staleness_bound_lines(configs)
         if panel["id"] == "corrections_frac":
             resolved["keys"], resolved["labels"] = correction_fractions(variants or ["m2po"])
             if not resolved["keys"]:

@@ -108,3 +108,14 @@ def test_where_the_time_went_is_shown_with_named_lines_once_a_run_logs_it():
     assert time_went["labels"]["perf/wait_s"] == "wait for a batch"
     assert time_went["labels"]["perf/wait_weights_s"] == "wait for weights"
     assert all(k in METRIC_KEYS for p in panels.values() for k in p["keys"])
+
+
+def test_observed_staleness_is_drawn_beside_the_configured_bound():
+    config = {"staleness": {"mode": "async", "max_staleness": 3}}
+    keys = ["rollout/observed_staleness_max", "rollout/staleness_bound"]
+    keys += ["rollout/observed_staleness/0", "rollout/observed_staleness/2"]
+    panels = {p["id"]: p for p in panels_for(keys, [config])}
+    assert panels["staleness_observed"]["lines"] == [{"y": 3, "label": "bound = 3"}]
+    assert panels["staleness_hist"]["keys"] == ["rollout/observed_staleness/0", "rollout/observed_staleness/2"]
+    quiet = {p["id"] for p in panels_for(["train/reward_mean"], [{"staleness": {"mode": "stale_k", "k": 1}}])}
+    assert not {"staleness_observed", "staleness_hist"} & quiet
