@@ -108,22 +108,31 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     precision = Precision(cfg.model.dtype, dev)
     engine = _make_engine(cfg, policy, dev, precision)
     U = updates_per_step_total(cfg)
-    version, produced = -1, 0
+    produced = 0
     sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
     trainer_pid = os.getppid()
     clock, bound, on_exceed = ctrl.clock, cfg.staleness.max_staleness, cfg.staleness.on_exceed
+    held = {"version": -1}  # the weights the generator holds; a partial rollout moves it mid-batch
+
+    def load_newest() -> int:
+        nonlocal sync_s
+        t_load = time.perf_counter()
+        with ctrl.lock:
+            held["version"] = ctrl.weights_version.value
+            policy.model.load_state_dict(shared)
+            if cfg.rollout.engine == "vllm":
+                engine.load_weights(shared)
+                sync_s = engine.last_sync_s
+            ctrl.loaded_version.value = held["version"]
+        clock.add("load_s", time.perf_counter() - t_load)
+        return held["version"]
+
+    swap = Swap(lambda: ctrl.weights_version.value > held["version"], load_newest) if cfg.rollout.partial else None
     try:
         while not ctrl.stop.is_set() and os.getppid() == trainer_pid:  # an orphan stops
-            if ctrl.weights_version.value > version:
-                t_load = time.perf_counter()
-                with ctrl.lock:
-                    version = ctrl.weights_version.value
-                    policy.model.load_state_dict(shared)
-                    if cfg.rollout.engine == "vllm":
-                        engine.load_weights(shared)
-                        sync_s = engine.last_sync_s
-                    ctrl.loaded_version.value = version
-                clock.add("load_s", time.perf_counter() - t_load)
+            if ctrl.weights_version.value > held["version"]:
+                load_newest()
+            version = held["version"]
             with ctrl.lock:
                 consumed, committed = ctrl.consumed.value, ctrl.committed.value
             if version < 0 or not may_start(on_exceed, committed, produced, consumed, U, version, bound):
@@ -134,9 +143,10 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
                 if version < 0 or may_start(on_exceed, committed, produced, consumed, U, committed, bound):
                     clock.add("wait_weights_s", idle)  # the trainer's newest weights would let it start
                 continue
-            t_gen = time.perf_counter()
-            batch = _one_batch(cfg, task, engine, policy.model, rng, version, dev, precision)
-            clock.add("busy_s", time.perf_counter() - t_gen)
+            t_gen, loading_before = time.perf_counter(), clock.values["load_s"].value
+            batch = _one_batch(cfg, task, engine, policy.model, rng, version, dev, precision, swap)
+            loading = clock.values["load_s"].value - loading_before  # a partial rollout's swaps
+            clock.add("busy_s", time.perf_counter() - t_gen - loading)
             clock.add("tokens", float(batch.response_mask.sum()))
             out.put({**to_wire(batch.to_state()), WEIGHT_SYNC_KEY: sync_s})
             sync_s = None
@@ -149,21 +159,42 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
             engine.close()
 
 
-def _one_batch(cfg, task, engine, model, rng, version: int, dev, precision):
-    """One batch from the weights at `version`: generated, scored, with behaviour log-probs."""
+class Swap:
+    """Partial rollouts: `newer()` says newer weights were published, `load()` loads them and
+    returns their version."""
+
+    def __init__(self, newer, load):
+        self.newer, self.load = newer, load
+
+
+def _one_batch(cfg, task, engine, model, rng, version: int, dev, precision, swap: Swap | None = None):
+    """One batch from the weights at `version`: generated, scored, with behaviour log-probs. With
+    `swap` (rollout.partial) generation continues across weight updates (trainer/partial.py)."""
+    from trainer.partial import generate_partial, merge_behaviour
     from trainer.rollout import make_batch, recompute_behaviour_logp
 
     roll = cfg.rollout
+    recompute = roll.behav_logp == "recompute"
     t0 = time.perf_counter()
     problems = task.sample(rng, roll.prompts_per_step)
     prompts = [task.prompt_text(p) for p in problems]
-    gen = engine.generate(prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
+    sampling = (prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
+    partial = None
+    if swap is None:
+        gen = engine.generate(*sampling)
+    else:
+        partial = generate_partial(engine, *sampling, swap.newer, swap.load, version, recompute)
+        gen = partial.generation
     expanded = [p for p in problems for _ in range(roll.group_size)]
     rewards = task.train_rewards(expanded, gen.texts, gen.finished)
     rows = [(t, p.answer) for t, p in zip(prompts, problems) for _ in range(roll.group_size)]
     batch = make_batch(gen, rewards, version, roll.group_size, 0.0, problems=rows)
-    if roll.behav_logp == "recompute":
+    if partial is not None:
+        batch.token_version_offsets = partial.token_version_offsets
+    if recompute:
         recompute_behaviour_logp(batch, model, roll.temperature, cfg.train.micro_batch_size, dev, precision)
+        if partial is not None:  # the whole-batch scores hold for the last version's tokens only
+            batch.behav_logp = merge_behaviour(batch.behav_logp, partial)
     batch.gen_seconds = time.perf_counter() - t0
     return batch
 

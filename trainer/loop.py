@@ -46,7 +46,7 @@ from trainer.progress import Progress
 from trainer.rewards import MathVerifier, RewardFailure  # noqa: F401 (cli.py imports RewardFailure from here)
 from trainer.rollout import Batch, HFEngine
 from trainer.samples import SampleRecorder
-from trainer.staleness import staleness_bound
+from trainer.staleness import staleness_bound, version_spans
 from trainer.stopping import EX_CANCELLED, EX_OK, EX_TEMPFAIL, StopProtocol, StopRequest  # noqa: F401
 from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
 from trainer.update import Updater
@@ -233,6 +233,7 @@ class Trainer:
                     "rollout/dropped_frac": got.dropped_frac,
                     "rollout/dropped_samples": got.dropped,
                     **staleness_bound(self.cfg),
+                    **(version_spans(batch) if self.cfg.rollout.partial else {}),
                     "perf/gen_s": batch.gen_seconds,
                     "perf/wait_s": got.wait_s,
                     **({"perf/weight_sync_s": got.sync_s} if got.sync_s is not None else {}),

@@ -90,6 +90,10 @@ METRIC_KEYS: dict[str, str] = {
     # trainer/staleness.py: per update and per token, over the step's updates
     "rollout/observed_staleness_max": "largest staleness any trained token had at the update that trained it",
     "rollout/staleness_bound": "async: the configured staleness.max_staleness, beside the observed values",
+    "rollout/version_span_mean": "partial rollouts: mean over the trained trajectories of the versions each spans "
+    "(newest token's - oldest's)",
+    "rollout/version_span_max": "partial rollouts: the largest version span of a trained trajectory in the step",
+    "rollout/partial_frac": "partial rollouts: share of the trained trajectories continued across a weight update",
     "rollout/engine_kl": "recompute: mean (engine log-prob - trainer log-prob) of sampled tokens (K1: its terms "
     "cancel)",
     "rollout/engine_abs_dlogp": "recompute: mean |engine log-prob - trainer log-prob| of sampled tokens",

@@ -51,3 +51,15 @@ def staleness_bound(cfg) -> dict[str, float]:
     if cfg.staleness.mode != "async":
         return {}
     return {"rollout/staleness_bound": float(cfg.staleness.max_staleness)}
+
+
+def version_spans(batch) -> dict[str, float]:
+    """Partial rollouts: per trajectory, the versions its valid tokens span (newest - oldest);
+    their mean and largest, and the share of trajectories continued across a weight update."""
+    offsets = batch.token_versions() - batch.versions[:, None]  # (B, R) >= 0
+    span = (offsets * batch.response_mask.long()).amax(dim=1).float() if offsets.numel() else batch.rewards * 0
+    return {
+        "rollout/version_span_mean": span.mean().item(),
+        "rollout/version_span_max": span.max().item(),
+        "rollout/partial_frac": (span > 0).float().mean().item(),
+    }
