@@ -22,6 +22,7 @@ import torch
 from trainer.async_gen import AsyncGenerator
 from trainer.distributed import DistInfo, model_state_on_main, scatter_from_main
 from trainer.rollout import Batch
+from trainer.staleness import staleness_bound, version_spans
 from trainer.utilisation import GeneratorClock, GeneratorTime, state_bytes
 
 
@@ -37,6 +38,27 @@ class Delivery:
     sync_s: float | None = None  # the vllm weight sync before this batch
     gen_time: GeneratorTime = field(default_factory=GeneratorTime)  # the generator's, since the last delivery
 
+    def metrics(self, cfg) -> dict[str, float]:
+        """The step's rollout and timing keys that come with the batch."""
+        batch = self.batch
+        return {
+            "rollout/reward_mean": batch.rewards.mean().item(),
+            "rollout/queue_batches": self.queued,
+            "rollout/dropped_frac": self.dropped_frac,
+            "rollout/dropped_samples": self.dropped,
+            **staleness_bound(cfg),
+            **(version_spans(batch) if cfg.rollout.partial else {}),
+            "perf/gen_s": batch.gen_seconds,
+            "perf/wait_s": self.wait_s,
+            **({"perf/weight_sync_s": self.sync_s} if self.sync_s is not None else {}),
+        }
+
+
+def generator_seed(cfg, version: int) -> int:
+    """A fresh start draws the prompts and tokens stale_k would (its seed, the same streams), so
+    async at max_staleness 0 trains exactly as stale_k at k 0; a resumed run draws anew."""
+    return cfg.train.seed if version == 0 else cfg.train.seed + 1000 * (1 + version)
+
 
 def group_slices(batch: Batch, world: int) -> list[Batch]:
     """Each rank's equal share of the batch's prompt groups (rows are grouped by prompt)."""
@@ -46,11 +68,12 @@ def group_slices(batch: Batch, world: int) -> list[Batch]:
 
 
 class AsyncFeed:
-    def __init__(self, cfg, alphabet: str, model, dist: DistInfo, version: int, seed: int, threads: int):
+    def __init__(self, cfg, alphabet: str, model, dist: DistInfo, version: int, threads: int):
         """Every rank builds one (the weights are gathered collectively); only rank 0 starts the generator."""
         self.cfg, self.model, self.dist = cfg, model, dist
         self.U = cfg.algorithm.updates_per_step * cfg.algorithm.epochs
         state = model_state_on_main(model, dist)
+        seed = generator_seed(cfg, version)
         self.gen = AsyncGenerator(cfg, alphabet, state, version, seed, dist.device, threads) if dist.is_main else None
         self._dropped = 0
         # every rank reports the bytes of a publish, which only rank 0 can count

@@ -109,47 +109,27 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     engine = _make_engine(cfg, policy, dev, precision)
     U = updates_per_step_total(cfg)
     produced = 0
-    sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
     trainer_pid = os.getppid()
     clock, bound, on_exceed = ctrl.clock, cfg.staleness.max_staleness, cfg.staleness.on_exceed
-    held = {"version": -1}  # the weights the generator holds; a partial rollout moves it mid-batch
-
-    def load_newest() -> int:
-        nonlocal sync_s
-        t_load = time.perf_counter()
-        with ctrl.lock:
-            held["version"] = ctrl.weights_version.value
-            policy.model.load_state_dict(shared)
-            if cfg.rollout.engine == "vllm":
-                engine.load_weights(shared)
-                sync_s = engine.last_sync_s
-            ctrl.loaded_version.value = held["version"]
-        clock.add("load_s", time.perf_counter() - t_load)
-        return held["version"]
-
-    swap = Swap(lambda: ctrl.weights_version.value > held["version"], load_newest) if cfg.rollout.partial else None
+    weights = _Weights(cfg, ctrl, shared, policy, engine)
+    swap = Swap(weights.newer, weights.load) if cfg.rollout.partial else None
     try:
         while not ctrl.stop.is_set() and os.getppid() == trainer_pid:  # an orphan stops
-            if ctrl.weights_version.value > held["version"]:
-                load_newest()
-            version = held["version"]
+            if weights.newer():
+                weights.load()
+            version = weights.version
             with ctrl.lock:
                 consumed, committed = ctrl.consumed.value, ctrl.committed.value
-            if version < 0 or not may_start(on_exceed, committed, produced, consumed, U, version, bound):
-                t_idle = time.perf_counter()
-                time.sleep(POLL_S)
-                idle = time.perf_counter() - t_idle
-                clock.add("idle_s", idle)
-                if version < 0 or may_start(on_exceed, committed, produced, consumed, U, committed, bound):
-                    clock.add("wait_weights_s", idle)  # the trainer's newest weights would let it start
+            state = (on_exceed, committed, produced, consumed, U)
+            if version < 0 or not may_start(*state, version, bound):
+                _idle(clock, version < 0 or may_start(*state, committed, bound))
                 continue
             t_gen, loading_before = time.perf_counter(), clock.values["load_s"].value
             batch = _one_batch(cfg, task, engine, policy.model, rng, version, dev, precision, swap)
             loading = clock.values["load_s"].value - loading_before  # a partial rollout's swaps
             clock.add("busy_s", time.perf_counter() - t_gen - loading)
             clock.add("tokens", float(batch.response_mask.sum()))
-            out.put({**to_wire(batch.to_state()), WEIGHT_SYNC_KEY: sync_s})
-            sync_s = None
+            out.put({**to_wire(batch.to_state()), WEIGHT_SYNC_KEY: weights.take_sync_s()})
             produced += 1
     finally:
         task.close()
@@ -157,6 +137,45 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
             # vLLM's engine process: a multiprocessing child exits without atexit handlers, and
             # would otherwise wait for it forever
             engine.close()
+
+
+def _idle(clock, waiting_for_weights: bool) -> None:
+    """One poll interval without work, counted; as a wait for weights when the trainer's newest
+    weights would have let the generator start."""
+    t_idle = time.perf_counter()
+    time.sleep(POLL_S)
+    idle = time.perf_counter() - t_idle
+    clock.add("idle_s", idle)
+    if waiting_for_weights:
+        clock.add("wait_weights_s", idle)
+
+
+class _Weights:
+    """The generator's side of the weights: which version it holds, and loading the newest."""
+
+    def __init__(self, cfg, ctrl: Control, shared: dict, policy, engine):
+        self.cfg, self.ctrl, self.shared, self.policy, self.engine = cfg, ctrl, shared, policy, engine
+        self.version = -1
+        self.sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
+
+    def newer(self) -> bool:
+        return self.ctrl.weights_version.value > self.version
+
+    def load(self) -> int:
+        t_load = time.perf_counter()
+        with self.ctrl.lock:
+            self.version = self.ctrl.weights_version.value
+            self.policy.model.load_state_dict(self.shared)
+            if self.cfg.rollout.engine == "vllm":
+                self.engine.load_weights(self.shared)
+                self.sync_s = self.engine.last_sync_s
+            self.ctrl.loaded_version.value = self.version
+        self.ctrl.clock.add("load_s", time.perf_counter() - t_load)
+        return self.version
+
+    def take_sync_s(self) -> float | None:
+        sync_s, self.sync_s = self.sync_s, None
+        return sync_s
 
 
 class Swap:

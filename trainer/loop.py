@@ -27,6 +27,7 @@ import os
 import random
 import time
 from collections import deque
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,6 @@ from trainer.progress import Progress
 from trainer.rewards import MathVerifier, RewardFailure  # noqa: F401 (cli.py imports RewardFailure from here)
 from trainer.rollout import Batch, HFEngine
 from trainer.samples import SampleRecorder
-from trainer.staleness import staleness_bound, version_spans
 from trainer.stopping import EX_CANCELLED, EX_OK, EX_TEMPFAIL, StopProtocol, StopRequest  # noqa: F401
 from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
 from trainer.update import Updater
@@ -200,22 +200,16 @@ class Trainer:
             )
             tokens = sum_across(batch.response_mask.sum().item(), self.dist)
             generated = sum_across(fresh.response_mask.sum().item(), self.dist)
-            gen_s, train_s = fresh.gen_seconds, metrics["perf/train_s"]
-
-            def utilisation(step_s, gen_s=gen_s, train_s=train_s, generated=generated, tokens=tokens, sync=sync):
-                return stale_k_utilisation(step_s, gen_s, train_s, generated, tokens, sync)
-
+            times = (fresh.gen_seconds, metrics["perf/train_s"], generated, tokens, sync)
+            utilisation = partial(stale_k_utilisation, *times)
             self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist), utilisation)
         return EX_OK
 
     def _run_async(self) -> int:
         from trainer.async_feed import AsyncFeed
 
-        p = self.progress
-        # A fresh start draws the prompts and tokens stale_k would (its seed, the same streams), so
-        # async at max_staleness 0 trains exactly as stale_k at k 0; a resumed run draws anew.
-        seed = self.cfg.train.seed if p.version == 0 else self.cfg.train.seed + 1000 * (1 + p.version)
-        feed = AsyncFeed(self.cfg, self.alphabet, self.model, self.dist, p.version, seed, self.threads)
+        p = self.progress  # a fresh start seeds the generator as stale_k (async_feed.generator_seed)
+        feed = AsyncFeed(self.cfg, self.alphabet, self.model, self.dist, p.version, self.threads)
         self.async_feed = feed
         while p.train_step < self.cfg.train.steps:
             if self.stopper.due():
@@ -226,31 +220,14 @@ class Trainer:
                 continue
             batch = got.batch
             metrics = self.updater.train_on(batch, on_update=feed.on_update)
-            metrics.update(
-                {
-                    "rollout/reward_mean": batch.rewards.mean().item(),
-                    "rollout/queue_batches": got.queued,
-                    "rollout/dropped_frac": got.dropped_frac,
-                    "rollout/dropped_samples": got.dropped,
-                    **staleness_bound(self.cfg),
-                    **(version_spans(batch) if self.cfg.rollout.partial else {}),
-                    "perf/gen_s": batch.gen_seconds,
-                    "perf/wait_s": got.wait_s,
-                    **({"perf/weight_sync_s": got.sync_s} if got.sync_s is not None else {}),
-                }
-            )
+            metrics.update(got.metrics(self.cfg))
             tokens = sum_across(batch.response_mask.sum().item(), self.dist)
-            train_s, publish = metrics["perf/train_s"], feed.take_publish()
-
-            def utilisation(step_s, got=got, train_s=train_s, tokens=tokens, publish=publish):
-                return async_utilisation(step_s, got.wait_s, train_s, tokens, got.gen_time, publish)
-
+            times = (got.wait_s, metrics["perf/train_s"], tokens, got.gen_time, feed.take_publish())
+            utilisation = partial(async_utilisation, *times)
             self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist), utilisation)
         return EX_OK
 
-    def finish_step(
-        self, metrics: dict[str, float], step_start: float, tokens: float, samples: float, utilisation=None
-    ) -> None:
+    def finish_step(self, metrics: dict, step_start: float, tokens: float, samples: float, utilisation=None) -> None:
         """The step's metrics logged and printed; then evaluation and a checkpoint when due.
         `utilisation(step_s)`: the step's utilisation keys (trainer/utilisation.py)."""
         p = self.progress

@@ -68,64 +68,81 @@ def generate_partial(
     recompute: bool,
 ) -> PartialGeneration:
     """n samples per prompt (grouped as HFEngine.generate), continued across weight swaps."""
-    policy, model, dev = engine.policy, engine.model, engine.device
-    tok, eos_ids = policy.tokenizer, policy.eos_token_ids
     expanded = [p for p in prompts for _ in range(n)]
-    ids, prompt_mask = encode_prompts(policy, expanded, dev)
-    B, P = ids.shape
-    tokens = torch.full((B, max_new_tokens), tok.pad_token_id, dtype=torch.long)
-    engine_lp = torch.zeros(B, max_new_tokens)
-    behav_lp = torch.zeros(B, max_new_tokens)
-    offsets = torch.zeros(B, max_new_tokens, dtype=torch.int16)
-    done = torch.zeros(B, dtype=torch.long)  # tokens generated per row
-    active = torch.arange(B)  # rows still generating
+    state = _Rows(engine, expanded, max_new_tokens)
     start_version, swaps = version, 0
-    autocast = engine.precision.autocast if engine.precision is not None else nullcontext
+    model = engine.model
     was_training = model.training
     model.eval()
     try:
-        while active.numel():
-            width = int(done[active[0]])  # active rows are in lockstep: same tokens so far
-            seq = torch.cat([ids[active], tokens[active, :width].to(dev)], dim=1)
-            mask = torch.cat([prompt_mask[active], torch.ones(len(active), width, dtype=torch.long, device=dev)], 1)
-            recorder = SampledLogprobRecorder(temperature)
-            config = sampling_config(temperature, top_p, max_new_tokens - width, eos_ids, tok.pad_token_id)
-            with autocast():
-                out = model.generate(
-                    input_ids=seq,
-                    attention_mask=mask,
-                    generation_config=config,
-                    logits_processor=LogitsProcessorList([recorder]),
-                    stopping_criteria=StoppingCriteriaList([_NewerWeights(newer)]),
-                )
-            new = out.sequences[:, seq.shape[1] :]
-            got = new.shape[1]
-            lp = recorder.finish(out.sequences, got).float().cpu()
-            tokens[active, width : width + got] = new.cpu()
-            engine_lp[active, width : width + got] = lp
-            offsets[active, width : width + got] = version - start_version
-            done[active] += got
-            ended = is_eos_token(new, eos_ids).any(-1).cpu()  # the segment's rows that reached an EOS
-            finished = ended | (done[active] >= max_new_tokens)
-            if recompute and not bool(finished.all()):  # a swap follows: score the segment with its weights
-                full = torch.cat([seq, new], dim=1)
-                full_mask = torch.cat([mask, torch.ones_like(new)], dim=1)
-                with autocast():
-                    seg_lp, _ = token_logprobs(model, full, full_mask, P, temperature)
-                behav_lp[active, width : width + got] = seg_lp[:, width : width + got].float().cpu()
-            active = active[~finished]
-            if active.numel():
+        while state.active.numel():
+            state.segment(temperature, top_p, newer, version - start_version, recompute)
+            if state.active.numel():
                 version = load()
                 swaps += 1
     finally:
         model.train(was_training)
-    R = int(done.max())
-    responses = tokens[:, :R]
-    rmask = response_mask_from(responses, eos_ids)
-    sequences = torch.cat([ids.cpu(), responses], dim=1)
-    gen = _finish(tok, eos_ids, sequences, prompt_mask.cpu(), rmask, engine_lp[:, :R] * rmask, P)
-    behav = behav_lp[:, :R] * rmask if recompute else None
-    return PartialGeneration(gen, offsets[:, :R] * rmask.to(torch.int16), behav, swaps, version - start_version)
+    return state.result(recompute, swaps, version - start_version)
+
+
+class _Rows:
+    """The batch's rows while they generate: tokens, engine and behaviour log-probs, versions."""
+
+    def __init__(self, engine, prompts: list[str], max_new_tokens: int):
+        self.engine, self.policy, self.max_new = engine, engine.policy, max_new_tokens
+        self.eos_ids = self.policy.eos_token_ids
+        self.ids, self.prompt_mask = encode_prompts(self.policy, prompts, engine.device)
+        B = self.ids.shape[0]
+        self.tokens = torch.full((B, max_new_tokens), self.policy.tokenizer.pad_token_id, dtype=torch.long)
+        self.engine_lp = torch.zeros(B, max_new_tokens)
+        self.behav_lp = torch.zeros(B, max_new_tokens)
+        self.offsets = torch.zeros(B, max_new_tokens, dtype=torch.int16)
+        self.done = torch.zeros(B, dtype=torch.long)  # tokens generated per row
+        self.active = torch.arange(B)  # rows still generating
+        precision = engine.precision
+        self.autocast = precision.autocast if precision is not None else nullcontext
+
+    def segment(self, temperature: float, top_p: float, newer, offset: int, recompute: bool) -> None:
+        """Generate the active rows until they end or newer weights are published."""
+        active, dev, model = self.active, self.engine.device, self.engine.model
+        width = int(self.done[active[0]])  # active rows are in lockstep: same tokens so far
+        seq = torch.cat([self.ids[active], self.tokens[active, :width].to(dev)], dim=1)
+        mask = torch.cat([self.prompt_mask[active], torch.ones(len(active), width, dtype=torch.long, device=dev)], 1)
+        recorder = SampledLogprobRecorder(temperature)
+        pad = self.policy.tokenizer.pad_token_id
+        config = sampling_config(temperature, top_p, self.max_new - width, self.eos_ids, pad)
+        with self.autocast():
+            out = model.generate(
+                input_ids=seq,
+                attention_mask=mask,
+                generation_config=config,
+                logits_processor=LogitsProcessorList([recorder]),
+                stopping_criteria=StoppingCriteriaList([_NewerWeights(newer)]),
+            )
+        new = out.sequences[:, seq.shape[1] :]
+        got, cols = new.shape[1], slice(width, width + new.shape[1])
+        self.tokens[active, cols] = new.cpu()
+        self.engine_lp[active, cols] = recorder.finish(out.sequences, got).float().cpu()
+        self.offsets[active, cols] = offset
+        self.done[active] += got
+        finished = is_eos_token(new, self.eos_ids).any(-1).cpu() | (self.done[active] >= self.max_new)
+        if recompute and not bool(finished.all()):  # a swap follows: score the segment with its weights
+            full, full_mask = torch.cat([seq, new], dim=1), torch.cat([mask, torch.ones_like(new)], dim=1)
+            with self.autocast():
+                seg_lp, _ = token_logprobs(model, full, full_mask, self.ids.shape[1], temperature)
+            self.behav_lp[active, cols] = seg_lp[:, cols].float().cpu()
+        self.active = active[~finished]
+
+    def result(self, recompute: bool, swaps: int, last_offset: int) -> PartialGeneration:
+        R = int(self.done.max())
+        tok, eos_ids = self.policy.tokenizer, self.eos_ids
+        responses = self.tokens[:, :R]
+        rmask = response_mask_from(responses, eos_ids)
+        sequences = torch.cat([self.ids.cpu(), responses], dim=1)
+        P = self.ids.shape[1]
+        gen = _finish(tok, eos_ids, sequences, self.prompt_mask.cpu(), rmask, self.engine_lp[:, :R] * rmask, P)
+        behav = self.behav_lp[:, :R] * rmask if recompute else None
+        return PartialGeneration(gen, self.offsets[:, :R] * rmask.to(torch.int16), behav, swaps, last_offset)
 
 
 def merge_behaviour(whole: torch.Tensor, partial: PartialGeneration) -> torch.Tensor:

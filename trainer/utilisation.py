@@ -48,7 +48,7 @@ def _ratio(part: float, whole: float) -> float:
 
 
 def stale_k_utilisation(
-    step_s: float, gen_s: float, train_s: float, gen_tokens: float, trained_tokens: float, sync: dict
+    gen_s: float, train_s: float, gen_tokens: float, trained_tokens: float, sync: dict, step_s: float
 ) -> dict[str, float]:
     """One process, one thing at a time: the trainer idles while it generates, the generator while
     it trains. `sync`: Rollouts.take_weight_sync(), the step's hand-over to a separate engine (vllm)."""
@@ -66,7 +66,7 @@ def stale_k_utilisation(
 
 
 def async_utilisation(
-    step_s: float, wait_s: float, train_s: float, trained_tokens: float, gen: GeneratorTime, publish: dict
+    wait_s: float, train_s: float, trained_tokens: float, gen: GeneratorTime, publish: dict, step_s: float
 ) -> dict[str, float]:
     """The trainer idles while it waits for a batch; the generator's own counters over the window
     since the previous step say when it idled. `publish`: seconds and bytes the trainer spent

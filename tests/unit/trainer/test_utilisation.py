@@ -11,12 +11,12 @@ from trainer.utilisation import GeneratorClock, async_utilisation, stale_k_utili
 
 
 def test_stale_k_idles_each_side_while_the_other_works():
-    got = stale_k_utilisation(step_s=10.0, gen_s=4.0, train_s=5.0, gen_tokens=80, trained_tokens=100, sync={})
+    got = stale_k_utilisation(gen_s=4.0, train_s=5.0, gen_tokens=80, trained_tokens=100, sync={}, step_s=10.0)
     assert got["perf/trainer_idle_s"] == 4.0 and got["perf/trainer_idle_ratio"] == pytest.approx(0.4)
     assert got["perf/gen_idle_s"] == 6.0 and got["perf/gen_idle_ratio"] == pytest.approx(0.6)
     assert got["perf/train_tokens_per_s"] == 20.0 and got["perf/gen_tokens_per_s"] == 20.0
     assert got["perf/weight_sync_bytes"] == 0.0 and got["perf/wait_weights_s"] == 0.0
-    synced = stale_k_utilisation(10.0, 4.0, 5.0, 80, 100, {"perf/weight_sync_s": 0.1, "perf/weight_sync_bytes": 512.0})
+    synced = stale_k_utilisation(4.0, 5.0, 80, 100, {"perf/weight_sync_s": 0.1, "perf/weight_sync_bytes": 512.0}, 10.0)
     assert synced["perf/weight_sync_bytes"] == 512.0
     assert set(got) <= set(METRIC_KEYS)
 
@@ -29,7 +29,7 @@ def test_async_reads_the_generator_clock_over_the_window_since_the_last_step():
     clock.add("tokens", 300.0)
     window = GeneratorClock.since(clock.snapshot(), before, wall_s=4.5)
     got = async_utilisation(
-        step_s=5.0, wait_s=1.0, train_s=3.5, trained_tokens=70, gen=window, publish={"seconds": 0.2, "bytes": 4096.0}
+        wait_s=1.0, train_s=3.5, trained_tokens=70, gen=window, publish={"seconds": 0.2, "bytes": 4096.0}, step_s=5.0
     )
     assert got["perf/trainer_idle_s"] == 1.0 and got["perf/trainer_idle_ratio"] == pytest.approx(0.2)
     assert got["perf/gen_idle_s"] == 1.0 and got["perf/gen_idle_ratio"] == pytest.approx(1 / 4.5)
@@ -38,7 +38,7 @@ def test_async_reads_the_generator_clock_over_the_window_since_the_last_step():
     assert got["perf/gen_tokens_per_s"] == 100.0 and got["perf/train_tokens_per_s"] == 20.0
     assert set(got) <= set(METRIC_KEYS)
     # a window with nothing in it: no division by zero, ratios 0
-    idle = async_utilisation(0.0, 0.0, 0.0, 0, GeneratorClock.since(before, before, 0.0), {})
+    idle = async_utilisation(0.0, 0.0, 0, GeneratorClock.since(before, before, 0.0), {}, 0.0)
     assert idle["perf/gen_idle_ratio"] == 0.0 and idle["perf/gen_tokens_per_s"] == 0.0
 
 
