@@ -186,6 +186,13 @@ class RolloutConfig(_Section):
         "behaviour weights over each batch at generation time; 'engine' keeps those of the sampler "
         "(only without top_p truncation, and exposed to engine/trainer numerical mismatch).",
     )
+    partial: bool = Field(
+        False,
+        description="async, hf engine: partial rollouts. When the trainer publishes new weights mid-batch, the "
+        "generator stops, loads them and continues the unfinished responses; each token keeps the version "
+        "that generated it and its behaviour log-prob (recompute: the trainer's copy of that version), so "
+        "ratios, M2 and the masks use per-token behaviour log-probs and staleness is per token.",
+    )
     vllm_gpu_memory_utilization: float = Field(
         0.4, gt=0, le=1, description="vllm: fraction of GPU memory the engine may take."
     )
@@ -278,7 +285,12 @@ class AlgorithmConfig(_Section):
     )
     adv_std_normalize: bool = Field(True, description="Divide group-centred rewards by the group's std (GRPO).")
     adv_eps: float = Field(1e-6, gt=0, description="Added to the std when normalising.")
-    lr: float = Field(1e-3, gt=0, description="Peak learning rate (AdamW).")
+    lr: float = Field(
+        1e-3,
+        ge=0,
+        description="Peak learning rate (AdamW). 0 keeps the weights as they are: the policy drift is then 0 and "
+        "what remains of the importance ratio is the engine's mismatch.",
+    )
     lr_schedule: Literal["constant", "linear", "cosine"] = Field(
         "constant", description="Decay after warm-up, over the run's total updates."
     )
@@ -317,6 +329,14 @@ class StalenessConfig(_Section):
         ge=0,
         description="async: a batch is trained on only if even its step's last update is at most this many "
         "optimizer updates past the weights that generated it, so its staleness is at most this.",
+    )
+    on_exceed: Literal["wait", "drop"] = Field(
+        "wait",
+        description="async: what keeps batches within max_staleness. 'wait': the generator starts a batch only "
+        "when even its last update will be within the bound, else it waits for newer weights (it is "
+        "throttled; nothing is thrown away). 'drop': the generator runs ahead (at most max_staleness / "
+        "(updates_per_step x epochs) + 1 batches beyond the trainer) and the trainer discards every batch that "
+        "would exceed the bound, counting them (rollout/dropped_samples).",
     )
     sync_every: int = Field(1, ge=1, description="async: push weights to the generator every N optimizer updates.")
     sync_timeout_s: float = Field(
@@ -755,6 +775,10 @@ def _demonstration_problems(cfg: RunConfig) -> list[tuple[str, str]]:
 def _staleness_problems(cfg: RunConfig) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     st = cfg.staleness
+    if cfg.rollout.partial and st.mode != "async":
+        problems.append(("rollout.partial", "partial rollouts continue responses across weight updates: async only"))
+    if cfg.rollout.partial and cfg.rollout.engine != "hf":
+        problems.append(("rollout.partial", "partial rollouts are built for the hf engine only so far"))
     if st.mode == "async":
         need = updates_per_step_total(cfg) - 1 + st.sync_every - 1
         if st.max_staleness < need:

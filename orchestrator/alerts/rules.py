@@ -13,6 +13,9 @@ Metric rules look at the points of one ingested batch, and only at their own key
   88-99.7%). One such update alone is no runaway: the healthy CPU demo (stale-2 M2PO) has single
   updates at r 166 carrying 92%, each alone among hundreds of updates; a runaway recurs. An
   update whose share is not in the points (a batch that split it) is judged on the ratio alone.
+- `staleness_bound`: an async run's observed staleness (rollout/observed_staleness_max, per token at
+  the update that trained it) exceeds its configured bound (rollout/staleness_bound, logged beside
+  it) by more than `threshold` updates: the bound is not holding (a resumed run, a broken admission).
 Time rules run on beat, over active runs:
 - `no_heartbeat`: a running run has not sent a heartbeat for `window_s` seconds;
 - `no_progress`: a running run's update count has not moved for `window_s` seconds.
@@ -28,6 +31,8 @@ NEG_ADV_TAIL = "neg_adv_tail"
 NO_HEARTBEAT, NO_PROGRESS = "no_heartbeat", "no_progress"
 KINDS = (NONFINITE, REWARD_DROP, ENTROPY_FLOOR, CLIP_CEILING, NEG_ADV_TAIL, NO_HEARTBEAT, NO_PROGRESS)
 TIME_KINDS = (NO_HEARTBEAT, NO_PROGRESS)
+STALENESS_BOUND = "staleness_bound"
+KINDS += (STALENESS_BOUND,)
 
 KEYS: dict[str, tuple[str, ...]] = {
     NONFINITE: ("actor/pg_loss", "actor/grad_norm"),
@@ -35,6 +40,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     ENTROPY_FLOOR: ("actor/entropy",),
     CLIP_CEILING: ("actor/clip_frac",),
     NEG_ADV_TAIL: ("actor/ratio_neg_max", "actor/top_token_share_max"),
+    STALENESS_BOUND: ("rollout/observed_staleness_max", "rollout/staleness_bound"),
 }
 TAIL_SHARE = 0.5  # neg_adv_tail: the largest token's share of sum r|A| that makes a large A<0 ratio a runaway
 TAIL_REPEATS, TAIL_WINDOW = 3, 200  # neg_adv_tail: so many such updates within so many updates
@@ -64,6 +70,7 @@ class Rule:
                 f"a token with A<0 and ratio above {self.threshold:g} carries {TAIL_SHARE:.0%} or more of the update,"
                 f" on {TAIL_REPEATS} updates within {TAIL_WINDOW}"
             ),
+            STALENESS_BOUND: f"observed staleness exceeds the configured bound by more than {self.threshold:g} updates",
             NO_HEARTBEAT: f"no heartbeat for {self.window_s} s while running",
             NO_PROGRESS: f"no new update for {self.window_s} s while running",
         }[self.kind]
@@ -75,6 +82,7 @@ DEFAULTS: dict[str, Rule] = {
     ENTROPY_FLOOR: Rule(ENTROPY_FLOOR, threshold=0.01),
     CLIP_CEILING: Rule(CLIP_CEILING, threshold=0.2),
     NEG_ADV_TAIL: Rule(NEG_ADV_TAIL, threshold=50.0),
+    STALENESS_BOUND: Rule(STALENESS_BOUND, threshold=0.0),
     NO_HEARTBEAT: Rule(NO_HEARTBEAT, window_s=300),
     NO_PROGRESS: Rule(NO_PROGRESS, window_s=1800),
 }
@@ -154,6 +162,25 @@ def check_neg_adv_tail(ratio_bound: float, points) -> Firing | None:
     return None
 
 
+def check_staleness_bound(margin: float, points) -> Firing | None:
+    """The first update whose observed staleness exceeds the bound logged at the same update by
+    more than `margin` (a batch without the bound's point is not judged)."""
+    observed_key, bound_key = KEYS[STALENESS_BOUND]
+    bounds = dict(points.get(bound_key, ()))
+    for step, observed in points.get(observed_key, ()):
+        bound = bounds.get(step)
+        if bound is None or not math.isfinite(observed) or not observed > bound + margin:
+            continue
+        return Firing(
+            STALENESS_BOUND,
+            step,
+            observed,
+            f"{observed_key} = {observed:g} at update {step}, over the configured bound {bound:g}"
+            f"{f' by more than {margin:g}' if margin else ''}: staleness.max_staleness is not holding",
+        )
+    return None
+
+
 def check_reward_drop(track: RewardTrack, drop: float, points) -> Firing | None:
     """Fold the batch's rewards (in step order) into `track`; fire when the EMA is `drop` under its best."""
     fired = None
@@ -192,5 +219,7 @@ def check_batch(rules: dict[str, Rule], points, track: RewardTrack) -> list[Firi
     ):
         out.append(f)
     if NEG_ADV_TAIL in on and (f := check_neg_adv_tail(on[NEG_ADV_TAIL].threshold, points)):
+        out.append(f)
+    if STALENESS_BOUND in on and (f := check_staleness_bound(on[STALENESS_BOUND].threshold, points)):
         out.append(f)
     return out

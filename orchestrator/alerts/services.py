@@ -114,6 +114,8 @@ def rule_checked(
         raise RuleError("threshold", f"{kind}: a fraction between 0 and 1 (exclusive), got {threshold}")
     if kind == rules.NEG_ADV_TAIL and not threshold > 1:
         raise RuleError("threshold", f"{kind}: an importance ratio above 1, got {threshold}")
+    if kind == rules.STALENESS_BOUND and not threshold >= 0:
+        raise RuleError("threshold", f"{kind}: updates over the bound, 0 or more, got {threshold}")
     if kind in (rules.REWARD_DROP, rules.ENTROPY_FLOOR) and not threshold > 0:
         raise RuleError("threshold", f"{kind}: must be above 0, got {threshold}")
     return rules.Rule(kind, enabled, threshold, window_s, action)
