@@ -13,11 +13,13 @@ from orchestrator.experiments import schemas
 from orchestrator.experiments.bounds import INT64
 from orchestrator.experiments.models import Experiment, Membership, Run
 from orchestrator.experiments.sweeps import Distribution, LinearRange, LogRange, RandomSearch
+from orchestrator.metrics.models import MAX_KEY_LENGTH
+from orchestrator.metrics.schemas import KEY_SCHEMA_PATTERN
 from trainer.config import RunConfig
 
 ERROR = {"$ref": "#/components/responses/Error"}
 ERROR_STATUSES = ("400", "401", "403", "404", "405", "409", "413")
-STEP_MAX = 2**31 - 1  # orchestrator.metrics.schemas.MAX_STEP
+STEP_MAX = 2**53 - 1  # orchestrator.metrics.schemas.MAX_STEP
 SLUG = r"^[-a-zA-Z0-9_]+$"  # Django's <slug:> path converter
 
 
@@ -209,8 +211,9 @@ def _response_schemas() -> dict[str, Any]:
                 "key": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "pattern": r"^[A-Za-z0-9_.@:\-]+(/[A-Za-z0-9_.@:\-]+)*$",
+                    "maxLength": MAX_KEY_LENGTH,
+                    "pattern": KEY_SCHEMA_PATTERN,
+                    "description": "any printable text, stored exactly; control and bidi characters are refused",
                 },
                 "value": point_value,
                 "time": NUM,
@@ -218,11 +221,39 @@ def _response_schemas() -> dict[str, Any]:
             additionalProperties=False,
         ),
         "MetricBatch": _object(
-            {"attempt": _nullable(INT), "points": {"type": "array", "items": _ref("MetricPoint"), "maxItems": 200_000}},
+            {
+                "attempt": _nullable(INT),
+                "points": {
+                    "type": "array",
+                    "items": {"description": "a MetricPoint; a point that is not one is refused alone"},
+                    "maxItems": 200_000,
+                },
+            },
             required=["points"],
             description="Sent by a run's trainer with the run's token.",
         ),
         "Stored": _object({"stored": INT}),
+        "MetricsStored": _object(
+            {
+                "stored": {**INT, "description": "points stored"},
+                "refused": {
+                    "type": "array",
+                    "description": "each refused point (at most 1000 listed); the rest of the batch was stored",
+                    "items": _object(
+                        {
+                            "index": INT,
+                            "key": _nullable(STR),
+                            "step": _nullable(NUM),
+                            "field": STR,
+                            "reason": STR,
+                        }
+                    ),
+                },
+                "refused_keys": {"type": "object", "additionalProperties": INT, "description": "refusals per key"},
+                "refused_total": {**INT, "description": "present when more points were refused than listed"},
+            },
+            required=["stored", "refused", "refused_keys"],
+        ),
         "SamplesStored": _object(
             {
                 "stored": {**INT, "description": "samples written (new, or replacing an older attempt's)"},
@@ -652,8 +683,10 @@ def document() -> dict[str, Any]:
             },
             "post": {
                 "summary": "Ingest a batch of points (the run's own token only, checked before the body is read); "
-                "refused whole if any row is bad. The body may be gzip-compressed (Content-Encoding: "
-                "gzip). 413 names the limit a body broke: OPL_INGEST_MAX_BODY_BYTES as sent (2.5 MiB), "
+                "every storable point is stored and each bad one is refused alone, with its key, step and "
+                "reason; only a wrong envelope (not JSON, points not a list) is refused whole. The body "
+                "may be gzip-compressed (Content-Encoding: gzip). 413 names the limit a body broke: "
+                "OPL_INGEST_MAX_BODY_BYTES as sent (2.5 MiB), "
                 "OPL_INGEST_MAX_INFLATED_BYTES (64 MiB) or OPL_INGEST_MAX_INFLATE_RATIO (100x) inflated; "
                 "send less per request. 429 with Retry-After: the run's queue is deep, nothing was "
                 "stored, send it again after that many seconds.",
@@ -668,7 +701,7 @@ def document() -> dict[str, Any]:
                 ],
                 "security": RUN_TOKEN,
                 "requestBody": _body("MetricBatch"),
-                "responses": {**_ok("Stored", "202", "Accepted"), "415": ERROR, "429": ERROR},
+                "responses": {**_ok("MetricsStored", "202", "Accepted"), "415": ERROR, "429": ERROR},
             },
         },
         "/api/v1/runs/{run_id}/samples": {

@@ -48,7 +48,7 @@ class Alert(models.Model):
     attempt = models.PositiveIntegerField(default=0)
     kind = models.CharField(max_length=20, choices=KIND_CHOICES)
     message = models.TextField()
-    step = models.IntegerField(null=True, blank=True)
+    step = models.BigIntegerField(null=True, blank=True)
     value = models.FloatField(null=True, blank=True)
     action = models.CharField(max_length=10, default="notify")
     action_result = models.CharField(max_length=200, blank=True)
@@ -106,6 +106,6 @@ class RunWatch(models.Model):
     reward_ema = models.FloatField(null=True, blank=True)
     reward_best = models.FloatField(null=True, blank=True)
     reward_points = models.PositiveIntegerField(default=0)
-    reward_step = models.IntegerField(default=-1)  # the last reward step folded in
-    last_step = models.IntegerField(default=-1)
+    reward_step = models.BigIntegerField(default=-1)  # the last reward step folded in
+    last_step = models.BigIntegerField(default=-1)
     step_seen_at = models.DateTimeField(null=True, blank=True)

@@ -33,8 +33,8 @@ from orchestrator.metrics.corrections import variant_of
 from orchestrator.metrics.ingest_queue import busy_response
 from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.pipeline import Busy
-from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
-from orchestrator.metrics.services import metrics_ingest, run_heartbeat
+from orchestrator.metrics.schemas import MAX_REFUSALS_LISTED, MAX_STEP, BatchError, decode_batch, encode_value
+from orchestrator.metrics.services import metrics_ingest, metrics_ingest_points, run_heartbeat
 from orchestrator.workspace.selectors import view_to_apply, views_config
 
 MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own requests need the rest
@@ -68,12 +68,19 @@ def _ingest(request: HttpRequest, run: Run, raw: bytes):
             400, "invalid batch", [{"field": "attempt", "message": f"must be the run's current attempt {run.attempt}"}]
         )
     try:
-        stored = metrics_ingest(run=run, attempt=attempt, points=points)
+        if decoded is not None:  # msgspec checked every point
+            stored, refused, refused_keys = metrics_ingest(run=run, attempt=attempt, points=points), [], {}
+        else:
+            parsed = metrics_ingest_points(run=run, attempt=attempt, points=points)
+            stored, refused, refused_keys = len(parsed.cols.keys), parsed.refused, parsed.refused_keys()
     except BatchError as exc:
         return json_error(400, "invalid batch: nothing was stored", exc.errors)
     except Busy:
         return busy_response(f"run {run.pk}'s batch lock was not granted in time")
-    return JsonResponse({"stored": stored}, status=202)
+    body = {"stored": stored, "refused": refused[:MAX_REFUSALS_LISTED], "refused_keys": refused_keys}
+    if len(refused) > MAX_REFUSALS_LISTED:
+        body["refused_total"] = len(refused)
+    return JsonResponse(body, status=202)
 
 
 def _int_param(request: HttpRequest, name: str, default=None, *, low: int = 0, high: int | None = None):
@@ -133,9 +140,10 @@ SHOW_KNOWN = 40  # known keys named in a 404
 
 
 def _key_param(request: HttpRequest, *, many: bool = False) -> list[str]:
-    """The requested keys: key=a&key=b or key=a,b (metric keys have no commas). One call of the
-    compare endpoint takes one key, and says so rather than using the last of several."""
-    keys = list(dict.fromkeys(k.strip() for raw in request.GET.getlist("key") for k in raw.split(",") if k.strip()))
+    """The requested keys: key=a&key=b, or key=a,b. A key is any printable text, so a value that is
+    itself a stored key (commas, spaces and all) is taken whole; otherwise it is split at commas.
+    One call of the compare endpoint takes one key, and says so rather than using the last of several."""
+    keys = list(dict.fromkeys(k for raw in request.GET.getlist("key") for k in _split_keys(raw)))
     if not keys:
         raise ParamError("key", "required, e.g. key=train/reward_mean (several: key=a&key=b or key=a,b)")
     if not many and len(keys) > 1:
@@ -143,6 +151,12 @@ def _key_param(request: HttpRequest, *, many: bool = False) -> list[str]:
     if len(keys) > MAX_KEYS_PER_CALL:
         raise ParamError("key", f"at most {MAX_KEYS_PER_CALL} keys per call, got {len(keys)}")
     return keys
+
+
+def _split_keys(raw: str) -> list[str]:
+    if raw and (("," not in raw and raw.strip() == raw) or selectors.key_exists(raw)):
+        return [raw]
+    return [k.strip() for k in raw.split(",") if k.strip()]
 
 
 def _unknown_keys(asked: list[str], known: list[str], whose: str):
@@ -249,7 +263,8 @@ async def run_stream(request: HttpRequest, run_id: int):
         return json_error(
             400, "invalid query", [{"field": "after", "message": f"must be a whole number, got {raw_after[:40]!r}"}]
         )
-    keys = {k for k in request.GET.get("keys", "").split(",") if k} or None
+    # key=a&key=b names keys exactly (they may hold commas); keys=a,b is the older form
+    keys = set(request.GET.getlist("key")) | {k for k in request.GET.get("keys", "").split(",") if k} or None
     if not isinstance(request, ASGIRequest):
         # Under WSGI (manage.py runserver) a stream would pin a worker forever: answer what is
         # new and let EventSource reconnect (retry: 2000) with Last-Event-ID, a gap-free poll.
