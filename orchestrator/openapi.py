@@ -185,9 +185,15 @@ def _response_schemas() -> dict[str, Any]:
             },
             "count": INT,
             "last_step": INT,
+            "value": {
+                "description": "The run's own summary value of the key (set by the trainer, or the aggregate "
+                "its metric definition names); a key set but never logged has this field alone"
+            },
         },
-        description="A metric key's summary over the run's live points (min/max over finite values).",
+        description="A metric key's summary over the run's live points (min/max over finite values). Every "
+        "logged key has last, min, max, tail_mean, count and last_step.",
     )
+    summary["required"] = []  # a key the run set in its summary but never logged has "value" alone
     return {
         "MetricSummary": summary,
         "Run": run,
@@ -290,6 +296,32 @@ def _response_schemas() -> dict[str, Any]:
             required=[],
         ),
         "Ok": _object({"ok": {"type": "boolean"}}),
+        "RunUpdate": _object(
+            {
+                "kind": {
+                    "type": "string",
+                    "enum": ["config", "summary", "define_metric", "alert", "histogram", "table"],
+                },
+            },
+            description="config: {config}; summary: {summary}; define_metric: {name, step_metric, summary: "
+            "max|min|last|mean}; alert: {title, text, level: info|warn|error}; histogram: {key, step, bins (edges), "
+            "counts}; table: {key, step, columns, rows}",
+        ),
+        "UpdateDone": _object(
+            {"ok": {"type": "boolean"}, "alert": INT, "samples": INT},
+            required=["ok"],
+        ),
+        "LoggedObjects": {
+            **_object(
+                {
+                    "key": STR,
+                    "keys": {"type": "array", "items": STR},
+                    "histograms": {"type": "array", "items": OBJ},
+                    "tables": {"type": "array", "items": OBJ},
+                }
+            ),
+            "required": [],
+        },
         "MetricKeys": _object({"keys": {"type": "array", "items": STR}}),
         "Series": _object(
             {
@@ -762,6 +794,31 @@ def document() -> dict[str, Any]:
                 "security": RUN_TOKEN,
                 "requestBody": _body("Heartbeat"),
                 "responses": _ok("Ok"),
+            }
+        },
+        "/api/v1/runs/{run_id}/updates": {
+            "post": {
+                "summary": "What a run reports besides points (the run's own token only): kind config (merged into "
+                "the config of a run logged from outside), summary, define_metric, alert, histogram or table; a "
+                "table with prompt and response columns is also stored as samples",
+                "parameters": run_id,
+                "security": RUN_TOKEN,
+                "requestBody": _body("RunUpdate"),
+                "responses": {**_ok("UpdateDone"), "409": ERROR},
+            }
+        },
+        "/api/v1/runs/{run_id}/histograms": {
+            "get": {
+                "summary": "A run's histograms of one key, in step order (the newest 500); without key, the keys",
+                "parameters": [*run_id, _query("key", STR, "the histogram's key")],
+                "responses": _ok("LoggedObjects"),
+            }
+        },
+        "/api/v1/runs/{run_id}/tables": {
+            "get": {
+                "summary": "A run's tables of one key, in step order (the newest 500); without key, the keys",
+                "parameters": [*run_id, _query("key", STR, "the table's key")],
+                "responses": _ok("LoggedObjects"),
             }
         },
         "/api/v1/metrics/compare": {

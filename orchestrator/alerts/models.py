@@ -9,7 +9,10 @@ from django.db import models
 from orchestrator.alerts import rules
 from orchestrator.experiments.models import Project, Run
 
-KIND_CHOICES = [(k, k.replace("_", " ")) for k in rules.KINDS]
+# An alert the run's own trainer raised (the SDK's `alert(title, text)`): no rule, may repeat.
+TRAINER = "trainer"
+RULE_KIND_CHOICES = [(k, k.replace("_", " ")) for k in rules.KINDS]
+KIND_CHOICES = [*RULE_KIND_CHOICES, (TRAINER, "raised by the trainer")]
 
 
 class AlertRule(models.Model):
@@ -22,7 +25,7 @@ class AlertRule(models.Model):
 
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="alert_rules")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="alert_rules")
-    kind = models.CharField(max_length=20, choices=KIND_CHOICES)
+    kind = models.CharField(max_length=20, choices=RULE_KIND_CHOICES)
     enabled = models.BooleanField(default=True)
     threshold = models.FloatField(default=0.0)
     window_s = models.PositiveIntegerField(default=0)
@@ -60,7 +63,11 @@ class Alert(models.Model):
     last_error = models.TextField(blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "attempt", "kind"], name="alert_once_per_attempt_kind")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "attempt", "kind"], name="alert_once_per_attempt_kind", condition=~models.Q(kind=TRAINER)
+            )
+        ]
         ordering = ["-fired_at"]
 
     def __str__(self) -> str:

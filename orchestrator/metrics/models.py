@@ -148,3 +148,40 @@ class MetricRollup(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["run", "key", "width", "bucket"], name="metric_rollup_bucket")]
+
+
+class RunSummary(models.Model):
+    """What a run said about itself beyond its series (W&B's `run.summary` and `define_metric`):
+    `values` {key: JSON value} set by the client, `definitions` {key: {step_metric, summary}}."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="run_summary")
+    values = models.JSONField(default=dict)
+    definitions = models.JSONField(default=dict)
+
+
+class RunHistogram(models.Model):
+    """One logged histogram: bin edges (len(counts) + 1) and counts, at a step of a key."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="histograms")
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
+    step = models.BigIntegerField()
+    bins = models.JSONField()
+    counts = models.JSONField()
+    time = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key", "step"], name="run_histogram_once_per_step")]
+
+
+class RunTable(models.Model):
+    """One logged table: column names and rows of JSON cells, at a step of a key."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tables")
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
+    step = models.BigIntegerField()
+    columns = models.JSONField()
+    rows = models.JSONField()
+    time = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key", "step"], name="run_table_once_per_step")]

@@ -31,10 +31,12 @@ from orchestrator.metrics.access import (
 from orchestrator.metrics.compare import comparable, differing_fields, fork_steps
 from orchestrator.metrics.corrections import variant_of
 from orchestrator.metrics.ingest_queue import busy_response
+from orchestrator.metrics.models import RunHistogram, RunTable
 from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.schemas import MAX_REFUSALS_LISTED, MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics.services import metrics_ingest, metrics_ingest_points, run_heartbeat
+from orchestrator.metrics.updates import UpdateError, apply_update
 from orchestrator.workspace.selectors import view_to_apply, views_config
 
 MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own requests need the rest
@@ -415,3 +417,51 @@ def run_heartbeat_view(request: HttpRequest, run_id: int):
             )
     run_heartbeat(run=run, step=step, total_steps=total)
     return JsonResponse({"ok": True})
+
+
+@csrf_exempt
+@login_not_required
+@require_http_methods(["POST"])
+def run_updates(request: HttpRequest, run_id: int):
+    """Config, summary, metric definitions, alerts, histograms and tables of a run, with its
+    token: {"kind": ..., ...} (updates.py). 200 {"ok": true} or 400 naming the field."""
+    run, body, error = authenticated_run(request, run_id)
+    if error:
+        return error
+    try:
+        done = apply_update(run=run, body=body)
+    except UpdateError as exc:
+        return json_error(exc.status, "invalid update", [{"field": exc.field, "message": exc.message}])
+    return JsonResponse({"ok": True, **done})
+
+
+MAX_LOGGED_OBJECTS = 500  # histograms or tables of one key in one answer, the newest steps
+
+
+def _logged(request: HttpRequest, run_id: int, model, fields: tuple[str, ...], plural: str):
+    run = get_run_for_user(request.user, run_id)
+    rows = model.objects.filter(run=run)
+    key = request.GET.get("key")
+    if not key:
+        return JsonResponse({"keys": sorted(set(rows.values_list("key", flat=True)))})
+    found = list(rows.filter(key=key).order_by("-step").values("step", *fields)[:MAX_LOGGED_OBJECTS])
+    if not found and not rows.filter(key=key).exists():
+        known = sorted(set(rows.values_list("key", flat=True)))
+        return json_error(
+            404,
+            f"run {run.pk} has no {plural[:-1]} {key[:300]!r}",
+            [{"field": "key", "message": f"known: {', '.join(known)[:500] or 'none'}"}],
+        )
+    return JsonResponse({"key": key, plural: found[::-1]})
+
+
+@api_view
+def run_histograms(request: HttpRequest, run_id: int):
+    """{"key", "histograms": [{"step", "bins", "counts"}]} in step order; without key, {"keys"}."""
+    return _logged(request, run_id, RunHistogram, ("bins", "counts"), "histograms")
+
+
+@api_view
+def run_tables(request: HttpRequest, run_id: int):
+    """{"key", "tables": [{"step", "columns", "rows"}]} in step order; without key, {"keys"}."""
+    return _logged(request, run_id, RunTable, ("columns", "rows"), "tables")
