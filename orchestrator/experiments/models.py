@@ -159,6 +159,13 @@ class Run(models.Model):
         return f"run {self.pk} ({self.name})"
 
     @property
+    def uses_bundled_trainer(self) -> bool:
+        """The bundled trainer runs it, so its config is a RunConfig and its pages may assume its
+        keys, progress, checkpoints and clone; not a run logged with the SDK or imported, nor a
+        launcher's."""
+        return self.backend != self.EXTERNAL_BACKEND and "launcher" not in (self.config or {})
+
+    @property
     def is_terminal(self) -> bool:
         return self.state in self.TERMINAL
 

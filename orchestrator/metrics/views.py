@@ -340,10 +340,11 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
     swept field, with a link to the full compare page."""
     ids = [r.pk for r in runs]
     keys = selectors.keys_of(ids)
-    panels = panels_for(keys, [r.config for r in runs])
-    differing = differing_fields([r.config for r in runs])
-    flat = {r.pk: comparable(r.config) for r in runs}
-    diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f)) for r in runs]} for f in differing]
+    bundled = [r.uses_bundled_trainer for r in runs]
+    panels = panels_for(keys, [r.config for r in runs if r.uses_bundled_trainer], bundled=any(bundled) or not runs)
+    differing = differing_fields([r.config for r in runs], bundled)
+    flat = {r.pk: comparable(r.config, bundled=r.uses_bundled_trainer) for r in runs}
+    diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f, NOT_IN_CONFIG)) for r in runs]} for f in differing]
     page = {
         "keys": keys,  # what the runs logged: the charts ask for these only
         "runs": [
@@ -352,8 +353,8 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
                 "name": r.name,
                 "state": r.state,
                 "seed": r.seed,
-                "objective": flat[r.pk].get("algorithm.objective", "m2po"),
-                "fraction_label": fraction_label(variant_of(r.config)),
+                "objective": flat[r.pk].get("algorithm.objective", "m2po") if r.uses_bundled_trainer else None,
+                "fraction_label": fraction_label(variant_of(r.config) if r.uses_bundled_trainer else None),
                 "config": {f: flat[r.pk].get(f) for f in differing},
             }
             for r in runs
@@ -395,7 +396,12 @@ def _with_tail_means(summary: dict, ids: list[int], keys: list[str]) -> dict:
     return summary
 
 
+NOT_IN_CONFIG = object()  # a field a run's config does not have: shown as "—", never as a default
+
+
 def _show(value) -> str:
+    if value is NOT_IN_CONFIG:
+        return "—"
     if value is None:
         return "–"
     return value if isinstance(value, str) else json.dumps(value)
