@@ -8,6 +8,7 @@ options, corrections.py) does to those tokens. The Corrections group reads the
 runaway A<0 tail: its ratios, the one token's share of the update, and what each correction did.
 """
 
+import hashlib
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -210,6 +211,17 @@ PANELS: list[dict[str, Any]] = [
         "description": "|Δ log p| between the inference engine's log-probs and the trainer's recomputation of the "
         "same policy "
         "(mean and largest), and their K3 KL. Token and sequence masks against the engine act on this gap.",
+    },
+    {
+        "id": "engine_is_weight",
+        "group": CORRECTIONS,
+        "title": "Engine importance weight",
+        "keys": [],
+        "pattern": r"^rollout/engine_is_weight_mean$",
+        "optional": True,
+        "description": "Mean importance weight π_trainer/π_engine of the trained tokens, as other trainers log it "
+        "(verl's rollout correction, AReaL's decoupled loss, TRL's vLLM correction): 1 when the engine and the "
+        "trainer agree. Shown only where a run logs it.",
     },
     {
         "id": "sq_penalty",
@@ -458,9 +470,16 @@ def thresholds(configs: Iterable[dict]) -> list[dict[str, Any]]:
     return [{"y": tau, "label": f"τ = {tau:g}"} for tau in sorted(taus)]
 
 
-def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, Any]]:
+def panels_for(keys: list[str], configs: Iterable[dict] = (), *, bundled: bool = True) -> list[dict[str, Any]]:
     """The default panels resolved against `keys` (what the runs logged) and `configs` (the runs'
-    configs): eval lines per benchmark, the tau lines, and the fraction panel's names."""
+    configs): eval lines per benchmark, the tau lines, and the fraction panel's names.
+
+    `bundled`: whether the bundled trainer ran (any of) the runs. Otherwise (an SDK, imported or
+    launcher run) its panels are kept only where their keys were logged, and every other logged key
+    is a panel of its own, grouped by its first path segment, as W&B charts them."""
+    if not bundled:
+        shown = _panels_with_logged_keys(keys)
+        return shown + logged_key_panels(keys, {k for p in shown for k in p["keys"]})
     configs = list(configs)
     objectives = sorted({_objective(c) or "m2po" for c in configs})
     variants = sorted({variant_of(c) for c in configs})
@@ -535,3 +554,68 @@ def _shown_correction_panel(panel: dict, configs: list[dict], logged: set[str], 
 
 def panel_keys(panels: list[dict[str, Any]]) -> list[str]:
     return [k for p in panels for k in p["keys"]]
+
+
+UNGROUPED = "Charts"
+
+
+def logged_key_panel_id(key: str) -> str:
+    """A logged key's panel id: a key is any printable text (quotes, brackets), an id goes into
+    HTML attributes and CSS selectors."""
+    return "key-" + hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def _panels_with_logged_keys(keys: list[str]) -> list[dict[str, Any]]:
+    """The bundled trainer's panels that have logged keys, drawing only those: for runs whose
+    config is not the bundled trainer's, so nothing is read from it."""
+    logged = set(keys)
+    out = []
+    for panel in PANELS:
+        drawn = [k for k in panel["keys"] if k in logged]
+        if panel["id"] == "eval":
+            drawn = [k for k in eval_keys(keys) if k in logged]
+        elif panel.get("pattern"):
+            drawn += sorted(k for k in logged if re.match(panel["pattern"], k))
+        if not drawn:
+            continue
+        resolved = {
+            "id": panel["id"],
+            "title": panel["title"],
+            "keys": drawn,
+            "description": panel["description"],
+            "log_y": panel.get("log_y", False),
+            "lines": [],
+            "labels": {},
+        }
+        if panel.get("group"):
+            resolved["group"] = panel["group"]
+        out.append(resolved)
+    return out
+
+
+def logged_key_panels(keys: Iterable[str], charted: set[str]) -> list[dict[str, Any]]:
+    """One panel per logged key not already charted, grouped by the key's first path segment
+    (keys without one under UNGROUPED), groups and keys in name order. A key that only mirrors
+    another trainer's name (offpolicy_keys) is left to the off-policy panel that draws it."""
+    from orchestrator.metrics.offpolicy_keys import mirrored_by_product_key
+
+    mirrored = mirrored_by_product_key(keys, charted)
+    rest = sorted(set(keys) - charted - mirrored)
+    by_group: dict[str, list[str]] = {}
+    for key in rest:
+        group = key.split("/", 1)[0] if "/" in key.strip("/") else UNGROUPED
+        by_group.setdefault(group, []).append(key)
+    return [
+        {
+            "id": logged_key_panel_id(key),
+            "title": key,
+            "keys": [key],
+            "description": "",
+            "log_y": False,
+            "lines": [],
+            "labels": {},
+            "group": group,
+        }
+        for group in sorted(by_group, key=lambda g: (g == UNGROUPED, g.lower()))
+        for key in by_group[group]
+    ]

@@ -104,7 +104,9 @@ function start() {
     const perCall = Math.max(1, Math.min(50, Math.floor(200 / Math.max(1, runs.length))));
     const calls = [];
     for (let i = 0; i < keys.length; i += perCall) {
-      const q = new URLSearchParams({ runs: runs.map((r) => r.id).join(","), key: keys.slice(i, i + perCall).join(","), max_points: budget, ...extra });
+      // one key= per key: a key is any printable text, commas included
+      const q = new URLSearchParams({ runs: runs.map((r) => r.id).join(","), max_points: budget, ...extra });
+      for (const k of keys.slice(i, i + perCall)) q.append("key", k);
       calls.push(M.getJSON(`${cfg.series_url}?${q}`));
     }
     const out = new Map();
