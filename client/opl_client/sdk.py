@@ -24,6 +24,7 @@ import re
 import sys
 import threading
 import time
+import unicodedata
 import uuid
 from pathlib import Path
 from typing import Any
@@ -45,11 +46,12 @@ log = logging.getLogger("opl")
 
 RUN_FILE = "run.json"
 MODES = ("online", "offline", "disabled")
-# the dashboard's rule for a metric key (orchestrator/metrics/schemas.py): a key it refuses would
-# make it refuse the whole batch the key travels in, so such keys are dropped here, with a warning
-KEY_RE = re.compile(r"[A-Za-z0-9_.@:\-]+(?:/[A-Za-z0-9_.@:\-]+)*\Z")
-MAX_KEY = 200
-MAX_STEP = 2**31 - 1
+ERRORS_KEY = "sdk/errors"  # how many calls or values the SDK could not record so far
+# Keys are sent as the user wrote them (spaces, brackets, %, #, any letter: W&B's convention);
+# only a key with a control character (or a bidi control, which reorders how text reads) is
+# dropped here, counted and named once. The dashboard answers per point for anything else.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+MAX_STEP = 2**63 - 1
 SAMPLE_FIELDS = {
     "kind",
     "step",
@@ -158,7 +160,10 @@ class Run:
         self.step = 0
         self._pending: dict[str, float] = {}
         self._keys_ok: set[str] = set()
-        self._bad_keys: set[str] = set()
+        self._bad_keys: set = set()
+        self.errors = 0  # calls or values the SDK could not record (logged as sdk/errors)
+        self._logged_errors = 0
+        self._errors_seen: set[str] = set()
         self._sample_index: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
         self._finished = False
@@ -241,49 +246,102 @@ class Run:
         atomic_write_text(self.dir / RUN_FILE, json.dumps(self.meta, indent=1))
 
     # --- logging --------------------------------------------------------------------------------
-    def log(self, data: dict, step: int | None = None, commit: bool | None = None) -> None:
+    def log(self, data: dict, step: int | None = None, commit: bool | None = None, **_: Any) -> None:
         """Log scalars at `step` (default: the run's own counter, which each committed call without
-        a step advances). Nested dicts become "a/b" keys; values that are not numbers are skipped.
-        commit=False keeps the values for the next committed call, as wandb.log does."""
+        a step advances). Nested dicts become "a/b" keys. commit=False keeps the values for the next
+        committed call, as wandb.log does. Never raises: a refused step, key or value is counted in
+        the run's sdk/errors and named once on stderr."""
+        if self._finished:
+            self._error("log after finish", "opl: log() after finish(): these values are not recorded")
+            return
         if self._spool is None:
+            return
+        try:
+            self._log(data, step, commit)
+        except Exception as exc:  # nothing the SDK does may stop training
+            self._error(f"log {type(exc).__name__}", f"opl: log() failed and dropped its values: {exc!r}")
+
+    def _log(self, data: dict, step: Any, commit: bool | None) -> None:
+        if not isinstance(data, dict):
+            self._error("log data", f"opl: log() takes a dict of values, got {type(data).__name__}; not recorded")
             return
         with self._lock:
             if step is not None:
-                step = int(step)
-                if not 0 <= step <= MAX_STEP:
-                    raise ValueError(f"step: from 0 to {MAX_STEP}, got {step}")
+                step = self._valid_step(step)
+                if step is None:
+                    return
                 if step != self.step and self._pending:
                     self._write(self.step, self._pending)
                     self._pending = {}
                 self.step = step
             for key, value in (flatten(data) if _nested(data) else data).items():
+                if key not in self._keys_ok and not self._key_ok(key):
+                    continue
                 number = as_number(value)
                 if number is None:
-                    continue
-                if key not in self._keys_ok and not self._key_ok(key):
+                    self._not_a_number(key, value)
                     continue
                 self._pending[key] = number
             if commit is False:
                 return
+            if self.errors != self._logged_errors:
+                self._logged_errors = self.errors
+                self._pending[ERRORS_KEY] = float(self.errors)
             if self._pending:
                 self._write(self.step, self._pending)
                 self._pending = {}
             if step is None:
                 self.step += 1
 
-    def _key_ok(self, key: str) -> bool:
-        if isinstance(key, str) and len(key) <= MAX_KEY and KEY_RE.match(key):
+    def _valid_step(self, step: Any) -> int | None:
+        """The step as an int from 0 to 2^63-1 (ints, numpy and torch integers, whole floats), else
+        None: the call's values are dropped, counted and the reason printed once."""
+        value = step.item() if hasattr(step, "item") and not isinstance(step, (int, float)) else step
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self._error(
+                "step type",
+                f"opl: step must be a whole number, got {step!r}: this call's values are not recorded "
+                "(round it yourself, e.g. step=int(x), if that is what you mean)",
+            )
+            return None
+        if not 0 <= value <= MAX_STEP:
+            self._error(
+                "step range", f"opl: step must be from 0 to 2^63-1, got {value}; this call's values are not recorded"
+            )
+            return None
+        return value
+
+    def _key_ok(self, key: Any) -> bool:
+        if isinstance(key, str) and key and not any(_control(c) for c in key):
             self._keys_ok.add(key)
             return True
         if key not in self._bad_keys:
             self._bad_keys.add(key)
-            log.warning(
-                "opl: metric key %r skipped: keys are at most %d characters of letters, digits and _.@:- "
-                "in parts separated by /",
-                key,
-                MAX_KEY,
+            self._error(
+                f"key {key!r}",
+                f"opl: metric key {key!r} not recorded: keys are non-empty text without control characters",
             )
+        else:
+            self._count_error()
         return False
+
+    def _error(self, kind: str, message: str) -> None:
+        """Count an error (the run's sdk/errors metric) and print its message the first time."""
+        self._count_error()
+        if kind not in self._errors_seen:
+            self._errors_seen.add(kind)
+            log.warning(message)
+
+    def _count_error(self) -> None:
+        self.errors += 1
+
+    def _not_a_number(self, key: str, value: Any) -> None:
+        self._error(
+            f"value {key}",
+            f"opl: {key!r}: a {type(value).__name__} is not a number; not recorded (this is said once a key)",
+        )
 
     def _write(self, step: int, values: dict[str, float]) -> None:
         self._spool.log(step, values)
@@ -292,20 +350,30 @@ class Run:
 
     def log_samples(self, samples: list[dict], step: int | None = None, kind: str = "train") -> None:
         """Rollout samples in the contract of docs/SAMPLES.md: each needs "prompt", "response" and
-        "reward"; kind, step, index and time are filled in when absent."""
+        "reward"; kind, step, index and time are filled in when absent. A sample that breaks the
+        contract is dropped, counted in sdk/errors and named once; the others are kept."""
+        if self._finished:
+            self._error("log_samples after finish", "opl: log_samples() after finish(): not recorded")
+            return
         if self._spool is None:
             return
+        try:
+            self._log_samples(samples, step, kind)
+        except Exception as exc:
+            self._error(f"log_samples {type(exc).__name__}", f"opl: log_samples() failed: {exc!r}")
+
+    def _log_samples(self, samples: list[dict], step: Any, kind: str) -> None:
         with self._lock:
-            step = self.step if step is None else int(step)
+            step = self.step if step is None else self._valid_step(step)
+            if step is None:
+                return
             now = time.time()
             lines = []
             for i, sample in enumerate(samples):
-                unknown = set(sample) - SAMPLE_FIELDS
-                if unknown:
-                    raise ValueError(f"samples[{i}]: unknown fields {sorted(unknown)} (docs/SAMPLES.md lists them)")
-                for field in ("prompt", "response", "reward"):
-                    if field not in sample:
-                        raise ValueError(f"samples[{i}].{field}: required")
+                problem = _sample_problem(sample)
+                if problem:
+                    self._error(f"sample {problem}", f"opl: samples[{i}] not recorded: {problem} (docs/SAMPLES.md)")
+                    continue
                 line = {"kind": kind, "step": step, "time": now, **sample}
                 at = (line["kind"], int(line["step"]))
                 if "index" not in sample:
@@ -394,6 +462,20 @@ def _attached_run() -> tuple[int, str, int] | None:
     return None
 
 
+def _sample_problem(sample: Any) -> str | None:
+    if not isinstance(sample, dict):
+        return f"a dict expected, got {type(sample).__name__}"
+    unknown = set(sample) - SAMPLE_FIELDS
+    if unknown:
+        return f"unknown fields {sorted(unknown)}"
+    missing = [field for field in ("prompt", "response", "reward") if field not in sample]
+    return f"{', '.join(missing)} required" if missing else None
+
+
+def _control(char: str) -> bool:
+    return unicodedata.category(char) == "Cc" or char in BIDI_CONTROLS
+
+
 def _nested(data: dict) -> bool:
     return any(isinstance(v, dict) for v in data.values())
 
@@ -429,22 +511,24 @@ def _body(meta: dict) -> dict:
 # --- the module-level run of `opl.log()` -------------------------------------------------------------
 
 _current: Run | None = None
+_last: Run | None = None  # the run opl.log() reaches after finish(): it counts and names the late call
 _exit_code = 0
 
 
 def init(**kwargs: Any) -> Run:
     """Open a run and make it the one `opl.log()` writes to; see Run for the arguments."""
-    global _current
+    global _current, _last
     if _current is not None:
         _current.finish()
-    _current = Run(**kwargs)
+    _current = _last = Run(**kwargs)
     return _current
 
 
 def current() -> Run:
-    if _current is None:
+    run = _current or _last
+    if run is None:
         raise RuntimeError("opl.init() first: no run is open")
-    return _current
+    return run
 
 
 def _forget(run: Run) -> None:
