@@ -22,6 +22,10 @@ refused point is counted and the first few are logged with their key, step and r
 raises into it: the training thread only appends to the spool file; `close` waits at most
 `flush_timeout_s`.
 
+Run updates (the SDK's config changes, summaries, metric definitions, alerts, histograms and
+tables) travel the same way too: DIR/updates.jsonl, one JSON body a line, each posted as it is to
+`{url}/api/v1/runs/{id}/updates`, in order, acknowledged in DIR/updates.pushed.json.
+
 Rollout samples travel the same way: DIR/samples.jsonl, acknowledged offset in
 DIR/samples.pushed.json, posted by the same thread to `{url}/api/v1/runs/{id}/samples` with body
 `{"attempt": A, "samples": [...]}` in batches of at most MAX_SAMPLES_PER_POST lines (and about
@@ -51,6 +55,8 @@ from opl_client.spool import (
     SAMPLES_OFFSET_NAME,
     SAMPLES_SPOOL_NAME,
     SPOOL_NAME,
+    UPDATES_OFFSET_NAME,
+    UPDATES_SPOOL_NAME,
     batch_body,
     mark_rejected,
     read_offset,
@@ -135,7 +141,8 @@ class Pusher:
             MAX_SAMPLE_BYTES_PER_POST,
             MAX_SAMPLE_BYTES_PER_POST,
         )
-        self._streams = (self._metrics, self._samples)
+        self._updates = _Stream("updates", UPDATES_SPOOL_NAME, UPDATES_OFFSET_NAME, f"{runs}/updates", "", 1, None, 1)
+        self._streams = (self._metrics, self._samples, self._updates)
         if self.enabled:
             self._heartbeat_url = f"{runs}/heartbeat"
             self._client = HttpClient({"Authorization": f"Bearer {reporting.token or ''}"}, timeout=10.0)
@@ -174,7 +181,7 @@ class Pusher:
         them with the step's metrics, so they reach the run page and the trainer's own metrics.jsonl.
         A push that failed and was delivered by a retry is no failure here."""
         changed = {}
-        for stream in self._streams:
+        for stream in self._streams[:2]:
             if stream.lost != stream.logged_failures:
                 stream.logged_failures = stream.lost
                 changed[f"{stream.noun}/push_failures"] = float(stream.lost)
@@ -262,7 +269,8 @@ class Pusher:
 
     def _body(self, stream: _Stream, lines: list[bytes]) -> tuple[bytes, dict[str, str]]:
         """The batch as JSON built from the spool's own lines, gzip-compressed when worth it."""
-        body = batch_body(self.cfg.attempt, stream.key, lines)
+        # an update is posted as its own line; metrics and samples as a batch of lines
+        body = batch_body(self.cfg.attempt, stream.key, lines) if stream.key else lines[0]
         headers = {"Content-Type": "application/json"}
         if len(body) > COMPRESS_ABOVE_BYTES:
             body = gzip.compress(body, compresslevel=1)
@@ -347,13 +355,13 @@ class Pusher:
             "dashboard refused %d %s for good (HTTP %d: %s); they stay in %s, marked rejected in %s (%d %s "
             "so far): once the dashboard is fixed, `python manage.py resend_rejected %s` stores them",
             count,
-            stream.key,
+            stream.key or stream.noun,
             resp.status_code,
             reason,
             stream.spool_name,
             rejected_name(stream.spool_name),
             stream.rejected_lines,
-            stream.key,
+            stream.key or stream.noun,
             self.cfg.run_id,
         )
         self._acknowledge(stream, offset + consumed)
@@ -428,7 +436,7 @@ class Pusher:
                 log.error(
                     "%d %s of this run were refused by the dashboard for good; they are kept, marked in %s",
                     stream.rejected_lines,
-                    stream.key,
+                    stream.key or stream.noun,
                     rejected_name(stream.spool_name),
                 )
 

@@ -36,10 +36,21 @@ from opl_client.spool import (
     SAMPLES_OFFSET_NAME,
     SAMPLES_SPOOL_NAME,
     SPOOL_NAME,
+    UPDATES_OFFSET_NAME,
+    UPDATES_SPOOL_NAME,
     MetricSpool,
     atomic_write_text,
-    json_number,
     read_offset,
+)
+from opl_client.wandb_compat import (
+    Config,
+    Histogram,
+    Summary,
+    Table,
+    alert_level,
+    artifact_reference,
+    config_dict,
+    jsonable,
 )
 
 log = logging.getLogger("opl")
@@ -119,7 +130,7 @@ class Run:
         *,
         project: str | None = None,
         name: str | None = None,
-        config: dict | None = None,
+        config: Any = None,
         group: str | None = None,
         tags: list[str] | None = None,
         notes: str = "",
@@ -132,22 +143,31 @@ class Run:
         heartbeat_s: float = 30.0,
         heartbeat_timeout_s: int = 600,
         flush_timeout_s: float = 30.0,
+        id: str | None = None,
+        **wandb_only: Any,
     ):
+        """`config`: a dict, argparse.Namespace, dataclass or OmegaConf config (nested sections kept).
+        `id`: W&B's name for `resume` (the run's client id). W&B's other arguments (entity, job_type,
+        reinit, settings, ...) are accepted and have no effect here."""
         mode = mode or os.environ.get("OPL_MODE") or "online"
         if mode not in MODES:
             raise ValueError(f"mode: one of {', '.join(MODES)}, got {mode!r}")
         self.mode = mode
-        self.client_id = resume or os.environ.get("OPL_RESUME") or uuid.uuid4().hex
+        if resume in (True, False, "allow", "must", "never", "auto"):  # W&B's resume policies
+            resume = None
+        self.client_id = resume or id or os.environ.get("OPL_RESUME") or uuid.uuid4().hex
         if not re.fullmatch(r"[A-Za-z0-9_\-]{8,64}", self.client_id):
             raise ValueError(f"resume: 8-64 letters, digits, _ or -, got {self.client_id!r}")
         self.name = name or f"run-{time.strftime('%Y%m%d-%H%M%S')}"
-        self.config: dict = dict(config or {})
+        self.project = project or os.environ.get("OPL_PROJECT") or None
+        self.config = Config(config_dict(config), on_change=self._config_changed)
+        self.summary = Summary(on_change=self._summary_changed)
         self.meta = {
             "client_id": self.client_id,
             "project": project or os.environ.get("OPL_PROJECT") or None,
             "name": self.name,
             "group": group,
-            "config": _jsonable(self.config),
+            "config": jsonable(self.config.as_dict()),
             "tags": list(tags or []),
             "notes": notes,
             "heartbeat_timeout_s": heartbeat_timeout_s,
@@ -165,7 +185,7 @@ class Run:
         self._logged_errors = 0
         self._errors_seen: set[str] = set()
         self._sample_index: dict[tuple[str, int], int] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a value logged as an update takes it again
         self._finished = False
         self._pusher: Pusher | None = None
         self._attached = False
@@ -185,6 +205,7 @@ class Run:
         self._write_meta()
         self._spool = MetricSpool(self.dir)
         self._samples = open(self.dir / SAMPLES_SPOOL_NAME, "a", encoding="utf-8")
+        self._updates = open(self.dir / UPDATES_SPOOL_NAME, "a", encoding="utf-8")
         if mode == "online":
             self._client = Client(url, token)
             self._open_or_retry()
@@ -282,6 +303,7 @@ class Run:
                     self._not_a_number(key, value)
                     continue
                 self._pending[key] = number
+            self.summary._logged(self._pending)
             if commit is False:
                 return
             if self.errors != self._logged_errors:
@@ -338,6 +360,20 @@ class Run:
         self.errors += 1
 
     def _not_a_number(self, key: str, value: Any) -> None:
+        """A value that is no number: a Histogram, Table, list or array of numbers is recorded as
+        what it is; a text goes to the run's summary; anything else is counted and named once."""
+        if isinstance(value, (Histogram, Table)):
+            self._update(value.update(key, self.step))
+            return
+        if isinstance(value, str):
+            self.summary[key] = value
+            return
+        if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+            try:
+                self._update(Histogram(value).update(key, self.step))
+                return
+            except (TypeError, ValueError):
+                pass
         self._error(
             f"value {key}",
             f"opl: {key!r}: a {type(value).__name__} is not a number; not recorded (this is said once a key)",
@@ -385,11 +421,82 @@ class Run:
             self._samples.write("".join(lines))
             self._samples.flush()
 
-    def summary(self) -> dict:
-        return {"id": self.id, "url": self.url, "dir": str(self.dir), "step": self.step}
+    # --- run updates: config, summary, metric definitions, alerts --------------------------------
+    def _update(self, body: dict) -> None:
+        """Spool one update for `POST /api/v1/runs/<id>/updates`; never raises."""
+        if self._spool is None:
+            return
+        if self._finished:
+            self._error(f"{body['kind']} after finish", f"opl: {body['kind']} after finish(): not recorded")
+            return
+        try:
+            line = json.dumps(jsonable(body)) + "\n"
+            with self._lock:
+                self._updates.write(line)
+                self._updates.flush()
+        except Exception as exc:
+            self._error(f"update {type(exc).__name__}", f"opl: a {body.get('kind')} update failed: {exc!r}")
+
+    def _config_changed(self, changed: dict) -> None:
+        self.meta["config"] = _merged(self.meta.get("config") or {}, jsonable(changed))
+        if self._spool is not None and not self._finished:
+            self._write_meta()
+        self._update({"kind": "config", "config": changed})
+
+    def _summary_changed(self, changed: dict) -> None:
+        self._update({"kind": "summary", "summary": changed})
+
+    def define_metric(self, name: str, step_metric: str | None = None, summary: str | None = None, **_: Any) -> None:
+        """W&B's define_metric: `step_metric` names the metric this one is charted against;
+        `summary` ("max", "min", "mean" or "last"; W&B's "best" and lists take their first) is what
+        the run's summary keeps for it."""
+        chosen = None
+        for part in str(summary or "").split(","):
+            part = part.strip().lower()
+            if part in ("max", "min", "mean", "last"):
+                chosen = part
+                break
+        if summary and chosen is None:
+            self._error("define_metric summary", f"opl: define_metric summary={summary!r}: max, min, mean or last")
+        self._update({"kind": "define_metric", "name": name, "step_metric": step_metric, "summary": chosen})
+
+    def alert(self, title: str, text: str = "", level: Any = None, wait_duration: Any = None, **_: Any) -> None:
+        """An alert on the run (GET /api/v1/runs/<id>/alerts), as wandb.alert raises one."""
+        self._update({"kind": "alert", "title": str(title), "text": str(text), "level": alert_level(level)})
+
+    def watch(self, *_: Any, **__: Any) -> None:
+        """Accepted for W&B scripts; records nothing (no gradients or parameters are uploaded)."""
+        self._note("watch", "opl: watch() is accepted and records nothing (no gradients or parameters)")
+
+    def unwatch(self, *_: Any, **__: Any) -> None:
+        return None
+
+    def save(self, glob_str: str | None = None, base_path: str | None = None, policy: str = "live", **_: Any) -> list:
+        """Records where the file is (summary "files/<name>"); opl uploads no files."""
+        if glob_str:
+            self._note("save", "opl: save() records the file's path in the summary; the file is not uploaded")
+            self.summary[f"files/{Path(str(glob_str)).name}"] = os.path.abspath(str(glob_str))
+        return []
+
+    def log_artifact(self, artifact: Any, name: str | None = None, type: str | None = None, **_: Any) -> Any:
+        """Records where the artifact is (summary "artifacts/<name>"); opl uploads no files."""
+        self._note("artifact", "opl: log_artifact() records the artifact's path in the summary; nothing is uploaded")
+        label, where = artifact_reference(artifact, name)
+        self.summary[f"artifacts/{label}"] = where
+        return artifact
+
+    def use_artifact(self, *_: Any, **__: Any) -> Any:
+        raise NotImplementedError(
+            "opl stores no artifacts to download: read the files from their path (run.summary['artifacts/<name>'])"
+        )
+
+    def _note(self, kind: str, message: str) -> None:
+        if kind not in self._errors_seen:
+            self._errors_seen.add(kind)
+            log.warning(message)
 
     # --- the end --------------------------------------------------------------------------------
-    def finish(self, exit_code: int = 0) -> None:
+    def finish(self, exit_code: int = 0, quiet: bool | None = None) -> None:
         """Push what is left (waiting at most flush_timeout_s), then mark the run succeeded (exit
         code 0) or failed. What could not be pushed stays in the spool for `opl sync`."""
         if self._finished:
@@ -404,6 +511,7 @@ class Run:
                 self._pending = {}
         self._spool.close()
         self._samples.close()
+        self._updates.close()
         self.meta["exit_code"] = int(exit_code)
         self._write_meta()
         if self._opener is not None and self._opener.is_alive():  # the dashboard was down at init
@@ -448,7 +556,11 @@ class Run:
 def pending_bytes(run_dir: Path) -> int:
     """Spool bytes the dashboard has not acknowledged, metrics and samples together."""
     total = 0
-    for spool, offset in ((SPOOL_NAME, OFFSET_NAME), (SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME)):
+    for spool, offset in (
+        (SPOOL_NAME, OFFSET_NAME),
+        (SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME),
+        (UPDATES_SPOOL_NAME, UPDATES_OFFSET_NAME),
+    ):
         path = Path(run_dir) / spool
         if path.exists():
             total += path.stat().st_size - read_offset(run_dir, offset)[0]
@@ -489,18 +601,12 @@ def _plain(value: Any):
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _jsonable(config: Any) -> Any:
-    """A config as JSON can hold it: numbers (NaN as "NaN"), strings, lists, dicts; anything else as str."""
-    if isinstance(config, dict):
-        return {str(k): _jsonable(v) for k, v in config.items()}
-    if isinstance(config, (list, tuple)):
-        return [_jsonable(v) for v in config]
-    if isinstance(config, bool) or config is None or isinstance(config, (str, int)):
-        return config
-    if isinstance(config, float):
-        return json_number(config)
-    number = as_number(config)
-    return number if number is not None else str(config)
+def _merged(base: dict, changes: dict) -> dict:
+    """`changes` merged into `base` section by section (a config update changes what it names)."""
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _body(meta: dict) -> dict:
