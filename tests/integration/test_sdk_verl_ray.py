@@ -9,6 +9,7 @@ import json
 import math
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def test_verls_tracking_inside_a_ray_actor_logs_to_opl_and_ends_with_verls_exit_
         "OPL_URL": dashboard.url,
         "OPL_TOKEN": token,
         "OPL_DIR": str(tmp_path / "spools"),
-        "RAY_TMPDIR": str(tmp_path / "ray"),
+        "RAY_TMPDIR": tempfile.mkdtemp(prefix="ray", dir="/tmp"),  # Ray's socket paths must stay short
         "RAY_USAGE_STATS_ENABLED": "0",
         "HF_HUB_OFFLINE": "1",
     }
