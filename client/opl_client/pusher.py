@@ -42,6 +42,7 @@ HTTP is the standard library's (opl_client.http), with one kept-alive connection
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import random
 import threading
@@ -77,6 +78,7 @@ COMPRESS_ABOVE_BYTES = 1024
 MAX_BACKOFF_S = 30.0
 MAX_RETRY_AFTER_S = 120.0
 MAX_LOGGED_REFUSALS = 20  # refused points logged one by one; the rest only counted
+MAX_KEPT_REFUSALS = 10_000  # refused points kept with their reason for `opl import` to report
 
 
 class _Stream:
@@ -110,6 +112,7 @@ class _Stream:
         self.lost = 0  # lines the dashboard refused for good: what <noun>/push_failures counts
         self.logged_failures = 0  # the count the trainer last logged as <noun>/push_failures
         self.logged_refusals = 0  # refused points whose key, step and reason were logged
+        self.refused: list[tuple[str, int, str]] = []  # (key, step, reason) of lost points, the first MAX_KEPT
         self.rejected_lines = 0  # lines of batches the dashboard refused for good (kept, marked rejected)
         self.byte_cap: int | None = None  # learned from a 413: at most this many spool bytes a post
 
@@ -174,6 +177,11 @@ class Pusher:
     @property
     def lost_samples(self) -> int:
         return self._samples.lost
+
+    @property
+    def refused_points(self) -> list[tuple[str, int, str]]:
+        """(key, step, reason) of the metric points the dashboard refused for good (the first 10,000)."""
+        return list(self._metrics.refused)
 
     def failure_counts(self) -> dict[str, float]:
         """{"metrics/push_failures": n, "samples/push_failures": n}, the points and samples that were
@@ -338,6 +346,7 @@ class Pusher:
         stream.lost += count
         stream.rejected_lines += count
         reason = resp.text[:500]
+        self._keep_refused(stream, offset, consumed, resp)
         mark_rejected(
             self.run_dir,
             stream.spool_name,
@@ -366,6 +375,33 @@ class Pusher:
         )
         self._acknowledge(stream, offset + consumed)
 
+    def _keep_refused(self, stream: _Stream, offset: int, consumed: int, resp) -> None:
+        """(key, step, reason) of each point of a batch refused as a whole, for `opl import` to report;
+        the reason is the dashboard's own for that point where it names one."""
+        room = MAX_KEPT_REFUSALS - len(stream.refused)
+        if room <= 0:
+            return
+        try:
+            answer = resp.json()
+        except ValueError:
+            answer = None
+        errors, overall = {}, f"HTTP {resp.status_code}: {resp.text[:300]}"
+        if isinstance(answer, dict):
+            overall = f"HTTP {resp.status_code}: {answer.get('error') or answer.get('detail') or resp.text[:300]}"
+            for error in answer.get("errors") or []:
+                if isinstance(error, dict) and isinstance(error.get("index"), int):
+                    errors[error["index"]] = f"{error.get('field', '')}: {error.get('message', '')}".strip(": ")
+        try:
+            with open(self.run_dir / stream.spool_name, "rb") as fh:
+                fh.seek(offset)
+                lines = fh.read(consumed).splitlines()[:room]
+            for index, line in enumerate(lines):
+                point = json.loads(line)
+                reason = f"{overall} ({errors[index]})" if index in errors else overall
+                stream.refused.append((point.get("key", stream.noun), point.get("step"), reason))
+        except (OSError, ValueError):
+            pass
+
     def _count_refused(self, stream: _Stream, resp) -> None:
         """A stored batch's points the dashboard refused one by one (a key with a control character,
         a step out of range): counted as lost, the first few logged with key, step and reason."""
@@ -376,6 +412,8 @@ class Pusher:
         except (ValueError, AttributeError):
             return
         stream.lost += len(refused)
+        room = MAX_KEPT_REFUSALS - len(stream.refused)
+        stream.refused.extend((p.get("key"), p.get("step"), str(p.get("reason"))) for p in refused[: max(0, room)])
         for point in refused[: max(0, MAX_LOGGED_REFUSALS - stream.logged_refusals)]:
             stream.logged_refusals += 1
             log.error(
