@@ -62,7 +62,8 @@ ERRORS_KEY = "sdk/errors"  # how many calls or values the SDK could not record s
 # only a key with a control character (or a bidi control, which reorders how text reads) is
 # dropped here, counted and named once. The dashboard answers per point for anything else.
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-MAX_STEP = 2**63 - 1
+# the dashboard's bound: charts read steps as doubles, exact up to 2^53 (far past any token count)
+MAX_STEP = 2**53 - 1
 SAMPLE_FIELDS = {
     "kind",
     "step",
@@ -316,7 +317,7 @@ class Run:
                 self.step += 1
 
     def _valid_step(self, step: Any) -> int | None:
-        """The step as an int from 0 to 2^63-1 (ints, numpy and torch integers, whole floats), else
+        """The step as an int from 0 to 2^53-1 (ints, numpy and torch integers, whole floats), else
         None: the call's values are dropped, counted and the reason printed once."""
         value = step.item() if hasattr(step, "item") and not isinstance(step, (int, float)) else step
         if isinstance(value, float) and value.is_integer():
@@ -330,7 +331,7 @@ class Run:
             return None
         if not 0 <= value <= MAX_STEP:
             self._error(
-                "step range", f"opl: step must be from 0 to 2^63-1, got {value}; this call's values are not recorded"
+                "step range", f"opl: step must be from 0 to 2^53-1, got {value}; this call's values are not recorded"
             )
             return None
         return value
