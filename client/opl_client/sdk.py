@@ -463,7 +463,9 @@ class Run:
 
     def alert(self, title: str, text: str = "", level: Any = None, wait_duration: Any = None, **_: Any) -> None:
         """An alert on the run (GET /api/v1/runs/<id>/alerts), as wandb.alert raises one."""
-        self._update({"kind": "alert", "title": str(title), "text": str(text), "level": alert_level(level)})
+        title = str(title).strip() or "alert"
+        body = {"kind": "alert", "title": title[:200], "text": str(text)[:4000], "level": alert_level(level)}
+        self._update(body)
 
     def watch(self, *_: Any, **__: Any) -> None:
         """Accepted for W&B scripts; records nothing (no gradients or parameters are uploaded)."""

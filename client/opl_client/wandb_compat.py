@@ -288,5 +288,7 @@ class AlertLevel(str, Enum):
 
 
 def alert_level(level: Any) -> str:
+    """W&B's AlertLevel (or its name) as the dashboard's level: info, warn or error."""
     text = str(getattr(level, "value", level) or "info").lower()
-    return {"warning": "warn", "critical": "error"}.get(text, text) if text else "info"
+    text = {"warning": "warn", "critical": "error", "fatal": "error"}.get(text, text)
+    return text if text in ("info", "warn", "error") else "info"
