@@ -20,7 +20,7 @@ $(VENV)/.deps: $(PY) requirements.txt requirements-trainer.txt requirements-node
 	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
-$(VENV)/.test-deps: $(VENV)/.deps requirements-test.txt
+$(VENV)/.test-deps: $(VENV)/.deps requirements-test.txt requirements-report.txt
 	$(PIP) install --quiet -r requirements-test.txt
 	touch $@
 
@@ -64,8 +64,8 @@ test-vllm: $(VENV)/.test-deps $(VLLM_VENV)/.deps
 test-fast: $(VENV)/.test-deps
 	$(PY) -m pytest -m "not slurm and not browser and not integration and not gpu and not vllm" -q
 
-# Here, with PyPI: the wheels the lent GPU machine lacks (for its Python 3.12) and the study plan, in the
-# git-ignored .gpu-wheels/ that the device call carries (README: "The GPU check").
+# With PyPI: the wheels a CUDA node's python lacks (for its Python 3.12) and the study plan, in the
+# git-ignored .gpu-wheels/ to copy to the node (docs/GPU_CHECK.md).
 gpu-wheels: $(VENV)/.deps
 	bash scripts/gpu-check.sh --fetch-wheels .gpu-wheels
 

@@ -1,6 +1,7 @@
 // eslint for the dashboard's browser code: the recommended rules. The chart code is ES modules
 // (metrics_core.js holds the shared chart functions, metrics_workspace.js the panels and views;
-// run_chart.js and metrics_compare.js import both); the small page scripts stay classic scripts.
+// run_chart.js and metrics_compare.js import both; plotly_text.js escapes what Plotly draws, for
+// them and sweep_glance.js); the small page scripts stay classic scripts.
 // Plotly and htmx come from vendored bundles as globals.
 import js from "@eslint/js";
 import globals from "globals";
@@ -23,7 +24,14 @@ export default [
     },
   },
   {
-    files: ["static/js/metrics_core.js", "static/js/metrics_workspace.js", "static/js/run_chart.js", "static/js/metrics_compare.js"],
+    files: [
+      "static/js/metrics_core.js",
+      "static/js/metrics_workspace.js",
+      "static/js/run_chart.js",
+      "static/js/metrics_compare.js",
+      "static/js/plotly_text.js",
+      "static/js/sweep_glance.js",
+    ],
     languageOptions: { sourceType: "module" },
   },
 ];

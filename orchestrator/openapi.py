@@ -150,6 +150,11 @@ def _response_schemas() -> dict[str, Any]:
             "description": STR,
             "members": {"type": "array", "items": STR},
             "roles": {"type": "object", "additionalProperties": {"type": "string", "enum": Membership.Role.values}},
+            "invited": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "enum": Membership.Role.values},
+                "description": "Users invited, with the role offered: they join by accepting",
+            },
             "personal": {"type": "boolean"},
             "max_active_runs": _nullable(INT),
             "max_gpus": _nullable(INT),
@@ -193,7 +198,21 @@ def _response_schemas() -> dict[str, Any]:
         "Project": project,
         "ExperimentList": _object({"experiments": {"type": "array", "items": _ref("Experiment")}}),
         "RunPage": _object({"count": INT, "page": INT, "pages": INT, "runs": {"type": "array", "items": _ref("Run")}}),
-        "ProjectList": _object({"projects": {"type": "array", "items": _ref("Project")}}),
+        "ProjectList": _object(
+            {
+                "projects": {"type": "array", "items": _ref("Project")},
+                "invitations": {"type": "array", "items": _ref("Invitation")},
+            }
+        ),
+        "Invitation": _object(
+            {
+                "project": STR,
+                "role": {"type": "string", "enum": Membership.Role.values},
+                "invited_by": _nullable(STR),
+                "created_at": STR,
+            }
+        ),
+        "InvitationDeclined": _object({"declined": STR}),
         "TagList": _object({"tags": {"type": "array", "items": STR}}),
         "Created": _object({"id": INT, "runs": {"type": "array", "items": INT}}),
         "Preview": _object(
@@ -409,7 +428,25 @@ def _sdk_launcher_view_schemas() -> dict[str, Any]:
         "LauncherList": _object({"launchers": {"type": "array", "items": OBJ}}),
         "LauncherRunCreated": _object({"id": INT, "experiment": INT, "launcher": STR}),
         "View": view,
-        "ViewList": _object({"views": {"type": "array", "items": view}}),
+        "ViewList": _object(
+            {
+                "views": {
+                    "type": "array",
+                    "description": "Summaries: GET /api/v1/views/{view_id} gives one view with its state",
+                    "items": _object(
+                        {
+                            "id": INT,
+                            "name": STR,
+                            "owner": _nullable(STR),
+                            "page": STR,
+                            "default": {"type": "boolean"},
+                            "panels": INT,
+                            "updated_at": TIME,
+                        }
+                    ),
+                }
+            }
+        ),
         "ViewDeleted": _object({"deleted": INT}),
         "Glance": _object(
             {
@@ -653,10 +690,23 @@ def document() -> dict[str, Any]:
         "/api/v1/projects/{name}": {
             "get": {"summary": "A project you are a member of", "parameters": name, "responses": _ok("Project")},
             "patch": {
-                "summary": "Owners add or remove members and set roles; staff also set limits",
+                "summary": "Owners invite members (who join by accepting), remove them, set roles; staff set limits",
                 "parameters": name,
                 "requestBody": _body("ProjectPatchIn"),
                 "responses": _ok("Project"),
+            },
+        },
+        "/api/v1/projects/{name}/invitation": {
+            "get": {"summary": "Your invitation to a project", "parameters": name, "responses": _ok("Invitation")},
+            "post": {
+                "summary": "Accept your invitation: join the project with the role offered",
+                "parameters": name,
+                "responses": _ok("Project"),
+            },
+            "delete": {
+                "summary": "Decline your invitation",
+                "parameters": name,
+                "responses": _ok("InvitationDeclined"),
             },
         },
         "/api/v1/tags": {"get": {"summary": "Tag names on the runs you can see", "responses": _ok("TagList")}},

@@ -45,7 +45,7 @@ def cmd_list(lab: Client, args, out) -> int:
         [
             v["id"],
             v["name"],
-            len(v["state"].get("panels", [])),
+            v["panels"],
             v["page"] or "-",
             "yes" if v["default"] else "",
             v["owner"],

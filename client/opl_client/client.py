@@ -149,7 +149,8 @@ class Client:
 
     # --- saved views ----------------------------------------------------------------------
     def views(self, project: str) -> list[dict]:
-        """The project's saved chart views: [{"id", "name", "page", "default", "owner", "state"}]."""
+        """The project's saved chart views, summarised: [{"id", "name", "owner", "page", "default", "panels",
+        "updated_at"}]; view(id) gives one with its state."""
         return self.request("GET", f"/api/v1/projects/{urllib.parse.quote(project)}/views")["views"]
 
     def view(self, view_id: int) -> dict:

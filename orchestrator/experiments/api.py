@@ -24,6 +24,15 @@ from orchestrator.experiments.access import (
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.forks import fork_plan
+from orchestrator.experiments.invitations import (
+    invitation_accept,
+    invitation_decline,
+    invitation_of,
+    invitation_to_dict,
+    invitation_withdraw,
+    invitations_for,
+    project_invite,
+)
 from orchestrator.experiments.models import Experiment, Membership, Project
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields
 from orchestrator.experiments.schemas import ExperimentIn, PriorityIn, ProjectIn, ProjectPatchIn, RunAnnotationIn
@@ -35,8 +44,8 @@ from orchestrator.experiments.services import (
     experiment_plan,
     experiment_resume,
     experiment_set_priority,
-    project_add_member,
     project_create,
+    project_name_not_a_users,
     project_remove_member,
     project_set_limits,
     run_move_to_top,
@@ -275,6 +284,7 @@ def project_to_dict(project: Project) -> dict[str, Any]:
         "description": project.description,
         "members": [m.user.get_username() for m in memberships],
         "roles": {m.user.get_username(): m.role for m in memberships},
+        "invited": {i.user.get_username(): i.role for i in project.invitations.select_related("user")},
         "personal": project.personal_for_id is not None,
         "max_active_runs": project.max_active_runs,
         "max_gpus": project.max_gpus,
@@ -286,13 +296,21 @@ def project_to_dict(project: Project) -> dict[str, Any]:
 def projects(request: HttpRequest):
     if request.method == "GET":
         rows = visible_projects(request.user).prefetch_related(MEMBERSHIPS).order_by("name")
-        return JsonResponse({"projects": [project_to_dict(p) for p in rows]})
+        return JsonResponse(
+            {
+                "projects": [project_to_dict(p) for p in rows],
+                "invitations": [invitation_to_dict(i) for i in invitations_for(request.user)],
+            }
+        )
     body, error = validate_body(ProjectIn, request)
     if error:
         return error
     try:
+        project_name_not_a_users(body.name, request.user)
         with transaction.atomic():
             project = project_create(owner=request.user, name=body.name, description=body.description)
+    except ConfigError as exc:
+        return json_error(400, "invalid request", exc.errors)
     except IntegrityError:
         return json_error(409, f"project {body.name!r} already exists", [{"field": "name", "message": "already taken"}])
     return JsonResponse(project_to_dict(project), status=201)
@@ -325,16 +343,34 @@ def project_detail(request: HttpRequest, name: str):
             )
     try:
         with transaction.atomic():
-            for username, role in changes:
-                project_add_member(project=project, user=users[username], role=role)
+            for username, role in changes:  # a member's role changes; anyone else is invited
+                project_invite(project=project, user=users[username], role=role, by=request.user)
             for username in body.remove_members:
-                project_remove_member(project=project, user=users[username])
+                if not invitation_withdraw(project=project, user=users[username]):
+                    project_remove_member(project=project, user=users[username])
     except LastOwnerError as exc:
         return json_error(
             409, str(exc), [{"field": "set_roles" if body.set_roles else "remove_members", "message": str(exc)}]
         )
     if limits_given:
         project_set_limits(project=project, max_active_runs=body.max_active_runs, max_gpus=body.max_gpus)
+    return JsonResponse(project_to_dict(_project_with_members(request.user, name)))
+
+
+@api_view
+@require_http_methods(["GET", "POST", "DELETE"])
+def project_invitation(request: HttpRequest, name: str):
+    """The caller's invitation to a project: read it, accept it (POST: join with its role) or
+    decline it (DELETE). 404 when there is none."""
+    invitation = invitation_of(request.user, name)
+    if invitation is None:
+        return json_error(404, f"you have no invitation to a project named {name[:100]!r}")
+    if request.method == "GET":
+        return JsonResponse(invitation_to_dict(invitation))
+    if request.method == "DELETE":
+        invitation_decline(invitation=invitation)
+        return JsonResponse({"declined": name})
+    invitation_accept(invitation=invitation)
     return JsonResponse(project_to_dict(_project_with_members(request.user, name)))
 
 

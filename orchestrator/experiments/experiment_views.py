@@ -27,6 +27,7 @@ from orchestrator.experiments.experiment_form import (
     draft_from_post,
     errors_by_slot,
     flat_from_spec,
+    fold_pasted,
     form_context,
 )
 from orchestrator.experiments.forks import fork_plan, fork_spec
@@ -181,10 +182,20 @@ def experiment_preview(request):
     planned, errors = _checked(draft, request.user)
     paths = list(dict.fromkeys(p for plan in planned for p in plan.values))
     show_s = bool(STALENESS_PATHS & set(paths))
+    folded = fold_pasted(draft)
+    fields = {}
+    if folded is not None:  # the fields take the pasted values, so the form shows what is queued
+        texts, all_placed = folded
+        fields = {
+            "sections": form_context({**request.POST.dict(), **texts}, [])["sections"],
+            "clear_pasted": all_placed,
+        }
     return render(
         request,
         "experiments/_preview.html",
         {
+            **fields,
+            "folded": folded is not None,
             "count": len(planned),
             "paths": paths,
             "errors": errors,

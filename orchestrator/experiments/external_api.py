@@ -29,6 +29,7 @@ from orchestrator.experiments.external_runs import (
     logging_tokens_of,
 )
 from orchestrator.experiments.models import ExternalRun, LoggingToken, Run
+from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schemas import NAME_PATTERN, Tag
 from orchestrator.experiments.tokens import run_not_found, run_token_expired, run_token_expiry, run_token_writes
 
@@ -40,7 +41,8 @@ class ExternalRunIn(BaseModel):
 
     client_id: str = Field(
         pattern=r"^[A-Za-z0-9_\-]{8,64}$",
-        description="Chosen by the client (8-64 letters, digits, _ or -): the same id opens the same run.",
+        description="Chosen by the client (8-64 letters, digits, _ or -): the same id opens the same run of yours; "
+        "ids are per user, another user's id opens a run of your own.",
     )
     name: Name
     project: Name | None = None
@@ -106,6 +108,8 @@ def _open(request: HttpRequest, logging_token: LoggingToken | None):
         opened = external_run_open(user=request.user, logging_token=logging_token, **body.model_dump())
     except ExternalRunError as exc:
         return json_error(exc.status, str(exc), [{"field": exc.field, "message": exc.message}])
+    except ConfigError as exc:
+        return json_error(400, "invalid request", exc.errors)
     except Http404 as exc:
         return json_error(404, str(exc))
     except PermissionDenied as exc:

@@ -111,10 +111,11 @@ def external_run_open(
     heartbeat_timeout_s: int = 600,
     logging_token: LoggingToken | None = None,
 ) -> Opened:
-    """The run opened with `client_id`: created (running) the first time, the same run after.
-    Only the user (and, for a logging token, the token) that opened it may open it again, naming
-    its project, while they may still add runs to that project."""
-    existing = _existing(client_id)
+    """The user's run opened with `client_id`: created (running) the first time, the same run after.
+    Client ids are each user's own: another user's id opens (creates) a run of the caller's. Only
+    the user (and, for a logging token, the token) that opened it may open it again, naming its
+    project, while they may still add runs to that project."""
+    existing = _existing(client_id, user)
     if existing is not None:
         return _reopened(existing, user, logging_token, project)
     proj = project_for(project, user)
@@ -145,18 +146,26 @@ def external_run_open(
             if tags:
                 run.tags.set([Tag.objects.get_or_create(name=t)[0] for t in tags])
             ExternalRun.objects.create(
-                run=run, client_id=client_id, logging_token=logging_token, heartbeat_timeout_s=heartbeat_timeout_s
+                run=run,
+                owner=user,
+                client_id=client_id,
+                logging_token=logging_token,
+                heartbeat_timeout_s=heartbeat_timeout_s,
             )
     except IntegrityError:  # the same client_id opened meanwhile: that run
-        existing = _existing(client_id)
+        existing = _existing(client_id, user)
         if existing is None:
             raise
         return _reopened(existing, user, logging_token, project)
     return Opened(run=run, token=token, created=True)
 
 
-def _existing(client_id: str) -> ExternalRun | None:
-    return ExternalRun.objects.select_related("run", "run__experiment__project").filter(client_id=client_id).first()
+def _existing(client_id: str, user: User) -> ExternalRun | None:
+    return (
+        ExternalRun.objects.select_related("run", "run__experiment__project")
+        .filter(owner=user, client_id=client_id)
+        .first()
+    )
 
 
 def _reopened(external: ExternalRun, user: User, logging_token: LoggingToken | None, project: str | None) -> Opened:

@@ -48,6 +48,25 @@ class Membership(models.Model):
         return f"{self.user} in {self.project} ({self.role})"
 
 
+class ProjectInvitation(models.Model):
+    """An owner's offer of a role in a project. The user joins by accepting it, so nobody is made a
+    member, and nothing they log lands in a project, without choosing it; declining deletes it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="opl_invitations")
+    role = models.CharField(max_length=16, choices=Membership.Role.choices, default=Membership.Role.MEMBER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        unique_together = [("project", "user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} invited to {self.project} as {self.role}"
+
+
 class Tag(models.Model):
     name = models.CharField(max_length=50, unique=True)
 
@@ -244,12 +263,18 @@ class ExternalRun(models.Model):
     of ours runs it, its heartbeats say whether it is alive."""
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="external")
+    # the run's owner, for the constraint below (a constraint cannot reach through run)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_runs")
     # chosen by the client: opening a run again with it (a resumed script, `opl sync`, a re-run
-    # import) finds the same run
-    client_id = models.CharField(max_length=64, unique=True)
+    # import) finds the same run. Each user's ids are their own: another user's id opens a run
+    # of the caller's, so an id tells nobody whether someone else uses it, and none can be taken
+    client_id = models.CharField(max_length=64)
     logging_token = models.ForeignKey(LoggingToken, null=True, blank=True, on_delete=models.SET_NULL)
     heartbeat_timeout_s = models.PositiveIntegerField(default=600)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "client_id"], name="external_run_client_id_per_user")]
 
     def __str__(self) -> str:
         return f"external run {self.run_id}"

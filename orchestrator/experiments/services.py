@@ -112,6 +112,7 @@ def project_for(name: str | None, user: User) -> Project:
         return personal_project(user)
     project = Project.objects.filter(name=name).first()
     if project is None:
+        project_name_not_a_users(name, user)
         try:
             with transaction.atomic():
                 return project_create(owner=user, name=name)
@@ -119,6 +120,15 @@ def project_for(name: str | None, user: User) -> Project:
             project = Project.objects.get(name=name)
     check_can_add_experiments(user, project)
     return project
+
+
+def project_name_not_a_users(name: str, user: User) -> None:
+    """A new project may not take another user's user name: it is the name they would reach for
+    (their own project), and a project that squats it could collect what they log."""
+    if User.objects.filter(username__iexact=name).exclude(pk=user.pk).exists():
+        raise ConfigError(
+            [{"field": "project", "message": f"{name!r} is another user's name: a new project needs another name"}]
+        )
 
 
 def personal_project(user: User) -> Project:

@@ -34,6 +34,18 @@ urlpatterns = [
     path("projects/new", project_views.project_new, name="exp-project-new"),
     path("projects/<str:name>/members", project_views.project_member_add, name="exp-project-member-add"),
     path("projects/<str:name>/members/remove", project_views.project_member_remove, name="exp-project-member-remove"),
+    path(
+        "projects/<str:name>/invitation/accept",
+        project_views.project_invitation_answer,
+        {"answer": "accept"},
+        name="exp-project-invitation-accept",
+    ),
+    path(
+        "projects/<str:name>/invitation/decline",
+        project_views.project_invitation_answer,
+        {"answer": "decline"},
+        name="exp-project-invitation-decline",
+    ),
     # JSON API
     path("api/v1/experiments", api.experiments, name="api-experiments"),
     # the `opl` logging SDK: runs logged from outside the lab's queue
@@ -66,5 +78,6 @@ urlpatterns = [
     ),
     path("api/v1/projects", api.projects, name="api-projects"),
     path("api/v1/projects/<str:name>", api.project_detail, name="api-project-detail"),
+    path("api/v1/projects/<str:name>/invitation", api.project_invitation, name="api-project-invitation"),
     path("api/v1/tags", api.tags, name="api-tags"),
 ]

@@ -6,7 +6,6 @@ fragment it changed (STYLE.md §5): the table for a filter, the row or the facts
 
 from urllib.parse import urlsplit
 
-import yaml
 from django.contrib import messages
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
@@ -39,6 +38,7 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
+from orchestrator.experiments.yaml_text import dump_yaml
 from trainer.metric_keys import METRIC_KEYS
 
 
@@ -84,7 +84,7 @@ def run_detail(request, run_id: int):
         "experiments/run_detail.html",
         {
             **status_context(request.user, run),
-            "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
+            "config_yaml": dump_yaml(run.config),
             "events": run.events.all(),
             **fork_context(request.user, run),
         },
@@ -115,7 +115,7 @@ def run_config_yaml(request, run_id: int):
         f"# OffPolicy Lab run {run.pk} {run.name!r} of experiment {run.experiment.name!r} (#{run.experiment_id})\n"
         f"# project: {run.experiment.project.name}\n"
     )
-    response = HttpResponse(header + yaml.safe_dump(run.config, sort_keys=False), content_type="application/yaml")
+    response = HttpResponse(header + dump_yaml(run.config), content_type="application/yaml")
     response["Content-Disposition"] = f'attachment; filename="{safe_filename(run.name, f"run-{run.pk}")}.yaml"'
     return response
 

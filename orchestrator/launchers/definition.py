@@ -6,12 +6,21 @@ the value, per entry: a value never becomes more or fewer entries and never meet
 `--lr={lr}` stays one entry whatever the value holds. `{{` and `}}` are literal braces. Besides
 the parameters, the orchestrator fills `{python}` (the launcher's interpreter), `{run_dir}`,
 `{run_id}` and `{attempt}`.
+
+Text values reach the program verbatim, so they may hold no control or bidirectional characters
+(a new line, U+202E) that would make an argument read differently from how it shows. A `path`
+parameter is a path inside the run's folder: relative, resolved there (`..` may not leave it),
+and filled in as the absolute path. A shell given `-c` would run a value as shell code, so a
+command that starts one is refused.
 """
 
 from __future__ import annotations
 
 import math
+import posixpath
 import re
+import unicodedata
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -24,6 +33,12 @@ RESERVED = ("python", "run_dir", "run_id", "attempt")
 PATH_RE = re.compile(r"^/[A-Za-z0-9_./+-]*\Z")
 MAX_STR_VALUE = 1000
 MAX_ENTRIES = 200
+# a path parameter's value: relative, of characters neither a shell nor Slurm's %-expansion acts on
+PATH_VALUE_RE = re.compile(r"^[A-Za-z0-9_.+/-]+\Z")
+NEW_LINES = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "csh", "tcsh", "fish", "rbash"})
+SHELL_OPTIONS_WITH_ARGUMENT = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
 
 class FieldProblem(ValueError):
@@ -50,7 +65,7 @@ class Parameter(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["int", "float", "str", "bool", "choice"]
+    type: Literal["int", "float", "str", "bool", "choice", "path"]
     default: Any = None
     min: float | None = None
     max: float | None = None
@@ -155,7 +170,68 @@ class Definition(BaseModel):
                     )
         if not self.command[0]:
             raise FieldProblem("command[0]", "the program is empty")
+        self._no_shell_script()
+        self._paths_stand_alone()
         return self
+
+    def _no_shell_script(self) -> None:
+        """A shell given -c parses its argument as a script: a value inside it would be shell code,
+        where every other program gets each value as one argument, unread."""
+        found = shell_script_entry(self.command, self.python)
+        if found is not None:
+            at, shell = found
+            raise FieldProblem(
+                f"command[{at}]",
+                f"the shell {shell!r} given {self.command[at]!r} runs its argument as shell code, so a value "
+                "would be parsed by the shell instead of reaching the program as one argument: run the program "
+                "itself, or a script file with the values as its arguments",
+            )
+
+    def _paths_stand_alone(self) -> None:
+        """Text joined under {run_dir} could climb out of it; a path parameter is already inside."""
+        for i, entry in enumerate(self.command):
+            names = placeholders(entry, f"command[{i}]")
+            after = names[names.index("run_dir") + 1 :] if "run_dir" in names else []
+            for name in after:
+                kind = self.parameters[name].type if name in self.parameters else None
+                if kind == "str":
+                    raise FieldProblem(
+                        f"command[{i}]",
+                        f"{{{name}}} is text inside a path under {{run_dir}}, which '..' would leave: "
+                        f"make {name} a path parameter, kept inside the run folder",
+                    )
+                if kind == "path":
+                    raise FieldProblem(
+                        f"command[{i}]",
+                        f"{{{name}}} is a path parameter, filled in as its absolute path inside the run folder: "
+                        f"write {{{name}}} without {{run_dir}}",
+                    )
+
+
+def shell_script_entry(command: list[str], python: str = "") -> tuple[int, str] | None:
+    """The index of the `-c` (or `-ec`, `-lc`...) that makes a shell run its next argument as a
+    script, and the shell; or None. Looks through `env [NAME=value...]` to the program it starts."""
+    program = python if command[0] == "{python}" and python else command[0]
+    at = 1
+    if posixpath.basename(program) == "env":
+        while at < len(command) and (command[at].startswith("-") or "=" in command[at]):
+            at += 1
+        if at == len(command):
+            return None
+        program, at = command[at], at + 1
+    if posixpath.basename(program) not in SHELLS:
+        return None
+    while at < len(command):
+        entry = command[at]
+        if entry in SHELL_OPTIONS_WITH_ARGUMENT:
+            at += 2
+            continue
+        if re.fullmatch(r"[-+][A-Za-z]*c[A-Za-z]*", entry) or entry == "--command":
+            return at, program
+        if not entry.startswith(("-", "+")) or entry == "--":
+            return None  # a script file: what follows are its arguments
+        at += 1
+    return None
 
 
 def placeholders(entry: str, field: str = "command") -> list[str]:
@@ -247,11 +323,60 @@ def value_problem(param: Parameter, raw: Any) -> str | None:
     if param.type == "str":
         if len(value) > MAX_STR_VALUE:
             return f"at most {MAX_STR_VALUE} characters, got {len(value)}"
-        if "\x00" in value:
-            return "must not contain a NUL character"
+        if problem := text_problem(value):
+            return problem
         if value.startswith("-"):
             return "must not start with '-': the program would read it as an option"
+    if param.type == "path":
+        return path_problem(value)
     return None
+
+
+def text_problem(value: str) -> str | None:
+    """Why text may not reach a program verbatim: a NUL, a new line, another control character or a
+    bidirectional control (the argument would read differently from how it shows)."""
+    if "\x00" in value:
+        return "must not contain a NUL character"
+    for char in value:
+        code = f"U+{ord(char):04X}"
+        if char in NEW_LINES:
+            return f"must be one line: it contains a line break ({code})"
+        if char in BIDI_CONTROLS:
+            return f"must not contain the bidirectional control {code}: it shows the text in another order"
+        if unicodedata.category(char) == "Cc":
+            return f"must not contain the control character {code}"
+    return None
+
+
+def path_problem(value: str) -> str | None:
+    """Why a path parameter's value is not a path inside the run folder, or None."""
+    if len(value) > MAX_STR_VALUE:
+        return f"at most {MAX_STR_VALUE} characters, got {len(value)}"
+    if problem := text_problem(value):
+        return problem
+    if value.startswith("/"):
+        return "must be relative to the run folder, not an absolute path"
+    if not PATH_VALUE_RE.match(value):
+        return "a path inside the run folder of letters, digits and _ . / + - only"
+    normal = posixpath.normpath(value)
+    if normal == ".." or normal.startswith("../"):
+        return f"{_shown(value)} leaves the run folder ('..' climbs above it)"
+    return None
+
+
+def resolve_paths(definition: Definition, values: dict[str, Any], run_dir: str) -> dict[str, Any]:
+    """The values with each path parameter resolved inside the run folder, as an absolute path;
+    ValueError when one leaves it (through a link that points outside)."""
+    root = Path(run_dir).resolve()
+    out = dict(values)
+    for name, param in definition.parameters.items():
+        if param.type != "path" or name not in values:
+            continue
+        target = (root / values[name]).resolve()
+        if not target.is_relative_to(root):
+            raise ValueError(f"params.{name}: {_shown(values[name])} resolves to {target}, outside the run folder")
+        out[name] = str(target)
+    return out
 
 
 def parse_params(definition: Definition, raw: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ was disabled or changed since the run was queued fails the run with a reason nam
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.launchers.definition import DefinitionError, Resources, build_argv, parse_params
+from orchestrator.launchers.definition import DefinitionError, Resources, build_argv, parse_params, resolve_paths
 from orchestrator.launchers.models import Launcher
 
 
@@ -44,6 +44,10 @@ def launcher_job(config: dict[str, Any], *, python: str, run_dir: str, run_id: i
         values = parse_params(definition, section.get("params") or {})
     except DefinitionError as exc:
         raise LauncherUnavailable(f"launcher {name!r} changed since this run was queued: {exc}") from None
+    try:
+        values = resolve_paths(definition, values, run_dir)
+    except ValueError as exc:
+        raise LauncherUnavailable(f"launcher {name!r}: {exc}") from None
     reserved = {"python": definition.python or python, "run_dir": run_dir, "run_id": run_id, "attempt": attempt}
     return LauncherJob(
         name=name,

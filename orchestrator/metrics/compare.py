@@ -1,6 +1,6 @@
 """Comparing runs: which config fields differ, for the diff table, grouping and heatmaps.
 
-Configs are compared as `comparable` makes them: the correction options added in issue 23 read as
+Configs are compared as `comparable` makes them: the correction lab's options read as
 off in a config from before them (so an older m2po run and a new one do not differ in a dozen
 fields that neither uses), an option's settings read "n/a" where the option is off, a cap that is
 null reads "off", and `correction` names each run's objective with its options (m2po+dual_clip),
@@ -12,7 +12,7 @@ from orchestrator.metrics.corrections import variant_of
 
 CORRECTION = "correction"
 NOT_APPLIED = "n/a"
-# issue 23's options: a config from before them ran with each at its default (off)
+# the correction lab's options: a config from before them ran with each at its default (off)
 ADDED_OFF = (
     "dual_clip_c",
     "token_mask",

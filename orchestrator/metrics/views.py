@@ -35,6 +35,7 @@ from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, pane
 from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics.services import metrics_ingest, run_heartbeat
+from orchestrator.metrics.study_metric import default_metric
 from orchestrator.workspace.selectors import view_to_apply, views_config
 
 MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own requests need the rest
@@ -328,6 +329,8 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
     differing = differing_fields([r.config for r in runs])
     flat = {r.pk: comparable(r.config) for r in runs}
     diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f)) for r in runs]} for f in differing]
+    study_metric = default_metric(keys)
+    summary_keys = list(dict.fromkeys([*panel_keys(panels), *([study_metric] if study_metric else [])]))
     page = {
         "keys": keys,  # what the runs logged: the charts ask for these only
         "runs": [
@@ -343,9 +346,10 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
             for r in runs
         ],
         "fields": differing,
+        "study_metric": study_metric,  # the heatmap's and the summary's key until one is chosen
         "panels": panels,
         "x_axes": X_AXES,
-        "summary": _with_tail_means(selectors.summaries(ids, panel_keys(panels)), ids, panel_keys(panels)),
+        "summary": _with_tail_means(selectors.summaries(ids, summary_keys), ids, summary_keys),
         "series_url": reverse("metrics-compare-api"),
         # live runs: their streams, resumed from where the page's data starts (points the data
         # already has are skipped by step, so a point landing in between is not lost)

@@ -32,6 +32,18 @@ class SavedView(models.Model):
     def __str__(self) -> str:
         return f"{self.project} / {self.name}"
 
+    def to_summary(self) -> dict:
+        """What a project's list of views answers: enough to choose one, without its state."""
+        return {
+            "id": self.pk,
+            "name": self.name,
+            "owner": self.owner.get_username() if self.owner else None,
+            "page": self.page,
+            "default": self.is_default,
+            "panels": len(self.state.get("panels") or []) if isinstance(self.state, dict) else 0,
+            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+        }
+
     def to_dict(self) -> dict:
         return {
             "id": self.pk,

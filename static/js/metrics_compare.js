@@ -5,6 +5,7 @@
 // (?view=<id>) sets the panels, grouping, smoothing and filters, explicit URL parameters win.
 import * as M from "./metrics_core.js";
 import * as W from "./metrics_workspace.js";
+import { plotlyText } from "./plotly_text.js";
 
 function start() {
   const configEl = document.getElementById("compare-config");
@@ -16,9 +17,6 @@ function start() {
   const runById = new Map(runs.map((r) => [r.id, r]));
   const GRID = 300; // points of a group's mean line
   const DASHES = ["solid", "dot", "dash", "dashdot"];
-  // Plotly renders trace names, tick labels and titles as a subset of HTML (<a href>, <b>...):
-  // escape every value that comes from a URL, a run name or a config.
-  const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
   // Embedded in an experiment's page, the view starts from the config (grouped by the swept
   // field) and leaves that page's URL alone; "Copy link" gives the full compare page's.
@@ -187,21 +185,21 @@ function start() {
           if (!s || !s.x.length || hidden.has(`run${r.id}`)) return;
           const c = curve(r.id, s, xid);
           if (view.smooth > 0) {  // the raw line, faint, under the smoothed one
-            traces.push({ x: c.xs, y: uptoFork(r.id, s).y, name: esc(`${r.name} (raw)`), type: "scatter", mode: "lines", opacity: 0.25,
+            traces.push({ x: c.xs, y: uptoFork(r.id, s).y, name: plotlyText(`${r.name} (raw)`), type: "scatter", mode: "lines", opacity: 0.25,
               showlegend: false, hoverinfo: "skip", legendgroup: `run${r.id}`, line: { color: M.color(ri), width: 1, dash },
               meta: { role: "raw", key, run: r.id } });
           }
-          traces.push(M.hoverFor({ x: c.xs, y: c.ys, name: esc(`${r.name}${runSuffix(r)}`), type: "scatter", mode: "lines", connectgaps: false,
+          traces.push(M.hoverFor({ x: c.xs, y: c.ys, name: plotlyText(`${r.name}${runSuffix(r)}`), type: "scatter", mode: "lines", connectgaps: false,
             legendgroup: `run${r.id}`, line: { color: M.color(ri), width: 1.5, dash }, meta: { role: "line", key, run: r.id } },
           xid === "step" ? null : s.x));
-          if (s.marks.length) traces.push(M.markTrace(s, (step) => xOf(r.id, step, xid), esc(r.name), M.color(ri)));
+          if (s.marks.length) traces.push(M.markTrace(s, (step) => xOf(r.id, step, xid), plotlyText(r.name), M.color(ri)));
         });
         return;
       }
       [...groups].forEach(([value, members], gi) => {
         if (hidden.has(`group${value}`)) return;
         const color = M.color(gi);
-        const label = esc(`${view.group}=${value}${suffix}`);
+        const label = plotlyText(`${view.group}=${value}${suffix}`);
         const curves = members.filter((r) => per.get(r.id) && per.get(r.id).x.length).map((r) => curve(r.id, per.get(r.id), xid));
         const agg = aggregate(curves);
         if (!agg) return;
@@ -218,7 +216,7 @@ function start() {
             const s = per.get(r.id);
             if (!s || !s.x.length) return;
             const c = curve(r.id, s, xid);
-            traces.push({ x: c.xs, y: c.ys, name: esc(r.name), type: "scatter", mode: "lines", opacity: 0.4, showlegend: false,
+            traces.push({ x: c.xs, y: c.ys, name: plotlyText(r.name), type: "scatter", mode: "lines", opacity: 0.4, showlegend: false,
               legendgroup: label, line: { color, width: 1, dash }, meta: { role: "line", key, run: r.id } });
           });
         }
@@ -257,7 +255,7 @@ function start() {
   const stat = (rid, key, name) => ((cfg.summary[rid] || {})[key] || {})[name];
 
   function renderSummary() {
-    const key = view.summary || (panels[0] && panels[0].keys[0]);
+    const key = view.summary || cfg.study_metric || (panels[0] && panels[0].keys[0]);
     const body = document.querySelector("#summary-table tbody");
     if (!body || !key) return;
     const rows = view.group
@@ -276,8 +274,8 @@ function start() {
     const el = document.getElementById("heatmap");
     if (!el) return;
     const hx = view.hx || cfg.fields[0], hy = view.hy || cfg.fields[1];
-    const key = view.hm || (panels[0] && panels[0].keys[0]), which = view.hs || "tail_mean";
-    const label = (v) => esc(typeof v === "string" ? v : JSON.stringify(v ?? null));
+    const key = view.hm || cfg.study_metric || (panels[0] && panels[0].keys[0]), which = view.hs || "tail_mean";
+    const label = (v) => plotlyText(typeof v === "string" ? v : JSON.stringify(v ?? null));
     const xs = [...new Set(runs.map((r) => label(r.config[hx])))].sort();
     const ys = [...new Set(runs.map((r) => label(r.config[hy])))].sort();
     const cells = new Map();
@@ -289,8 +287,8 @@ function start() {
     const z = ys.map((y) => xs.map((x) => mean(cells.get(`${x}|${y}`) || [])));
     const n = ys.map((y) => xs.map((x) => (cells.get(`${x}|${y}`) || []).length));
     Plotly.react(el, [{ type: "heatmap", x: xs, y: ys, z, customdata: n, colorscale: "Viridis",
-      texttemplate: "%{z:.3g}", hovertemplate: `${esc(hx)}=%{x}<br>${esc(hy)}=%{y}<br>${esc(which)} ${esc(key)}: %{z:.4g} (mean of %{customdata})<extra></extra>` }],
-    { margin: { t: 10, r: 10, b: 50, l: 90 }, xaxis: { title: { text: esc(hx) }, type: "category" }, yaxis: { title: { text: esc(hy) }, type: "category" } },
+      texttemplate: "%{z:.3g}", hovertemplate: `${plotlyText(hx)}=%{x}<br>${plotlyText(hy)}=%{y}<br>${plotlyText(which)} ${plotlyText(key)}: %{z:.4g} (mean of %{customdata})<extra></extra>` }],
+    { margin: { t: 10, r: 10, b: 50, l: 90 }, xaxis: { title: { text: plotlyText(hx) }, type: "category" }, yaxis: { title: { text: plotlyText(hy) }, type: "category" } },
     { displaylogo: false, responsive: true });
   }
 

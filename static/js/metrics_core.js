@@ -1,6 +1,7 @@
 // Shared pieces of the metric charts (run page and compare page): decoding the API's points,
 // smoothing, x-axis mappings, a Plotly panel with throttled redraws, zoom refetch and export,
 // and the live event stream.
+import { plotlyText } from "./plotly_text.js";
 
 const MARK_SYMBOL = { "NaN": "x", "Infinity": "triangle-up", "-Infinity": "triangle-down" };
 const DASH_ARRAYS = { solid: "", dot: "2 2", dash: "5 3", dashdot: "5 2 2 2", longdash: "8 3" }; // Plotly's dashes, in SVG
@@ -108,7 +109,8 @@ function toCSV(rows) {
   return [cols.join(",")].concat(rows.map((r) => cols.map((c) => csvCell(r[c])).join(","))).join("\n") + "\n";
 }
 
-// Marker trace for NaN/inf points: drawn at the nearest finite value before them (or 0).
+// Marker trace for NaN/inf points: drawn at the nearest finite value before them (or 0). `name`
+// is already plotlyText, as every trace name the pages build.
 function markTrace(series, xOf, name, color) {
   const xs = [], ys = [], symbols = [], text = [];
   let j = 0, lastFinite = 0;
@@ -134,7 +136,8 @@ function timeScale(spanSeconds) {
   return { div: 3600, unit: "h" };
 }
 
-// Hover text: 4 significant digits and the optimizer update the point belongs to. `steps`:
+// Hover text: 4 significant digits and the optimizer update the point belongs to (the trace's name,
+// already plotlyText, in the hover box's corner). `steps`:
 // the points' updates when the x axis is something else (tokens, time); null when x is the update.
 function hoverFor(trace, steps) {
   const update = steps ? "%{customdata}" : "%{x}";
@@ -144,7 +147,9 @@ function hoverFor(trace, steps) {
 
 const EMPTY_HEIGHT = 140; // px of a panel with nothing to draw yet
 
-const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+// For HTML the page writes itself (panel headers, the key browser); Plotly's labels take plotlyText.
+const HTML_ENTITIES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+const esc = (s) => String(s).replace(/[&<>"']/g, (c) => HTML_ENTITIES[c]);
 
 // One chart. The page supplies build() -> {traces, shapes}; the panel draws it, throttles
 // redraws to ~10/s, reports zooms as step ranges and exports its data. The title, the one-line
@@ -198,7 +203,7 @@ class Panel {
       uirevision: this.id,
       showlegend: this.legend,
       legend: { orientation: "h", x: 0, y: -0.14, yanchor: "top", font: { size: 10 }, groupclick: "togglegroup" },
-      xaxis: { title: { text: this.xTitle(), font: { size: 10 }, standoff: 2 }, automargin: true, ticklabeloverflow: "allow", ...(this.range ? { range: this.range, autorange: false } : { autorange: true }) },
+      xaxis: { title: { text: plotlyText(this.xTitle()), font: { size: 10 }, standoff: 2 }, automargin: true, ticklabeloverflow: "allow", ...(this.range ? { range: this.range, autorange: false } : { autorange: true }) },
       yaxis: { type: this.isLog ? "log" : "linear", autorange: true, exponentformat: "power", ticklabeloverflow: "allow" },
       shapes, annotations,
     };
@@ -210,8 +215,8 @@ class Panel {
     const xs = traces.filter((t) => t.meta && t.meta.role !== "threshold").flatMap((t) => t.x.filter((x) => x !== null && x !== undefined));
     if (!xs.length || !this.lines.length) return [];
     const lo = Math.min(...xs), hi = Math.max(...xs);
-    return this.lines.map((line) => ({ x: [lo, hi], y: [line.y, line.y], name: line.label, type: "scatter", mode: "lines",
-      line: { dash: "dash", width: 1.2, color: "#c8322b" }, hovertemplate: `${esc(line.label)}<extra></extra>`,
+    return this.lines.map((line) => ({ x: [lo, hi], y: [line.y, line.y], name: plotlyText(line.label), type: "scatter", mode: "lines",
+      line: { dash: "dash", width: 1.2, color: "#c8322b" }, hovertemplate: `${plotlyText(line.label)}<extra></extra>`,
       showlegend: this.legend, meta: { role: "threshold" } }));
   }
 
@@ -315,4 +320,4 @@ const plotlyReady = new Promise((resolve) => {
 });
 
 export { decode, appendPoints, smooth, Mapper, budgetFor, throttle, getJSON, download, toCSV,
-  markTrace, Panel, LiveStream, color, timeScale, hoverFor, esc, plotlyReady };
+  markTrace, Panel, LiveStream, color, timeScale, hoverFor, esc, plotlyText, plotlyReady };

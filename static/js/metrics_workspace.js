@@ -175,10 +175,13 @@ function viewsBar(box, views, capture, { after = Promise.resolve() } = {}) {
   const status = box.querySelector("[data-show=view-status]");
   const link = box.querySelector("[data-show=view-link]");
   const state = { list: [] };
+  // The list holds summaries (id, name, author, default, panels); a view's state comes with the page
+  // that applies it (views.current), one view at a time.
   async function load() {
     state.list = (await M.getJSON(views.list_url)).views;
     select.innerHTML = `<option value="">curated panels</option>` + state.list.map((v) =>
-      `<option value="${v.id}">${esc(v.name)}${v.default ? " (project default)" : ""}</option>`).join("");
+      `<option value="${v.id}" title="${esc(`${v.panels} panel(s), by ${v.owner || "a former member"}`)}">` +
+      `${esc(v.name)}${v.default ? " (project default)" : ""}</option>`).join("");
     select.value = current ? String(current.id) : "";
   }
   select.onchange = () => {

@@ -1,9 +1,12 @@
 // A sweep at a glance (templates/metrics/_sweep_glance.html): parallel coordinates over the
 // sweep's axes and one summary, coloured by the summary, and a scatter of the summary against
 // one axis. Data: GET data-src (/api/v1/metrics/glance) with key, stat; redrawn on each choice.
-// It starts at DOMContentLoaded: by then every deferred script, Plotly's among them, has run.
+// A module (run before DOMContentLoaded); it starts at DOMContentLoaded: by then every deferred
+// script, Plotly's among them, has run. Every config field, value, run name and key it hands
+// Plotly goes through plotlyText: Plotly would draw their markup (a config key's <a href>) as links.
+import { plotlyText, plotlyValue } from "./plotly_text.js";
+
 document.addEventListener("DOMContentLoaded", function () {
-  "use strict";
 
   const root = document.getElementById("sweep-glance");
   if (!root) return;
@@ -25,12 +28,13 @@ document.addEventListener("DOMContentLoaded", function () {
     return values.every((v) => typeof v === "number");
   }
 
-  // A categorical axis becomes indices 0..n-1 with the values as tick labels.
+  // A categorical axis becomes indices 0..n-1 with the values as tick labels. Parcoords draws its
+  // tick labels as plain SVG text (escaped they would read "&lt;"), its axis labels as markup.
   function dimension(label, values) {
-    if (numeric(values)) return { label, values };
+    if (numeric(values)) return { label: plotlyText(label), values };
     const distinct = [...new Set(values.map(String))].sort();
     return {
-      label,
+      label: plotlyText(label),
       values: values.map((v) => distinct.indexOf(String(v))),
       tickvals: distinct.map((_, i) => i),
       ticktext: distinct,
@@ -69,7 +73,7 @@ document.addEventListener("DOMContentLoaded", function () {
       (data.axes.length ? "" : ": the runs differ in no config field but the seed");
     root.dataset.runs = String(rows.length);
     const dimensions = data.axes.map((a) => dimension(a, rows.map((r) => r.axes[a])));
-    dimensions.push({ label: summary, values: rows.map((r) => r.value) });
+    dimensions.push({ label: plotlyText(summary), values: rows.map((r) => r.value) });
     const colours = rows.map((r) => r.value);
     Plotly.react(
       parcoords,
@@ -77,12 +81,12 @@ document.addEventListener("DOMContentLoaded", function () {
         {
           type: "parcoords",
           dimensions,
-          line: { color: colours, colorscale: "Viridis", showscale: true, colorbar: { title: { text: data.stat } } },
+          line: { color: colours, colorscale: "Viridis", showscale: true, colorbar: { title: { text: plotlyText(data.stat) } } },
           ids: rows.map((r) => String(r.id)),
         },
       ],
       // room above the axes for the title and the axis labels, which parcoords draws over them
-      { ...layoutBase, margin: { ...layoutBase.margin, t: 100 }, title: { text: `Sweep at a glance: ${summary}`, y: 0.98 } },
+      { ...layoutBase, margin: { ...layoutBase.margin, t: 100 }, title: { text: `Sweep at a glance: ${plotlyText(summary)}`, y: 0.98 } },
       { responsive: true, displaylogo: false },
     );
     drawScatter();
@@ -99,9 +103,9 @@ document.addEventListener("DOMContentLoaded", function () {
         {
           type: "scatter",
           mode: "markers",
-          x: rows.map((r) => (axis ? r.axes[axis] : r.name)),
+          x: rows.map((r) => plotlyValue(axis ? r.axes[axis] : r.name)),
           y: rows.map((r) => r.value),
-          text: rows.map((r) => `${r.name} (run ${r.id})`),
+          text: rows.map((r) => `${plotlyText(r.name)} (run ${r.id})`),
           customdata: rows.map((r) => r.id),
           hovertemplate: "%{text}<br>%{x}: %{y:.4g}<extra></extra>",
           marker: { color: rows.map((r) => r.value), colorscale: "Viridis", size: 9 },
@@ -109,9 +113,9 @@ document.addEventListener("DOMContentLoaded", function () {
       ],
       {
         ...layoutBase,
-        title: { text: `${latest.key} (${latest.stat}) against ${axis || "run"}` },
-        xaxis: { title: { text: axis || "run" }, type: rows.length && numeric(rows.map((r) => r.axes[axis])) ? "linear" : "category" },
-        yaxis: { title: { text: latest.key } },
+        title: { text: plotlyText(`${latest.key} (${latest.stat}) against ${axis || "run"}`) },
+        xaxis: { title: { text: plotlyText(axis || "run") }, type: rows.length && numeric(rows.map((r) => r.axes[axis])) ? "linear" : "category" },
+        yaxis: { title: { text: plotlyText(latest.key) } },
       },
       { responsive: true, displaylogo: false },
     );

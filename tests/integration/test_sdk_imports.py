@@ -1,4 +1,4 @@
-"""`opl import` (issue 25): a TensorBoard folder, a JSON-lines history (verl's `file` backend,
+"""`opl import`: a TensorBoard folder, a JSON-lines history (verl's `file` backend,
 prime-rl's metrics.jsonl) and a CSV each become a run with its config, against the real ingestion
 endpoint (uvicorn). An imported TensorBoard history equals what TensorBoard's own files hold, point
 by point; importing again finds the same run, and a history that grew adds only its new points."""

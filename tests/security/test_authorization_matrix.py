@@ -40,6 +40,7 @@ RUN_READ_PAGE = (200, 200, 404, 200, 302, 302)  # project members and staff; oth
 RUN_WRITE_PAGE = (302, 403, 404, 302, 302, 302)  # owner and staff act (then redirect)
 API_READ = (200, 200, 200, 200, 401, 401)
 API_RUN_READ = (200, 200, 404, 200, 401, 401)
+NO_INVITATION_PAGE = (404, 404, 404, 404, 302, 302)
 NEW_EXPERIMENT = {"name": "m", "project": "lab", "config": {"model": {"name": "tiny"}, "train": {"device": "cpu"}}}
 FORM = {"name": "m", "model.name": "tiny", "train.device": "cpu"}
 SDK_RUN = {"client_id": "matrix-run-1", "name": "m", "project": "lab", "config": {"staleness": 4}}
@@ -80,6 +81,9 @@ MATRIX: dict[str, list[Case]] = {
     "exp-project-new": [Case("post", "/projects/new", (302, 302, 302, 302, 302, 302), {"name": "fresh"})],
     "exp-project-member-add": [Case("post", "/projects/lab/members", RUN_WRITE_PAGE, {"username": "other"})],
     "exp-project-member-remove": [Case("post", "/projects/lab/members/remove", RUN_WRITE_PAGE, {"username": "member"})],
+    # answered by the invited user only: nobody here holds an invitation (see test_projects_a_user_chose)
+    "exp-project-invitation-accept": [Case("post", "/projects/lab/invitation/accept", NO_INVITATION_PAGE)],
+    "exp-project-invitation-decline": [Case("post", "/projects/lab/invitation/decline", NO_INVITATION_PAGE)],
     "api-openapi": [Case("get", "/api/v1/openapi.json", (200, 200, 200, 200, 200, 200))],
     "api-runconfig-schema": [Case("get", "/api/v1/schema/runconfig", API_READ)],
     "api-experiments": [
@@ -123,6 +127,11 @@ MATRIX: dict[str, list[Case]] = {
         Case("get", "/api/v1/projects/lab", API_RUN_READ),
         Case("patch", "/api/v1/projects/lab", (200, 403, 404, 200, 401, 401), {"add_members": ["other"]}, True),
     ],
+    "api-project-invitation": [
+        Case("get", "/api/v1/projects/lab/invitation", (404, 404, 404, 404, 401, 401)),
+        Case("post", "/api/v1/projects/lab/invitation", (404, 404, 404, 404, 401, 401)),
+        Case("delete", "/api/v1/projects/lab/invitation", (404, 404, 404, 404, 401, 401)),
+    ],
     "api-project-alerts": [
         Case("get", "/api/v1/projects/lab/alerts", API_RUN_READ),
         Case(
@@ -133,7 +142,7 @@ MATRIX: dict[str, list[Case]] = {
             True,
         ),
     ],
-    # alert rules in the browser (issue 24): saved by who may change the run / owners of the project; tried by readers
+    # alert rules in the browser: saved by who may change the run / owners of the project; tried by readers
     "alerts-run-rule-save": [
         Case(
             "post",
@@ -157,7 +166,7 @@ MATRIX: dict[str, list[Case]] = {
     "alerts-project-rule-test": [
         Case("post", "/projects/lab/alerts/rules/test", (200, 200, 404, 200, 302, 302), {"kind": "nonfinite"})
     ],
-    # the `opl` logging SDK (issue 25): a user or a logging token opens runs; finish takes the run's
+    # the `opl` logging SDK: a user or a logging token opens runs; finish takes the run's
     # own token and is refused (409) for a run the lab's cluster runs
     "api-sdk-runs": [
         Case("post", "/api/v1/sdk/runs", (201, 201, 404, 201, 401, 401), SDK_RUN, True),
@@ -208,24 +217,25 @@ MATRIX: dict[str, list[Case]] = {
     "samples-run": [Case("get", "/runs/{run}/samples/", RUN_READ_PAGE)],
     "samples-newer": [Case("get", "/runs/{run}/samples/newer/", RUN_READ_PAGE)],
     "samples-compare": [Case("get", "/compare/samples/?runs={run}", RUN_READ_PAGE)],
-    # the correction contrast cards (issue 23): fragments read like the pages they sit on
+    # the correction contrast cards: fragments read like the pages they sit on
     "samples-run-corrections": [Case("get", "/runs/{run}/samples/corrections/", RUN_READ_PAGE)],
     "samples-compare-corrections": [Case("get", "/compare/samples/corrections/?runs={run}", RUN_READ_PAGE)],
     "cluster-run-job": [Case("get", "/runs/{run}/job", RUN_READ_PAGE)],
     "cluster-health": [Case("get", "/cluster/health", PAGE_READ)],
     "cluster-queue": [Case("get", "/cluster/queue", PAGE_READ)],  # lists only the runs the caller may see
-    # saved views (issue 24): read by the project's members, written by its owners and members
+    # saved views: read by the project's members, written by its owners and members
     "api-project-views": [
         Case("get", "/api/v1/projects/lab/views", API_RUN_READ),
         Case("post", "/api/v1/projects/lab/views", (201, 201, 404, 201, 401, 401), {"name": "fresh"}, True),
     ],
     "api-view-detail": [
         Case("get", "/api/v1/views/{view}", API_RUN_READ),
-        Case("patch", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401), {"name": "renamed"}, True),
-        Case("delete", "/api/v1/views/{view}", (200, 200, 404, 200, 401, 401)),
+        # changed or deleted by its author (the owner here) or the project's owners, not other members
+        Case("patch", "/api/v1/views/{view}", (200, 403, 404, 200, 401, 401), {"name": "renamed"}, True),
+        Case("delete", "/api/v1/views/{view}", (200, 403, 404, 200, 401, 401)),
     ],
     "workspace-view-open": [Case("get", "/views/{view}/", (302, 302, 404, 302, 302, 302))],
-    # launchers (issue 25): staff define them in the admin; any user may queue a run into a project they write to
+    # launchers: staff define them in the admin; any user may queue a run into a project they write to
     "launcher-list": [Case("get", "/launchers/", PAGE_READ)],
     "launcher-run-new": [
         Case("get", "/launchers/matrix/run", PAGE_READ),
@@ -337,7 +347,7 @@ def test_authorization(world, db, name, index, caller):
         assert response["Content-Type"].startswith("application/json"), "API errors answer JSON"
 
 
-# --- personal tokens with a scope and an expiry (issue 22) -----------------------------------------
+# --- personal tokens with a scope and an expiry -----------------------------------------
 # The owner's own token, read-only or expired, against every case: pages take no bearer token (as
 # an anonymous visitor); the API reads with a read-only token as the owner does and refuses its
 # writes (403) before any view runs; an expired token is refused everywhere (401). Endpoints that
@@ -397,7 +407,7 @@ def test_scoped_and_expired_tokens(world, owner_tokens, db, name, index, kind):
         assert response["Content-Type"].startswith("application/json"), "API errors answer JSON"
 
 
-# --- logging tokens (issue 25) ---------------------------------------------------------------------
+# --- logging tokens ---------------------------------------------------------------------
 # A logging token opens runs as its user and does nothing else: pages answer as to an anonymous
 # visitor, every other API endpoint 401, and the endpoints that take a run's own token 404, as for
 # a run that does not exist (a logging token is no run's token; it writes to the runs it opened

@@ -1,4 +1,4 @@
-"""Regression tests for each hostile input of issue 14: every one is answered with a 4xx that
+"""Regression tests for each hostile input of the hardening review: every one is answered with a 4xx that
 names the field (or a safe page), quickly, and stores nothing it should not."""
 
 import json

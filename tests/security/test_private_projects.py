@@ -69,11 +69,11 @@ def test_a_new_name_creates_a_project_owned_by_its_creator(bob, api_client, tiny
 
 
 def test_no_project_means_a_personal_project_nobody_can_squat(alice, bob, api_client, tiny_config):
-    # bob takes the name "alice" first; alice's default project is still hers alone
-    post(api_client(bob), "/api/v1/projects", {"name": "alice"})
+    # bob cannot take the name "alice" first; alice's default project is hers alone, by that name
+    assert post(api_client(bob), "/api/v1/projects", {"name": "alice"}).status_code == 400
     created = post(api_client(alice), "/api/v1/experiments", {"name": "e", "config": tiny_config}).json()
     project = Experiment.objects.get(pk=created["id"]).project
-    assert project.personal_for == alice and project.name != "alice"
+    assert project.personal_for == alice and project.name == "alice"
     assert list(project.members.all()) == [alice]
     again = post(api_client(alice), "/api/v1/experiments", {"name": "e2", "config": tiny_config}).json()
     assert Experiment.objects.get(pk=again["id"]).project == project
@@ -82,8 +82,12 @@ def test_no_project_means_a_personal_project_nobody_can_squat(alice, bob, api_cl
 def test_only_owners_change_members_and_roles(alice_private, bob, charlie, api_client, tiny_config):
     alice_api, bob_api = api_client(alice_private.members.get()), api_client(bob)
     assert patch(alice_api, "/api/v1/projects/alice-private", {"add_members": ["bob"], "role": "viewer"}).json()[
-        "roles"
-    ] == {"alice": "owner", "bob": "viewer"}
+        "invited"
+    ] == {"bob": "viewer"}
+    assert post(bob_api, "/api/v1/projects/alice-private/invitation", {}).json()["roles"] == {
+        "alice": "owner",
+        "bob": "viewer",
+    }
     # a viewer reads but neither adds members nor experiments
     assert bob_api.get("/api/v1/projects/alice-private").status_code == 200
     assert patch(bob_api, "/api/v1/projects/alice-private", {"add_members": ["charlie"]}).status_code == 403
@@ -114,6 +118,7 @@ def test_only_owners_change_members_and_roles(alice_private, bob, charlie, api_c
 def test_a_demoted_viewer_can_no_longer_change_their_own_runs(alice_private, bob, api_client, tiny_config):
     alice_api, bob_api = api_client(alice_private.members.get()), api_client(bob)
     patch(alice_api, "/api/v1/projects/alice-private", {"add_members": ["bob"]})
+    post(bob_api, "/api/v1/projects/alice-private/invitation", {})
     run_id = post(
         bob_api, "/api/v1/experiments", {"name": "m", "project": "alice-private", "config": tiny_config}
     ).json()["runs"][0]
@@ -132,6 +137,8 @@ def test_projects_page_roles_agree_with_the_api(alice_private, bob, charlie):
     owner.force_login(alice)
     member.force_login(bob)
     owner.post("/projects/alice-private/members", {"username": "bob", "role": "member"})
+    assert not Membership.objects.filter(project=alice_private, user=bob).exists()  # invited, not yet a member
+    member.post("/projects/alice-private/invitation/accept")
     assert Membership.objects.get(project=alice_private, user=bob).role == "member"
     # a member's form post is refused: only owners change membership
     assert member.post("/projects/alice-private/members", {"username": "charlie", "role": "owner"}).status_code == 403

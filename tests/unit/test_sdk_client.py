@@ -1,4 +1,4 @@
-"""The `opl` SDK's own logic, offline (issue 25): W&B's step and commit rules, nested dicts as
+"""The `opl` SDK's own logic, offline: W&B's step and commit rules, nested dicts as
 "a/b" keys, the values it takes and skips, keys the dashboard would refuse dropped with a warning,
 samples checked against docs/SAMPLES.md, and a spool folder that holds no secret."""
 

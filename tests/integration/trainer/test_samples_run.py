@@ -301,7 +301,7 @@ def test_async_samples_carry_prompts_and_references_from_the_generator_process(t
         for r in rows:
             question = r["prompt"].removesuffix("=")
             assert r["reference"] is not None and int(r["reference"]) == sum(map(int, question.split("+")))
-            # counted from the step's start, 2 updates before its metric step (one definition, README)
+            # counted from the step's start, 2 updates before its metric step (one definition, docs/GUIDE.md)
             assert 0 <= r["staleness"] <= 4 and r["staleness"] == step - 2 - r["policy_version"]
 
 

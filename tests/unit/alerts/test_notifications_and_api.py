@@ -84,6 +84,7 @@ def test_the_api_lists_a_runs_alerts_and_effective_rules(fired, api_client, alic
         "neg_adv_tail",
         "no_heartbeat",
         "no_progress",
+        "staleness_bound",
     }
     assert api_client(charlie).get(f"/api/v1/runs/{fired.run_id}/alerts").status_code == 404
 

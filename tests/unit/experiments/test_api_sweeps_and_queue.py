@@ -145,6 +145,7 @@ def test_sweep_pause_resume_priority_cancel(alice, api_client, sweep36):
 def test_members_see_but_only_owners_change(alice, bob, charlie, api_client, sweep36):
     exp, run = sweep36["id"], sweep36["runs"][0]
     assert patch(api_client(alice), "/api/v1/projects/lab", {"add_members": ["bob"]}).status_code == 200
+    assert post(api_client(bob), "/api/v1/projects/lab/invitation").status_code == 200  # bob accepts
     assert api_client(bob).get(f"/api/v1/experiments/{exp}").status_code == 200
     for url in (
         f"/api/v1/runs/{run}/cancel",

@@ -1,4 +1,4 @@
-"""The preset's title and the preview agree on how many runs will be queued (issue 24: "28 runs"
+"""The preset's title and the preview agree on how many runs will be queued ("28 runs"
 against "27 runs will be queued"): a warm-up run counts, and it is the preview's first row."""
 
 import re

@@ -1,4 +1,4 @@
-"""Metric columns of the runs table (issue 16): chosen keys, a chosen summary (last, tail mean,
+"""Metric columns of the runs table: chosen keys, a chosen summary (last, tail mean,
 min, max) from the run summaries, and sorting by one, runs without the key last."""
 
 import re

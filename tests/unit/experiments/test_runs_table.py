@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from django.test import Client
 
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.runquery import QueryError, parse_query
@@ -185,7 +186,12 @@ def test_projects_page_create_and_invite(client, alice, bob, charlie):
     client.post("/projects/new", {"name": "rl-lab", "description": "stale runs"})
     client.post("/projects/rl-lab/members", {"username": "bob"})
     html = client.get("/projects/").content.decode()
-    assert "rl-lab" in html and "alice (owner)" in html and "bob (member)" in html
+    assert "rl-lab" in html and "alice (owner)" in html and "bob (invited: member)" in html
+    invited = Client()
+    invited.force_login(bob)
+    assert "alice invites you to" in invited.get("/projects/").content.decode()
+    invited.post("/projects/rl-lab/invitation/accept")
+    assert "bob (member)" in client.get("/projects/").content.decode()
     client.post("/projects/new", {"name": "bad name"})
     client.force_login(charlie)
     assert client.post("/projects/rl-lab/members", {"username": "charlie"}).status_code == 404

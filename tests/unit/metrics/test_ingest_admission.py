@@ -99,7 +99,7 @@ def test_a_batch_lock_held_too_long_answers_429_and_the_retry_is_stored(client, 
     assert [s for s, _, _ in live_rows(run.pk, KEY)] == [0, 1, 2]
 
 
-# --- issue 22: limits named in a JSON 413, and the token checked before the body is read ----------
+# --- limits named in a JSON 413, and the token checked before the body is read ----------
 
 
 def _json_413(response, setting):

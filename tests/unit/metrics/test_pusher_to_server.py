@@ -41,7 +41,7 @@ def test_the_pusher_stores_a_gzip_backlog_and_waits_out_a_429(server, alice, tin
 
 
 def test_anonymous_gzip_bombs_do_not_starve_the_real_trainer(server, alice, tiny_config):
-    """Issue 22: 16 anonymous gzip bombs once filled the run's 16 queue places while they were
+    """16 anonymous gzip bombs once filled the run's 16 queue places while they were
     inflated, and the real trainer got 429 on 5 of 7 posts. The token is now checked first."""
     import gzip
     import json
@@ -97,7 +97,7 @@ def _samples_spool(run_dir, samples):
 def test_a_samples_batch_too_large_for_the_server_is_sent_in_halves_and_all_of_it_stored(
     server, alice, tiny_config, tmp_path, settings, caplog
 ):
-    """Issue 22: 64 samples of 4,096 tokens are ~1.9 MB gzipped in the pusher's 4 MB posts; behind a
+    """64 samples of 4,096 tokens are ~1.9 MB gzipped in the pusher's 4 MB posts; behind a
     1 MiB limit (nginx's default client_max_body_size) Django answered an HTML 400, the pusher
     skipped the batch as bad, and the samples were gone."""
     from orchestrator.samples.models import RolloutSample

@@ -1,4 +1,4 @@
-"""Rollout samples (issue 17): the objective's marks, and samples.jsonl's push, backfill and resume cut.
+"""Rollout samples: the objective's marks, and samples.jsonl's push, backfill and resume cut.
 
 The marks are checked against the gradient, a witness the objective cannot fake: a token is masked
 or clipped exactly when the loss takes it out of the gradient (its d loss / d logp is 0 although its

@@ -45,7 +45,7 @@ def test_a_view_round_trips_and_members_share_it(api_client, alice, bob, lab):
     assert view["state"]["filters"] == {"band": "minmax", "individual": False, "hidden": []}  # defaults filled
     assert member.get(f"/api/v1/views/{view['id']}").json()["state"] == view["state"]
     assert [v["name"] for v in member.get("/api/v1/projects/lab/views").json()["views"]] == ["pg-loss"]
-    renamed = send(member, "patch", f"/api/v1/views/{view['id']}", {"name": "pg", "default": True})
+    renamed = send(owner, "patch", f"/api/v1/views/{view['id']}", {"name": "pg", "default": True})
     assert renamed.status_code == 200 and renamed.json()["name"] == "pg" and renamed.json()["default"]
     assert renamed.json()["state"] == view["state"]  # untouched fields stay
     assert owner.delete(f"/api/v1/views/{view['id']}").status_code == 200
