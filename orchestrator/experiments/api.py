@@ -55,7 +55,7 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
-from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
+from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup, forks_planned
 
 MAX_PER_PAGE = 500
 
@@ -123,6 +123,7 @@ def experiments_preview(request: HttpRequest):
         )
         if not warmup:  # a fork's checks against its parent (with a warm-up run, the runs fork from that)
             fork_plan(user=request.user, configs=[p.config for p in planned])
+        planned = forks_planned(planned, spec.warmup_run)  # once per warm-up
     except ConfigError as exc:
         return json_error(400, "invalid experiment", experiment_fields(exc.errors))
     return JsonResponse(

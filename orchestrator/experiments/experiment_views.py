@@ -47,7 +47,7 @@ from orchestrator.experiments.services import (
 )
 from orchestrator.experiments.views import compare_url
 from orchestrator.studies.warmup import SUFFIX as WARMUP_SUFFIX
-from orchestrator.studies.warmup import experiment_create_with_warmup, warmup_plans
+from orchestrator.studies.warmup import experiment_create_with_warmup, forks_planned, warmup_plans
 
 PREVIEW_ROWS = 200
 PROJECT_COMMENT = re.compile(r"^# project: ([A-Za-z0-9][A-Za-z0-9_.-]*)$", re.MULTILINE)
@@ -125,7 +125,7 @@ def _checked(draft: Draft, user) -> tuple[list, list]:
         )
         if not spec.get("warmup_run"):  # with a warm-up run, the runs fork from it (not created yet)
             fork_plan(user=user, configs=[plan.config for plan in planned])
-        return warmup + planned, []
+        return warmup + forks_planned(planned, spec.get("warmup_run")), []  # once per warm-up
     except ConfigError as exc:
         unreadable = {f"config.{e['field']}" for e in draft.errors}
         return [], draft.errors + [
@@ -206,7 +206,7 @@ def experiment_preview(request):
                     plan,
                     [plan.values.get(p, "") for p in paths],
                     staleness_updates(plan.config) if show_s else None,
-                    i == 0 and plan.name.endswith(WARMUP_SUFFIX) and bool(draft.spec.get("warmup_run")),
+                    i == 0 and WARMUP_SUFFIX in plan.name and bool(draft.spec.get("warmup_run")),
                 )
                 for i, plan in enumerate(planned[:PREVIEW_ROWS])
             ],

@@ -1,7 +1,7 @@
 """The claims' tests on a table of runs (studies/run_table.py): the one place verdicts are made, for
 the experiment page, `study_report` and `study_verdicts` alike.
 
-Cells: on-policy is the clip objective (grpo, else decoupled_ppo, gspo) at the lowest staleness;
+Cells: on-policy is the clip objective (grpo, else ppo, decoupled_ppo, gspo) at the lowest staleness;
 the stale cells are each objective at the highest. Runs pair across cells by (warm-up, seed).
 
 - (a) on-policy minus stale clip on `tail`: its 95% t interval (paired where the units match)
@@ -45,7 +45,7 @@ from orchestrator.studies.claims import (
 from orchestrator.studies.run_table import RunRow
 from orchestrator.studies.statistics import difference_of_means, equivalence, warmup_spread
 
-CLIP_OBJECTIVES = ("grpo", "decoupled_ppo", "gspo")
+CLIP_OBJECTIVES = ("grpo", "ppo", "decoupled_ppo", "gspo")  # "ppo": a table from another trainer
 CLAIMS = ("a", "b", "c", "d")
 
 

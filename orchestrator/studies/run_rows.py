@@ -18,7 +18,7 @@ from orchestrator.experiments.models import Run
 from orchestrator.metrics.chunks import live_points
 from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.run_table import RunRow
-from orchestrator.studies.table import OBJECTIVE_PATH, Cell
+from orchestrator.studies.table import OBJECTIVE_PATH, Cell, staleness_path
 from trainer.vocabulary import staleness_in_updates
 
 M2_KEY = "actor/m2"
@@ -51,12 +51,24 @@ def _after(pts, start: float, reduce) -> float:
     return float(reduce(values)) if values.size else math.nan
 
 
-def run_rows(cells: list[Cell], th: Thresholds = Thresholds()) -> list[RunRow]:
-    """One row per run with data in `cells` (a table's cells, e.g. one arm's)."""
+def swept_staleness(values: dict, config: dict) -> int | None:
+    """The staleness in updates a cell's swept value stands for (staleness.k counts training steps)."""
+    path = staleness_path(values)
+    if path is None or not isinstance(values[path], (int, float)):
+        return None
+    if path == "staleness.k":
+        return staleness_in_updates(config, int(values[path]))
+    return int(values[path])
+
+
+def run_rows(cells: list[Cell], th: Thresholds = Thresholds(), known: dict | None = None) -> list[RunRow]:
+    """One row per run with data in `cells` (a table's cells, e.g. one arm's). `known`: the runs as
+    the table judged them (pk -> run, with a role mapping's seed applied in memory)."""
     shapes = {rid: (cell, shape) for cell in cells for rid, shape in cell.shapes.items()}
     if not shapes:
         return []
     runs = {r.pk: r for r in Run.objects.filter(pk__in=list(shapes)).only("id", "config", "seed", "parent_id")}
+    seeds = {pk: getattr(r, "seed", None) for pk, r in (known or {}).items()}  # a role's seed, set in memory
     keys = [M2_KEY, NEAR_DET_KEY, FRACTION_KEY, STALENESS_KEY, *REWARD_KEYS]
     points = live_points(list(shapes), keys)
     out = []
@@ -70,7 +82,8 @@ def run_rows(cells: list[Cell], th: Thresholds = Thresholds()) -> list[RunRow]:
         first, last = (float(steps[0]), float(steps[-1])) if steps.size else (math.nan, math.nan)
         if steps.size > 1:  # the first logged update came one logging interval after the start
             first -= float(steps[1] - steps[0])
-        s = configured_staleness(config)
+        swept = swept_staleness(cell.values, config)
+        s = swept if swept is not None else configured_staleness(config)
         ramp_end = first + s
         if (rid, STALENESS_KEY) in points:
             st_steps, st_values = _finite(points[(rid, STALENESS_KEY)])
@@ -85,7 +98,7 @@ def run_rows(cells: list[Cell], th: Thresholds = Thresholds()) -> list[RunRow]:
             RunRow(
                 objective=objective,
                 staleness=s,
-                seed=str(run.seed),
+                seed=str(seeds.get(rid) if seeds.get(rid) is not None else run.seed),
                 warmup=str(run.parent_id or ""),
                 lr=float(alg.get("lr") or math.nan),
                 updates_after_ramp=max(0.0, last - ramp_end) if math.isfinite(last) else math.nan,

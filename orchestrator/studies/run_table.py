@@ -40,6 +40,7 @@ RUN_COLUMNS = (
 )
 OPTIONAL_COLUMNS = ("masked_fraction_whole_run", "clipped_fraction_whole_run", "updates")
 REQUIRED = ("objective", "staleness", "seed", "tail")  # the rest may be empty: not measured
+COLLAPSED_VALUES = {"0": False, "1": True, "0.0": False, "1.0": True, "false": False, "true": True}
 
 
 class RunTableError(ValueError):
@@ -105,9 +106,10 @@ def _row(record: dict, line: int) -> RunRow:
             values[f.name] = _number(raw, f"row {line}, column {f.name!r}")
     raw = at("collapsed")
     if raw:
-        if raw not in ("0", "1"):
+        flag = COLLAPSED_VALUES.get(raw.lower())
+        if flag is None:
             raise RunTableError(f"row {line}, column 'collapsed': {raw[:40]!r} is not 0 or 1")
-        values["collapsed"] = raw == "1"
+        values["collapsed"] = flag
     if math.isfinite(values.get("lr", math.nan)) and values["lr"] <= 0:
         raise RunTableError(f"row {line}, column 'lr': {at('lr')!r} must be positive")
     return RunRow(**values)

@@ -225,6 +225,7 @@ class StudyTable:
     how: str
     cells: dict[str, Cell]
     reference_mode: str  # "staleness 0 of the same cell" or the chosen cell's label
+    runs: dict[int, Any] = field(default_factory=dict)  # pk -> the run as judged (roles applied in memory)
 
     def rows(self) -> list[dict[str, Any]]:
         """Flat rows for display and export."""
@@ -289,7 +290,7 @@ def build_table(
                 list(cell.run_values.values()), list(cells[cell.reference].run_values.values())
             )
     mode = cell_label(reference) if reference is not None else "the same cell at the lowest staleness"
-    return StudyTable(metric=metric, how=how, cells=cells, reference_mode=mode)
+    return StudyTable(metric=metric, how=how, cells=cells, reference_mode=mode, runs={r.pk: r for r in runs})
 
 
 # --- export --------------------------------------------------------------------------------------

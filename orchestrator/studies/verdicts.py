@@ -39,7 +39,7 @@ def study_rows(table: StudyTable, th: Thresholds = Thresholds()) -> dict[str, li
     s_path = staleness_path(paths)
     if s_path is None:
         return None
-    return {arm: run_rows(list(by_point.values()), th) for arm, by_point in arms(table, s_path).items()}
+    return {arm: run_rows(list(by_point.values()), th, table.runs) for arm, by_point in arms(table, s_path).items()}
 
 
 def study_verdicts(table: StudyTable, th: Thresholds = Thresholds(), extra_checks=None) -> list[Verdict] | None:

@@ -20,6 +20,7 @@ warm-up run behind.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -87,9 +88,21 @@ def warmup_plans(name: str, config: dict[str, Any], overrides: dict[str, Any] | 
     if not count:
         return []
     try:
-        return experiment_plan(name=name + SUFFIX, config=warmup_config(config, overrides), seeds=count)
+        plans = experiment_plan(name=name + SUFFIX, config=warmup_config(config, overrides), seeds=count)
+        if count > 1:  # named as the preview lists them: the warm-up experiment and each run's seed
+            plans = [replace(p, name=f"{name}{SUFFIX} {p.name}") for p in plans]
+        return plans
     except ConfigError as exc:
         raise _prefixed(exc) from None
+
+
+def forks_planned(planned: list, overrides: dict[str, Any] | None) -> list:
+    """The sweep's planned runs as they will be queued: once per warm-up when there are several
+    (the warm-ups do not exist yet, so each copy names its warm-up by number in init.from_run)."""
+    count = warmup_count(overrides)
+    if count <= 1:
+        return planned
+    return [replace(p, values={**p.values, NESTING_PATH: f"warm-up {i + 1}"}) for i in range(count) for p in planned]
 
 
 @transaction.atomic

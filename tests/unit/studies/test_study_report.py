@@ -222,7 +222,8 @@ def test_queue_study_queues_the_preset_and_names_a_missing_one(alice, capsys):
 
     call_command("queue_study", "--user", "alice", "--dry-run")
     out = capsys.readouterr().out
-    assert "cpu-staleness-study-warmup (every run below starts from it)" in out and "12 run(s); nothing queued" in out
+    assert "cpu-staleness-study-warmup: 3 runs (every run below starts from each)" in out
+    assert "36 run(s); nothing queued" in out
     call_command("queue_study", "--user", "alice")
     assert Experiment.objects.count() == 2 and Run.objects.count() == 3 + 36  # 3 warm-ups, 12 runs from each
     with pytest.raises(CommandError, match="--preset: no preset named 'nope'; presets: .*cpu-staleness-study"):

@@ -143,3 +143,11 @@ def test_stale_runs_past_the_budget_another_lr_measured_are_outside_the_regime(t
     within = body["arms"]["lr=1e-06"]["claims"]["a"]
     assert within["verdict"] == "reproduced"
     assert next(c for c in within["regime"] if c["name"] == "budget")["passed"] is True
+
+
+def test_a_table_from_another_trainer_reads_ppo_and_true_false(tmp_path):
+    rows = in_regime()
+    for row in rows:
+        row["objective"] = "ppo" if row["objective"] == "grpo" else row["objective"]
+        row["collapsed"] = "false"
+    assert verdicts(tmp_path, rows)["a"]["verdict"] == "reproduced"
