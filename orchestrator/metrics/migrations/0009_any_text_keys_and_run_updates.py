@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0007_steps_64_bit'),
+        ('experiments', '0009_steps_64_bit'),
         ('metrics', '0008_rollups_as_partial_buckets'),
     ]
 

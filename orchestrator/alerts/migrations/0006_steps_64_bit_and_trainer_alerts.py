@@ -6,8 +6,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('alerts', '0004_neg_adv_tail_rule'),
-        ('experiments', '0007_steps_64_bit'),
+        ('alerts', '0005_staleness_bound_rule'),
+        ('experiments', '0009_steps_64_bit'),
     ]
 
     operations = [

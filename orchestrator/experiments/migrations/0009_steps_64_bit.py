@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0006_external_runs'),
+        ('experiments', '0008_client_ids_per_user_and_invitations'),
     ]
 
     operations = [
