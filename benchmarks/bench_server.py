@@ -1,4 +1,4 @@
-"""The app served as the README deploys it, for a benchmark: uvicorn in its own process."""
+"""The app served as docs/OPERATIONS.md deploys it, for a benchmark: uvicorn in its own process."""
 
 from __future__ import annotations
 

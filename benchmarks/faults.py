@@ -52,7 +52,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.faults.stack import EmbeddedStack, free_port, wait_until  # noqa: E402
+from tests.faults.stack import EmbeddedStack, free_port, wait_answers, wait_until  # noqa: E402
+from tests.slurm_rest import wait_for_slurmrestd  # noqa: E402
 
 ROWS = [
     "submit-kill-local",
@@ -278,6 +279,8 @@ def row_submit_kill(stack: EmbeddedStack, backend: str, trials: int) -> dict:
         except AssertionError:
             stuck += 1
     duplicates = count_duplicates(stack, backend, runs)
+    stack.wait_worker()  # the killed pool process is replaced before the row returns
+    wait_answers("a pool process of the stack's Celery worker", stack.pool_children, 60)
     detail = f"submit takes {done * 1000:.0f} ms (claim at {claim * 1000:.0f}); kills landed: " + ", ".join(
         f"{k} {v}" for k, v in sorted(landed.items())
     )
@@ -350,6 +353,8 @@ def row_worker_restart(stack: EmbeddedStack, pause_s: float) -> dict:
     alive = sum(kept_running(stack, run, killed_at) for run in runs)
     stack.start_worker()
     stack.start_beat()
+    stack.wait_worker()
+    wait_answers("the stack's Celery beat", stack.beat_started, 60)
     stuck = 0
     for run in runs:
         try:
@@ -477,6 +482,7 @@ def row_postgres_restart(stack: EmbeddedStack, pg: ThrowawayPostgres) -> dict:
     pg.stop()
     time.sleep(5)
     pg.start()
+    wait_answers(f"the throwaway PostgreSQL on port {pg.port}", pg.answers, 60)
     back_step = fresh(run).step
     wait_until(lambda: fresh(run).step > back_step + 5, 120, "ingestion to resume")
     wait_caught_up(run, 90)
@@ -601,6 +607,12 @@ class ThrowawayPostgres:
     def stop(self) -> None:
         self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-m", "fast", "stop")
 
+    def answers(self) -> bool:
+        import psycopg
+
+        with psycopg.connect(self.url, connect_timeout=2) as conn:
+            return conn.execute("SELECT 1").fetchone() == (1,)
+
     def close(self) -> None:
         try:
             self.stop()
@@ -615,6 +627,7 @@ class OwnSlurmrestd:
     def __init__(self, env: dict[str, str]):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**env, "SLURM_REST_URL": self.url}
         self.proc: subprocess.Popen | None = None
         self.plugins = ""
 
@@ -657,7 +670,7 @@ class OwnSlurmrestd:
             start_new_session=True,
             cwd="/",
         )
-        wait_until(lambda: EmbeddedStack._port_open(self.port), 30, "our slurmrestd")
+        wait_for_slurmrestd(self.env, "the fault row's own slurmrestd", timeout=60)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -771,6 +784,8 @@ def child(row: str, args) -> dict:
     finally:
         if restd:
             restd.stop()
+            # the row leaves the cluster as it found it: the slurmrestd the other tests use answers
+            wait_for_slurmrestd(read_env(SLURM_ENV), "slurm-22.05 (the live tests' slurmrestd)")
         if pg:
             pg.close()
         if os.environ.get("OPL_FAULTS_KEEP"):  # for a post-mortem: the stack's logs, database and run folders

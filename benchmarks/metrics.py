@@ -21,7 +21,7 @@ Uses its own database (opl_bench_metrics, dropped at the end unless --keep) and 
 Targets: ingestion >= 100k points/s; chart query over 1M points <= 150 ms; live p95 <= 500 ms.
 Big series are generated with numpy and stored as chunks of 1,000 steps.
 
-Issue 18's measures (uvicorn, 2 workers; the MLflow column is its tracking server, 2 workers, on
+The ingestion measures (uvicorn, 2 workers; the MLflow column is its tracking server, 2 workers, on
 the same PostgreSQL, driven over REST with the same requests, when MLflow is installed in a separate
 environment: see benchmarks/mlflow_baseline.py; otherwise the column says it was skipped):
 
@@ -39,7 +39,7 @@ environment: see benchmarks/mlflow_baseline.py; otherwise the column says it was
 
     .venv/bin/python benchmarks/metrics.py --only writers small behind trainer chart-http [--quick] [--no-mlflow]
 
-The alert rules' cost (issue 17's alerts on issue 18's ingestion), in-process like `small`:
+The alert rules' cost on ingestion, in-process like `small`:
 
 - alerts: a trainer's batch (the 37 keys a step logs, 5 watched by the alert rules), 1 step and 40
   steps: server time and round trips, against the same batch with its keys renamed so that no rule
@@ -47,7 +47,7 @@ The alert rules' cost (issue 17's alerts on issue 18's ingestion), in-process li
 
     .venv/bin/python benchmarks/metrics.py --only alerts [--quick]
 
-Issue 28's side by side with MLflow 3.17.2 (installed into its own environment by the benchmark,
+Side by side with MLflow 3.17.2 (installed into its own environment by the benchmark,
 benchmarks/mlflow_baseline.py), over HTTP with the same client, 1,000-point requests, 2 workers each:
 
     flock /tmp/opl-heavy.lock .venv/bin/python benchmarks/metrics.py --mlflow [--quick]
@@ -479,7 +479,7 @@ def alert_rows(requests: int) -> list[tuple]:
     """A trainer's batches (1 training step, as a GPU run's pusher sends them every 2 s, and 40 steps,
     as a fast CPU run's) through the ingestion view in-process: server time and database round trips,
     against the same batches with the keys renamed so that no alert rule watches them (the cost
-    issue 18 measured). The run has a project rule, and its values fire nothing."""
+    the ingestion rows measure). The run has a project rule, and its values fire nothing."""
     import json
 
     from django.test import Client
@@ -546,7 +546,7 @@ def alert_rows(requests: int) -> list[tuple]:
     return rows
 
 
-# --- issue 18: many writers to one run, small batches, batches behind the head, the trainer ---
+# --- many writers to one run, small batches, batches behind the head, the trainer ---
 
 
 def tokened_run(name: str):
@@ -782,7 +782,7 @@ def small_batch_rows(base: str, mlflow, requests: int) -> list[tuple]:
     return rows
 
 
-# --- issue 28: the MLflow side by side, with the physical limit and a point-by-point read back ---
+# --- the MLflow side by side, with the physical limit and a point-by-point read back ---
 
 # (label, scenario_rows scenario, writers): 1 and 8 writers, 1 and 50 keys
 SIDE_BY_SIDE = (
@@ -1154,7 +1154,7 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
-def issue18_rows(args) -> list[tuple]:
+def ingestion_rows(args) -> list[tuple]:
     """The many-writers, small-batch, behind-the-head, trainer and HTTP chart measures, each with an
     MLflow column when MLflow is installed (benchmarks/mlflow_baseline.py)."""
     from benchmarks.mlflow_baseline import MLflow, executable
@@ -1293,7 +1293,7 @@ def main() -> None:
             rows.extend(mlflow_rows(args))
         if "compare" in args.only:
             rows.extend(compare_rows(compare_runs))
-        rows.extend(issue18_rows(args))
+        rows.extend(ingestion_rows(args))
         if "alerts" in args.only:
             rows.extend(alert_rows(40 if args.quick else 100))
         if "live" in args.only:

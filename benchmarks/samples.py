@@ -1,4 +1,4 @@
-"""Rollout samples storage per run (issue 17): a long run's samples posted through the real
+"""Rollout samples storage per run: a long run's samples posted through the real
 ingestion endpoint, kept under the per-run bound by thinning, against the same samples stored
 without a bound, measured in the same run on this machine's PostgreSQL.
 

@@ -1,4 +1,4 @@
-"""The `opl` logging SDK (issue 25): what one `log` call costs the training thread, and how fast its
+"""The `opl` logging SDK: what one `log` call costs the training thread, and how fast its
 pusher drains a spool, against the bundled trainer's previous pusher and spool, measured in the
 same run on this machine.
 

@@ -1,14 +1,14 @@
-"""Time the compare page in headless Chromium (issue 24): 8 runs that log 200 keys each, every key
+"""Time the compare page in headless Chromium: 8 runs that log 200 keys each, every key
 listed in the key browser, against today's 14-panel page (the same 8 runs logging only the keys of
 the 14 curated panels), both measured in this run on the same server.
 
     DATABASE_URL=postgres://opl:opl@127.0.0.1:5432/opl_bench .venv/bin/python benchmarks/workspace.py [--repeats 5]
 
 It creates a throwaway test database (test_<name> of DATABASE_URL) and drops it at the end, and
-serves the app as the README's deployment does: `uvicorn orchestrator.asgi:application` in its own
+serves the app as docs/OPERATIONS.md deploys it: `uvicorn orchestrator.asgi:application` in its own
 process, with DATABASE_POOL=true unless the environment sets it. --in-process serves it from a
 thread of this process instead, sharing the interpreter with Playwright's driver, as the first
-figures of issue 24 were measured.
+figures were measured.
 Each page is loaded in two kinds of browser, a page before the timed ones warming each up:
   - a user's own profile (a persistent Chromium profile): the HTTP cache and V8's code cache are
     warm, so Plotly's 1.3 MB is not compiled again; this is the researcher who comes back to the

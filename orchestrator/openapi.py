@@ -13,11 +13,13 @@ from orchestrator.experiments import schemas
 from orchestrator.experiments.bounds import INT64
 from orchestrator.experiments.models import Experiment, Membership, Run
 from orchestrator.experiments.sweeps import Distribution, LinearRange, LogRange, RandomSearch
+from orchestrator.metrics.models import MAX_KEY_LENGTH
+from orchestrator.metrics.schemas import KEY_SCHEMA_PATTERN
 from trainer.config import RunConfig
 
 ERROR = {"$ref": "#/components/responses/Error"}
 ERROR_STATUSES = ("400", "401", "403", "404", "405", "409", "413")
-STEP_MAX = 2**31 - 1  # orchestrator.metrics.schemas.MAX_STEP
+STEP_MAX = 2**53 - 1  # orchestrator.metrics.schemas.MAX_STEP
 SLUG = r"^[-a-zA-Z0-9_]+$"  # Django's <slug:> path converter
 
 
@@ -188,9 +190,15 @@ def _response_schemas() -> dict[str, Any]:
             },
             "count": INT,
             "last_step": INT,
+            "value": {
+                "description": "The run's own summary value of the key (set by the trainer, or the aggregate "
+                "its metric definition names); a key set but never logged has this field alone"
+            },
         },
-        description="A metric key's summary over the run's live points (min/max over finite values).",
+        description="A metric key's summary over the run's live points (min/max over finite values). Every "
+        "logged key has last, min, max, tail_mean, count and last_step.",
     )
+    summary["required"] = []  # a key the run set in its summary but never logged has "value" alone
     return {
         "MetricSummary": summary,
         "Run": run,
@@ -228,8 +236,9 @@ def _response_schemas() -> dict[str, Any]:
                 "key": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 200,
-                    "pattern": r"^[A-Za-z0-9_.@:\-]+(/[A-Za-z0-9_.@:\-]+)*$",
+                    "maxLength": MAX_KEY_LENGTH,
+                    "pattern": KEY_SCHEMA_PATTERN,
+                    "description": "any printable text, stored exactly; control and bidi characters are refused",
                 },
                 "value": point_value,
                 "time": NUM,
@@ -237,11 +246,39 @@ def _response_schemas() -> dict[str, Any]:
             additionalProperties=False,
         ),
         "MetricBatch": _object(
-            {"attempt": _nullable(INT), "points": {"type": "array", "items": _ref("MetricPoint"), "maxItems": 200_000}},
+            {
+                "attempt": _nullable(INT),
+                "points": {
+                    "type": "array",
+                    "items": {"description": "a MetricPoint; a point that is not one is refused alone"},
+                    "maxItems": 200_000,
+                },
+            },
             required=["points"],
             description="Sent by a run's trainer with the run's token.",
         ),
         "Stored": _object({"stored": INT}),
+        "MetricsStored": _object(
+            {
+                "stored": {**INT, "description": "points stored"},
+                "refused": {
+                    "type": "array",
+                    "description": "each refused point (at most 1000 listed); the rest of the batch was stored",
+                    "items": _object(
+                        {
+                            "index": INT,
+                            "key": _nullable(STR),
+                            "step": _nullable(NUM),
+                            "field": STR,
+                            "reason": STR,
+                        }
+                    ),
+                },
+                "refused_keys": {"type": "object", "additionalProperties": INT, "description": "refusals per key"},
+                "refused_total": {**INT, "description": "present when more points were refused than listed"},
+            },
+            required=["stored", "refused", "refused_keys"],
+        ),
         "SamplesStored": _object(
             {
                 "stored": {**INT, "description": "samples written (new, or replacing an older attempt's)"},
@@ -278,6 +315,32 @@ def _response_schemas() -> dict[str, Any]:
             required=[],
         ),
         "Ok": _object({"ok": {"type": "boolean"}}),
+        "RunUpdate": _object(
+            {
+                "kind": {
+                    "type": "string",
+                    "enum": ["config", "summary", "define_metric", "alert", "histogram", "table"],
+                },
+            },
+            description="config: {config}; summary: {summary}; define_metric: {name, step_metric, summary: "
+            "max|min|last|mean}; alert: {title, text, level: info|warn|error}; histogram: {key, step, bins (edges), "
+            "counts}; table: {key, step, columns, rows}",
+        ),
+        "UpdateDone": _object(
+            {"ok": {"type": "boolean"}, "alert": INT, "samples": INT},
+            required=["ok"],
+        ),
+        "LoggedObjects": {
+            **_object(
+                {
+                    "key": STR,
+                    "keys": {"type": "array", "items": STR},
+                    "histograms": {"type": "array", "items": OBJ},
+                    "tables": {"type": "array", "items": OBJ},
+                }
+            ),
+            "required": [],
+        },
         "MetricKeys": _object({"keys": {"type": "array", "items": STR}}),
         "Series": _object(
             {
@@ -388,6 +451,14 @@ def _schemas() -> dict[str, Any]:
 
 def _sdk_launcher_view_schemas() -> dict[str, Any]:
     """Answers of the logging SDK, launcher, saved-view and sweep-glance endpoints."""
+    logging_token = {
+        "id": INT,
+        "name": STR,
+        "created_at": STR,
+        "expires_at": _nullable(STR),
+        "last_used_at": _nullable(STR),
+        "made_with": _nullable(_object({"id": INT, "name": STR})),
+    }
     view = _object(
         {
             "id": INT,
@@ -414,9 +485,9 @@ def _sdk_launcher_view_schemas() -> dict[str, Any]:
         "ExternalRunFinished": _object(
             {"id": INT, "state": {"type": "string", "enum": Run.State.values}, "changed": {"type": "boolean"}}
         ),
-        "LoggingToken": _object(
-            {"id": INT, "name": STR, "token": {**STR, "description": "Shown once"}, "expires_at": STR}
-        ),
+        "LoggingToken": _object({**logging_token, "token": {**STR, "description": "Shown once"}}),
+        "LoggingTokenList": _object({"tokens": {"type": "array", "items": _object(logging_token)}}),
+        "LoggingTokenRevoked": _object({"revoked": INT}),
         "LauncherList": _object({"launchers": {"type": "array", "items": OBJ}}),
         "LauncherRunCreated": _object({"id": INT, "experiment": INT, "launcher": STR}),
         "View": view,
@@ -476,10 +547,22 @@ def _sdk_launcher_view_paths(run_id: list, name: list) -> dict[str, Any]:
             }
         },
         "/api/v1/sdk/tokens": {
+            "get": {
+                "summary": "Your logging tokens (never the tokens themselves)",
+                "responses": _ok("LoggingTokenList"),
+            },
             "post": {
-                "summary": "A new logging token of yours: it opens runs and writes only those (shown once)",
+                "summary": "A new logging token of yours: it opens runs and writes only those (shown once); made "
+                "with a personal token, it ends with that token",
                 "requestBody": _body("LoggingTokenIn"),
                 "responses": _ok("LoggingToken", "201", "Created"),
+            },
+        },
+        "/api/v1/sdk/tokens/{token_id}": {
+            "delete": {
+                "summary": "Revoke one of your logging tokens",
+                "parameters": [_id("token_id")],
+                "responses": _ok("LoggingTokenRevoked"),
             }
         },
         "/api/v1/launchers": {
@@ -737,8 +820,10 @@ def document() -> dict[str, Any]:
             },
             "post": {
                 "summary": "Ingest a batch of points (the run's own token only, checked before the body is read); "
-                "refused whole if any row is bad. The body may be gzip-compressed (Content-Encoding: "
-                "gzip). 413 names the limit a body broke: OPL_INGEST_MAX_BODY_BYTES as sent (2.5 MiB), "
+                "every storable point is stored and each bad one is refused alone, with its key, step and "
+                "reason; only a wrong envelope (not JSON, points not a list) is refused whole. The body "
+                "may be gzip-compressed (Content-Encoding: gzip). 413 names the limit a body broke: "
+                "OPL_INGEST_MAX_BODY_BYTES as sent (2.5 MiB), "
                 "OPL_INGEST_MAX_INFLATED_BYTES (64 MiB) or OPL_INGEST_MAX_INFLATE_RATIO (100x) inflated; "
                 "send less per request. 429 with Retry-After: the run's queue is deep, nothing was "
                 "stored, send it again after that many seconds.",
@@ -753,7 +838,7 @@ def document() -> dict[str, Any]:
                 ],
                 "security": RUN_TOKEN,
                 "requestBody": _body("MetricBatch"),
-                "responses": {**_ok("Stored", "202", "Accepted"), "415": ERROR, "429": ERROR},
+                "responses": {**_ok("MetricsStored", "202", "Accepted"), "415": ERROR, "429": ERROR},
             },
         },
         "/api/v1/runs/{run_id}/samples": {
@@ -814,6 +899,31 @@ def document() -> dict[str, Any]:
                 "security": RUN_TOKEN,
                 "requestBody": _body("Heartbeat"),
                 "responses": _ok("Ok"),
+            }
+        },
+        "/api/v1/runs/{run_id}/updates": {
+            "post": {
+                "summary": "What a run reports besides points (the run's own token only): kind config (merged into "
+                "the config of a run logged from outside), summary, define_metric, alert, histogram or table; a "
+                "table with prompt and response columns is also stored as samples",
+                "parameters": run_id,
+                "security": RUN_TOKEN,
+                "requestBody": _body("RunUpdate"),
+                "responses": {**_ok("UpdateDone"), "409": ERROR},
+            }
+        },
+        "/api/v1/runs/{run_id}/histograms": {
+            "get": {
+                "summary": "A run's histograms of one key, in step order (the newest 500); without key, the keys",
+                "parameters": [*run_id, _query("key", STR, "the histogram's key")],
+                "responses": _ok("LoggedObjects"),
+            }
+        },
+        "/api/v1/runs/{run_id}/tables": {
+            "get": {
+                "summary": "A run's tables of one key, in step order (the newest 500); without key, the keys",
+                "parameters": [*run_id, _query("key", STR, "the table's key")],
+                "responses": _ok("LoggedObjects"),
             }
         },
         "/api/v1/metrics/compare": {

@@ -134,6 +134,9 @@ AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 # Personal API tokens: the longest lifetime a new token may be given (the tokens page offers less).
 OPL_API_TOKEN_MAX_DAYS = env_int("OPL_API_TOKEN_MAX_DAYS", 365)
+# How long a run's ingestion token still writes after the run succeeded or failed: the trainer's
+# last flush (experiments/tokens.py says why it is short).
+OPL_RUN_TOKEN_GRACE_S = env_int("OPL_RUN_TOKEN_GRACE_S", 300)
 # Served over HTTPS (on by default when DEBUG is off and OPL_PUBLIC_URL is https://): HSTS,
 # cookies only over HTTPS, http:// redirected, a Content-Security-Policy and a Referrer-Policy.
 HTTPS = env_bool("OPL_HTTPS", not DEBUG and env_str("OPL_PUBLIC_URL").startswith("https://"))
@@ -206,7 +209,7 @@ OPL_USER_MAX_GPUS = env_int("OPL_USER_MAX_GPUS", 0)
 OPL_PROJECT_MAX_ACTIVE_RUNS = env_int("OPL_PROJECT_MAX_ACTIVE_RUNS", 0)
 OPL_PROJECT_MAX_GPUS = env_int("OPL_PROJECT_MAX_GPUS", 0)
 OPL_MAX_GPUS = env_int("OPL_MAX_GPUS", 0)
-# rollout samples kept per run (issue 17); over the bound older steps are thinned
+# rollout samples kept per run; over the bound older steps are thinned
 OPL_SAMPLES_MAX_PER_RUN = env_int("OPL_SAMPLES_MAX_PER_RUN", 2000)
 OPL_SAMPLES_MAX_EVAL_PER_RUN = env_int("OPL_SAMPLES_MAX_EVAL_PER_RUN", 1000)
 # saved chart views: a view's state as compact JSON, and views per project
@@ -220,7 +223,7 @@ LOST_GRACE_SECONDS = env_int("OPL_LOST_GRACE_SECONDS", 120)
 STALL_SECONDS = env_int("OPL_STALL_SECONDS", 600)  # no heartbeat this long while RUNNING: stalled
 CANCEL_GRACE_SECONDS = env_int("OPL_CANCEL_GRACE_SECONDS", 30)
 
-# --- Ingestion limits (metric and sample batches from trainers; README "Ingestion limits") ------
+# --- Ingestion limits (metric and sample batches from trainers; docs/OPERATIONS.md) ------
 # Each is answered with a JSON 413 (or 400 for a count) naming it; the trainer's pusher halves a
 # batch that gets a 413 and sends the halves, so a limit never loses points or samples.
 OPL_INGEST_MAX_BODY_BYTES = env_int("OPL_INGEST_MAX_BODY_BYTES", 2_621_440)  # as sent (gzip); Django's 2.5 MiB

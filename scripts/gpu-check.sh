@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# The GPU check: the `gpu` tests and the GPU figures on one CUDA GPU (the lent H200), in under 8 minutes.
+# The GPU check: the `gpu` tests and the GPU figures on one CUDA GPU, in under 8 minutes.
 #
-#   scripts/gpu-check.sh --fetch-wheels [DIR]   # here, with PyPI: DIR (default .gpu-wheels, git-ignored) gets
-#                                               # the wheels the GPU machine's python3 lacks, for its Python
+#   scripts/gpu-check.sh --fetch-wheels [DIR]   # anywhere with PyPI: DIR (default .gpu-wheels, git-ignored) gets
+#                                               # the wheels the GPU node's python3 lacks, for its Python
 #                                               # (GPU_PYTHON_VERSION, default 3.12), and the study plan;
 #                                               # prints what travels and the tree + wheels size
-#   scripts/gpu-check.sh [--study] [DIR]        # there, offline: preflight, install, tests, benchmark, study
+#   scripts/gpu-check.sh [--study] [DIR]        # on the node, offline: preflight, install, tests, benchmark, study
 #
-# README.md ("The GPU check") says how to run it with the device tool and what to report.
+# docs/GPU_CHECK.md says how to run it, what it prints and where it writes.
 #
-# It runs under the machine's own python3, a venv holding its CUDA torch and transformers, and makes no
+# It runs under the node's python3 (GPU_CHECK_PYTHON), a venv holding its CUDA torch and transformers, and makes no
 # venv of its own (one made from a venv sees the base interpreter's packages, not torch): the missing
 # wheels go to a --target folder on PYTHONPATH. Every phase has a timeout inside the run's budget
-# (GPU_CHECK_BUDGET_S, default 450 s, under the device call's ~480 s), pytest's per-test timeout is shorter
+# (GPU_CHECK_BUDGET_S, default 450 s), pytest's per-test timeout is shorter
 # than its phase, and a failed phase is recorded while the next one still runs. --study runs the GPU study
 # preset (GPU_CHECK_STUDY_PRESET, default examples/presets/gpu-study-smollm2.yaml) after the checks, only if
 # GPU_CHECK_STUDY_MIN_S (default 120) are left. Everything lands under $OUT (default var/gpu-check/out):
@@ -40,7 +40,7 @@ fetch_wheels() {
     "$host" "$TOOLS/study_plan.py" "$STUDY_PRESET" "$dest/study-plan.json" "${override[@]}" \
       || echo "study: the plan records why; --study will skip it"
   else
-    echo "study: $STUDY_PRESET does not exist yet (issue 29): no study in the bundle, --study will skip"
+    echo "study: $STUDY_PRESET does not exist: no study in the bundle, --study will skip"
   fi
   "$host" "$TOOLS/bundle.py" "$dest"
 }

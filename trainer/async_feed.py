@@ -14,13 +14,16 @@ scatter, which fails when rank 0 is gone or, at the latest, at the process group
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import torch
 
 from trainer.async_gen import AsyncGenerator
 from trainer.distributed import DistInfo, model_state_on_main, scatter_from_main
 from trainer.rollout import Batch
+from trainer.staleness import staleness_bound, version_spans
+from trainer.utilisation import GeneratorClock, GeneratorTime, state_bytes
 
 
 @dataclass
@@ -30,8 +33,31 @@ class Delivery:
     batch: Batch | None
     wait_s: float = 0.0
     dropped_frac: float = 0.0  # of the rows rank 0 received since the last trained batch
+    dropped: float = 0.0  # those rows, counted
     queued: float = 0.0
     sync_s: float | None = None  # the vllm weight sync before this batch
+    gen_time: GeneratorTime = field(default_factory=GeneratorTime)  # the generator's, since the last delivery
+
+    def metrics(self, cfg) -> dict[str, float]:
+        """The step's rollout and timing keys that come with the batch."""
+        batch = self.batch
+        return {
+            "rollout/reward_mean": batch.rewards.mean().item(),
+            "rollout/queue_batches": self.queued,
+            "rollout/dropped_frac": self.dropped_frac,
+            "rollout/dropped_samples": self.dropped,
+            **staleness_bound(cfg),
+            **(version_spans(batch) if cfg.rollout.partial else {}),
+            "perf/gen_s": batch.gen_seconds,
+            "perf/wait_s": self.wait_s,
+            **({"perf/weight_sync_s": self.sync_s} if self.sync_s is not None else {}),
+        }
+
+
+def generator_seed(cfg, version: int) -> int:
+    """A fresh start draws the prompts and tokens stale_k would (its seed, the same streams), so
+    async at max_staleness 0 trains exactly as stale_k at k 0; a resumed run draws anew."""
+    return cfg.train.seed if version == 0 else cfg.train.seed + 1000 * (1 + version)
 
 
 def group_slices(batch: Batch, world: int) -> list[Batch]:
@@ -42,13 +68,18 @@ def group_slices(batch: Batch, world: int) -> list[Batch]:
 
 
 class AsyncFeed:
-    def __init__(self, cfg, alphabet: str, model, dist: DistInfo, version: int, seed: int, threads: int):
+    def __init__(self, cfg, alphabet: str, model, dist: DistInfo, version: int, threads: int):
         """Every rank builds one (the weights are gathered collectively); only rank 0 starts the generator."""
         self.cfg, self.model, self.dist = cfg, model, dist
         self.U = cfg.algorithm.updates_per_step * cfg.algorithm.epochs
         state = model_state_on_main(model, dist)
+        seed = generator_seed(cfg, version)
         self.gen = AsyncGenerator(cfg, alphabet, state, version, seed, dist.device, threads) if dist.is_main else None
         self._dropped = 0
+        # every rank reports the bytes of a publish, which only rank 0 can count
+        self.state_bytes = scatter_from_main([state_bytes(state)] * dist.world if dist.is_main else None, dist)
+        self._publish = {"seconds": 0.0, "bytes": 0.0}  # this step's, on every rank
+        self._clock_at = (time.monotonic(), self.gen.ctrl.clock.snapshot() if self.gen is not None else {})
 
     def next(self, version: int, should_stop) -> Delivery:
         """This rank's slice of the next admissible batch (every rank calls it at the same step)."""
@@ -66,20 +97,38 @@ class AsyncFeed:
             worst = version + self.U - 1 - int(batch.versions.min())
             if worst <= self.cfg.staleness.max_staleness:
                 break
-            gen.take(trains=False, version=version)  # admission should make this impossible; never train on it
+            gen.take(trains=False, version=version)  # on_exceed wait: admission makes this impossible
             self._dropped += len(batch)
         gen.take(trains=True, version=version)
-        dropped_frac, self._dropped = self._dropped / (self._dropped + len(batch)), 0
+        dropped, self._dropped = float(self._dropped), 0
+        dropped_frac = dropped / (dropped + len(batch))
         queued, sync_s = float(gen.queued()), gen.last_sync_s
-        return [Delivery(part, wait_s, dropped_frac, queued, sync_s) for part in group_slices(batch, world)]
+        gen_time = self._generator_time()
+        parts = group_slices(batch, world)
+        return [Delivery(part, wait_s, dropped_frac, dropped, queued, sync_s, gen_time) for part in parts]
+
+    def _generator_time(self) -> GeneratorTime:
+        """Rank 0: the generator's counters moved since the previous delivery."""
+        now, counters = time.monotonic(), self.gen.ctrl.clock.snapshot()
+        before_t, before = self._clock_at
+        self._clock_at = (now, counters)
+        return GeneratorClock.since(counters, before, now - before_t)
+
+    def take_publish(self) -> dict[str, float]:
+        """Seconds and bytes of this step's weight publishes (every rank's own seconds)."""
+        out, self._publish = self._publish, {"seconds": 0.0, "bytes": 0.0}
+        return out
 
     def on_update(self, version: int) -> None:
         """After each optimizer update (every rank): publish the weights when a sync is due."""
         if version % self.cfg.staleness.sync_every:
             return
+        t0 = time.perf_counter()
         state = model_state_on_main(self.model, self.dist)
         if self.gen is not None:
             self.gen.publish(state, version)
+        self._publish["seconds"] += time.perf_counter() - t0
+        self._publish["bytes"] += self.state_bytes
 
     def close(self, failed: bool = False) -> None:
         if self.gen is not None:

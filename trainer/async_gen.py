@@ -12,8 +12,11 @@ where C is the number of batches the trainer has taken, `committed` the version 
 have once it has finished the batch it is training on, and U the updates per batch. The P - C
 batches ahead of batch P add at most U updates each, so the left side bounds the staleness any
 sample of batch P can reach during its own U updates. When the bound fails the generator waits for
-newer weights. The trainer checks each batch again on arrival and drops one that would exceed the
-bound (this only happens if the accounting above were wrong; `rollout/dropped_frac` shows it).
+newer weights (`staleness.on_exceed: wait`, the default). The trainer checks each batch again on
+arrival and drops one that would exceed the bound (under `wait` this only happens if the accounting
+above were wrong; `rollout/dropped_frac` and `rollout/dropped_samples` show it). Under
+`on_exceed: drop` the generator does not wait for weights: it runs at most `batches_ahead` batches
+ahead of the trainer, and the trainer's check on arrival discards what is too stale.
 
 Every hand-over has a deadline, `staleness.sync_timeout_s` (T): the trainer waits at most T for the
 weights lock, at most T for the generator to load a published version (it loads between batches)
@@ -31,6 +34,8 @@ import traceback
 
 import torch
 import torch.multiprocessing as tmp
+
+from trainer.utilisation import GeneratorClock
 
 POLL_S = 0.005
 WEIGHT_SYNC_KEY = "weight_sync_s"  # travels beside a batch's state, not in it
@@ -50,6 +55,7 @@ class Control:
         self.loaded_version = ctx.Value("q", -1, lock=False)  # the weights the generator holds
         self.consumed = ctx.Value("q", 0, lock=False)
         self.committed = ctx.Value("q", start_version, lock=False)
+        self.clock = GeneratorClock(ctx)  # where the generator's time went (utilisation.py)
 
 
 def admissible(
@@ -57,6 +63,19 @@ def admissible(
 ) -> bool:
     worst = committed + (produced - consumed) * updates_per_batch + updates_per_batch - 1 - weights_version
     return worst <= max_staleness
+
+
+def batches_ahead(updates_per_batch: int, max_staleness: int) -> int:
+    """`on_exceed: drop`: how many batches the generator may run ahead of the trainer. Its weights
+    are not checked; the trainer drops a batch that arrives too stale."""
+    return max_staleness // updates_per_batch + 1
+
+
+def may_start(on_exceed: str, committed, produced, consumed, updates_per_batch, weights_version, max_staleness) -> bool:
+    """Whether the generator may start its next batch now."""
+    if on_exceed == "drop":
+        return produced - consumed < batches_ahead(updates_per_batch, max_staleness)
+    return admissible(committed, produced, consumed, updates_per_batch, weights_version, max_staleness)
 
 
 def generator_main(
@@ -89,27 +108,28 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     precision = Precision(cfg.model.dtype, dev)
     engine = _make_engine(cfg, policy, dev, precision)
     U = updates_per_step_total(cfg)
-    version, produced = -1, 0
-    sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
+    produced = 0
     trainer_pid = os.getppid()
+    clock, bound, on_exceed = ctrl.clock, cfg.staleness.max_staleness, cfg.staleness.on_exceed
+    weights = _Weights(cfg, ctrl, shared, policy, engine)
+    swap = Swap(weights.newer, weights.load) if cfg.rollout.partial else None
     try:
         while not ctrl.stop.is_set() and os.getppid() == trainer_pid:  # an orphan stops
-            if ctrl.weights_version.value > version:
-                with ctrl.lock:
-                    version = ctrl.weights_version.value
-                    policy.model.load_state_dict(shared)
-                    if cfg.rollout.engine == "vllm":
-                        engine.load_weights(shared)
-                        sync_s = engine.last_sync_s
-                    ctrl.loaded_version.value = version
+            if weights.newer():
+                weights.load()
+            version = weights.version
             with ctrl.lock:
                 consumed, committed = ctrl.consumed.value, ctrl.committed.value
-            if version < 0 or not admissible(committed, produced, consumed, U, version, cfg.staleness.max_staleness):
-                time.sleep(POLL_S)
+            state = (on_exceed, committed, produced, consumed, U)
+            if version < 0 or not may_start(*state, version, bound):
+                _idle(clock, version < 0 or may_start(*state, committed, bound))
                 continue
-            batch = _one_batch(cfg, task, engine, policy.model, rng, version, dev, precision)
-            out.put({**to_wire(batch.to_state()), WEIGHT_SYNC_KEY: sync_s})
-            sync_s = None
+            t_gen, loading_before = time.perf_counter(), clock.values["load_s"].value
+            batch = _one_batch(cfg, task, engine, policy.model, rng, version, dev, precision, swap)
+            loading = clock.values["load_s"].value - loading_before  # a partial rollout's swaps
+            clock.add("busy_s", time.perf_counter() - t_gen - loading)
+            clock.add("tokens", float(batch.response_mask.sum()))
+            out.put({**to_wire(batch.to_state()), WEIGHT_SYNC_KEY: weights.take_sync_s()})
             produced += 1
     finally:
         task.close()
@@ -119,21 +139,81 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
             engine.close()
 
 
-def _one_batch(cfg, task, engine, model, rng, version: int, dev, precision):
-    """One batch from the weights at `version`: generated, scored, with behaviour log-probs."""
+def _idle(clock, waiting_for_weights: bool) -> None:
+    """One poll interval without work, counted; as a wait for weights when the trainer's newest
+    weights would have let the generator start."""
+    t_idle = time.perf_counter()
+    time.sleep(POLL_S)
+    idle = time.perf_counter() - t_idle
+    clock.add("idle_s", idle)
+    if waiting_for_weights:
+        clock.add("wait_weights_s", idle)
+
+
+class _Weights:
+    """The generator's side of the weights: which version it holds, and loading the newest."""
+
+    def __init__(self, cfg, ctrl: Control, shared: dict, policy, engine):
+        self.cfg, self.ctrl, self.shared, self.policy, self.engine = cfg, ctrl, shared, policy, engine
+        self.version = -1
+        self.sync_s = None  # seconds of the vllm weight sync before the next batch, reported with it
+
+    def newer(self) -> bool:
+        return self.ctrl.weights_version.value > self.version
+
+    def load(self) -> int:
+        t_load = time.perf_counter()
+        with self.ctrl.lock:
+            self.version = self.ctrl.weights_version.value
+            self.policy.model.load_state_dict(self.shared)
+            if self.cfg.rollout.engine == "vllm":
+                self.engine.load_weights(self.shared)
+                self.sync_s = self.engine.last_sync_s
+            self.ctrl.loaded_version.value = self.version
+        self.ctrl.clock.add("load_s", time.perf_counter() - t_load)
+        return self.version
+
+    def take_sync_s(self) -> float | None:
+        sync_s, self.sync_s = self.sync_s, None
+        return sync_s
+
+
+class Swap:
+    """Partial rollouts: `newer()` says newer weights were published, `load()` loads them and
+    returns their version."""
+
+    def __init__(self, newer, load):
+        self.newer, self.load = newer, load
+
+
+def _one_batch(cfg, task, engine, model, rng, version: int, dev, precision, swap: Swap | None = None):
+    """One batch from the weights at `version`: generated, scored, with behaviour log-probs. With
+    `swap` (rollout.partial) generation continues across weight updates (trainer/partial.py)."""
+    from trainer.partial import generate_partial, merge_behaviour
     from trainer.rollout import make_batch, recompute_behaviour_logp
 
     roll = cfg.rollout
+    recompute = roll.behav_logp == "recompute"
     t0 = time.perf_counter()
     problems = task.sample(rng, roll.prompts_per_step)
     prompts = [task.prompt_text(p) for p in problems]
-    gen = engine.generate(prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
+    sampling = (prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
+    partial = None
+    if swap is None:
+        gen = engine.generate(*sampling)
+    else:
+        partial = generate_partial(engine, *sampling, swap.newer, swap.load, version, recompute)
+        gen = partial.generation
     expanded = [p for p in problems for _ in range(roll.group_size)]
     rewards = task.train_rewards(expanded, gen.texts, gen.finished)
     rows = [(t, p.answer) for t, p in zip(prompts, problems) for _ in range(roll.group_size)]
     batch = make_batch(gen, rewards, version, roll.group_size, 0.0, problems=rows)
-    if roll.behav_logp == "recompute":
+    if partial is not None:
+        batch.token_version_offsets = partial.token_version_offsets
+    if recompute:
         recompute_behaviour_logp(batch, model, roll.temperature, cfg.train.micro_batch_size, dev, precision)
+        if partial is not None:  # the whole-batch scores hold for the last version's tokens only
+            batch.behav_logp = merge_behaviour(batch.behav_logp, partial)
     batch.gen_seconds = time.perf_counter() - t0
     return batch
 

@@ -42,19 +42,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.json_schema import SkipJsonSchema
 
 from trainer.benchmarks import BENCHMARK_SETS, MATH_PROMPT_TEMPLATE, QUESTION_SLOT, resolve_data_path
+from trainer.vocabulary import AGG_MODES, DEFAULT_EPOCHS, DEFAULT_UPDATES_PER_STEP, DUAL_CLIP_OBJECTIVES, OBJECTIVES
+from trainer.vocabulary import updates_per_step as _updates_per_step
 
-DUAL_CLIP_OBJECTIVES = (
-    "m2po",
-    "m2po_cap",
-    "grpo",
-    "no_clip",
-    "gspo",
-    "decoupled_ppo",
-)  # = objectives.DUAL_CLIP_OBJECTIVES
 PROCEDURAL_EVAL_SETS = ("arithmetic", "forks")
 KNOWN_EVAL_SETS = PROCEDURAL_EVAL_SETS + tuple(BENCHMARK_SETS)
 
-Objective = Literal["m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo"]
+Objective = Literal[OBJECTIVES]
 
 
 class _Section(BaseModel):
@@ -192,6 +186,13 @@ class RolloutConfig(_Section):
         "behaviour weights over each batch at generation time; 'engine' keeps those of the sampler "
         "(only without top_p truncation, and exposed to engine/trainer numerical mismatch).",
     )
+    partial: bool = Field(
+        False,
+        description="async, hf engine: partial rollouts. When the trainer publishes new weights mid-batch, the "
+        "generator stops, loads them and continues the unfinished responses; each token keeps the version "
+        "that generated it and its behaviour log-prob (recompute: the trainer's copy of that version), so "
+        "ratios, M2 and the masks use per-token behaviour log-probs and staleness is per token.",
+    )
     vllm_gpu_memory_utilization: float = Field(
         0.4, gt=0, le=1, description="vllm: fraction of GPU memory the engine may take."
     )
@@ -279,12 +280,17 @@ class AlgorithmConfig(_Section):
         description="Truncated importance sampling cap on pi_behav/pi_engine (needs rollout.behav_logp "
         "'recompute'); null turns TIS off.",
     )
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] | None = Field(
+    loss_agg: Literal[AGG_MODES] | None = Field(
         None, description="How token losses are aggregated; null: the objective's default."
     )
     adv_std_normalize: bool = Field(True, description="Divide group-centred rewards by the group's std (GRPO).")
     adv_eps: float = Field(1e-6, gt=0, description="Added to the std when normalising.")
-    lr: float = Field(1e-3, gt=0, description="Peak learning rate (AdamW).")
+    lr: float = Field(
+        1e-3,
+        ge=0,
+        description="Peak learning rate (AdamW). 0 keeps the weights as they are: the policy drift is then 0 and "
+        "what remains of the importance ratio is the engine's mismatch.",
+    )
     lr_schedule: Literal["constant", "linear", "cosine"] = Field(
         "constant", description="Decay after warm-up, over the run's total updates."
     )
@@ -292,12 +298,12 @@ class AlgorithmConfig(_Section):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     grad_clip: float = Field(1.0, gt=0, description="Clip the global gradient norm to this.")
     updates_per_step: int = Field(
-        2,
+        DEFAULT_UPDATES_PER_STEP,
         ge=1,
         description="Minibatches per epoch: optimizer updates per training step and epoch. A training step is "
         "updates_per_step x epochs optimizer updates; charts, progress and the API count updates.",
     )
-    epochs: int = Field(1, ge=1, description="Passes over each batch.")
+    epochs: int = Field(DEFAULT_EPOCHS, ge=1, description="Passes over each batch.")
 
 
 class StalenessConfig(_Section):
@@ -323,6 +329,14 @@ class StalenessConfig(_Section):
         ge=0,
         description="async: a batch is trained on only if even its step's last update is at most this many "
         "optimizer updates past the weights that generated it, so its staleness is at most this.",
+    )
+    on_exceed: Literal["wait", "drop"] = Field(
+        "wait",
+        description="async: what keeps batches within max_staleness. 'wait': the generator starts a batch only "
+        "when even its last update will be within the bound, else it waits for newer weights (it is "
+        "throttled; nothing is thrown away). 'drop': the generator runs ahead (at most max_staleness / "
+        "(updates_per_step x epochs) + 1 batches beyond the trainer) and the trainer discards every batch that "
+        "would exceed the bound, counting them (rollout/dropped_samples).",
     )
     sync_every: int = Field(1, ge=1, description="async: push weights to the generator every N optimizer updates.")
     sync_timeout_s: float = Field(
@@ -761,6 +775,10 @@ def _demonstration_problems(cfg: RunConfig) -> list[tuple[str, str]]:
 def _staleness_problems(cfg: RunConfig) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     st = cfg.staleness
+    if cfg.rollout.partial and st.mode != "async":
+        problems.append(("rollout.partial", "partial rollouts continue responses across weight updates: async only"))
+    if cfg.rollout.partial and cfg.rollout.engine != "hf":
+        problems.append(("rollout.partial", "partial rollouts are built for the hf engine only so far"))
     if st.mode == "async":
         need = updates_per_step_total(cfg) - 1 + st.sync_every - 1
         if st.max_staleness < need:
@@ -822,7 +840,7 @@ def check_world_size(cfg: RunConfig, world: int) -> None:
 
 
 def updates_per_step_total(cfg: RunConfig) -> int:
-    return cfg.algorithm.updates_per_step * cfg.algorithm.epochs
+    return _updates_per_step(cfg.model_dump(include={"algorithm"}))
 
 
 @dataclass(frozen=True)
@@ -862,7 +880,7 @@ def derive_sizes(cfg: RunConfig) -> DerivedSizes:
     u = updates_per_step_total(cfg)
     samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size
     if cfg.staleness.mode == "stale_k":
-        smin = smax = cfg.staleness.k * u  # one definition (README): counted to the step's first update
+        smin = smax = cfg.staleness.k * u  # one definition (docs/GUIDE.md): counted to the step's first update
         warm = cfg.staleness.k
     else:
         smin, smax, warm = 0, cfg.staleness.max_staleness, 0

@@ -1,4 +1,4 @@
-"""Which corrections a recorded sample is also marked by, and their names (issue 23; docs/SAMPLES.md).
+"""Which corrections a recorded sample is also marked by, and their names (docs/SAMPLES.md).
 
 One job: from the run's `algorithm` section, the list of other corrections ("variants") whose
 marks the trainer records beside the run's own, each as an objective and the loss parameters it
@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainer.objectives import DUAL_CLIP_DEFAULT_C, DUAL_CLIP_OBJECTIVES, OBJECTIVES
+from trainer import vocabulary
+from trainer.objectives import DUAL_CLIP_DEFAULT_C
+from trainer.vocabulary import DUAL_CLIP_OBJECTIVES, OBJECTIVES, OPTIONS, variant_name  # noqa: F401 (re-exported)
 
-OPTIONS = ("dual_clip", "token_mask", "seq_mask", "tis", "sq_penalty")
 MARKING_OPTIONS = ("dual_clip", "token_mask", "seq_mask")  # the ones a counterfactual switches on
 MAX_VARIANTS = len(OBJECTIVES) - 1 + len(MARKING_OPTIONS)
 NEEDS_PROX = ("decoupled_ppo",)
@@ -34,19 +35,8 @@ class Variant:
 
 
 def enabled_options(alg) -> tuple[str, ...]:
-    """The options an AlgorithmConfig turns on, in OPTIONS order."""
-    on = {
-        "dual_clip": alg.dual_clip_c is not None,
-        "token_mask": alg.token_mask,
-        "seq_mask": alg.seq_mask,
-        "tis": alg.tis_cap is not None,
-        "sq_penalty": alg.sq_log_ratio_coef > 0,
-    }
-    return tuple(o for o in OPTIONS if on[o])
-
-
-def variant_name(objective: str, options) -> str:
-    return "+".join([objective, *(o for o in OPTIONS if o in set(options))])
+    """The options an AlgorithmConfig turns on, in OPTIONS order (the dashboard's rule, one copy)."""
+    return vocabulary.enabled_options(alg.model_dump())
 
 
 def run_variant(alg) -> str:

@@ -1,5 +1,5 @@
 """The marks every other correction would have made in the recorded update (docs/SAMPLES.md):
-each variant's loss on the tensors the real loss saw, without gradient. Which variants:
+each variant's marks on the tensors the real loss saw, by the client's numpy code (opl_client.marks). Which variants:
 trainer/counterfactual.py; where the marks go: samples.SampleRecorder.take_counterfactual."""
 
 from __future__ import annotations
@@ -8,10 +8,13 @@ from dataclasses import dataclass
 
 import torch
 
+from opl_client.marks import Params, token_marks
 from trainer.counterfactual import counterfactual_variants
 from trainer.distributed import max_across
 from trainer.m2po_scope import minibatch_m2po_keep
-from trainer.objectives import policy_loss_marked
+from trainer.objectives import MARK_KINDS, LossMarks
+
+MARK_PARAMS = set(Params.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -52,23 +55,35 @@ def record_counterfactuals(seen: list[Seen], alg, samples, dist, device, several
 
 
 def _variant_marks(s: Seen, variant, keep, whole: bool, has_engine: bool, samples, device) -> None:
-    """One variant's marks on one micro-batch: over all its rows (`whole`) or only the recorded ones."""
+    """One variant's marks on one micro-batch: over all its rows (`whole`) or only the recorded ones.
+    Marked by the client's numpy code (what an SDK run's samples are marked with), which a test holds
+    equal to this loss's own marks token by token."""
     where = samples.positions(s.rows)
     if not where:
         return
     local = [p for _, p in where]
     cut = slice(None) if whole else local  # a list of rows indexes a tensor on any device
     params = {**s.params, **variant.overrides}
-    params.pop("m2po_keep", None)
-    if has_engine:
-        params["rollout_logp"] = s.rollout
-    for name in ("rollout_logp", "prox_logp"):
-        if params.get(name) is not None:
-            params[name] = params[name][cut]
-    if keep is not None:
-        params["m2po_keep"] = keep[s.rows][cut].to(device)
-    with torch.no_grad():
-        _, _, marks = policy_loss_marked(
-            variant.objective, s.logp[cut], s.behav[cut], s.adv_tok[cut], s.rmask[cut], **params
-        )
-    samples.take_counterfactual(s.rows, variant.name, marks, local if whole else list(range(len(local))))
+    extra = {
+        "rollout_logp": s.rollout[cut] if has_engine else None,
+        "prox_logp": params["prox_logp"][cut] if params.get("prox_logp") is not None else None,
+        "m2po_keep": keep[s.rows][cut] if keep is not None else None,
+    }
+    marks = token_marks(
+        variant.objective,
+        _numpy(s.logp[cut]),
+        _numpy(s.behav[cut]),
+        _numpy(s.adv_tok[cut]),
+        _numpy(s.rmask[cut]),
+        **{name: _numpy(tensor) for name, tensor in extra.items() if tensor is not None},
+        **{name: value for name, value in params.items() if name in MARK_PARAMS},
+    )
+    as_tensors = LossMarks(*(torch.from_numpy(getattr(marks, kind)) for kind in MARK_KINDS), log_ratio=None)
+    samples.take_counterfactual(s.rows, variant.name, as_tensors, local if whole else list(range(len(local))))
+
+
+def _numpy(tensor: torch.Tensor):
+    tensor = tensor.detach()
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()
+    return tensor.cpu().numpy()

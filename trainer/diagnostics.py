@@ -1,4 +1,4 @@
-"""Off-policy diagnostics on every optimizer update, for every objective (issue 23).
+"""Off-policy diagnostics on every optimizer update, for every objective.
 
 One job: from the log-ratios the loss pass already computed (no extra forward pass), say how far the
 current policy is from the behaviour policy, and whether a few tokens carry the update. The loop
@@ -28,6 +28,15 @@ the behaviour policy, pi_engine the sampler's log-probs):
     rollout/engine_abs_dlogp(_max)  mean (and largest) |log pi_engine - log pi_trainer|
     rollout/engine_kl_k3  mean(rho - 1 - log rho), rho = pi_trainer / pi_engine: K3 of
         KL(pi_engine || pi_trainer) from the engine's samples. rollout/engine_kl stays the K1 mean.
+
+Two drifts, apart (`drift_stats`, under behav_logp: recompute). The ratio pi_theta / pi_engine the
+loss would see is the product of w_engine = pi_trainer@behav / pi_engine (the engine's numerical
+mismatch, no matter how stale) and w_policy = pi_theta / pi_trainer@behav (the policy's own drift
+since the behaviour version, exactly 1 at learning rate 0). For each, over the valid tokens:
+    drift/<which>_kl_k3  mean(w - 1 - log w)
+    drift/<which>_abs_dlogp, _abs_dlogp_p99  mean and 99th percentile (nearest rank) of |log w|
+    drift/<which>_chi2  mean((w - 1)^2)
+    drift/<which>_ess_frac  (sum w)^2 / (n sum w^2)
 """
 
 from __future__ import annotations
@@ -35,7 +44,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from trainer.loss_keys import ENGINE_KEYS, UPDATE_KEYS  # noqa: F401 (UPDATE_KEYS: callers import it from here)
+from trainer.loss_keys import (  # noqa: F401 (UPDATE_KEYS: callers import it from here)
+    DRIFT_STATS,
+    ENGINE_KEYS,
+    UPDATE_KEYS,
+)
 
 
 @torch.no_grad()
@@ -75,6 +88,34 @@ def engine_diagnostics(rollout_logp: Tensor, behav_logp: Tensor, mask: Tensor) -
         "rollout/engine_abs_dlogp_max": float(d.abs().max()),
         "rollout/engine_kl_k3": float((torch.expm1(-d) + d).sum()) / n,  # rho - 1 - log rho, log rho = -d
     }
+
+
+@torch.no_grad()
+def drift_stats(log_w: Tensor, mask: Tensor, prefix: str) -> dict[str, float]:
+    """`prefix`_{DRIFT_STATS} of the weights w = exp(log_w) over the valid tokens (float64)."""
+    lw = log_w.detach()[mask.bool()].double()  # (n,)
+    n = lw.numel()
+    if not n:
+        return {f"{prefix}_{s}": (1.0 if s == "ess_frac" else 0.0) for s in DRIFT_STATS}
+    w = torch.exp(lw)
+    sum_sq = float(w.square().sum())
+    return {
+        f"{prefix}_kl_k3": float((torch.expm1(lw) - lw).sum()) / n,
+        f"{prefix}_abs_dlogp": float(lw.abs().sum()) / n,
+        f"{prefix}_abs_dlogp_p99": float(_order_statistic(lw.abs(), 99)),
+        f"{prefix}_chi2": float(torch.expm1(lw).square().sum()) / n,
+        f"{prefix}_ess_frac": float(w.sum()) ** 2 / (n * sum_sq) if sum_sq > 0 else 1.0,
+    }
+
+
+def engine_drift(rollout_logp: Tensor, behav_logp: Tensor, mask: Tensor) -> dict[str, float]:
+    """Engine mismatch: w = pi_trainer@behav / pi_engine over the batch's sampled tokens."""
+    return drift_stats(behav_logp - rollout_logp, mask, "drift/engine")
+
+
+def policy_drift(log_r: Tensor, mask: Tensor) -> dict[str, float]:
+    """Policy drift: w = pi_theta / pi_trainer@behav, log_r as the loss computed it."""
+    return drift_stats(log_r, mask, "drift/policy")
 
 
 def _order_statistic(values: Tensor, percent: int) -> Tensor | None:

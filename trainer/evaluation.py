@@ -1,4 +1,10 @@
-"""Evaluation: accuracy on each eval set, every problem evaluated once across the ranks."""
+"""Evaluation: accuracy on each eval set, every problem evaluated once across the ranks.
+
+Evaluation samples from its own random stream: each evaluation seeds a torch.Generator from the
+run's seed and the update it evaluates at, and draws the sampling seed from it inside
+torch.random.fork_rng, so the global stream training samples from is exactly where it was. Without
+this the eval schedule changed training: the same seed with eval every 10 and every 50 updates
+trained two different runs."""
 
 from __future__ import annotations
 
@@ -19,14 +25,32 @@ def eval_share(items: list, dist: DistInfo) -> list:
     return items[dist.rank :: dist.world]
 
 
+EVAL_STREAM = 0x5EED_E7A1  # keeps the eval stream apart from any stream seeded with the run's seed alone
+
+
+def eval_generator(seed: int, version: int, rank: int = 0) -> torch.Generator:
+    """Evaluation's own generator at `version`: the same for the same run seed, update and rank,
+    however often the run evaluated before (so a resumed run evaluates as an uninterrupted one)."""
+    return torch.Generator().manual_seed((seed * 1_000_003 + version * 8_191 + rank + EVAL_STREAM) % 2**63)
+
+
 class Evaluator:
     def __init__(self, cfg, eval_sets: list, engine, dist: DistInfo, samples):
         self.cfg, self.eval_sets, self.engine, self.dist = cfg, eval_sets, engine, dist
         self.samples = samples  # rank 0's SampleRecorder, else None
 
-    @torch.no_grad()
     def evaluate(self, version: int) -> dict[str, float]:
-        """eval/<set>/acc and eval/<set>/reward_failures per set, and eval/avg_acc."""
+        """eval/<set>/acc and eval/<set>/reward_failures per set, and eval/avg_acc; the global random
+        state (CPU and this rank's GPU) is left as it was."""
+        generator = eval_generator(self.cfg.train.seed, version, self.dist.rank)
+        device = getattr(self.engine, "device", None)
+        gpus = [device] if isinstance(device, torch.device) and device.type == "cuda" else []
+        with torch.random.fork_rng(devices=gpus):
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+            return self._evaluate(version)
+
+    @torch.no_grad()
+    def _evaluate(self, version: int) -> dict[str, float]:
         out = {}
         for es in self.eval_sets:
             counts = self._score_my_share(es, version)

@@ -11,6 +11,7 @@ from trainer import demonstrations
 from trainer.distributed import DistInfo, model_state_for_engine
 from trainer.rewards import check_rewards
 from trainer.rollout import Batch, HFEngine, make_batch, recompute_behaviour_logp
+from trainer.utilisation import state_bytes
 
 log = logging.getLogger("trainer")
 
@@ -45,6 +46,7 @@ class Rollouts:
         self.prompt_rng = prompt_rng  # the same on every rank; each takes its slice
         self.engine_version = -1  # the weights a separate engine (vLLM) holds
         self.weight_sync_s: float | None = None
+        self.weight_sync_bytes = 0
 
     def generate(self, version: int, gen_step: int) -> Batch:
         """One batch from the weights at `version`, with rewards and behaviour log-probs."""
@@ -73,14 +75,19 @@ class Rollouts:
         if not self.separate or self.engine_version == version:
             return
         t_sync = time.perf_counter()
-        self.engine.load_weights(model_state_for_engine(self.model, self.dist))
+        state = model_state_for_engine(self.model, self.dist)
+        self.weight_sync_bytes = state_bytes(state)
+        self.engine.load_weights(state)
         self.engine_version = version
         self.weight_sync_s = time.perf_counter() - t_sync  # gather + hand-over + in-place load
 
     def take_weight_sync(self) -> dict[str, float]:
-        """perf/weight_sync_s of the sync this step did, if it did one (the vllm engine only)."""
+        """perf/weight_sync_s and _bytes of the sync this step did, if it did one (the vllm engine
+        only); {} otherwise."""
         sync_s, self.weight_sync_s = self.weight_sync_s, None
-        return {} if sync_s is None else {"perf/weight_sync_s": sync_s}
+        if sync_s is None:
+            return {}
+        return {"perf/weight_sync_s": sync_s, "perf/weight_sync_bytes": float(self.weight_sync_bytes)}
 
     def close(self) -> None:
         if self.separate and hasattr(self.engine, "close"):

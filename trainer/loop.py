@@ -9,7 +9,7 @@ async: a generator process (async_gen.py) produces batches concurrently; each ba
 within max_staleness is trained on with U updates, and the weights are published every
 sync_every updates.
 
-Staleness, one definition (README, "Steps, updates and staleness"): the optimizer updates between
+Staleness, one definition (docs/GUIDE.md, "Steps, updates and staleness"): the optimizer updates between
 the weights that generated a rollout and the weights its training step starts from. Every sample
 carries the policy version (update count) of the weights that generated it; every training step
 logs rollout/staleness_{mean,min,max}, and the samples and the progress line show the same number.
@@ -27,6 +27,7 @@ import os
 import random
 import time
 from collections import deque
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,7 @@ from trainer.samples import SampleRecorder
 from trainer.stopping import EX_CANCELLED, EX_OK, EX_TEMPFAIL, StopProtocol, StopRequest  # noqa: F401
 from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
 from trainer.update import Updater
+from trainer.utilisation import async_utilisation, stale_k_utilisation
 
 log = logging.getLogger("trainer")
 
@@ -187,23 +189,27 @@ class Trainer:
                 continue  # warm-up: nothing trains during the first k steps
             batch = self.queue.popleft()
             metrics = self.updater.train_on(batch)
+            sync = self.rollouts.take_weight_sync()
             metrics.update(
                 {
                     "rollout/reward_mean": fresh.rewards.mean().item(),
                     "rollout/queue_batches": float(len(self.queue)),
                     "perf/gen_s": fresh.gen_seconds,
-                    **self.rollouts.take_weight_sync(),
+                    **sync,
                 }
             )
             tokens = sum_across(batch.response_mask.sum().item(), self.dist)
-            self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist))
+            generated = sum_across(fresh.response_mask.sum().item(), self.dist)
+            times = (fresh.gen_seconds, metrics["perf/train_s"], generated, tokens, sync)
+            utilisation = partial(stale_k_utilisation, *times)
+            self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist), utilisation)
         return EX_OK
 
     def _run_async(self) -> int:
         from trainer.async_feed import AsyncFeed
 
-        p, seed = self.progress, self.cfg.train.seed + 1000 * (1 + self.progress.version)
-        feed = AsyncFeed(self.cfg, self.alphabet, self.model, self.dist, p.version, seed, self.threads)
+        p = self.progress  # a fresh start seeds the generator as stale_k (async_feed.generator_seed)
+        feed = AsyncFeed(self.cfg, self.alphabet, self.model, self.dist, p.version, self.threads)
         self.async_feed = feed
         while p.train_step < self.cfg.train.steps:
             if self.stopper.due():
@@ -214,25 +220,21 @@ class Trainer:
                 continue
             batch = got.batch
             metrics = self.updater.train_on(batch, on_update=feed.on_update)
-            metrics.update(
-                {
-                    "rollout/reward_mean": batch.rewards.mean().item(),
-                    "rollout/queue_batches": got.queued,
-                    "rollout/dropped_frac": got.dropped_frac,
-                    "perf/gen_s": batch.gen_seconds,
-                    "perf/wait_s": got.wait_s,
-                    **({"perf/weight_sync_s": got.sync_s} if got.sync_s is not None else {}),
-                }
-            )
+            metrics.update(got.metrics(self.cfg))
             tokens = sum_across(batch.response_mask.sum().item(), self.dist)
-            self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist))
+            times = (got.wait_s, metrics["perf/train_s"], tokens, got.gen_time, feed.take_publish())
+            utilisation = partial(async_utilisation, *times)
+            self.finish_step(metrics, t0, tokens, sum_across(float(len(batch)), self.dist), utilisation)
         return EX_OK
 
-    def finish_step(self, metrics: dict[str, float], step_start: float, tokens: float, samples: float) -> None:
-        """The step's metrics logged and printed; then evaluation and a checkpoint when due."""
+    def finish_step(self, metrics: dict, step_start: float, tokens: float, samples: float, utilisation=None) -> None:
+        """The step's metrics logged and printed; then evaluation and a checkpoint when due.
+        `utilisation(step_s)`: the step's utilisation keys (trainer/utilisation.py)."""
         p = self.progress
         p.train_step += 1
         step_s = time.perf_counter() - step_start
+        if utilisation is not None:
+            metrics.update(utilisation(step_s))
         metrics.update(
             {
                 "perf/step_s": step_s,

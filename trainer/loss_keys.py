@@ -40,3 +40,11 @@ UPDATE_KEYS = (
     "actor/ess_frac",
 )
 ENGINE_KEYS = ("rollout/engine_abs_dlogp", "rollout/engine_abs_dlogp_max", "rollout/engine_kl_k3")
+
+# The importance ratio pi_theta / pi_engine, split in two (trainer/diagnostics.py drift_stats), under
+# behav_logp: recompute. Engine mismatch: pi_trainer at the behaviour version against pi_engine, once
+# per step over the batch's sampled tokens. Policy drift: pi_theta against pi_trainer at the
+# behaviour version, per update over its minibatch, averaged over the step.
+DRIFT_STATS = ("kl_k3", "abs_dlogp", "abs_dlogp_p99", "chi2", "ess_frac")
+ENGINE_DRIFT_KEYS = tuple(f"drift/engine_{s}" for s in DRIFT_STATS)
+POLICY_DRIFT_KEYS = tuple(f"drift/policy_{s}" for s in DRIFT_STATS)

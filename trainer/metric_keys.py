@@ -17,7 +17,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 
-from trainer.loss_keys import ENGINE_KEYS, STATS_KEYS, UPDATE_KEYS
+from trainer.loss_keys import ENGINE_DRIFT_KEYS, ENGINE_KEYS, POLICY_DRIFT_KEYS, STATS_KEYS, UPDATE_KEYS
 
 METRIC_KEYS: dict[str, str] = {
     # the objective's own stats (trainer/objectives.py), averaged over the step's updates
@@ -85,12 +85,35 @@ METRIC_KEYS: dict[str, str] = {
     "rollout/reward_mean": "mean reward of the batches generated during this step (the newest policy)",
     "rollout/queue_batches": "batches waiting in the stale queue (stale_k) or generator queue (async)",
     "rollout/dropped_frac": "async: fraction of samples discarded this step for exceeding max_staleness",
+    "rollout/dropped_samples": "async: samples discarded since the previous step for exceeding max_staleness "
+    "(staleness.on_exceed: drop discards them by design; under wait, never)",
+    # trainer/staleness.py: per update and per token, over the step's updates
+    "rollout/observed_staleness_max": "largest staleness any trained token had at the update that trained it",
+    "rollout/staleness_bound": "async: the configured staleness.max_staleness, beside the observed values",
+    "rollout/version_span_mean": "partial rollouts: mean over the trained trajectories of the versions each spans "
+    "(newest token's - oldest's)",
+    "rollout/version_span_max": "partial rollouts: the largest version span of a trained trajectory in the step",
+    "rollout/partial_frac": "partial rollouts: share of the trained trajectories continued across a weight update",
     "rollout/engine_kl": "recompute: mean (engine log-prob - trainer log-prob) of sampled tokens (K1: its terms "
     "cancel)",
     "rollout/engine_abs_dlogp": "recompute: mean |engine log-prob - trainer log-prob| of sampled tokens",
     "rollout/engine_abs_dlogp_max": "recompute: the largest |engine log-prob - trainer log-prob| of the step",
     "rollout/engine_kl_k3": "recompute: K3 estimate of KL(pi_engine || pi_trainer), mean of rho - 1 - log rho, rho = "
     "pi_trainer / pi_engine",
+    # trainer/diagnostics.py drift_stats, behav_logp: recompute: the ratio pi_theta / pi_engine split in two.
+    # Engine mismatch, w = pi_trainer at the behaviour version / pi_engine, over the step's batch:
+    "drift/engine_kl_k3": "engine mismatch: K3 estimate of KL(pi_engine || pi_trainer@behav), mean of w - 1 - log w",
+    "drift/engine_abs_dlogp": "engine mismatch: mean |log pi_trainer@behav - log pi_engine| of the sampled tokens",
+    "drift/engine_abs_dlogp_p99": "engine mismatch: 99th percentile (nearest rank) of that |delta log p|",
+    "drift/engine_chi2": "engine mismatch: chi^2 estimate, mean of (w - 1)^2",
+    "drift/engine_ess_frac": "engine mismatch: effective sample size of w as a fraction of the tokens",
+    # Policy drift, w = pi_theta / pi_trainer at the behaviour version, per update, mean over the step
+    # (exactly 0, ESS 1, at learning rate 0):
+    "drift/policy_kl_k3": "policy drift: K3 estimate of KL(pi_trainer@behav || pi_theta), mean of w - 1 - log w",
+    "drift/policy_abs_dlogp": "policy drift: mean |log pi_theta - log pi_trainer@behav| of the trained tokens",
+    "drift/policy_abs_dlogp_p99": "policy drift: 99th percentile (nearest rank) of that |delta log p|",
+    "drift/policy_chi2": "policy drift: chi^2 estimate, mean of (w - 1)^2",
+    "drift/policy_ess_frac": "policy drift: effective sample size of w as a fraction of the tokens",
     "reward/errors": "rewards of the trained batch that raised inside the reward function (scored 0, warned)",
     "reward/timeouts": "rewards of the trained batch that timed out (scored 0, warned)",
     "actor/skipped_updates": "float16: updates skipped so far because a gradient overflowed (loss scaling)",
@@ -98,17 +121,33 @@ METRIC_KEYS: dict[str, str] = {
     "perf/train_s": "seconds of forward, backward and optimizer work this step",
     "perf/weight_sync_s": "vllm: seconds handing the new weights to the engine (gather, transfer, in-place load) this "
     "step",
-    "perf/wait_s": "async: seconds the trainer waited for a batch",
+    "perf/wait_s": "async: seconds the trainer waited for a batch (the wait for a batch)",
+    # trainer/utilisation.py: where the step's time went. stale_k: one process generates, then trains,
+    # so each side idles while the other works; async: the generator's own clock over the step's window
+    "perf/trainer_idle_s": "seconds of the step the trainer did not train: async, waiting for a batch; stale_k, "
+    "generating",
+    "perf/trainer_idle_ratio": "perf/trainer_idle_s as a fraction of the step's wall seconds",
+    "perf/gen_idle_s": "seconds the generator neither generated nor loaded weights: async, since the previous step, "
+    "held back by the staleness bound or a full queue; stale_k, while the step trained",
+    "perf/gen_idle_ratio": "perf/gen_idle_s as a fraction of the wall seconds it covers",
+    "perf/wait_weights_s": "async: of perf/gen_idle_s, seconds the generator waited for newer weights (the trainer's "
+    "newest would have let it start a batch); stale_k: 0",
+    "perf/weight_publish_s": "async: seconds the trainer spent publishing weights to the generator this step "
+    "(gather, copy into shared memory)",
+    "perf/weight_load_s": "async: seconds the generator spent loading published weights since the previous step",
+    "perf/weight_sync_bytes": "bytes of weights handed to the generator or engine this step (async: each publish; "
+    "stale_k: the vllm sync; 0 when the engine shares the trainer's weights)",
+    "perf/train_tokens_per_s": "trained response tokens per second of training (perf/train_s)",
+    "perf/gen_tokens_per_s": "generated response tokens per second of generating (dropped batches included)",
     "perf/step_s": "wall seconds of the step",
     "perf/tokens_per_s": "trained response tokens per wall second of the step",
     "perf/samples_per_s": "trained samples per wall second of the step",
     "eval/avg_acc": "mean of eval/<set>/acc over the eval sets",
-    "metrics/push_failures": "metric pushes to the dashboard that failed so far: retried from metrics.jsonl, or, "
-    "refused "
-    "for good (a 4xx), marked in metrics.rejected.jsonl for manage.py resend_rejected; logged when it changes",
-    "samples/push_failures": "rollout sample pushes to the dashboard that failed so far: retried from samples.jsonl, "
-    "or, refused "
-    "for good, marked in samples.rejected.jsonl for manage.py resend_rejected; logged when it changes",
+    "metrics/push_failures": "metric points the dashboard refused for good so far (a 4xx batch, marked in "
+    "metrics.rejected.jsonl for manage.py resend_rejected, or single points it refused); a push a retry "
+    "delivered is not counted; logged when it changes",
+    "samples/push_failures": "rollout samples the dashboard refused for good so far (marked in samples.rejected.jsonl "
+    "for manage.py resend_rejected); a push a retry delivered is not counted; logged when it changes",
     # trainer/checkpointer.py: one point per committed checkpoint, at the update it holds
     "checkpoint/bytes": "size of the checkpoint folder of this update (weights, optimizer, queues, state; bytes)",
     "perf/checkpoint_blocked_s": "seconds training waited for that checkpoint (the save, a background write's staging "
@@ -123,6 +162,8 @@ METRIC_KEYS: dict[str, str] = {
 }
 
 PATTERNS = {
+    re.compile(r"^rollout/observed_staleness/[0-9]+\Z"): "fraction of the step's trained tokens (over its updates) "
+    "whose staleness at the update that trained them was this many updates",
     re.compile(r"^eval/[A-Za-z0-9_\-]+/acc\Z"): "mean@k accuracy on one eval set",
     re.compile(r"^eval/[A-Za-z0-9_\-]+/reward_failures\Z"): "eval answers whose reward errored or timed out",
     re.compile(r"^system/gpu[0-9]+/util_pct\Z"): "NVML: GPU i's utilisation (% of time a kernel ran)",
@@ -157,6 +198,8 @@ DIRECTIONS: dict[str, str] = {
     "rollout/staleness_min": MIN,
     "rollout/staleness_max": MIN,
     "rollout/dropped_frac": MIN,
+    "rollout/dropped_samples": MIN,
+    "rollout/observed_staleness_max": MIN,
     "rollout/engine_kl": MIN,
     "reward/errors": MIN,
     "reward/timeouts": MIN,
@@ -175,10 +218,20 @@ DIRECTIONS: dict[str, str] = {
     "rollout/engine_abs_dlogp": MIN,
     "rollout/engine_abs_dlogp_max": MIN,
     "rollout/engine_kl_k3": MIN,
+    **{k: (MAX if k.endswith("_ess_frac") else MIN) for k in ENGINE_DRIFT_KEYS + POLICY_DRIFT_KEYS},
     "perf/gen_s": MIN,
     "perf/train_s": MIN,
     "perf/weight_sync_s": MIN,
     "perf/wait_s": MIN,
+    "perf/trainer_idle_s": MIN,
+    "perf/trainer_idle_ratio": MIN,
+    "perf/gen_idle_s": MIN,
+    "perf/gen_idle_ratio": MIN,
+    "perf/wait_weights_s": MIN,
+    "perf/weight_publish_s": MIN,
+    "perf/weight_load_s": MIN,
+    "perf/train_tokens_per_s": MAX,
+    "perf/gen_tokens_per_s": MAX,
     "perf/step_s": MIN,
     "perf/checkpoint_blocked_s": MIN,
 }
@@ -190,6 +243,7 @@ PATTERN_DIRECTIONS = {
 assert set(DIRECTIONS) <= set(METRIC_KEYS), "direction declared for a key missing from the table"
 assert set(STATS_KEYS) <= set(METRIC_KEYS), "objective stats missing from the metric table"
 assert set(UPDATE_KEYS + ENGINE_KEYS) <= set(METRIC_KEYS), "diagnostics missing from the metric table"
+assert set(ENGINE_DRIFT_KEYS + POLICY_DRIFT_KEYS) <= set(METRIC_KEYS), "drift keys missing from the metric table"
 
 
 def is_known(key: str) -> bool:

@@ -1,5 +1,5 @@
 """Policy objectives: M2PO (paper Algorithm 1), the released code's capping variant, baselines, and
-the correction lab's objectives and options (issue 23).
+the correction lab's objectives and options.
 
 Interface (stable; the training loop builds on these names):
 
@@ -109,10 +109,8 @@ import torch
 from torch import Tensor
 
 from trainer.loss_keys import STATS_KEYS  # noqa: F401 (callers import it from here; defined torch-free for the dashboard)
+from trainer.vocabulary import AGG_MODES, DUAL_CLIP_OBJECTIVES, OBJECTIVES
 
-OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo")
-DUAL_CLIP_OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo")
-AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 MASK_REFS = ("behaviour", "engine")
 MARK_KINDS = ("masked", "clipped", "reweighted")
 TIS_DEFAULT_CAP = 2.0

@@ -1,4 +1,4 @@
-"""Rollout samples (issue 17): a few rollouts per recording step, written to RUN_DIR/samples.jsonl.
+"""Rollout samples: a few rollouts per recording step, written to RUN_DIR/samples.jsonl.
 
 One job: choose the rows, build the spool records, keep them bounded, append them. The pusher
 (trainer/reporting.py) posts the file to the dashboard; a resume cuts it like metrics.jsonl
@@ -7,7 +7,7 @@ One job: choose the rows, build the spool records, keep them bounded, append the
     {"kind": "train"|"eval", "step", "index", "eval_set", "prompt", "response", "reference",
      "reward", "correct", "policy_version", "staleness", "objective", "tokens", "log_ratio",
      "clipped", "masked", "truncated", "time",
-     "variant", "advantage", "reweighted", "entropy", "counterfactual"}   # issue 23
+     "variant", "advantage", "reweighted", "entropy", "counterfactual"}   # the correction lab
 
 Which training steps record: the first training step of a run and every step whose updates cross a
 multiple of `samples.every`. Which rows: `samples.per_step` rows of the step's *last* optimizer

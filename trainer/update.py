@@ -18,13 +18,14 @@ import torch
 
 from trainer.advantages import broadcast_to_tokens, grpo_advantages
 from trainer.counterfactual_marks import Seen, joined, record_counterfactuals
-from trainer.diagnostics import engine_diagnostics, update_diagnostics
+from trainer.diagnostics import engine_diagnostics, engine_drift, policy_drift, update_diagnostics
 from trainer.distributed import DistInfo, sum_across
 from trainer.m2po_scope import minibatch_m2po_keep
 from trainer.objectives import policy_loss_marked
 from trainer.progress import Progress
 from trainer.rollout import Batch, micro_batched_logprobs, token_logprobs
 from trainer.samples import train_due
+from trainer.staleness import ObservedStaleness
 from trainer.token_classes import TokenClassTally
 
 
@@ -79,9 +80,11 @@ class Updater:
         # every rank knows: a counterfactual m2po mask over the minibatch is collective under torchrun
         record = train_due(self.cfg.samples, start, alg.updates_per_step * alg.epochs, self.progress.train_step)
         per_update: dict[str, list[float]] = defaultdict(list)
+        observed = ObservedStaleness()
         t0 = time.perf_counter()
         for last, rows in self._minibatches(batch):
             mb = batch.select(rows)
+            observed.add(mb, self.progress.version)
             self.recording = record and last
             if self.recording and self.samples is not None:
                 self.samples.arm(mb, start)  # the step's last update: its version is the metric step
@@ -99,6 +102,7 @@ class Updater:
             for k, v in per_update.items()
         }
         metrics.update(self._batch_metrics(batch, adv, start, time.perf_counter() - t0))
+        metrics.update(observed.metrics())
         return metrics
 
     def _minibatches(self, batch: Batch):
@@ -146,6 +150,7 @@ class Updater:
             kl = ((batch.rollout_logp - batch.behav_logp) * mask).sum().item() / max(1.0, mask.sum().item())
             metrics["rollout/engine_kl"] = kl
             metrics.update(engine_diagnostics(batch.rollout_logp, batch.behav_logp, mask))
+            metrics.update(engine_drift(batch.rollout_logp, batch.behav_logp, mask))
         self.progress.samples_seen += sum_across(float(len(batch)), self.dist)
         self.progress.tokens_seen += sum_across(lengths.sum().item(), self.dist)
         return metrics
@@ -177,7 +182,10 @@ class Updater:
         stats["actor/ratio_min"] = min(tally.lows)
         stats["actor/ratio_max"] = max(tally.highs)
         stats["actor/entropy"] = tally.entropy_sum / max(1.0, float(mb.response_mask.sum()))
-        stats.update(update_diagnostics(*joined(tally.seen)))
+        log_r, adv_tok, rmask = joined(tally.seen)
+        stats.update(update_diagnostics(log_r, adv_tok, rmask))
+        if self.cfg.rollout.behav_logp == "recompute":  # behav_logp is then pi_trainer at the behaviour version
+            stats.update(policy_drift(log_r, rmask))
         if self.recording:
             alg = self.cfg.algorithm
             record_counterfactuals(tally.seen, alg, self.samples, self.dist, self.device, micro < n)

@@ -17,7 +17,7 @@ def cmd_sync(lab: Client, args, out) -> int:
         synced = sync_dir(run_dir, lab, timeout_s=args.timeout)
         state = "finished" if synced.finished else ("complete" if synced.left_bytes == 0 else "incomplete")
         out.write(f"{run_dir}: run {synced.run_id} {state} ({synced.left_bytes} bytes left) {synced.url}\n")
-        left += synced.left_bytes
+        left += synced.left_bytes + report_refused(synced, out)
     return 0 if left == 0 else 1
 
 
@@ -35,7 +35,24 @@ def cmd_import(lab: Client, args, out) -> int:
         tags=args.tag,
     )
     out.write(f"{args.path}: run {synced.run_id} ({synced.left_bytes} bytes left) {synced.url}\n")
-    return 0 if synced.left_bytes == 0 else 1
+    lost = report_refused(synced, out)
+    return 0 if synced.left_bytes == 0 and lost == 0 else 1
+
+
+SHOWN_REFUSALS = 50
+
+
+def report_refused(synced, out) -> int:
+    """Name each point the dashboard refused (key, step, reason; the first SHOWN_REFUSALS) and
+    return how many there were."""
+    if not synced.lost:
+        return 0
+    out.write(f"{synced.lost} points were refused by the dashboard and are not stored:\n")
+    for key, step, reason in synced.refused[:SHOWN_REFUSALS]:
+        out.write(f"  {key!r} at step {step}: {reason}\n")
+    if synced.lost > SHOWN_REFUSALS:
+        out.write(f"  ... and {synced.lost - SHOWN_REFUSALS} more\n")
+    return synced.lost
 
 
 def cmd_logging_token(lab: Client, args, out) -> int:

@@ -15,6 +15,9 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 
+# What a pooled connection the server closed while it was idle raises at the next request.
+STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
 
 class Headers(dict):
     """Answer headers, read by any case of their name."""
@@ -71,14 +74,20 @@ class HttpClient:
             path = urllib.parse.urlunsplit(parts._replace(fragment=""))
             headers = {**headers, **_proxy_auth(proxy)}
         with self._lock:
-            conn = self._connection(parts, proxy, self.timeout if timeout is None else timeout)
-            try:
-                conn.request(method, path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-            except Exception:
-                self._drop()
-                raise
+            for tries_left in (1, 0):
+                conn = self._connection(parts, proxy, self.timeout if timeout is None else timeout)
+                reused = conn.sock is not None
+                try:
+                    conn.request(method, path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                    break
+                except Exception as exc:
+                    self._drop()
+                    # the server closed the kept-alive connection while it sat idle (uvicorn does after
+                    # 5 s): nothing was processed, so the request goes again once on a new connection
+                    if not (reused and tries_left and isinstance(exc, STALE_CONNECTION)):
+                        raise
             answer = Answer(resp.status, data, Headers((k.lower(), v) for k, v in resp.getheaders()))
             if resp.will_close:
                 self._drop()

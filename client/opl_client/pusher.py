@@ -15,17 +15,24 @@ halves the stream's byte budget and sends the batch again in halves, at once. An
 408/429 is a permanent refusal (a bad field, an expired token): the batch is counted, logged with
 the dashboard's reason, and marked rejected in DIR/metrics.rejected.jsonl (byte ranges of the
 spool, whose lines stay as they are), so that `manage.py resend_rejected <run>` can store it once
-the dashboard is fixed; the pusher goes on with the next batch. The same thread posts a heartbeat
+the dashboard is fixed; the pusher goes on with the next batch. A batch the dashboard stored but
+for some points (202 with `"refused": [{"index", "key", "step", "reason"}]`) is acknowledged; each
+refused point is counted and the first few are logged with their key, step and reason. The same thread posts a heartbeat
 `{"attempt", "step", "total_steps"}` every `heartbeat_s`. Nothing here ever blocks training or
 raises into it: the training thread only appends to the spool file; `close` waits at most
 `flush_timeout_s`.
+
+Run updates (the SDK's config changes, summaries, metric definitions, alerts, histograms and
+tables) travel the same way too: DIR/updates.jsonl, one JSON body a line, each posted as it is to
+`{url}/api/v1/runs/{id}/updates`, in order, acknowledged in DIR/updates.pushed.json.
 
 Rollout samples travel the same way: DIR/samples.jsonl, acknowledged offset in
 DIR/samples.pushed.json, posted by the same thread to `{url}/api/v1/runs/{id}/samples` with body
 `{"attempt": A, "samples": [...]}` in batches of at most MAX_SAMPLES_PER_POST lines (and about
 MAX_SAMPLE_BYTES_PER_POST bytes), with their own backoff and DIR/samples.rejected.jsonl. Failed and
 refused pushes are counted per stream (`Pusher.failure_counts`, logged by the trainer as
-metrics/push_failures and samples/push_failures).
+metrics/push_failures and samples/push_failures): those count only points and samples that in
+the end were not stored (refused for good), never a push that a retry delivered.
 
 `reporting` is any object with the fields dashboard_url, run_id, token, attempt, push_interval_s,
 heartbeat_s and flush_timeout_s (the trainer's ReportingConfig, the SDK's PushSettings).
@@ -35,6 +42,7 @@ HTTP is the standard library's (opl_client.http), with one kept-alive connection
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import random
 import threading
@@ -48,6 +56,8 @@ from opl_client.spool import (
     SAMPLES_OFFSET_NAME,
     SAMPLES_SPOOL_NAME,
     SPOOL_NAME,
+    UPDATES_OFFSET_NAME,
+    UPDATES_SPOOL_NAME,
     batch_body,
     mark_rejected,
     read_offset,
@@ -67,6 +77,8 @@ TICK_S = 0.2  # how often the thread looks at the spool's size
 COMPRESS_ABOVE_BYTES = 1024
 MAX_BACKOFF_S = 30.0
 MAX_RETRY_AFTER_S = 120.0
+MAX_LOGGED_REFUSALS = 20  # refused points logged one by one; the rest only counted
+MAX_KEPT_REFUSALS = 10_000  # refused points kept with their reason for `opl import` to report
 
 
 class _Stream:
@@ -96,8 +108,11 @@ class _Stream:
         self.last_push = time.monotonic()  # the first push goes out one interval after the start
         self.offset: int | None = None  # the acknowledged spool offset, read once
         self.retry: tuple | None = None  # (offset, consumed, count, body, headers) of a refused push
-        self.failures = 0  # pushes that failed or were refused
+        self.failures = 0  # pushes that failed or were refused (a retry may still deliver them)
+        self.lost = 0  # lines the dashboard refused for good: what <noun>/push_failures counts
         self.logged_failures = 0  # the count the trainer last logged as <noun>/push_failures
+        self.logged_refusals = 0  # refused points whose key, step and reason were logged
+        self.refused: list[tuple[str, int, str]] = []  # (key, step, reason) of lost points, the first MAX_KEPT
         self.rejected_lines = 0  # lines of batches the dashboard refused for good (kept, marked rejected)
         self.byte_cap: int | None = None  # learned from a 413: at most this many spool bytes a post
 
@@ -129,7 +144,8 @@ class Pusher:
             MAX_SAMPLE_BYTES_PER_POST,
             MAX_SAMPLE_BYTES_PER_POST,
         )
-        self._streams = (self._metrics, self._samples)
+        self._updates = _Stream("updates", UPDATES_SPOOL_NAME, UPDATES_OFFSET_NAME, f"{runs}/updates", "", 1, None, 1)
+        self._streams = (self._metrics, self._samples, self._updates)
         if self.enabled:
             self._heartbeat_url = f"{runs}/heartbeat"
             self._client = HttpClient({"Authorization": f"Bearer {reporting.token or ''}"}, timeout=10.0)
@@ -153,15 +169,30 @@ class Pusher:
     def metric_push_failures(self) -> int:
         return self._metrics.failures
 
+    @property
+    def lost_points(self) -> int:
+        """Metric points the dashboard refused for good (whole batches or single points)."""
+        return self._metrics.lost
+
+    @property
+    def lost_samples(self) -> int:
+        return self._samples.lost
+
+    @property
+    def refused_points(self) -> list[tuple[str, int, str]]:
+        """(key, step, reason) of the metric points the dashboard refused for good (the first 10,000)."""
+        return list(self._metrics.refused)
+
     def failure_counts(self) -> dict[str, float]:
-        """{"metrics/push_failures": n, "samples/push_failures": n} for each count that changed since
-        the last call: the trainer logs them with the step's metrics, so they reach the run page and
-        the trainer's own metrics.jsonl even when every push fails."""
+        """{"metrics/push_failures": n, "samples/push_failures": n}, the points and samples that were
+        refused for good so far, for each count that changed since the last call: the trainer logs
+        them with the step's metrics, so they reach the run page and the trainer's own metrics.jsonl.
+        A push that failed and was delivered by a retry is no failure here."""
         changed = {}
-        for stream in self._streams:
-            if stream.failures != stream.logged_failures:
-                stream.logged_failures = stream.failures
-                changed[f"{stream.noun}/push_failures"] = float(stream.failures)
+        for stream in self._streams[:2]:
+            if stream.lost != stream.logged_failures:
+                stream.logged_failures = stream.lost
+                changed[f"{stream.noun}/push_failures"] = float(stream.lost)
         return changed
 
     def start(self) -> None:
@@ -246,7 +277,8 @@ class Pusher:
 
     def _body(self, stream: _Stream, lines: list[bytes]) -> tuple[bytes, dict[str, str]]:
         """The batch as JSON built from the spool's own lines, gzip-compressed when worth it."""
-        body = batch_body(self.cfg.attempt, stream.key, lines)
+        # an update is posted as its own line; metrics and samples as a batch of lines
+        body = batch_body(self.cfg.attempt, stream.key, lines) if stream.key else lines[0]
         headers = {"Content-Type": "application/json"}
         if len(body) > COMPRESS_ABOVE_BYTES:
             body = gzip.compress(body, compresslevel=1)
@@ -281,6 +313,7 @@ class Pusher:
             return False
         if resp.status_code < 300:
             stream.backoff = 0.0
+            self._count_refused(stream, resp)
             self._acknowledge(stream, offset + consumed)
             return False
         if resp.status_code == 413 and count > 1:  # too large for the dashboard or a proxy: halves, at once
@@ -310,8 +343,10 @@ class Pusher:
         """A batch refused for good: counted, logged with the reason, its lines marked rejected in
         the spool's ledger for a resend, and passed over so that the rest still reaches the run."""
         stream.failures += 1
+        stream.lost += count
         stream.rejected_lines += count
         reason = resp.text[:500]
+        self._keep_refused(stream, offset, consumed, resp)
         mark_rejected(
             self.run_dir,
             stream.spool_name,
@@ -329,16 +364,67 @@ class Pusher:
             "dashboard refused %d %s for good (HTTP %d: %s); they stay in %s, marked rejected in %s (%d %s "
             "so far): once the dashboard is fixed, `python manage.py resend_rejected %s` stores them",
             count,
-            stream.key,
+            stream.key or stream.noun,
             resp.status_code,
             reason,
             stream.spool_name,
             rejected_name(stream.spool_name),
             stream.rejected_lines,
-            stream.key,
+            stream.key or stream.noun,
             self.cfg.run_id,
         )
         self._acknowledge(stream, offset + consumed)
+
+    def _keep_refused(self, stream: _Stream, offset: int, consumed: int, resp) -> None:
+        """(key, step, reason) of each point of a batch refused as a whole, for `opl import` to report;
+        the reason is the dashboard's own for that point where it names one."""
+        room = MAX_KEPT_REFUSALS - len(stream.refused)
+        if room <= 0:
+            return
+        try:
+            answer = resp.json()
+        except ValueError:
+            answer = None
+        errors, overall = {}, f"HTTP {resp.status_code}: {resp.text[:300]}"
+        if isinstance(answer, dict):
+            overall = f"HTTP {resp.status_code}: {answer.get('error') or answer.get('detail') or resp.text[:300]}"
+            for error in answer.get("errors") or []:
+                if isinstance(error, dict) and isinstance(error.get("index"), int):
+                    errors[error["index"]] = f"{error.get('field', '')}: {error.get('message', '')}".strip(": ")
+        try:
+            with open(self.run_dir / stream.spool_name, "rb") as fh:
+                fh.seek(offset)
+                lines = fh.read(consumed).splitlines()[:room]
+            for index, line in enumerate(lines):
+                point = json.loads(line)
+                reason = f"{overall} ({errors[index]})" if index in errors else overall
+                stream.refused.append((point.get("key", stream.noun), point.get("step"), reason))
+        except (OSError, ValueError):
+            pass
+
+    def _count_refused(self, stream: _Stream, resp) -> None:
+        """A stored batch's points the dashboard refused one by one (a key with a control character,
+        a step out of range): counted as lost, the first few logged with key, step and reason."""
+        if resp.status_code != 202:
+            return
+        try:
+            refused = resp.json().get("refused") or []
+        except (ValueError, AttributeError):
+            return
+        stream.lost += len(refused)
+        room = MAX_KEPT_REFUSALS - len(stream.refused)
+        stream.refused.extend((p.get("key"), p.get("step"), str(p.get("reason"))) for p in refused[: max(0, room)])
+        for point in refused[: max(0, MAX_LOGGED_REFUSALS - stream.logged_refusals)]:
+            stream.logged_refusals += 1
+            log.error(
+                "dashboard refused %s %r at step %s: %s",
+                stream.noun.rstrip("s"),
+                point.get("key"),
+                point.get("step"),
+                point.get("reason"),
+            )
+        if refused:
+            log.debug("%d %s refused in one batch", len(refused), stream.key)
 
     def _fail(self, stream: _Stream, why: str, wait_s: float | None = None) -> None:
         stream.failures += 1
@@ -388,7 +474,7 @@ class Pusher:
                 log.error(
                     "%d %s of this run were refused by the dashboard for good; they are kept, marked in %s",
                     stream.rejected_lines,
-                    stream.key,
+                    stream.key or stream.noun,
                     rejected_name(stream.spool_name),
                 )
 

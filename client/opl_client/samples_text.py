@@ -8,7 +8,7 @@ and {{reweighted}} (kept its gradient with a changed weight: CISPO, TIS, SAPO).
 Consecutive tokens with the same mark share one pair of markers.
 
 `variant` (opl samples --as grpo) shows the marks another correction would have made on the same
-tokens, which the trainer records with each sample (issue 23, docs/SAMPLES.md `counterfactual`)."""
+tokens, which the trainer records with each sample (docs/SAMPLES.md `counterfactual`)."""
 
 from __future__ import annotations
 

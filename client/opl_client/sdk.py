@@ -24,6 +24,7 @@ import re
 import sys
 import threading
 import time
+import unicodedata
 import uuid
 from pathlib import Path
 from typing import Any
@@ -35,21 +36,34 @@ from opl_client.spool import (
     SAMPLES_OFFSET_NAME,
     SAMPLES_SPOOL_NAME,
     SPOOL_NAME,
+    UPDATES_OFFSET_NAME,
+    UPDATES_SPOOL_NAME,
     MetricSpool,
     atomic_write_text,
-    json_number,
     read_offset,
+)
+from opl_client.wandb_compat import (
+    Config,
+    Histogram,
+    Summary,
+    Table,
+    alert_level,
+    artifact_reference,
+    config_dict,
+    jsonable,
 )
 
 log = logging.getLogger("opl")
 
 RUN_FILE = "run.json"
 MODES = ("online", "offline", "disabled")
-# the dashboard's rule for a metric key (orchestrator/metrics/schemas.py): a key it refuses would
-# make it refuse the whole batch the key travels in, so such keys are dropped here, with a warning
-KEY_RE = re.compile(r"[A-Za-z0-9_.@:\-]+(?:/[A-Za-z0-9_.@:\-]+)*\Z")
-MAX_KEY = 200
-MAX_STEP = 2**31 - 1
+ERRORS_KEY = "sdk/errors"  # how many calls or values the SDK could not record so far
+# Keys are sent as the user wrote them (spaces, brackets, %, #, any letter: W&B's convention);
+# only a key with a control character (or a bidi control, which reorders how text reads) is
+# dropped here, counted and named once. The dashboard answers per point for anything else.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# the dashboard's bound: charts read steps as doubles, exact up to 2^53 (far past any token count)
+MAX_STEP = 2**53 - 1
 SAMPLE_FIELDS = {
     "kind",
     "step",
@@ -117,7 +131,7 @@ class Run:
         *,
         project: str | None = None,
         name: str | None = None,
-        config: dict | None = None,
+        config: Any = None,
         group: str | None = None,
         tags: list[str] | None = None,
         notes: str = "",
@@ -130,22 +144,31 @@ class Run:
         heartbeat_s: float = 30.0,
         heartbeat_timeout_s: int = 600,
         flush_timeout_s: float = 30.0,
+        id: str | None = None,
+        **wandb_only: Any,
     ):
+        """`config`: a dict, argparse.Namespace, dataclass or OmegaConf config (nested sections kept).
+        `id`: W&B's name for `resume` (the run's client id). W&B's other arguments (entity, job_type,
+        reinit, settings, ...) are accepted and have no effect here."""
         mode = mode or os.environ.get("OPL_MODE") or "online"
         if mode not in MODES:
             raise ValueError(f"mode: one of {', '.join(MODES)}, got {mode!r}")
         self.mode = mode
-        self.client_id = resume or os.environ.get("OPL_RESUME") or uuid.uuid4().hex
+        if resume in (True, False, "allow", "must", "never", "auto"):  # W&B's resume policies
+            resume = None
+        self.client_id = resume or id or os.environ.get("OPL_RESUME") or uuid.uuid4().hex
         if not re.fullmatch(r"[A-Za-z0-9_\-]{8,64}", self.client_id):
             raise ValueError(f"resume: 8-64 letters, digits, _ or -, got {self.client_id!r}")
         self.name = name or f"run-{time.strftime('%Y%m%d-%H%M%S')}"
-        self.config: dict = dict(config or {})
+        self.project = project or os.environ.get("OPL_PROJECT") or None
+        self.config = Config(config_dict(config), on_change=self._config_changed)
+        self.summary = Summary(on_change=self._summary_changed)
         self.meta = {
             "client_id": self.client_id,
             "project": project or os.environ.get("OPL_PROJECT") or None,
             "name": self.name,
             "group": group,
-            "config": _jsonable(self.config),
+            "config": jsonable(self.config.as_dict()),
             "tags": list(tags or []),
             "notes": notes,
             "heartbeat_timeout_s": heartbeat_timeout_s,
@@ -158,9 +181,12 @@ class Run:
         self.step = 0
         self._pending: dict[str, float] = {}
         self._keys_ok: set[str] = set()
-        self._bad_keys: set[str] = set()
+        self._bad_keys: set = set()
+        self.errors = 0  # calls or values the SDK could not record (logged as sdk/errors)
+        self._logged_errors = 0
+        self._errors_seen: set[str] = set()
         self._sample_index: dict[tuple[str, int], int] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a value logged as an update takes it again
         self._finished = False
         self._pusher: Pusher | None = None
         self._attached = False
@@ -180,6 +206,7 @@ class Run:
         self._write_meta()
         self._spool = MetricSpool(self.dir)
         self._samples = open(self.dir / SAMPLES_SPOOL_NAME, "a", encoding="utf-8")
+        self._updates = open(self.dir / UPDATES_SPOOL_NAME, "a", encoding="utf-8")
         if mode == "online":
             self._client = Client(url, token)
             self._open_or_retry()
@@ -241,49 +268,117 @@ class Run:
         atomic_write_text(self.dir / RUN_FILE, json.dumps(self.meta, indent=1))
 
     # --- logging --------------------------------------------------------------------------------
-    def log(self, data: dict, step: int | None = None, commit: bool | None = None) -> None:
+    def log(self, data: dict, step: int | None = None, commit: bool | None = None, **_: Any) -> None:
         """Log scalars at `step` (default: the run's own counter, which each committed call without
-        a step advances). Nested dicts become "a/b" keys; values that are not numbers are skipped.
-        commit=False keeps the values for the next committed call, as wandb.log does."""
+        a step advances). Nested dicts become "a/b" keys. commit=False keeps the values for the next
+        committed call, as wandb.log does. Never raises: a refused step, key or value is counted in
+        the run's sdk/errors and named once on stderr."""
+        if self._finished:
+            self._error("log after finish", "opl: log() after finish(): these values are not recorded")
+            return
         if self._spool is None:
+            return
+        try:
+            self._log(data, step, commit)
+        except Exception as exc:  # nothing the SDK does may stop training
+            self._error(f"log {type(exc).__name__}", f"opl: log() failed and dropped its values: {exc!r}")
+
+    def _log(self, data: dict, step: Any, commit: bool | None) -> None:
+        if not isinstance(data, dict):
+            self._error("log data", f"opl: log() takes a dict of values, got {type(data).__name__}; not recorded")
             return
         with self._lock:
             if step is not None:
-                step = int(step)
-                if not 0 <= step <= MAX_STEP:
-                    raise ValueError(f"step: from 0 to {MAX_STEP}, got {step}")
+                step = self._valid_step(step)
+                if step is None:
+                    return
                 if step != self.step and self._pending:
                     self._write(self.step, self._pending)
                     self._pending = {}
                 self.step = step
             for key, value in (flatten(data) if _nested(data) else data).items():
-                number = as_number(value)
-                if number is None:
-                    continue
                 if key not in self._keys_ok and not self._key_ok(key):
                     continue
+                number = as_number(value)
+                if number is None:
+                    self._not_a_number(key, value)
+                    continue
                 self._pending[key] = number
+            self.summary._logged(self._pending)
             if commit is False:
                 return
+            if self.errors != self._logged_errors:
+                self._logged_errors = self.errors
+                self._pending[ERRORS_KEY] = float(self.errors)
             if self._pending:
                 self._write(self.step, self._pending)
                 self._pending = {}
             if step is None:
                 self.step += 1
 
-    def _key_ok(self, key: str) -> bool:
-        if isinstance(key, str) and len(key) <= MAX_KEY and KEY_RE.match(key):
+    def _valid_step(self, step: Any) -> int | None:
+        """The step as an int from 0 to 2^53-1 (ints, numpy and torch integers, whole floats), else
+        None: the call's values are dropped, counted and the reason printed once."""
+        value = step.item() if hasattr(step, "item") and not isinstance(step, (int, float)) else step
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self._error(
+                "step type",
+                f"opl: step must be a whole number, got {step!r}: this call's values are not recorded "
+                "(round it yourself, e.g. step=int(x), if that is what you mean)",
+            )
+            return None
+        if not 0 <= value <= MAX_STEP:
+            self._error(
+                "step range", f"opl: step must be from 0 to 2^53-1, got {value}; this call's values are not recorded"
+            )
+            return None
+        return value
+
+    def _key_ok(self, key: Any) -> bool:
+        if isinstance(key, str) and key and not any(_control(c) for c in key):
             self._keys_ok.add(key)
             return True
         if key not in self._bad_keys:
             self._bad_keys.add(key)
-            log.warning(
-                "opl: metric key %r skipped: keys are at most %d characters of letters, digits and _.@:- "
-                "in parts separated by /",
-                key,
-                MAX_KEY,
+            self._error(
+                f"key {key!r}",
+                f"opl: metric key {key!r} not recorded: keys are non-empty text without control characters",
             )
+        else:
+            self._count_error()
         return False
+
+    def _error(self, kind: str, message: str) -> None:
+        """Count an error (the run's sdk/errors metric) and print its message the first time."""
+        self._count_error()
+        if kind not in self._errors_seen:
+            self._errors_seen.add(kind)
+            log.warning(message)
+
+    def _count_error(self) -> None:
+        self.errors += 1
+
+    def _not_a_number(self, key: str, value: Any) -> None:
+        """A value that is no number: a Histogram, Table, list or array of numbers is recorded as
+        what it is; a text goes to the run's summary; anything else is counted and named once."""
+        if isinstance(value, (Histogram, Table)):
+            self._update(value.update(key, self.step))
+            return
+        if isinstance(value, str):
+            self.summary[key] = value
+            return
+        if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+            try:
+                self._update(Histogram(value).update(key, self.step))
+                return
+            except (TypeError, ValueError):
+                pass
+        self._error(
+            f"value {key}",
+            f"opl: {key!r}: a {type(value).__name__} is not a number; not recorded (this is said once a key)",
+        )
 
     def _write(self, step: int, values: dict[str, float]) -> None:
         self._spool.log(step, values)
@@ -292,20 +387,30 @@ class Run:
 
     def log_samples(self, samples: list[dict], step: int | None = None, kind: str = "train") -> None:
         """Rollout samples in the contract of docs/SAMPLES.md: each needs "prompt", "response" and
-        "reward"; kind, step, index and time are filled in when absent."""
+        "reward"; kind, step, index and time are filled in when absent. A sample that breaks the
+        contract is dropped, counted in sdk/errors and named once; the others are kept."""
+        if self._finished:
+            self._error("log_samples after finish", "opl: log_samples() after finish(): not recorded")
+            return
         if self._spool is None:
             return
+        try:
+            self._log_samples(samples, step, kind)
+        except Exception as exc:
+            self._error(f"log_samples {type(exc).__name__}", f"opl: log_samples() failed: {exc!r}")
+
+    def _log_samples(self, samples: list[dict], step: Any, kind: str) -> None:
         with self._lock:
-            step = self.step if step is None else int(step)
+            step = self.step if step is None else self._valid_step(step)
+            if step is None:
+                return
             now = time.time()
             lines = []
             for i, sample in enumerate(samples):
-                unknown = set(sample) - SAMPLE_FIELDS
-                if unknown:
-                    raise ValueError(f"samples[{i}]: unknown fields {sorted(unknown)} (docs/SAMPLES.md lists them)")
-                for field in ("prompt", "response", "reward"):
-                    if field not in sample:
-                        raise ValueError(f"samples[{i}].{field}: required")
+                problem = _sample_problem(sample)
+                if problem:
+                    self._error(f"sample {problem}", f"opl: samples[{i}] not recorded: {problem} (docs/SAMPLES.md)")
+                    continue
                 line = {"kind": kind, "step": step, "time": now, **sample}
                 at = (line["kind"], int(line["step"]))
                 if "index" not in sample:
@@ -317,11 +422,84 @@ class Run:
             self._samples.write("".join(lines))
             self._samples.flush()
 
-    def summary(self) -> dict:
-        return {"id": self.id, "url": self.url, "dir": str(self.dir), "step": self.step}
+    # --- run updates: config, summary, metric definitions, alerts --------------------------------
+    def _update(self, body: dict) -> None:
+        """Spool one update for `POST /api/v1/runs/<id>/updates`; never raises."""
+        if self._spool is None:
+            return
+        if self._finished:
+            self._error(f"{body['kind']} after finish", f"opl: {body['kind']} after finish(): not recorded")
+            return
+        try:
+            line = json.dumps(jsonable(body)) + "\n"
+            with self._lock:
+                self._updates.write(line)
+                self._updates.flush()
+        except Exception as exc:
+            self._error(f"update {type(exc).__name__}", f"opl: a {body.get('kind')} update failed: {exc!r}")
+
+    def _config_changed(self, changed: dict) -> None:
+        self.meta["config"] = _merged(self.meta.get("config") or {}, jsonable(changed))
+        if self._spool is not None and not self._finished:
+            self._write_meta()
+        self._update({"kind": "config", "config": changed})
+
+    def _summary_changed(self, changed: dict) -> None:
+        self._update({"kind": "summary", "summary": changed})
+
+    def define_metric(self, name: str, step_metric: str | None = None, summary: str | None = None, **_: Any) -> None:
+        """W&B's define_metric: `step_metric` names the metric this one is charted against;
+        `summary` ("max", "min", "mean" or "last"; W&B's "best" and lists take their first) is what
+        the run's summary keeps for it."""
+        chosen = None
+        for part in str(summary or "").split(","):
+            part = part.strip().lower()
+            if part in ("max", "min", "mean", "last"):
+                chosen = part
+                break
+        if summary and chosen is None:
+            self._error("define_metric summary", f"opl: define_metric summary={summary!r}: max, min, mean or last")
+        self._update({"kind": "define_metric", "name": name, "step_metric": step_metric, "summary": chosen})
+
+    def alert(self, title: str, text: str = "", level: Any = None, wait_duration: Any = None, **_: Any) -> None:
+        """An alert on the run (GET /api/v1/runs/<id>/alerts), as wandb.alert raises one."""
+        title = str(title).strip() or "alert"
+        body = {"kind": "alert", "title": title[:200], "text": str(text)[:4000], "level": alert_level(level)}
+        self._update(body)
+
+    def watch(self, *_: Any, **__: Any) -> None:
+        """Accepted for W&B scripts; records nothing (no gradients or parameters are uploaded)."""
+        self._note("watch", "opl: watch() is accepted and records nothing (no gradients or parameters)")
+
+    def unwatch(self, *_: Any, **__: Any) -> None:
+        return None
+
+    def save(self, glob_str: str | None = None, base_path: str | None = None, policy: str = "live", **_: Any) -> list:
+        """Records where the file is (summary "files/<name>"); opl uploads no files."""
+        if glob_str:
+            self._note("save", "opl: save() records the file's path in the summary; the file is not uploaded")
+            self.summary[f"files/{Path(str(glob_str)).name}"] = os.path.abspath(str(glob_str))
+        return []
+
+    def log_artifact(self, artifact: Any, name: str | None = None, type: str | None = None, **_: Any) -> Any:
+        """Records where the artifact is (summary "artifacts/<name>"); opl uploads no files."""
+        self._note("artifact", "opl: log_artifact() records the artifact's path in the summary; nothing is uploaded")
+        label, where = artifact_reference(artifact, name)
+        self.summary[f"artifacts/{label}"] = where
+        return artifact
+
+    def use_artifact(self, *_: Any, **__: Any) -> Any:
+        raise NotImplementedError(
+            "opl stores no artifacts to download: read the files from their path (run.summary['artifacts/<name>'])"
+        )
+
+    def _note(self, kind: str, message: str) -> None:
+        if kind not in self._errors_seen:
+            self._errors_seen.add(kind)
+            log.warning(message)
 
     # --- the end --------------------------------------------------------------------------------
-    def finish(self, exit_code: int = 0) -> None:
+    def finish(self, exit_code: int = 0, quiet: bool | None = None) -> None:
         """Push what is left (waiting at most flush_timeout_s), then mark the run succeeded (exit
         code 0) or failed. What could not be pushed stays in the spool for `opl sync`."""
         if self._finished:
@@ -336,6 +514,7 @@ class Run:
                 self._pending = {}
         self._spool.close()
         self._samples.close()
+        self._updates.close()
         self.meta["exit_code"] = int(exit_code)
         self._write_meta()
         if self._opener is not None and self._opener.is_alive():  # the dashboard was down at init
@@ -380,7 +559,11 @@ class Run:
 def pending_bytes(run_dir: Path) -> int:
     """Spool bytes the dashboard has not acknowledged, metrics and samples together."""
     total = 0
-    for spool, offset in ((SPOOL_NAME, OFFSET_NAME), (SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME)):
+    for spool, offset in (
+        (SPOOL_NAME, OFFSET_NAME),
+        (SAMPLES_SPOOL_NAME, SAMPLES_OFFSET_NAME),
+        (UPDATES_SPOOL_NAME, UPDATES_OFFSET_NAME),
+    ):
         path = Path(run_dir) / spool
         if path.exists():
             total += path.stat().st_size - read_offset(run_dir, offset)[0]
@@ -392,6 +575,20 @@ def _attached_run() -> tuple[int, str, int] | None:
     if run_id and token and token.startswith("oplrun_"):
         return int(run_id), token, int(os.environ.get("OPL_ATTEMPT") or 1)
     return None
+
+
+def _sample_problem(sample: Any) -> str | None:
+    if not isinstance(sample, dict):
+        return f"a dict expected, got {type(sample).__name__}"
+    unknown = set(sample) - SAMPLE_FIELDS
+    if unknown:
+        return f"unknown fields {sorted(unknown)}"
+    missing = [field for field in ("prompt", "response", "reward") if field not in sample]
+    return f"{', '.join(missing)} required" if missing else None
+
+
+def _control(char: str) -> bool:
+    return unicodedata.category(char) == "Cc" or char in BIDI_CONTROLS
 
 
 def _nested(data: dict) -> bool:
@@ -407,18 +604,12 @@ def _plain(value: Any):
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _jsonable(config: Any) -> Any:
-    """A config as JSON can hold it: numbers (NaN as "NaN"), strings, lists, dicts; anything else as str."""
-    if isinstance(config, dict):
-        return {str(k): _jsonable(v) for k, v in config.items()}
-    if isinstance(config, (list, tuple)):
-        return [_jsonable(v) for v in config]
-    if isinstance(config, bool) or config is None or isinstance(config, (str, int)):
-        return config
-    if isinstance(config, float):
-        return json_number(config)
-    number = as_number(config)
-    return number if number is not None else str(config)
+def _merged(base: dict, changes: dict) -> dict:
+    """`changes` merged into `base` section by section (a config update changes what it names)."""
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _body(meta: dict) -> dict:
@@ -429,22 +620,24 @@ def _body(meta: dict) -> dict:
 # --- the module-level run of `opl.log()` -------------------------------------------------------------
 
 _current: Run | None = None
+_last: Run | None = None  # the run opl.log() reaches after finish(): it counts and names the late call
 _exit_code = 0
 
 
 def init(**kwargs: Any) -> Run:
     """Open a run and make it the one `opl.log()` writes to; see Run for the arguments."""
-    global _current
+    global _current, _last
     if _current is not None:
         _current.finish()
-    _current = Run(**kwargs)
+    _current = _last = Run(**kwargs)
     return _current
 
 
 def current() -> Run:
-    if _current is None:
+    run = _current or _last
+    if run is None:
         raise RuntimeError("opl.init() first: no run is open")
-    return _current
+    return run
 
 
 def _forget(run: Run) -> None:

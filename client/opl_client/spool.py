@@ -23,6 +23,8 @@ SPOOL_NAME = "metrics.jsonl"
 OFFSET_NAME = "metrics.pushed.json"
 SAMPLES_SPOOL_NAME = "samples.jsonl"
 SAMPLES_OFFSET_NAME = "samples.pushed.json"
+UPDATES_SPOOL_NAME = "updates.jsonl"
+UPDATES_OFFSET_NAME = "updates.pushed.json"
 
 
 def json_number(value: float):

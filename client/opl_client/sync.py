@@ -6,7 +6,7 @@ says it ended."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from opl_client.client import Client
@@ -22,6 +22,8 @@ class Synced:
     url: str
     left_bytes: int
     finished: bool
+    lost: int = 0  # metric points the dashboard refused for good
+    refused: list = field(default_factory=list)  # (key, step, reason) of those, the first 10,000
 
 
 def run_dirs(path: Path) -> list[Path]:
@@ -35,7 +37,9 @@ def run_dirs(path: Path) -> list[Path]:
     return found
 
 
-def sync_dir(run_dir: Path, client: Client, *, timeout_s: float = 600.0) -> Synced:
+def sync_dir(run_dir: Path, client: Client, *, timeout_s: float = 600.0, fail_on_refused: bool = False) -> Synced:
+    """fail_on_refused: a run any of whose points the dashboard refused ends failed (an import that
+    did not land whole), whatever exit code the spool holds."""
     run_dir = Path(run_dir)
     meta = json.loads((run_dir / RUN_FILE).read_text())
     answer = client.request("POST", "/api/v1/sdk/runs", body=_body(meta))
@@ -43,16 +47,18 @@ def sync_dir(run_dir: Path, client: Client, *, timeout_s: float = 600.0) -> Sync
     atomic_write_text(run_dir / RUN_FILE, json.dumps(meta, indent=1))
     settings = PushSettings(client.settings.url, str(answer["id"]), answer["token"], answer.get("attempt", 1))
     settings.flush_timeout_s = timeout_s
-    Pusher(run_dir, settings, total_steps=0).close()  # pushes until the spools are acknowledged or time is up
+    pusher = Pusher(run_dir, settings, total_steps=0)
+    pusher.close()  # pushes until the spools are acknowledged or time is up
     left = pending_bytes(run_dir)
     finished = False
     if left == 0 and "exit_code" in meta and not meta.get("finish_sent"):
+        exit_code = 1 if fail_on_refused and pusher.lost_points else meta["exit_code"]
         client.request(
             "POST",
             f"/api/v1/sdk/runs/{answer['id']}/finish",
-            body={"exit_code": meta["exit_code"]},
+            body={"exit_code": exit_code},
             token=answer["token"],
         )
         meta["finish_sent"] = finished = True
         atomic_write_text(run_dir / RUN_FILE, json.dumps(meta, indent=1))
-    return Synced(run_dir, answer["id"], answer["url"], left, finished)
+    return Synced(run_dir, answer["id"], answer["url"], left, finished, pusher.lost_points, pusher.refused_points)

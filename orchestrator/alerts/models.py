@@ -9,7 +9,10 @@ from django.db import models
 from orchestrator.alerts import rules
 from orchestrator.experiments.models import Project, Run
 
-KIND_CHOICES = [(k, k.replace("_", " ")) for k in rules.KINDS]
+# An alert the run's own trainer raised (the SDK's `alert(title, text)`): no rule, may repeat.
+TRAINER = "trainer"
+RULE_KIND_CHOICES = [(k, k.replace("_", " ")) for k in rules.KINDS]
+KIND_CHOICES = [*RULE_KIND_CHOICES, (TRAINER, "raised by the trainer")]
 
 
 class AlertRule(models.Model):
@@ -22,7 +25,7 @@ class AlertRule(models.Model):
 
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="alert_rules")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="alert_rules")
-    kind = models.CharField(max_length=20, choices=KIND_CHOICES)
+    kind = models.CharField(max_length=20, choices=RULE_KIND_CHOICES)
     enabled = models.BooleanField(default=True)
     threshold = models.FloatField(default=0.0)
     window_s = models.PositiveIntegerField(default=0)
@@ -48,7 +51,7 @@ class Alert(models.Model):
     attempt = models.PositiveIntegerField(default=0)
     kind = models.CharField(max_length=20, choices=KIND_CHOICES)
     message = models.TextField()
-    step = models.IntegerField(null=True, blank=True)
+    step = models.BigIntegerField(null=True, blank=True)
     value = models.FloatField(null=True, blank=True)
     action = models.CharField(max_length=10, default="notify")
     action_result = models.CharField(max_length=200, blank=True)
@@ -60,7 +63,11 @@ class Alert(models.Model):
     last_error = models.TextField(blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "attempt", "kind"], name="alert_once_per_attempt_kind")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "attempt", "kind"], name="alert_once_per_attempt_kind", condition=~models.Q(kind=TRAINER)
+            )
+        ]
         ordering = ["-fired_at"]
 
     def __str__(self) -> str:
@@ -106,6 +113,6 @@ class RunWatch(models.Model):
     reward_ema = models.FloatField(null=True, blank=True)
     reward_best = models.FloatField(null=True, blank=True)
     reward_points = models.PositiveIntegerField(default=0)
-    reward_step = models.IntegerField(default=-1)  # the last reward step folded in
-    last_step = models.IntegerField(default=-1)
+    reward_step = models.BigIntegerField(default=-1)  # the last reward step folded in
+    last_step = models.BigIntegerField(default=-1)
     step_seen_at = models.DateTimeField(null=True, blank=True)

@@ -5,12 +5,17 @@ Metric rules look at the points of one ingested batch, and only at their own key
 - `reward_drop`: train/reward_mean, smoothed (EMA), fell by `threshold` from its best smoothed value;
 - `entropy_floor`: actor/entropy under `threshold`;
 - `clip_ceiling`: actor/clip_frac (masked or clipped tokens) over `threshold`.
-- `neg_adv_tail`: the runaway A<0 tail (issue 23): at one update, a token with A < 0 has a ratio
-  r = pi_theta/pi_behav over `threshold` (actor/ratio_neg_max) while the largest token carries at
-  least TAIL_SHARE of the update's sum r|A| (actor/top_token_share_max). Neither M2PO's mask nor
-  PPO's clip bounds that quadrant; with gradient clipping that one token sets the update's
-  direction (the collapsing minibatches: r 50-2,870 carrying 88-99.7%). A batch that split the
-  update's points, so that its share is not in the batch, is judged on the ratio alone.
+- `neg_adv_tail`: the runaway A<0 tail: a token with A < 0 has a ratio r = pi_theta/pi_behav over
+  `threshold` (actor/ratio_neg_max) while the largest token carries at least TAIL_SHARE of the
+  update's sum r|A| (actor/top_token_share_max), on TAIL_REPEATS updates within TAIL_WINDOW
+  updates. Neither M2PO's mask nor PPO's clip bounds that quadrant; with gradient clipping that
+  one token sets the update's direction (the collapsing minibatches: r 50-2,870 carrying
+  88-99.7%). One such update alone is no runaway: the healthy CPU demo (stale-2 M2PO) has single
+  updates at r 166 carrying 92%, each alone among hundreds of updates; a runaway recurs. An
+  update whose share is not in the points (a batch that split it) is judged on the ratio alone.
+- `staleness_bound`: an async run's observed staleness (rollout/observed_staleness_max, per token at
+  the update that trained it) exceeds its configured bound (rollout/staleness_bound, logged beside
+  it) by more than `threshold` updates: the bound is not holding (a resumed run, a broken admission).
 Time rules run on beat, over active runs:
 - `no_heartbeat`: a running run has not sent a heartbeat for `window_s` seconds;
 - `no_progress`: a running run's update count has not moved for `window_s` seconds.
@@ -26,6 +31,8 @@ NEG_ADV_TAIL = "neg_adv_tail"
 NO_HEARTBEAT, NO_PROGRESS = "no_heartbeat", "no_progress"
 KINDS = (NONFINITE, REWARD_DROP, ENTROPY_FLOOR, CLIP_CEILING, NEG_ADV_TAIL, NO_HEARTBEAT, NO_PROGRESS)
 TIME_KINDS = (NO_HEARTBEAT, NO_PROGRESS)
+STALENESS_BOUND = "staleness_bound"
+KINDS += (STALENESS_BOUND,)
 
 KEYS: dict[str, tuple[str, ...]] = {
     NONFINITE: ("actor/pg_loss", "actor/grad_norm"),
@@ -33,8 +40,10 @@ KEYS: dict[str, tuple[str, ...]] = {
     ENTROPY_FLOOR: ("actor/entropy",),
     CLIP_CEILING: ("actor/clip_frac",),
     NEG_ADV_TAIL: ("actor/ratio_neg_max", "actor/top_token_share_max"),
+    STALENESS_BOUND: ("rollout/observed_staleness_max", "rollout/staleness_bound"),
 }
 TAIL_SHARE = 0.5  # neg_adv_tail: the largest token's share of sum r|A| that makes a large A<0 ratio a runaway
+TAIL_REPEATS, TAIL_WINDOW = 3, 200  # neg_adv_tail: so many such updates within so many updates
 WATCHED_KEYS = frozenset(k for keys in KEYS.values() for k in keys)
 REWARD_SMOOTHING = 0.8  # EMA weight of the previous value; about the last 5 points
 REWARD_MIN_POINTS = 5  # no drop is judged before this many reward points
@@ -58,8 +67,10 @@ class Rule:
             ENTROPY_FLOOR: f"entropy below {self.threshold:g}",
             CLIP_CEILING: f"masked/clipped token fraction above {self.threshold:g}",
             NEG_ADV_TAIL: (
-                f"a token with A<0 and ratio above {self.threshold:g} carries {TAIL_SHARE:.0%} or more of the update"
+                f"a token with A<0 and ratio above {self.threshold:g} carries {TAIL_SHARE:.0%} or more of the update,"
+                f" on {TAIL_REPEATS} updates within {TAIL_WINDOW}"
             ),
+            STALENESS_BOUND: f"observed staleness exceeds the configured bound by more than {self.threshold:g} updates",
             NO_HEARTBEAT: f"no heartbeat for {self.window_s} s while running",
             NO_PROGRESS: f"no new update for {self.window_s} s while running",
         }[self.kind]
@@ -70,7 +81,8 @@ DEFAULTS: dict[str, Rule] = {
     REWARD_DROP: Rule(REWARD_DROP, threshold=0.3),
     ENTROPY_FLOOR: Rule(ENTROPY_FLOOR, threshold=0.01),
     CLIP_CEILING: Rule(CLIP_CEILING, threshold=0.2),
-    NEG_ADV_TAIL: Rule(NEG_ADV_TAIL, threshold=20.0),
+    NEG_ADV_TAIL: Rule(NEG_ADV_TAIL, threshold=50.0),
+    STALENESS_BOUND: Rule(STALENESS_BOUND, threshold=0.0),
     NO_HEARTBEAT: Rule(NO_HEARTBEAT, window_s=300),
     NO_PROGRESS: Rule(NO_PROGRESS, window_s=1800),
 }
@@ -116,22 +128,55 @@ def check_above(kind: str, key: str, ceiling: float, points) -> Firing | None:
     return None
 
 
-def check_neg_adv_tail(ratio_bound: float, points) -> Firing | None:
-    """The first update whose largest A<0 ratio is over `ratio_bound` while one token carries at
-    least TAIL_SHARE of the update (its share absent from the batch: on the ratio alone)."""
+def tail_updates(ratio_bound: float, points) -> list[tuple[int, float, float | None]]:
+    """(step, ratio, share) of each update whose largest A<0 ratio is over `ratio_bound` while one
+    token carries at least TAIL_SHARE of it (its share absent from the points: on the ratio alone)."""
     ratio_key, share_key = KEYS[NEG_ADV_TAIL]
     shares = dict(points.get(share_key, ()))
+    out = []
     for step, ratio in points.get(ratio_key, ()):
         share = shares.get(step)
-        if not math.isfinite(ratio) or ratio <= ratio_bound or (share is not None and not share >= TAIL_SHARE):
+        if math.isfinite(ratio) and ratio > ratio_bound and (share is None or share >= TAIL_SHARE):
+            out.append((step, ratio, share))
+    return out
+
+
+def check_neg_adv_tail(ratio_bound: float, points) -> Firing | None:
+    """The first update that makes TAIL_REPEATS tail updates (see tail_updates) within TAIL_WINDOW
+    updates, in `points` (a batch, or a run's stored points around a batch's tail update)."""
+    ratio_key = KEYS[NEG_ADV_TAIL][0]
+    tail = tail_updates(ratio_bound, points)
+    for i, (step, ratio, share) in enumerate(tail):
+        recent = [t for t in tail[: i + 1] if t[0] > step - TAIL_WINDOW]
+        if len(recent) < TAIL_REPEATS:
             continue
         carried = "" if share is None else f" while one token carries {share:.1%} of Σ r|A|"
         return Firing(
             NEG_ADV_TAIL,
             step,
             ratio,
-            f"{ratio_key} = {ratio:.4g} at update {step}{carried}: a runaway A<0 tail (over {ratio_bound:g}"
+            f"{ratio_key} = {ratio:.4g} at update {step}{carried}; {len(recent)} such updates since update "
+            f"{recent[0][0]}: a runaway A<0 tail (over {ratio_bound:g}"
             f"{'' if share is None else f' and {TAIL_SHARE:.0%}'}); algorithm.dual_clip_c bounds it",
+        )
+    return None
+
+
+def check_staleness_bound(margin: float, points) -> Firing | None:
+    """The first update whose observed staleness exceeds the bound logged at the same update by
+    more than `margin` (a batch without the bound's point is not judged)."""
+    observed_key, bound_key = KEYS[STALENESS_BOUND]
+    bounds = dict(points.get(bound_key, ()))
+    for step, observed in points.get(observed_key, ()):
+        bound = bounds.get(step)
+        if bound is None or not math.isfinite(observed) or not observed > bound + margin:
+            continue
+        return Firing(
+            STALENESS_BOUND,
+            step,
+            observed,
+            f"{observed_key} = {observed:g} at update {step}, over the configured bound {bound:g}"
+            f"{f' by more than {margin:g}' if margin else ''}: staleness.max_staleness is not holding",
         )
     return None
 
@@ -174,5 +219,7 @@ def check_batch(rules: dict[str, Rule], points, track: RewardTrack) -> list[Firi
     ):
         out.append(f)
     if NEG_ADV_TAIL in on and (f := check_neg_adv_tail(on[NEG_ADV_TAIL].threshold, points)):
+        out.append(f)
+    if STALENESS_BOUND in on and (f := check_staleness_bound(on[STALENESS_BOUND].threshold, points)):
         out.append(f)
     return out

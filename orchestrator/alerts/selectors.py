@@ -19,21 +19,30 @@ def run_alerts_data(run: Run) -> dict:
     }
 
 
-def project_alerts_data(project) -> dict:
-    """A project's rules (the defaults with its own overrides) and where its alerts go."""
+def project_alerts_data(project, *, show_secrets: bool) -> dict:
+    """A project's rules (the defaults with its own overrides) and where its alerts go. The webhook
+    URL (a Slack-style URL is itself a credential) and the extra addresses are shown only when
+    `show_secrets` (the project's owners); others see that each is set, as "set"."""
     rules = dict(alert_rules.DEFAULTS)
     for row in AlertRule.objects.filter(project=project):
         rules[row.kind] = alert_rules.Rule(row.kind, row.enabled, row.threshold, row.window_s, row.action, "project")
     prefs = ProjectNotifications.objects.filter(project=project).first() or ProjectNotifications(project=project)
+    emails = [e for e in prefs.emails.split(",") if e]
     return {
         "project": project.name,
         "rules": [{**asdict(r), "description": r.describe()} for r in rules.values()],
         "notifications": {
-            "webhook_url": prefs.webhook_url,
-            "emails": [e for e in prefs.emails.split(",") if e],
+            "webhook_url": prefs.webhook_url if show_secrets else masked(prefs.webhook_url),
+            "emails": emails if show_secrets else [masked(e) for e in emails],
             "email_owner": prefs.email_owner,
+            "masked": not show_secrets,
         },
     }
+
+
+def masked(secret: str) -> str:
+    """What a reader who may not see a secret sees of it: whether it is set."""
+    return "set" if secret else ""
 
 
 def _form_rules(rules: list[dict], posted) -> list[dict]:
@@ -69,7 +78,7 @@ def run_rules_context(run: Run, *, can_edit: bool, posted=None, **extra) -> dict
 
 
 def project_rules_context(project, *, can_edit: bool, posted=None, **extra) -> dict:
-    data = project_alerts_data(project)
+    data = project_alerts_data(project, show_secrets=can_edit)
     return {
         **data,
         "rules": _form_rules(data["rules"], posted),

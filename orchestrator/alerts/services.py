@@ -18,7 +18,7 @@ from django.utils import timezone
 from orchestrator.alerts import rules, webhook
 from orchestrator.alerts.models import Alert, AlertRule, ProjectNotifications, RunWatch
 from orchestrator.experiments.models import Run
-from orchestrator.metrics.chunks import as_float
+from orchestrator.metrics.chunks import as_float, live_points
 from trainer.reporting import atomic_write_text
 from trainer.run_markers import NO_CHECKPOINT_MARKER
 
@@ -114,6 +114,8 @@ def rule_checked(
         raise RuleError("threshold", f"{kind}: a fraction between 0 and 1 (exclusive), got {threshold}")
     if kind == rules.NEG_ADV_TAIL and not threshold > 1:
         raise RuleError("threshold", f"{kind}: an importance ratio above 1, got {threshold}")
+    if kind == rules.STALENESS_BOUND and not threshold >= 0:
+        raise RuleError("threshold", f"{kind}: updates over the bound, 0 or more, got {threshold}")
     if kind in (rules.REWARD_DROP, rules.ENTROPY_FLOOR) and not threshold > 0:
         raise RuleError("threshold", f"{kind}: must be above 0, got {threshold}")
     return rules.Rule(kind, enabled, threshold, window_s, action)
@@ -165,6 +167,8 @@ def alerts_after_ingest(*, run: Run, cols, check=None) -> None:
             for firing in check.firings:
                 if firing.kind not in check.fired_kinds:
                     alert_fire(run=run, rule=check.rules[firing.kind], firing=firing)
+            done = check.fired_kinds | {f.kind for f in check.firings}
+            _tail_over_history(run, check.rules, check.points, done)
         else:
             _check_batch(run, cols)
     except Exception:
@@ -191,6 +195,28 @@ def _check_batch(run: Run, cols) -> None:
             )
     for firing in fired:
         alert_fire(run=run, rule=run_rules[firing.kind], firing=firing)
+    _tail_over_history(run, run_rules, points, {f.kind for f in fired})
+
+
+def _tail_over_history(run: Run, run_rules: dict[str, rules.Rule], points, done: set[str]) -> None:
+    """neg_adv_tail counts tail updates over a window longer than a batch: when the batch has one,
+    the run's stored points of the window before it decide (only then: a query per such batch)."""
+    rule = run_rules.get(rules.NEG_ADV_TAIL)
+    if rule is None or not rule.enabled or rules.NEG_ADV_TAIL in done:
+        return
+    tail = rules.tail_updates(rule.threshold, points)
+    if not tail:
+        return
+    stored = live_points([run.pk], rules.KEYS[rules.NEG_ADV_TAIL], lo=tail[0][0] - rules.TAIL_WINDOW, hi=tail[-1][0])
+    history = {
+        key: [
+            (step, as_float(value, special))
+            for step, value, special in zip(p.steps.tolist(), p.values.tolist(), p.specials.tolist(), strict=True)
+        ]
+        for (_, key), p in stored.items()
+    }
+    if firing := rules.check_neg_adv_tail(rule.threshold, history):
+        alert_fire(run=run, rule=rule, firing=firing)
 
 
 def alerts_check_time(*, now=None) -> int:

@@ -5,10 +5,12 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.accounts.services import api_token_lookup
 from orchestrator.alerts.selectors import project_alerts_data, run_alerts_data
 from orchestrator.alerts.services import RuleError, alert_rule_set, project_notifications_set
-from orchestrator.api import api_view, json_error, validate_body
-from orchestrator.experiments.access import get_project_for_user, get_run_for_user
+from orchestrator.api import api_view, bearer_token, json_error, validate_body
+from orchestrator.experiments.access import get_project_for_user, get_run_for_user, role_in
+from orchestrator.experiments.models import Membership
 
 
 class RuleIn(BaseModel):
@@ -56,7 +58,8 @@ def run_alerts(request: HttpRequest, run_id: int):
 @require_http_methods(["GET", "POST"])
 def project_alerts(request: HttpRequest, name: str):
     if request.method == "GET":
-        return JsonResponse(project_alerts_data(get_project_for_user(request.user, name)))
+        project = get_project_for_user(request.user, name)
+        return JsonResponse(project_alerts_data(project, show_secrets=sees_secrets(request, project)))
     project = get_project_for_user(request.user, name, manage=True)
     body, error = validate_body(ProjectAlertsIn, request)
     if error:
@@ -68,4 +71,13 @@ def project_alerts(request: HttpRequest, name: str):
             service(project=project, **values.model_dump())
         except RuleError as exc:
             return json_error(400, "invalid request", [{**e, "field": f"{part}.{e['field']}"} for e in exc.errors])
-    return JsonResponse(project_alerts_data(project))
+    return JsonResponse(project_alerts_data(project, show_secrets=sees_secrets(request, project)))
+
+
+def sees_secrets(request: HttpRequest, project) -> bool:
+    """The project's owners (and staff) see its notification secrets; not with a read-only token,
+    which is made to be handed to scripts and dashboards that only read."""
+    token = bearer_token(request)
+    if token is not None and (api_token := api_token_lookup(token)) is not None and api_token.read_only:
+        return False
+    return request.user.is_staff or role_in(request.user, project.pk) == Membership.Role.OWNER

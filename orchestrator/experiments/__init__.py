@@ -10,5 +10,5 @@ May import: accounts, api, trainer
 Upward: limits, management.commands.sync_runs -> cluster
 Upward: api, run_columns, runquery -> metrics
 Upward: runquery, selectors -> alerts
-Upward: api, experiment_views, management.commands.submit_experiment -> studies
+Upward: api, experiment_form, experiment_views, management.commands.submit_experiment -> studies
 """

@@ -71,6 +71,17 @@ def get_run_for_user(user: User, run_id: int, *, write: bool = False) -> Run:
     return run
 
 
+def get_run_to_cancel(user: User, run_id: int) -> Run:
+    """A run the user may cancel: one they may change, or any run in a project they own (an owner
+    stops a member's run, and with it what that run's token writes into the project)."""
+    run = visible_runs(user).filter(pk=run_id).first()
+    if run is None:
+        raise Http404(f"run {run_id} does not exist")
+    if role_in(user, run.experiment.project_id) != Membership.Role.OWNER:
+        _check_write(user, run.owner_id, run.experiment.project_id, f"run {run_id}", run.owner)
+    return run
+
+
 def get_experiment_for_user(user: User, experiment_id: int, *, write: bool = False) -> Experiment:
     experiment = visible_experiments(user).filter(pk=experiment_id).first()
     if experiment is None:

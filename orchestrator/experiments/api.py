@@ -16,6 +16,7 @@ from orchestrator.experiments.access import (
     get_experiment_for_user,
     get_project_for_user,
     get_run_for_user,
+    get_run_to_cancel,
     visible_experiments,
     visible_projects,
     visible_tags,
@@ -54,7 +55,7 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
-from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
+from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup, forks_planned
 
 MAX_PER_PAGE = 500
 
@@ -122,6 +123,7 @@ def experiments_preview(request: HttpRequest):
         )
         if not warmup:  # a fork's checks against its parent (with a warm-up run, the runs fork from that)
             fork_plan(user=request.user, configs=[p.config for p in planned])
+        planned = forks_planned(planned, spec.warmup_run)  # once per warm-up
     except ConfigError as exc:
         return json_error(400, "invalid experiment", experiment_fields(exc.errors))
     return JsonResponse(
@@ -203,12 +205,18 @@ def runs(request: HttpRequest):
 def with_summaries(runs: list, keys: list[str] | None = None) -> list[dict[str, Any]]:
     """The runs' dicts, each with "summary": {key: {last, min, max, tail_mean, count, last_step}}."""
     from orchestrator.metrics.summaries import encode_summary, run_summaries
+    from orchestrator.metrics.updates import summary_values, user_summaries
 
-    found = run_summaries([run.pk for run in runs], keys)
-    return [
-        {**run.to_dict(), "summary": {k: encode_summary(v) for k, v in sorted(found.get(run.pk, {}).items())}}
-        for run in runs
-    ]
+    ids = [run.pk for run in runs]
+    found, own = run_summaries(ids, keys), user_summaries(ids)
+    out = []
+    for run in runs:
+        summary = {k: encode_summary(v) for k, v in sorted(found.get(run.pk, {}).items())}
+        row = own.get(run.pk)
+        if row is not None and keys is not None:  # ?summary_keys= limits the run's own values too
+            row.values = {k: v for k, v in row.values.items() if k in keys}
+        out.append({**run.to_dict(), "summary": summary_values(summary, row)})
+    return out
 
 
 def _summary_keys(request: HttpRequest) -> list[str] | None | JsonResponse:
@@ -219,7 +227,7 @@ def _summary_keys(request: HttpRequest) -> list[str] | None | JsonResponse:
     if not raw:
         return None
     keys = [k.strip() for k in raw.split(",") if k.strip()]
-    if bad := [k for k in keys if len(k) > 200 or not KEY_PATTERN.match(k)]:
+    if bad := [k for k in keys if not KEY_PATTERN.match(k)]:
         return json_error(
             400, "invalid request", [{"field": "summary_keys", "message": f"not a metric key: {bad[0][:80]!r}"}]
         )
@@ -248,7 +256,10 @@ def run_detail(request: HttpRequest, run_id: int):
 @api_view
 @require_http_methods(["POST"])
 def run_action(request: HttpRequest, run_id: int, action: str):
-    run = get_run_for_user(request.user, run_id, write=True)
+    if action == "cancel":
+        run = get_run_to_cancel(request.user, run_id)
+    else:
+        run = get_run_for_user(request.user, run_id, write=True)
     if action == "cancel":
         done, why = run_stop(run=run), "cannot be cancelled"
     elif action == "retry":

@@ -16,6 +16,7 @@ import yaml
 
 from orchestrator.experiments.bounds import MAX_DEPTH, MAX_YAML_BYTES, BoundsError, check_values
 from orchestrator.experiments.runconfig import ConfigError
+from orchestrator.experiments.yaml_text import dump_yaml
 from trainer.config import RunConfig
 
 EXPERIMENT_KEYS = ("name", "project", "config", "sweep", "random", "seeds", "priority", "tags", "notes", "warmup_run")
@@ -106,10 +107,10 @@ def dump_experiment_yaml(spec: dict[str, Any]) -> str:
     config = spec.get("config") or {}
     if not extra:
         head = f"# project: {spec['project']}\n" if spec.get("project") else ""
-        return head + yaml.safe_dump(config, sort_keys=False)
+        return head + dump_yaml(config)
     out = {"name": spec.get("name")}
     if spec.get("project"):
         out["project"] = spec["project"]
     out.update(extra)
     out["config"] = config
-    return yaml.safe_dump(out, sort_keys=False)
+    return dump_yaml(out)

@@ -13,12 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from orchestrator.experiments.bounds import INT32, MAX_NOTES
 from orchestrator.experiments.runconfig import ConfigError, merge_config, validate_run_config
 from orchestrator.experiments.schema_form import config_from_post, config_sections, fields_by_path, parse_values
 from orchestrator.experiments.schemas import NAME_RE
+from orchestrator.experiments.yaml_text import dump_yaml
 
 SWEEP_MODES = ("list", "linear", "log")
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice")
@@ -181,10 +180,12 @@ def _warmup_overrides(text: str, errors: list) -> dict[str, Any] | None:
     except ConfigError as exc:
         errors += [{"field": "warmup_run", "message": e["message"]} for e in exc.errors]
         return None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+    from orchestrator.studies.warmup import COUNT  # how many warm-up runs; the rest are config sections
+
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for k, v in data.items() if k != COUNT):
         errors.append({"field": "warmup_run", "message": "a mapping of config sections, e.g. {train: {steps: 200}}"})
         return None
-    if unknown := [k for k in data if k not in CONFIG_SECTIONS]:
+    if unknown := [k for k in data if k not in CONFIG_SECTIONS and k != COUNT]:
         errors.append(
             {
                 "field": "warmup_run",
@@ -252,9 +253,7 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
         "priority": str(spec.get("priority", 0)),
         "tags": ", ".join(spec.get("tags") or []),
         "notes": spec.get("notes") or "",
-        "warmup_run": yaml.safe_dump(spec["warmup_run"], sort_keys=False, default_flow_style=None)
-        if spec.get("warmup_run")
-        else "",
+        "warmup_run": dump_yaml(spec["warmup_run"], default_flow_style=None) if spec.get("warmup_run") else "",
     }
     for path, fspec in fields_by_path().items():
         section, name = path.split(".", 1)
@@ -285,6 +284,19 @@ def flat_from_spec(spec: dict[str, Any]) -> dict[str, str]:
             flat[f"random-{i}-field"], flat[f"random-{i}-dist"] = path, str(kind)
             flat[f"random-{i}-args"] = _join(args)
     return flat
+
+
+def fold_pasted(draft: Draft) -> tuple[dict[str, str], bool] | None:
+    """The config fields' texts once the pasted YAML is applied to them, and whether every pasted
+    value now has its field (then the box can be emptied): after a preview the fields show what
+    is queued, not the values the YAML overrides. None when nothing readable was pasted."""
+    if not draft.pasted_paths or any(e["field"] == "config_yaml" for e in draft.errors):
+        return None
+    fields = fields_by_path()
+    flat = flat_from_spec({"config": draft.spec["config"]})
+    texts = {path: flat[path] for path in fields}
+    all_placed = all(".".join(p.split(".")[:2]) in fields for p in draft.pasted_paths)
+    return texts, all_placed
 
 
 def _join(args: Any) -> str:

@@ -27,6 +27,7 @@ from orchestrator.experiments.experiment_form import (
     draft_from_post,
     errors_by_slot,
     flat_from_spec,
+    fold_pasted,
     form_context,
 )
 from orchestrator.experiments.forks import fork_plan, fork_spec
@@ -46,7 +47,7 @@ from orchestrator.experiments.services import (
 )
 from orchestrator.experiments.views import compare_url
 from orchestrator.studies.warmup import SUFFIX as WARMUP_SUFFIX
-from orchestrator.studies.warmup import experiment_create_with_warmup, warmup_plans
+from orchestrator.studies.warmup import experiment_create_with_warmup, forks_planned, warmup_plans
 
 PREVIEW_ROWS = 200
 PROJECT_COMMENT = re.compile(r"^# project: ([A-Za-z0-9][A-Za-z0-9_.-]*)$", re.MULTILINE)
@@ -124,7 +125,7 @@ def _checked(draft: Draft, user) -> tuple[list, list]:
         )
         if not spec.get("warmup_run"):  # with a warm-up run, the runs fork from it (not created yet)
             fork_plan(user=user, configs=[plan.config for plan in planned])
-        return warmup + planned, []
+        return warmup + forks_planned(planned, spec.get("warmup_run")), []  # once per warm-up
     except ConfigError as exc:
         unreadable = {f"config.{e['field']}" for e in draft.errors}
         return [], draft.errors + [
@@ -181,10 +182,20 @@ def experiment_preview(request):
     planned, errors = _checked(draft, request.user)
     paths = list(dict.fromkeys(p for plan in planned for p in plan.values))
     show_s = bool(STALENESS_PATHS & set(paths))
+    folded = fold_pasted(draft)
+    fields = {}
+    if folded is not None:  # the fields take the pasted values, so the form shows what is queued
+        texts, all_placed = folded
+        fields = {
+            "sections": form_context({**request.POST.dict(), **texts}, [])["sections"],
+            "clear_pasted": all_placed,
+        }
     return render(
         request,
         "experiments/_preview.html",
         {
+            **fields,
+            "folded": folded is not None,
             "count": len(planned),
             "paths": paths,
             "errors": errors,
@@ -195,7 +206,7 @@ def experiment_preview(request):
                     plan,
                     [plan.values.get(p, "") for p in paths],
                     staleness_updates(plan.config) if show_s else None,
-                    i == 0 and plan.name.endswith(WARMUP_SUFFIX) and bool(draft.spec.get("warmup_run")),
+                    i == 0 and WARMUP_SUFFIX in plan.name and bool(draft.spec.get("warmup_run")),
                 )
                 for i, plan in enumerate(planned[:PREVIEW_ROWS])
             ],

@@ -13,9 +13,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.accounts.services import TokenError, api_token_lookup, max_days
 from orchestrator.api import api_view, bearer_token, json_error, method_not_allowed, validate_body
 from orchestrator.experiments.bounds import MAX_NOTES, MAX_TAGS
 from orchestrator.experiments.external_runs import (
@@ -24,11 +25,13 @@ from orchestrator.experiments.external_runs import (
     external_run_open,
     logging_token_create,
     logging_token_lookup,
+    logging_token_revoke,
+    logging_tokens_of,
 )
 from orchestrator.experiments.models import ExternalRun, LoggingToken, Run
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schemas import NAME_PATTERN, Tag
-from orchestrator.experiments.tokens import run_token_expired, run_token_matches
+from orchestrator.experiments.tokens import run_not_found, run_token_expired, run_token_expiry, run_token_writes
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NAME_PATTERN)]
 
@@ -56,11 +59,24 @@ class FinishIn(BaseModel):
     exit_code: int = Field(default=0, ge=-255, le=255)
 
 
+def _days_cap(schema: dict) -> None:
+    """The cap is a setting: the document states today's."""
+    for choice in schema.get("anyOf", [schema]):
+        if choice.get("type") == "integer":
+            choice["maximum"] = max_days()
+
+
 class LoggingTokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="default", min_length=1, max_length=100)
-    days: int = Field(default=365, ge=1, le=3650)
+    days: int | None = Field(
+        default=None,
+        ge=1,
+        description="Lifetime in days, at most OPL_API_TOKEN_MAX_DAYS (the default: that or 365, the lesser); "
+        "one made with a personal token ends no later than it",
+        json_schema_extra=_days_cap,
+    )
 
 
 @csrf_exempt
@@ -121,11 +137,11 @@ def external_run_finish_view(request: HttpRequest, run_id: int):
     token = bearer_token(request)
     if token is None:
         return json_error(401, "missing run token: send Authorization: Bearer <token>")
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None or not run_token_matches(run, token):
-        return json_error(403, "this token cannot write to this run")
+    run = Run.objects.select_related("owner", "experiment").filter(pk=run_id).first()
+    if run is None or not run_token_writes(run, token):
+        return json_error(404, run_not_found(run_id))
     if run_token_expired(run):
-        return json_error(403, f"run {run_id} ended at {run.finished_at.isoformat()}: its token has expired")
+        return json_error(403, run_token_expiry(run))
     if not ExternalRun.objects.filter(run=run).exists():
         return json_error(409, f"run {run_id} is run by the lab's cluster: its state comes from its job")
     body, error = validate_body(FinishIn, request)
@@ -137,13 +153,40 @@ def external_run_finish_view(request: HttpRequest, run_id: int):
 
 
 @api_view
-@require_POST
+@require_http_methods(["GET", "POST"])
 def logging_tokens(request: HttpRequest):
-    """A new logging token of the caller: it opens runs and writes only those (shown once)."""
+    """GET: the caller's logging tokens (never the tokens themselves). POST: a new one, which opens
+    runs and writes only those (shown once); made with a personal token, it ends with that token."""
+    if request.method == "GET":
+        return JsonResponse({"tokens": [logging_token_to_dict(row) for row in logging_tokens_of(request.user)]})
     body, error = validate_body(LoggingTokenIn, request)
     if error:
         return error
-    row, token = logging_token_create(user=request.user, name=body.name, days=body.days)
-    return JsonResponse(
-        {"id": row.pk, "name": row.name, "token": token, "expires_at": row.expires_at.isoformat()}, status=201
-    )
+    token = bearer_token(request)
+    made_with = api_token_lookup(token) if token else None
+    try:
+        row, token = logging_token_create(user=request.user, name=body.name, days=body.days, made_with=made_with)
+    except TokenError as exc:
+        return json_error(400, "invalid request", [{"field": exc.field, "message": exc.message}])
+    return JsonResponse({**logging_token_to_dict(row), "token": token}, status=201)
+
+
+@api_view
+@require_http_methods(["DELETE"])
+def logging_token_detail(request: HttpRequest, token_id: int):
+    """Revoke one of the caller's logging tokens (404, as if none, for anyone else's)."""
+    if not logging_token_revoke(user=request.user, token_id=token_id):
+        return json_error(404, f"logging token {token_id} does not exist")
+    return JsonResponse({"revoked": token_id})
+
+
+def logging_token_to_dict(row: LoggingToken) -> dict:
+    made_with = row.made_with
+    return {
+        "id": row.pk,
+        "name": row.name,
+        "created_at": row.created_at.isoformat(),
+        "expires_at": row.expires_at.isoformat() if row.expires_at else None,
+        "last_used_at": row.last_used_at.isoformat() if row.last_used_at else None,
+        "made_with": {"id": made_with.pk, "name": made_with.name} if made_with else None,
+    }

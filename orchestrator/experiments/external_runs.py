@@ -16,10 +16,14 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from orchestrator.accounts.models import ApiToken
+from orchestrator.accounts.services import TokenError, max_days
+from orchestrator.experiments.access import check_can_add_experiments
 from orchestrator.experiments.models import Experiment, ExternalRun, LoggingToken, Run, Tag
 from orchestrator.experiments.services import project_for, run_transition
 from orchestrator.experiments.tokens import derive_token, new_salt, token_hash
 
+DEFAULT_DAYS = 365  # a logging token lives on a cluster for a while: the cap still applies
 BACKEND = Run.EXTERNAL_BACKEND  # no cluster backend has that name: no sync polls these runs
 S = Run.State
 
@@ -33,12 +37,40 @@ class ExternalRunError(Exception):
 # --- logging tokens -----------------------------------------------------------------------------
 
 
-def logging_token_create(*, user: User, name: str = "default", days: int | None = None) -> tuple[LoggingToken, str]:
-    """A new logging token; the token itself is returned once and only its hash is kept."""
+def logging_token_create(
+    *, user: User, name: str = "default", days: int | None = None, made_with: ApiToken | None = None
+) -> tuple[LoggingToken, str]:
+    """A new logging token; the token itself is returned once and only its hash is kept.
+
+    Its lifetime is capped like a personal token's (OPL_API_TOKEN_MAX_DAYS; TokenError names
+    `days`), and one made with a personal token (`made_with`) ends no later than that token and is
+    deleted when that token is revoked: a credential made with another never outlives it. A
+    deactivated user's logging tokens stop too (logging_token_lookup)."""
+    days = min(DEFAULT_DAYS, max_days()) if days is None else days
+    if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= max_days():
+        raise TokenError(
+            "days", f"a whole number of days from 1 to {max_days()} (OPL_API_TOKEN_MAX_DAYS), got {days!r}"
+        )
     token = LoggingToken.PREFIX + secrets.token_urlsafe(32)
-    expires = timezone.now() + timedelta(days=days) if days else None
-    row = LoggingToken.objects.create(user=user, name=name, token_hash=_hash(token), expires_at=expires)
+    expires = timezone.now() + timedelta(days=days)
+    if made_with is not None and made_with.expires_at is not None:
+        expires = min(expires, made_with.expires_at)
+    row = LoggingToken.objects.create(
+        user=user, name=name, token_hash=_hash(token), expires_at=expires, made_with=made_with
+    )
     return row, token
+
+
+def logging_tokens_of(user: User):
+    """The user's logging tokens, newest first, with the personal token each was made with."""
+    return LoggingToken.objects.filter(user=user).select_related("made_with").order_by("-created_at", "-pk")
+
+
+def logging_token_revoke(*, user: User, token_id: int) -> bool:
+    """Delete one of the user's own logging tokens; False if it is not theirs or does not exist.
+    The runs it opened keep their own tokens until they end: cancel one to stop it at once."""
+    deleted, _ = LoggingToken.objects.filter(pk=token_id, user=user).delete()
+    return bool(deleted)
 
 
 def logging_token_lookup(token: str) -> LoggingToken | None:
@@ -80,11 +112,12 @@ def external_run_open(
     logging_token: LoggingToken | None = None,
 ) -> Opened:
     """The user's run opened with `client_id`: created (running) the first time, the same run after.
-    Client ids are each user's own: another user's id opens (creates) a run of the caller's. For a
-    logging token, only the token that opened the run opens it again."""
+    Client ids are each user's own: another user's id opens (creates) a run of the caller's. Only
+    the user (and, for a logging token, the token) that opened it may open it again, naming its
+    project, while they may still add runs to that project."""
     existing = _existing(client_id, user)
     if existing is not None:
-        return _reopened(existing, user, logging_token)
+        return _reopened(existing, user, logging_token, project)
     proj = project_for(project, user)
     try:
         with transaction.atomic():
@@ -123,18 +156,32 @@ def external_run_open(
         existing = _existing(client_id, user)
         if existing is None:
             raise
-        return _reopened(existing, user, logging_token)
+        return _reopened(existing, user, logging_token, project)
     return Opened(run=run, token=token, created=True)
 
 
 def _existing(client_id: str, user: User) -> ExternalRun | None:
-    return ExternalRun.objects.select_related("run").filter(owner=user, client_id=client_id).first()
+    return (
+        ExternalRun.objects.select_related("run", "run__experiment__project")
+        .filter(owner=user, client_id=client_id)
+        .first()
+    )
 
 
-def _reopened(external: ExternalRun, user: User, logging_token: LoggingToken | None) -> Opened:
+def _reopened(external: ExternalRun, user: User, logging_token: LoggingToken | None, project: str | None) -> Opened:
+    """The run's token again, as when it was opened: to the user who opened it, for the project
+    the request names (none: their personal project), while they may still add runs there. A
+    member removed since gets the 404 that opening a new run there gets."""
     run = external.run
     if run.owner_id != user.pk or (logging_token is not None and external.logging_token_id != logging_token.pk):
         raise ExternalRunError("client_id", "belongs to a run you did not open", status=403)
+    run_project = run.experiment.project
+    named = run_project.name == project if project else run_project.personal_for_id == user.pk
+    if not named:
+        raise ExternalRunError(
+            "project", "the run this client_id opened is in another project: name that one, or use a new client_id", 409
+        )
+    check_can_add_experiments(user, run_project)
     return Opened(run=run, token=derive_token(run.pk, run.attempt, run.token_salt), created=False)
 
 

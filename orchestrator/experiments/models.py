@@ -131,7 +131,7 @@ class Run(models.Model):
     # A fork's lineage, set at creation from config init.from_run / init.from_step: the parent run
     # and the update its checkpoint was written at (null: the parent's newest, fixed at submission).
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
-    parent_step = models.IntegerField(null=True, blank=True)
+    parent_step = models.BigIntegerField(null=True, blank=True)
 
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     state_reason = models.TextField(blank=True)  # pending reason, failure detail, in plain words
@@ -156,8 +156,8 @@ class Run(models.Model):
     token_hash = models.CharField(max_length=64, blank=True)
     token_salt = models.CharField(max_length=64, blank=True)
 
-    step = models.IntegerField(default=0)
-    total_steps = models.IntegerField(null=True, blank=True)
+    step = models.BigIntegerField(default=0)  # metric steps are 64-bit (tokens seen is a common step)
+    total_steps = models.BigIntegerField(null=True, blank=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -176,6 +176,13 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.name})"
+
+    @property
+    def uses_bundled_trainer(self) -> bool:
+        """The bundled trainer runs it, so its config is a RunConfig and its pages may assume its
+        keys, progress, checkpoints and clone; not a run logged with the SDK or imported, nor a
+        launcher's."""
+        return self.backend != self.EXTERNAL_BACKEND and "launcher" not in (self.config or {})
 
     @property
     def is_terminal(self) -> bool:
@@ -237,11 +244,17 @@ class RunEvent(models.Model):
 
 class LoggingToken(models.Model):
     """A token for the `opl` logging SDK: it creates runs, and writes only the runs it created
-    (through each run's own token, handed back at creation). Only its hash is stored."""
+    (through each run's own token, handed back at creation). Only its hash is stored.
+
+    `made_with` is the personal token that made it (none when made in a logged-in browser): the
+    logging token is deleted with it, so revoking a personal token ends what was made with it."""
 
     PREFIX = "opllog_"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="logging_tokens")
+    made_with = models.ForeignKey(
+        "accounts.ApiToken", null=True, blank=True, on_delete=models.CASCADE, related_name="logging_tokens"
+    )
     name = models.CharField(max_length=100, default="default")
     token_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -7,10 +7,7 @@ each one batch of `algorithm.updates_per_step x algorithm.epochs` updates. Pages
 
 from typing import Any
 
-
-def updates_per_step(config: dict[str, Any]) -> int:
-    algorithm = (config or {}).get("algorithm") or {}
-    return max(1, int(algorithm.get("updates_per_step", 1)) * int(algorithm.get("epochs", 1)))
+from trainer.vocabulary import updates_per_step
 
 
 def progress(updates: int, total_updates: int | None, config: dict[str, Any]) -> dict[str, Any]:

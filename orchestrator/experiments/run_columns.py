@@ -28,7 +28,7 @@ def parse_columns(params) -> tuple[list[str], str, list[dict[str, str]]]:
     errors: list[dict[str, str]] = []
     raw = ",".join(params.getlist("cols")) if hasattr(params, "getlist") else params.get("cols", "")
     keys = list(dict.fromkeys(k.strip() for k in raw.split(",") if k.strip()))
-    bad = [k for k in keys if len(k) > 200 or not KEY_PATTERN.match(k)]
+    bad = [k for k in keys if not KEY_PATTERN.match(k)]
     if bad:
         errors.append({"field": "cols", "message": f"not a metric key: {bad[0][:80]!r}"})
         keys = []
@@ -47,7 +47,7 @@ def metric_sort_key(sort: str) -> str | None:
     name = sort.lstrip("-")
     if name.startswith(SORT_PREFIX):
         key = name[len(SORT_PREFIX) :]
-        return key if KEY_PATTERN.match(key) and len(key) <= 200 else None
+        return key if KEY_PATTERN.match(key) else None
     return None
 
 
@@ -66,6 +66,14 @@ def order_by_metric(runs: QuerySet, key: str, stat: str, *, descending: bool) ->
 def column_values(run_ids: list[int], keys: list[str], stat: str) -> dict[int, list[float | None]]:
     """{run id: [the stat of each key, None where missing]} for a page of runs."""
     from orchestrator.metrics.summaries import run_summaries
+    from orchestrator.metrics.updates import user_summaries
 
-    found = run_summaries(run_ids, keys)
-    return {rid: [found.get(rid, {}).get(key, {}).get(stat) for key in keys] for rid in run_ids}
+    found, own = run_summaries(run_ids, keys), user_summaries(run_ids)
+
+    def value(rid: int, key: str):
+        stat_value = found.get(rid, {}).get(key, {}).get(stat)
+        if stat_value is None and rid in own:  # a value the run put in its summary (never logged as a series)
+            stat_value = own[rid].values.get(key)
+        return stat_value
+
+    return {rid: [value(rid, key) for key in keys] for rid in run_ids}

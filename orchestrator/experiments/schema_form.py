@@ -177,15 +177,28 @@ def config_from_post(data) -> tuple[dict[str, Any], list[dict[str, str]]]:
     return config, errors
 
 
+# Values that decide what runs: an export names them even at their defaults, so the file says
+# which model learns which task by which objective, and defaults changing later do not change it.
+ALWAYS_NAMED = {
+    "model": ("name",),
+    "task": ("name",),
+    "algorithm": ("objective",),
+    "staleness": ("mode", "k"),
+    "train": ("steps", "seed"),
+}
+
+
 def minimal_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Only the values that differ from RunConfig's defaults: short, readable YAML exports."""
+    """The values that differ from RunConfig's defaults, and those that decide what runs (ALWAYS_NAMED):
+    short, readable YAML exports."""
     defaults = RunConfig().model_dump(mode="json")
     out: dict[str, Any] = {}
     for section, values in config.items():
         if not isinstance(values, dict):
             out[section] = values
             continue
-        changed = {k: v for k, v in values.items() if defaults.get(section, {}).get(k, object()) != v}
+        named = ALWAYS_NAMED.get(section, ())
+        changed = {k: v for k, v in values.items() if k in named or defaults.get(section, {}).get(k, object()) != v}
         if changed:
             out[section] = changed
     return out

@@ -26,6 +26,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.experiments.runconfig import ConfigError
+from trainer import vocabulary
+from trainer.vocabulary import updates_per_step
 
 
 class _Strict(BaseModel):
@@ -226,8 +228,7 @@ def run_name(values: dict[str, Any], config: dict[str, Any], seed: int | None, f
     parts = []
     for path, value in sorted(values.items(), key=lambda item: NAME_ORDER.get(item[0], len(NAME_ORDER))):
         if path == "staleness.k":
-            alg = config.get("algorithm", {})
-            parts.append(f"s{value * alg.get('updates_per_step', 1) * alg.get('epochs', 1)}")
+            parts.append(f"s{vocabulary.staleness_in_updates(config, value)}")
             continue
         prefix = NAME_PREFIX.get(path, path.rsplit(".", 1)[-1].replace("_", ""))
         parts.append(f"{prefix}{format_value(value)}")
@@ -277,12 +278,7 @@ def staleness_in_updates(sweep: dict[str, Any] | None, config: dict[str, Any]) -
                 }
             ]
         )
-    algorithm = (config or {}).get("algorithm") or {}
-    from trainer.config import AlgorithmConfig
-
-    per_step = int(algorithm.get("updates_per_step", AlgorithmConfig.model_fields["updates_per_step"].default)) * int(
-        algorithm.get("epochs", AlgorithmConfig.model_fields["epochs"].default)
-    )
+    per_step = updates_per_step(config)
     values = grid_values(
         STALENESS_UPDATES, parse_sweep({STALENESS_UPDATES: sweep[STALENESS_UPDATES]}, None, 1).grid[STALENESS_UPDATES]
     )

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from orchestrator.experiments import api, experiment_views, external_api, project_views, views
+from orchestrator.experiments import api, experiment_views, external_api, logging_token_views, project_views, views
 
 urlpatterns = [
     # runs
@@ -52,6 +52,12 @@ urlpatterns = [
     path("api/v1/sdk/runs", external_api.external_runs, name="api-sdk-runs"),
     path("api/v1/sdk/runs/<int:run_id>/finish", external_api.external_run_finish_view, name="api-sdk-run-finish"),
     path("api/v1/sdk/tokens", external_api.logging_tokens, name="api-sdk-tokens"),
+    path("api/v1/sdk/tokens/<int:token_id>", external_api.logging_token_detail, name="api-sdk-token-detail"),
+    path(
+        "account/logging-tokens/<int:token_id>/revoke",
+        logging_token_views.logging_token_revoke_view,
+        name="sdk-logging-token-revoke",
+    ),
     path("api/v1/experiments/preview", api.experiments_preview, name="api-experiments-preview"),
     path("api/v1/experiments/<int:experiment_id>", api.experiment_detail, name="api-experiment-detail"),
     *(

@@ -6,7 +6,6 @@ fragment it changed (STYLE.md §5): the table for a filter, the row or the facts
 
 from urllib.parse import urlsplit
 
-import yaml
 from django.contrib import messages
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
@@ -14,7 +13,13 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from orchestrator.experiments.access import can_write, get_run_for_user, visible_projects, visible_tags
+from orchestrator.experiments.access import (
+    can_write,
+    get_run_for_user,
+    get_run_to_cancel,
+    visible_projects,
+    visible_tags,
+)
 from orchestrator.experiments.bounds import parse_priority, safe_filename
 from orchestrator.experiments.checkpoints import run_checkpoints
 from orchestrator.experiments.forks import may_fork
@@ -33,6 +38,7 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
+from orchestrator.experiments.yaml_text import dump_yaml
 from trainer.metric_keys import METRIC_KEYS
 
 
@@ -78,7 +84,7 @@ def run_detail(request, run_id: int):
         "experiments/run_detail.html",
         {
             **status_context(request.user, run),
-            "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
+            "config_yaml": dump_yaml(run.config),
             "events": run.events.all(),
             **fork_context(request.user, run),
         },
@@ -109,7 +115,7 @@ def run_config_yaml(request, run_id: int):
         f"# OffPolicy Lab run {run.pk} {run.name!r} of experiment {run.experiment.name!r} (#{run.experiment_id})\n"
         f"# project: {run.experiment.project.name}\n"
     )
-    response = HttpResponse(header + yaml.safe_dump(run.config, sort_keys=False), content_type="application/yaml")
+    response = HttpResponse(header + dump_yaml(run.config), content_type="application/yaml")
     response["Content-Disposition"] = f'attachment; filename="{safe_filename(run.name, f"run-{run.pk}")}.yaml"'
     return response
 
@@ -149,7 +155,7 @@ def _safe_next(request) -> str | None:
 
 @require_POST
 def run_cancel(request, run_id: int):
-    run = get_run_for_user(request.user, run_id, write=True)
+    run = get_run_to_cancel(request.user, run_id)
     return _after_action(request, run, run_stop(run=run), f"run {run.pk} is {run.state} and cannot be cancelled")
 
 

@@ -8,7 +8,7 @@ from orchestrator.api import bearer_token, json_error, parse_json_body
 from orchestrator.experiments.access import visible_runs
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Run
-from orchestrator.experiments.tokens import run_token_expired, run_token_matches
+from orchestrator.experiments.tokens import run_not_found, run_token_expired, run_token_expiry, run_token_writes
 
 MAX_COMPARE_RUNS = 200
 
@@ -22,22 +22,18 @@ class ParamError(ValueError):
 
 
 def authenticated_run(request: HttpRequest, run_id: int, *, parse_body: bool = True):
-    """(run, JSON body, None) when the request carries this run's own token and a JSON body
-    (body None when not asked to parse it), else (None, None, error)."""
-    run = Run.objects.filter(pk=run_id).first()
+    """(run, JSON body, None) when the request carries this run's own token, the run's owner may
+    still write into its project and the run has not ended too long ago, and the body is JSON
+    (body None when not asked to parse it), else (None, None, error). A missing run, another
+    run's token and a removed owner's token get the same 404."""
     token = bearer_token(request)
     if token is None:
         return None, None, json_error(401, "missing run token: send Authorization: Bearer <token>")
-    if run is None:
-        return None, None, json_error(404, f"run {run_id} does not exist")
-    if not run_token_matches(run, token):
-        return None, None, json_error(403, "this token cannot write to this run")
+    run = Run.objects.select_related("owner", "experiment").filter(pk=run_id).first()
+    if run is None or not run_token_writes(run, token):
+        return None, None, json_error(404, run_not_found(run_id))
     if run_token_expired(run):
-        return (
-            None,
-            None,
-            json_error(403, f"run {run_id} ended at {run.finished_at.isoformat()}: its token has expired"),
-        )
+        return None, None, json_error(403, run_token_expiry(run))
     if not parse_body:
         return run, None, None
     body, error = parse_json_body(request)

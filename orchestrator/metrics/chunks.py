@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.metrics.models import MetricChunk
+from orchestrator.metrics.models import MAX_STEP, MetricChunk
 
 STEP = np.dtype("<i8")
 VALUE = np.dtype("<f8")
@@ -109,7 +109,7 @@ def live_points(
         points = Points.join(chunks)
         if lo is not None or hi is not None:
             points = points.take(
-                (points.steps >= (lo if lo is not None else -1)) & (points.steps <= (hi if hi is not None else 2**62))
+                (points.steps >= (-1 if lo is None else lo)) & (points.steps <= (MAX_STEP if hi is None else hi))
             )
         if len(points):
             out[pair] = points

@@ -1,6 +1,6 @@
 """Comparing runs: which config fields differ, for the diff table, grouping and heatmaps.
 
-Configs are compared as `comparable` makes them: the correction options added in issue 23 read as
+Configs are compared as `comparable` makes them: the correction lab's options read as
 off in a config from before them (so an older m2po run and a new one do not differ in a dozen
 fields that neither uses), an option's settings read "n/a" where the option is off, a cap that is
 null reads "off", and `correction` names each run's objective with its options (m2po+dual_clip),
@@ -12,7 +12,7 @@ from orchestrator.metrics.corrections import variant_of
 
 CORRECTION = "correction"
 NOT_APPLIED = "n/a"
-# issue 23's options: a config from before them ran with each at its default (off)
+# the correction lab's options: a config from before them ran with each at its default (off)
 ADDED_OFF = (
     "dual_clip_c",
     "token_mask",
@@ -48,9 +48,12 @@ def _added_defaults() -> dict[str, Any]:
     return {f"algorithm.{name}": fields[name].default for name in ADDED_OFF if name in fields}
 
 
-def comparable(config: dict[str, Any]) -> dict[str, Any]:
-    """The flattened config as the compare page compares and groups it (see the module)."""
+def comparable(config: dict[str, Any], *, bundled: bool = True) -> dict[str, Any]:
+    """The flattened config as the compare page compares and groups it (see the module). A config
+    the bundled trainer did not run (`bundled` False) is its fields as they are: no defaults."""
     flat = flatten(config)
+    if not bundled:
+        return flat
     for field, default in _added_defaults().items():
         flat.setdefault(field, default)
     for setting, switch in SETTING_OF.items():
@@ -78,15 +81,18 @@ def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def differing_fields(configs: list[dict[str, Any]]) -> list[str]:
+def differing_fields(configs: list[dict[str, Any]], bundled: list[bool] | None = None) -> list[str]:
     """Dotted fields whose value is not the same in every config (missing counts as different),
-    compared as `comparable` makes them; `correction` first, when any run turns an option on."""
-    flat = [comparable(c) for c in configs]
+    compared as `comparable` makes them; `correction` first, when any run turns an option on.
+    `bundled` says per config whether the bundled trainer ran it (default: all)."""
+    bundled = bundled or [True] * len(configs)
+    flat = [comparable(c, bundled=b) for c, b in zip(configs, bundled, strict=True)]
     fields = sorted({f for c in flat for f in c} - {CORRECTION})
     missing = object()
     differ = [f for f in fields if len({repr(c.get(f, missing)) for c in flat}) > 1]
-    with_options = any(c[CORRECTION] != c.get("algorithm.objective", "m2po") for c in flat)
-    return ([CORRECTION] if with_options and len({c[CORRECTION] for c in flat}) > 1 else []) + differ
+    corrections = [c for c in flat if CORRECTION in c]
+    with_options = any(c[CORRECTION] != c.get("algorithm.objective", "m2po") for c in corrections)
+    return ([CORRECTION] if with_options and len({c.get(CORRECTION) for c in flat}) > 1 else []) + differ
 
 
 def fork_steps(runs) -> tuple[dict[int, int], dict[int, int]]:

@@ -1,4 +1,4 @@
-"""The off-policy corrections by name (issue 23, docs/SAMPLES.md "Variant names"): a variant is an
+"""The off-policy corrections by name (docs/SAMPLES.md "Variant names"): a variant is an
 objective and the options a run turns on (`m2po+dual_clip`, `grpo+token_mask+tis`), and each one
 says what it does to a token. The charts, the compare page's grouping and the samples card use
 these; the trainer names the corrections it records the same way.
@@ -6,12 +6,7 @@ these; the trainer names the corrections it records the same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-OBJECTIVES = ("m2po", "m2po_cap", "grpo", "no_clip", "gspo", "decoupled_ppo", "cispo", "sapo")
-# the run's options, in the order a variant names them
-OPTIONS = ("dual_clip", "token_mask", "seq_mask", "tis", "sq_penalty")
-NO_DUAL_CLIP = ("cispo", "sapo")  # their weights are bounded already
+from trainer.vocabulary import OBJECTIVES, OPTIONS, variant_of  # noqa: F401 (the pages import them from here)
 
 # what each objective and option does to a token: masked / clipped (no gradient) or reweighted
 DOES: dict[str, tuple[str, str]] = {  # name: (what it marks, how)
@@ -37,21 +32,6 @@ def objective_of(variant: str) -> str:
 
 def options_of(variant: str) -> tuple[str, ...]:
     return tuple(variant.split("+")[1:])
-
-
-def variant_of(config: Mapping | None) -> str:
-    """The variant name of a run's config: its objective, then `+option` for each option on, in
-    the order of OPTIONS. A config from before an option existed has it off."""
-    algorithm = (config or {}).get("algorithm") or {}
-    objective = algorithm.get("objective") or "m2po"
-    on = {
-        "dual_clip": algorithm.get("dual_clip_c") is not None and objective not in NO_DUAL_CLIP,
-        "token_mask": bool(algorithm.get("token_mask")),
-        "seq_mask": bool(algorithm.get("seq_mask")),
-        "tis": algorithm.get("tis_cap") is not None,
-        "sq_penalty": bool(algorithm.get("sq_log_ratio_coef") or 0),
-    }
-    return "+".join([objective, *(option for option in OPTIONS if on[option])])
 
 
 def variant_order(variant: str) -> tuple:

@@ -1,7 +1,7 @@
 """Admission of ingestion requests (metric and sample batches), each check before anything that
 costs more: the run's token (headers only, the body unread), the declared body size, a place in
 the run's queue, and only then the body, read up to its limit and inflated under a size and ratio
-cap. Limits come from settings (README, "Ingestion limits"); each refusal is JSON naming its limit.
+cap. Limits come from settings (docs/OPERATIONS.md, "Ingestion limits"); each refusal is JSON naming its limit.
 
 The queue: under ASGI, Django runs sync views one at a time per worker process, so batches that
 arrive faster than a run can store them queue in the process. Counting them before they wait lets

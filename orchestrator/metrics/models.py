@@ -19,6 +19,11 @@ from django.db.models import Q
 
 from orchestrator.experiments.models import Run
 
+# Steps are 64-bit columns (tokens seen is a common step), bounded by 2**53 - 1: the largest integer
+# a browser's numbers and the rollups' float8 arrays (selectors._ROLLUP_QUERY) hold exactly.
+MAX_STEP = 2**53 - 1
+MAX_KEY_LENGTH = 256  # a key is any printable text up to this long, stored exactly (schemas.key_problem)
+
 
 class Special(models.IntegerChoices):
     FINITE = 0
@@ -45,7 +50,7 @@ class MetricChunk(models.Model):
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="metric_chunks", db_constraint=False, db_index=False
     )
-    key = models.CharField(max_length=200)
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
     attempt = models.PositiveIntegerField(default=1)
     seq = models.BigIntegerField()
     superseded = models.BooleanField(default=False)
@@ -76,7 +81,7 @@ class MetricSeries(models.Model):
     recomputed when a restart supersedes points or a re-post changes a stored value."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_series")
-    key = models.CharField(max_length=200)
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
     first_step = models.BigIntegerField()
     last_step = models.BigIntegerField()
     last_value = models.FloatField(null=True)
@@ -126,7 +131,7 @@ class MetricRollup(models.Model):
     compaction merges them (store.py says how rows merge); readers merge them as they read."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False)
-    key = models.CharField(max_length=200)
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
     width = models.IntegerField()
     bucket = models.BigIntegerField()  # steps [bucket * width, (bucket + 1) * width)
     n = models.IntegerField()
@@ -143,3 +148,40 @@ class MetricRollup(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["run", "key", "width", "bucket"], name="metric_rollup_bucket")]
+
+
+class RunSummary(models.Model):
+    """What a run said about itself beyond its series (W&B's `run.summary` and `define_metric`):
+    `values` {key: JSON value} set by the client, `definitions` {key: {step_metric, summary}}."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="run_summary")
+    values = models.JSONField(default=dict)
+    definitions = models.JSONField(default=dict)
+
+
+class RunHistogram(models.Model):
+    """One logged histogram: bin edges (len(counts) + 1) and counts, at a step of a key."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="histograms")
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
+    step = models.BigIntegerField()
+    bins = models.JSONField()
+    counts = models.JSONField()
+    time = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key", "step"], name="run_histogram_once_per_step")]
+
+
+class RunTable(models.Model):
+    """One logged table: column names and rows of JSON cells, at a step of a key."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tables")
+    key = models.CharField(max_length=MAX_KEY_LENGTH)
+    step = models.BigIntegerField()
+    columns = models.JSONField()
+    rows = models.JSONField()
+    time = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key", "step"], name="run_table_once_per_step")]

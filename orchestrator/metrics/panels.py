@@ -4,10 +4,11 @@ Each panel says what to look for (`description`, shown under its title). `panels
 panel against the keys a run (or a set of runs) logged and the configs they ran with: one eval
 line per benchmark (the average only when it averages several), the M2 threshold tau from the
 config, and the token-fraction panels named by what the run's correction (its objective and
-options, corrections.py) does to those tokens. The Corrections group (issue 23) reads the
+options, corrections.py) does to those tokens. The Corrections group reads the
 runaway A<0 tail: its ratios, the one token's share of the update, and what each correction did.
 """
 
+import hashlib
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -25,6 +26,9 @@ X_AXES = [
 ]
 
 CORRECTIONS = "Corrections and the A<0 tail"
+DRIFTS = "Two drifts: engine mismatch and policy drift"  # shown once a run logs them (behav_logp: recompute)
+TIME = "Where the time went"  # trainer/utilisation.py; shown once a run logs them
+LOGGED_ONLY = (DRIFTS, TIME)
 EVAL_SET = re.compile(r"^eval/[^/]+/acc\Z")
 EVAL_AVG = "eval/avg_acc"
 FRACTION_KEY = "actor/clip_frac"
@@ -98,6 +102,26 @@ PANELS: list[dict[str, Any]] = [
         "mode.",
     },
     {
+        "id": "staleness_observed",
+        "title": "Observed staleness against the bound",
+        "keys": ["rollout/observed_staleness_max", "rollout/staleness_bound"],
+        "logged_only": True,
+        "threshold": "max_staleness",
+        "labels": {"rollout/observed_staleness_max": "observed (largest)", "rollout/staleness_bound": "bound"},
+        "description": "The largest staleness any trained token had at the update that trained it, beside "
+        "staleness.max_staleness (dashed). Over the bound means it is not holding; the staleness_bound alert "
+        "rule fires then.",
+    },
+    {
+        "id": "staleness_hist",
+        "title": "Observed staleness histogram (share of trained tokens)",
+        "keys": [],
+        "pattern": r"^rollout/observed_staleness/[0-9]+$",
+        "optional": True,
+        "description": "Per step, the share of the trained tokens (over its updates) at each staleness: one line per "
+        "staleness seen. Mass near the bound means the generator runs as far ahead as it may.",
+    },
+    {
         "id": "response_len",
         "title": "Response length",
         "keys": ["train/response_len_mean"],
@@ -109,8 +133,8 @@ PANELS: list[dict[str, Any]] = [
         "keys": ["perf/tokens_per_s"],
         "description": "Trained response tokens per wall second of a step.",
     },
-    # the Corrections group (issue 23, docs/SAMPLES.md): the runaway A<0 tail and what each correction does about it;
-    # shown for runs whose trainer logs them (or whose config has the issue-23 fields, before the first point)
+    # the Corrections group (docs/SAMPLES.md): the runaway A<0 tail and what each correction does about it;
+    # shown for runs whose trainer logs them (or whose config has the correction lab's fields, before the first point)
     {
         "id": "neg_tail",
         "group": CORRECTIONS,
@@ -189,6 +213,17 @@ PANELS: list[dict[str, Any]] = [
         "(mean and largest), and their K3 KL. Token and sequence masks against the engine act on this gap.",
     },
     {
+        "id": "engine_is_weight",
+        "group": CORRECTIONS,
+        "title": "Engine importance weight",
+        "keys": [],
+        "pattern": r"^rollout/engine_is_weight_mean$",
+        "optional": True,
+        "description": "Mean importance weight π_trainer/π_engine of the trained tokens, as other trainers log it "
+        "(verl's rollout correction, AReaL's decoupled loss, TRL's vLLM correction): 1 when the engine and the "
+        "trainer agree. Shown only where a run logs it.",
+    },
+    {
         "id": "sq_penalty",
         "group": CORRECTIONS,
         "title": "Squared-log-ratio penalty",
@@ -196,6 +231,87 @@ PANELS: list[dict[str, Any]] = [
         "needs": "sq_penalty",
         "description": "β·mean (log r)² added to the loss (prime-rl style): the soft cousin of M2PO's mask; it marks "
         "no token.",
+    },
+    # the drifts group (trainer/diagnostics.py drift_stats)
+    {
+        "id": "drift_engine",
+        "group": DRIFTS,
+        "title": "Engine mismatch (π_trainer at the behaviour version vs π_engine)",
+        "log_y": True,
+        "keys": ["drift/engine_kl_k3", "drift/engine_abs_dlogp", "drift/engine_abs_dlogp_p99", "drift/engine_chi2"],
+        "description": "The engine's numerical gap alone: the trainer's log-probs of the behaviour weights against the "
+        "sampler's, on the same tokens (K3, mean and 99th-percentile |Δ log p|, χ²). It does not grow with "
+        "staleness; if it grows at learning rate 0, the engine drifts.",
+    },
+    {
+        "id": "drift_policy",
+        "group": DRIFTS,
+        "title": "Policy drift (π_θ vs π_trainer at the behaviour version)",
+        "log_y": True,
+        "keys": ["drift/policy_kl_k3", "drift/policy_abs_dlogp", "drift/policy_abs_dlogp_p99", "drift/policy_chi2"],
+        "description": "How far the updates moved the policy since the weights that generated the batch (K3, mean and "
+        "99th-percentile |Δ log p|, χ²): the staleness part of the importance ratio, 0 at learning rate 0.",
+    },
+    {
+        "id": "drift_ess",
+        "group": DRIFTS,
+        "title": "Effective sample size: engine vs policy",
+        "keys": ["drift/engine_ess_frac", "drift/policy_ess_frac"],
+        "description": "(Σ w)² / (N Σ w²) of each drift's weights: 1 when that drift leaves every token the same "
+        "weight.",
+    },
+    # where the time went (trainer/utilisation.py)
+    {
+        "id": "time_went",
+        "group": TIME,
+        "title": "Where the time went (s per step)",
+        "keys": [
+            "perf/train_s",
+            "perf/trainer_idle_s",
+            "perf/gen_idle_s",
+            "perf/wait_s",
+            "perf/wait_weights_s",
+            "perf/weight_publish_s",
+            "perf/weight_load_s",
+            "perf/weight_sync_s",
+        ],
+        "labels": {
+            "perf/train_s": "trainer training",
+            "perf/trainer_idle_s": "trainer idle",
+            "perf/gen_idle_s": "generator idle",
+            "perf/wait_s": "wait for a batch",
+            "perf/wait_weights_s": "wait for weights",
+            "perf/weight_publish_s": "weight publish",
+            "perf/weight_load_s": "weight load",
+            "perf/weight_sync_s": "weight sync (vllm)",
+        },
+        "description": "Seconds of each step: training, the trainer waiting for a batch, the generator idle (and how "
+        "much of that was waiting for newer weights), and the weight hand-over. An idle trainer means "
+        "generation is the bottleneck; a generator waiting for weights means the staleness bound holds it back.",
+    },
+    {
+        "id": "idle_ratio",
+        "group": TIME,
+        "title": "Idle ratio: trainer and generator",
+        "keys": ["perf/trainer_idle_ratio", "perf/gen_idle_ratio"],
+        "description": "The share of wall time each side idled. Perfect overlap is both near 0; stale_k (one process) "
+        "keeps their sum at 1.",
+    },
+    {
+        "id": "tokens_rates",
+        "group": TIME,
+        "title": "Tokens per second: trained and generated",
+        "keys": ["perf/train_tokens_per_s", "perf/gen_tokens_per_s"],
+        "description": "Response tokens per second of training and per second of generating: the speed of each side "
+        "while it works.",
+    },
+    {
+        "id": "weight_bytes",
+        "group": TIME,
+        "title": "Weight sync bytes per step",
+        "keys": ["perf/weight_sync_bytes"],
+        "description": "Bytes of weights handed to the generator or engine in the step (0 when the engine shares the "
+        "trainer's weights).",
     },
     # the System group (trainer/system_metrics.py); the GPU panels only where a GPU reported
     {
@@ -288,7 +404,7 @@ def _objective(config: dict) -> str | None:
 
 
 def _has_corrections(config: dict) -> bool:
-    """A run created with the issue-23 fields: its trainer logs the Corrections group."""
+    """A run created with the correction lab's fields: its trainer logs the Corrections group."""
     return "dual_clip_c" in ((config or {}).get("algorithm") or {})
 
 
@@ -334,6 +450,16 @@ def correction_fractions(variants: list[str]) -> tuple[list[str], dict[str, str]
     return keys, labels if len(variants) == 1 else {}
 
 
+def staleness_bound_lines(configs: Iterable[dict]) -> list[dict[str, Any]]:
+    """The distinct max_staleness of the async runs among `configs`, as lines."""
+    bounds = set()
+    for config in configs:
+        staleness = (config or {}).get("staleness") or {}
+        if staleness.get("mode") == "async":
+            bounds.add(int(staleness.get("max_staleness", 4)))
+    return [{"y": b, "label": f"bound = {b}"} for b in sorted(bounds)]
+
+
 def thresholds(configs: Iterable[dict]) -> list[dict[str, Any]]:
     """The distinct tau_m2 of the M2PO runs among `configs`, as lines for the M2 panel."""
     taus = set()
@@ -344,9 +470,16 @@ def thresholds(configs: Iterable[dict]) -> list[dict[str, Any]]:
     return [{"y": tau, "label": f"τ = {tau:g}"} for tau in sorted(taus)]
 
 
-def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, Any]]:
+def panels_for(keys: list[str], configs: Iterable[dict] = (), *, bundled: bool = True) -> list[dict[str, Any]]:
     """The default panels resolved against `keys` (what the runs logged) and `configs` (the runs'
-    configs): eval lines per benchmark, the tau lines, and the fraction panel's names."""
+    configs): eval lines per benchmark, the tau lines, and the fraction panel's names.
+
+    `bundled`: whether the bundled trainer ran (any of) the runs. Otherwise (an SDK, imported or
+    launcher run) its panels are kept only where their keys were logged, and every other logged key
+    is a panel of its own, grouped by its first path segment, as W&B charts them."""
+    if not bundled:
+        shown = _panels_with_logged_keys(keys)
+        return shown + logged_key_panels(keys, {k for p in shown for k in p["keys"]})
     configs = list(configs)
     objectives = sorted({_objective(c) or "m2po" for c in configs})
     variants = sorted({variant_of(c) for c in configs})
@@ -358,6 +491,10 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
     for panel in PANELS:
         if panel.get("group") == CORRECTIONS and not _shown_correction_panel(panel, configs, logged, corrections_on):
             continue
+        if (panel.get("group") in LOGGED_ONLY or panel.get("logged_only")) and not any(
+            k in logged for k in panel["keys"]
+        ):
+            continue
         resolved = {
             "id": panel["id"],
             "title": panel["title"],
@@ -365,7 +502,7 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
             "description": panel["description"],
             "log_y": panel.get("log_y", False),
             "lines": [],
-            "labels": {},
+            "labels": dict(panel.get("labels", {})),
         }
         if panel["id"] == "eval":
             resolved["keys"] = eval_keys(keys)
@@ -379,6 +516,8 @@ def panels_for(keys: list[str], configs: Iterable[dict] = ()) -> list[dict[str, 
             resolved["lines"] = thresholds(configs)
         elif panel.get("threshold") == "dual_clip_c":
             resolved["lines"] = dual_clip_lines(configs)
+        elif panel.get("threshold") == "max_staleness":
+            resolved["lines"] = staleness_bound_lines(configs)
         if panel["id"] == "corrections_frac":
             resolved["keys"], resolved["labels"] = correction_fractions(variants or ["m2po"])
             if not resolved["keys"]:
@@ -415,3 +554,68 @@ def _shown_correction_panel(panel: dict, configs: list[dict], logged: set[str], 
 
 def panel_keys(panels: list[dict[str, Any]]) -> list[str]:
     return [k for p in panels for k in p["keys"]]
+
+
+UNGROUPED = "Charts"
+
+
+def logged_key_panel_id(key: str) -> str:
+    """A logged key's panel id: a key is any printable text (quotes, brackets), an id goes into
+    HTML attributes and CSS selectors."""
+    return "key-" + hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def _panels_with_logged_keys(keys: list[str]) -> list[dict[str, Any]]:
+    """The bundled trainer's panels that have logged keys, drawing only those: for runs whose
+    config is not the bundled trainer's, so nothing is read from it."""
+    logged = set(keys)
+    out = []
+    for panel in PANELS:
+        drawn = [k for k in panel["keys"] if k in logged]
+        if panel["id"] == "eval":
+            drawn = [k for k in eval_keys(keys) if k in logged]
+        elif panel.get("pattern"):
+            drawn += sorted(k for k in logged if re.match(panel["pattern"], k))
+        if not drawn:
+            continue
+        resolved = {
+            "id": panel["id"],
+            "title": panel["title"],
+            "keys": drawn,
+            "description": panel["description"],
+            "log_y": panel.get("log_y", False),
+            "lines": [],
+            "labels": {},
+        }
+        if panel.get("group"):
+            resolved["group"] = panel["group"]
+        out.append(resolved)
+    return out
+
+
+def logged_key_panels(keys: Iterable[str], charted: set[str]) -> list[dict[str, Any]]:
+    """One panel per logged key not already charted, grouped by the key's first path segment
+    (keys without one under UNGROUPED), groups and keys in name order. A key that only mirrors
+    another trainer's name (offpolicy_keys) is left to the off-policy panel that draws it."""
+    from orchestrator.metrics.offpolicy_keys import mirrored_by_product_key
+
+    mirrored = mirrored_by_product_key(keys, charted)
+    rest = sorted(set(keys) - charted - mirrored)
+    by_group: dict[str, list[str]] = {}
+    for key in rest:
+        group = key.split("/", 1)[0] if "/" in key.strip("/") else UNGROUPED
+        by_group.setdefault(group, []).append(key)
+    return [
+        {
+            "id": logged_key_panel_id(key),
+            "title": key,
+            "keys": [key],
+            "description": "",
+            "log_y": False,
+            "lines": [],
+            "labels": {},
+            "group": group,
+        }
+        for group in sorted(by_group, key=lambda g: (g == UNGROUPED, g.lower()))
+        for key in by_group[group]
+    ]

@@ -18,7 +18,7 @@ from pathlib import Path
 from orchestrator.experiments.models import Run
 from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.schemas import BatchError, decode_batch
-from orchestrator.metrics.services import metrics_ingest
+from orchestrator.metrics.services import metrics_ingest, metrics_ingest_points
 from trainer.reporting import SPOOL_NAME, batch_body, read_rejected, rejected_lines, write_rejected
 
 
@@ -58,8 +58,11 @@ def resend_spool(
 
 def ingest_metrics_body(run: Run, attempt: int, body: bytes) -> str:
     decoded = decode_batch(body)
-    points = decoded[1] if decoded is not None else json.loads(body)["points"]
-    return f"{metrics_ingest(run=run, attempt=attempt, points=points)} points stored"
+    if decoded is not None:
+        return f"{metrics_ingest(run=run, attempt=attempt, points=decoded[1])} points stored"
+    parsed = metrics_ingest_points(run=run, attempt=attempt, points=json.loads(body)["points"])
+    refused = f", {len(parsed.refused)} refused ({parsed.refused[0]['reason']})" if parsed.refused else ""
+    return f"{len(parsed.cols.keys)} points stored{refused}"
 
 
 def resend_metrics(*, run: Run, run_dir: Path) -> list[Resent]:

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from orchestrator.metrics import store
 from orchestrator.metrics.chunks import as_float, live_points
 from orchestrator.metrics.downsample import GroupAggregates, bucket_width, bucketize, points_from_aggregates
-from orchestrator.metrics.models import MetricAttempt, MetricSeries
+from orchestrator.metrics.models import MAX_STEP, MetricAttempt, MetricSeries
 from trainer.metric_keys import direction, parse_directions
 
 DEFAULT_MAX_POINTS = 1500
@@ -62,7 +62,7 @@ def series(
     if not bounds:
         return result
     lo = max(start if start is not None else 0, min(b[0] for b in bounds))
-    hi = min(end if end is not None else 2**62, max(b[1] for b in bounds))
+    hi = min(end if end is not None else MAX_STEP, max(b[1] for b in bounds))
     if lo > hi:
         return result
     window = plan_window(lo, hi, max_points, rollups=store.is_postgres())
@@ -221,3 +221,8 @@ def summaries(run_ids: Iterable[int], keys: Iterable[str] | None = None) -> dict
             "direction": way,
         }
     return out
+
+
+def key_exists(key: str) -> bool:
+    """Whether any run has stored this key (a key may hold commas: a request names it whole)."""
+    return MetricSeries.objects.filter(key=key).exists()

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
-from orchestrator.metrics import batches, ingest_hooks, live, pipeline, store
+from orchestrator.metrics import batches, ingest_hooks, live, offpolicy_keys, pipeline, store
 from orchestrator.metrics.chunks import Columns, as_float
-from orchestrator.metrics.schemas import BatchError, encode_value, parse_columns
+from orchestrator.metrics.schemas import BatchError, Parsed, encode_value, parse_columns, parse_points
 
 S = Run.State
 log = logging.getLogger(__name__)
@@ -29,6 +29,8 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
     cols = points if isinstance(points, Columns) else parse_columns(points)
     if not cols.keys:
         return 0
+    carried = len(cols.keys)
+    cols = offpolicy_keys.with_product_keys(cols)  # other trainers' names read as the product's keys
     batch = batches.sort_batch(cols)
     riders = ingest_hooks.riders_for(run, batch.by_key())
     written = pipeline.write_batch(run.pk, attempt, batch, riders)
@@ -36,7 +38,15 @@ def metrics_ingest(*, run: Run, attempt: int, points: Any) -> int:
     _note_progress(run, step=None)
     for rider in riders:
         rider.after_commit(run=run, cols=cols)
-    return len(cols.keys)
+    return carried
+
+
+def metrics_ingest_points(*, run: Run, attempt: int, points: Any) -> Parsed:
+    """Store every storable point of a wire batch and return what was refused, point by point:
+    one bad point never costs the rest of the batch. BatchError only for a wrong envelope."""
+    parsed = parse_points(points)
+    metrics_ingest(run=run, attempt=attempt, points=parsed.cols)
+    return parsed
 
 
 def _announce(run_id: int, seq: int, attempt: int, restart_from: int | None, cols: Columns) -> None:
@@ -76,4 +86,4 @@ def _note_progress(run: Run, *, step: int | None) -> None:
         run_transition(run=run, to=S.RUNNING, reason="the trainer reported in")
 
 
-__all__ = ["BatchError", "encode_value", "metrics_ingest", "run_heartbeat", "as_float"]
+__all__ = ["BatchError", "encode_value", "metrics_ingest", "metrics_ingest_points", "run_heartbeat", "as_float"]

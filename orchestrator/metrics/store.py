@@ -444,11 +444,19 @@ def rebuild_rollups(
         f"DELETE FROM {ROLLUP} WHERE run_id = %s AND bucket >= %s / width AND bucket <= %s / width" + only,
         [run_id, lo, hi, *extra],
     )
-    for start in range(lo, hi + 1, REBUILD_SLICE):
-        series = live_series(run_id, keys, lo=start, hi=min(hi, start + REBUILD_SLICE - 1))
+    start = lo
+    while start is not None and start <= hi:
+        end = min(hi, start + REBUILD_SLICE - 1)
+        series = live_series(run_id, keys, lo=start, hi=end)
         if series:
             insert_rollups(db, run_id, batches.from_points(series))
             db.sync()
+        # Steps are 64-bit and may leap (tokens seen): go straight to the next slice with points.
+        [(following,)] = db.fetch(
+            f"SELECT min(first_step) FROM {CHUNK} WHERE run_id = %s AND NOT superseded AND last_step > %s{only}",
+            [run_id, end, *extra],
+        )
+        start = None if following is None else max(end + 1, following // REBUILD_SLICE * REBUILD_SLICE)
 
 
 # --- compaction --------------------------------------------------------------------------------

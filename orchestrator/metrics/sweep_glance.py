@@ -13,10 +13,10 @@ from typing import Any
 from orchestrator.experiments.models import Run
 from orchestrator.metrics.compare import comparable, differing_fields
 from orchestrator.metrics.selectors import keys_of
+from orchestrator.metrics.study_metric import default_metric
 from orchestrator.metrics.summaries import run_summaries
 
 STATS = {"tail_mean": "mean of the last 10% of updates", "last": "last value", "min": "minimum", "max": "maximum"}
-DEFAULT_KEYS = ("train/reward_mean", "eval/avg_acc")
 NOT_AN_AXIS = {"train.seed"}
 
 
@@ -58,7 +58,7 @@ def sweep_glance(runs: list[Run], *, key: str | None = None, stat: str = "tail_m
     ids = [r.pk for r in runs]
     keys = keys_of(ids)
     if key is None:
-        key = next((k for k in DEFAULT_KEYS if k in keys), keys[0] if keys else "")
+        key = default_metric(keys, also=("eval/avg_acc",))
     elif key not in keys:
         raise GlanceError("key", f"none of these runs logged {key[:200]!r}")
     axes = sweep_axes(runs)

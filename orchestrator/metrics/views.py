@@ -11,13 +11,13 @@ from django.contrib.auth.decorators import login_not_required
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from orchestrator.api import api_view, bearer_token, json_error, nul_in_url, parse_json_body
-from orchestrator.experiments.access import get_run_for_user, visible_runs
+from orchestrator.experiments.access import get_run_for_user, visible_experiments, visible_runs
 from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics import ingest_queue, live, selectors
@@ -31,10 +31,13 @@ from orchestrator.metrics.access import (
 from orchestrator.metrics.compare import comparable, differing_fields, fork_steps
 from orchestrator.metrics.corrections import variant_of
 from orchestrator.metrics.ingest_queue import busy_response
+from orchestrator.metrics.models import RunHistogram, RunTable
 from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.pipeline import Busy
-from orchestrator.metrics.schemas import MAX_STEP, BatchError, decode_batch, encode_value
-from orchestrator.metrics.services import metrics_ingest, run_heartbeat
+from orchestrator.metrics.schemas import MAX_REFUSALS_LISTED, MAX_STEP, BatchError, decode_batch, encode_value
+from orchestrator.metrics.services import metrics_ingest, metrics_ingest_points, run_heartbeat
+from orchestrator.metrics.study_metric import default_metric
+from orchestrator.metrics.updates import UpdateError, apply_update
 from orchestrator.workspace.selectors import view_to_apply, views_config
 
 MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own requests need the rest
@@ -68,12 +71,19 @@ def _ingest(request: HttpRequest, run: Run, raw: bytes):
             400, "invalid batch", [{"field": "attempt", "message": f"must be the run's current attempt {run.attempt}"}]
         )
     try:
-        stored = metrics_ingest(run=run, attempt=attempt, points=points)
+        if decoded is not None:  # msgspec checked every point
+            stored, refused, refused_keys = metrics_ingest(run=run, attempt=attempt, points=points), [], {}
+        else:
+            parsed = metrics_ingest_points(run=run, attempt=attempt, points=points)
+            stored, refused, refused_keys = len(parsed.cols.keys), parsed.refused, parsed.refused_keys()
     except BatchError as exc:
         return json_error(400, "invalid batch: nothing was stored", exc.errors)
     except Busy:
         return busy_response(f"run {run.pk}'s batch lock was not granted in time")
-    return JsonResponse({"stored": stored}, status=202)
+    body = {"stored": stored, "refused": refused[:MAX_REFUSALS_LISTED], "refused_keys": refused_keys}
+    if len(refused) > MAX_REFUSALS_LISTED:
+        body["refused_total"] = len(refused)
+    return JsonResponse(body, status=202)
 
 
 def _int_param(request: HttpRequest, name: str, default=None, *, low: int = 0, high: int | None = None):
@@ -133,9 +143,10 @@ SHOW_KNOWN = 40  # known keys named in a 404
 
 
 def _key_param(request: HttpRequest, *, many: bool = False) -> list[str]:
-    """The requested keys: key=a&key=b or key=a,b (metric keys have no commas). One call of the
-    compare endpoint takes one key, and says so rather than using the last of several."""
-    keys = list(dict.fromkeys(k.strip() for raw in request.GET.getlist("key") for k in raw.split(",") if k.strip()))
+    """The requested keys: key=a&key=b, or key=a,b. A key is any printable text, so a value that is
+    itself a stored key (commas, spaces and all) is taken whole; otherwise it is split at commas.
+    One call of the compare endpoint takes one key, and says so rather than using the last of several."""
+    keys = list(dict.fromkeys(k for raw in request.GET.getlist("key") for k in _split_keys(raw)))
     if not keys:
         raise ParamError("key", "required, e.g. key=train/reward_mean (several: key=a&key=b or key=a,b)")
     if not many and len(keys) > 1:
@@ -143,6 +154,12 @@ def _key_param(request: HttpRequest, *, many: bool = False) -> list[str]:
     if len(keys) > MAX_KEYS_PER_CALL:
         raise ParamError("key", f"at most {MAX_KEYS_PER_CALL} keys per call, got {len(keys)}")
     return keys
+
+
+def _split_keys(raw: str) -> list[str]:
+    if raw and (("," not in raw and raw.strip() == raw) or selectors.key_exists(raw)):
+        return [raw]
+    return [k.strip() for k in raw.split(",") if k.strip()]
 
 
 def _unknown_keys(asked: list[str], known: list[str], whose: str):
@@ -249,7 +266,8 @@ async def run_stream(request: HttpRequest, run_id: int):
         return json_error(
             400, "invalid query", [{"field": "after", "message": f"must be a whole number, got {raw_after[:40]!r}"}]
         )
-    keys = {k for k in request.GET.get("keys", "").split(",") if k} or None
+    # key=a&key=b names keys exactly (they may hold commas); keys=a,b is the older form
+    keys = set(request.GET.getlist("key")) | {k for k in request.GET.get("keys", "").split(",") if k} or None
     if not isinstance(request, ASGIRequest):
         # Under WSGI (manage.py runserver) a stream would pin a worker forever: answer what is
         # new and let EventSource reconnect (retry: 2000) with Last-Event-ID, a gap-free poll.
@@ -274,8 +292,9 @@ def _compare_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:
     if exp_id := request.GET.get("experiment"):
         if parse_id(exp_id) is None:
             raise Http404("experiment must be an id")
-        experiment = get_object_or_404(Experiment, pk=parse_id(exp_id))
-        runs = list(visible_runs(request.user).filter(experiment=experiment).order_by("id"))
+        # one answer for an experiment that does not exist and one the user cannot see
+        experiment = visible_experiments(request.user).filter(pk=parse_id(exp_id)).first()
+        runs = list(visible_runs(request.user).filter(experiment=experiment).order_by("id")) if experiment else []
         if not runs:
             raise Http404(f"experiment {exp_id} does not exist")
         return runs, experiment
@@ -323,10 +342,13 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
     swept field, with a link to the full compare page."""
     ids = [r.pk for r in runs]
     keys = selectors.keys_of(ids)
-    panels = panels_for(keys, [r.config for r in runs])
-    differing = differing_fields([r.config for r in runs])
-    flat = {r.pk: comparable(r.config) for r in runs}
-    diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f)) for r in runs]} for f in differing]
+    bundled = [r.uses_bundled_trainer for r in runs]
+    panels = panels_for(keys, [r.config for r in runs if r.uses_bundled_trainer], bundled=any(bundled) or not runs)
+    differing = differing_fields([r.config for r in runs], bundled)
+    flat = {r.pk: comparable(r.config, bundled=r.uses_bundled_trainer) for r in runs}
+    diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f, NOT_IN_CONFIG)) for r in runs]} for f in differing]
+    study_metric = default_metric(keys)
+    summary_keys = list(dict.fromkeys([*panel_keys(panels), *([study_metric] if study_metric else [])]))
     page = {
         "keys": keys,  # what the runs logged: the charts ask for these only
         "runs": [
@@ -335,16 +357,17 @@ def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tu
                 "name": r.name,
                 "state": r.state,
                 "seed": r.seed,
-                "objective": flat[r.pk].get("algorithm.objective", "m2po"),
-                "fraction_label": fraction_label(variant_of(r.config)),
+                "objective": flat[r.pk].get("algorithm.objective", "m2po") if r.uses_bundled_trainer else None,
+                "fraction_label": fraction_label(variant_of(r.config) if r.uses_bundled_trainer else None),
                 "config": {f: flat[r.pk].get(f) for f in differing},
             }
             for r in runs
         ],
         "fields": differing,
+        "study_metric": study_metric,  # the heatmap's and the summary's key until one is chosen
         "panels": panels,
         "x_axes": X_AXES,
-        "summary": _with_tail_means(selectors.summaries(ids, panel_keys(panels)), ids, panel_keys(panels)),
+        "summary": _with_tail_means(selectors.summaries(ids, summary_keys), ids, summary_keys),
         "series_url": reverse("metrics-compare-api"),
         # live runs: their streams, resumed from where the page's data starts (points the data
         # already has are skipped by step, so a point landing in between is not lost)
@@ -378,7 +401,12 @@ def _with_tail_means(summary: dict, ids: list[int], keys: list[str]) -> dict:
     return summary
 
 
+NOT_IN_CONFIG = object()  # a field a run's config does not have: shown as "—", never as a default
+
+
 def _show(value) -> str:
+    if value is NOT_IN_CONFIG:
+        return "—"
     if value is None:
         return "–"
     return value if isinstance(value, str) else json.dumps(value)
@@ -400,3 +428,51 @@ def run_heartbeat_view(request: HttpRequest, run_id: int):
             )
     run_heartbeat(run=run, step=step, total_steps=total)
     return JsonResponse({"ok": True})
+
+
+@csrf_exempt
+@login_not_required
+@require_http_methods(["POST"])
+def run_updates(request: HttpRequest, run_id: int):
+    """Config, summary, metric definitions, alerts, histograms and tables of a run, with its
+    token: {"kind": ..., ...} (updates.py). 200 {"ok": true} or 400 naming the field."""
+    run, body, error = authenticated_run(request, run_id)
+    if error:
+        return error
+    try:
+        done = apply_update(run=run, body=body)
+    except UpdateError as exc:
+        return json_error(exc.status, "invalid update", [{"field": exc.field, "message": exc.message}])
+    return JsonResponse({"ok": True, **done})
+
+
+MAX_LOGGED_OBJECTS = 500  # histograms or tables of one key in one answer, the newest steps
+
+
+def _logged(request: HttpRequest, run_id: int, model, fields: tuple[str, ...], plural: str):
+    run = get_run_for_user(request.user, run_id)
+    rows = model.objects.filter(run=run)
+    key = request.GET.get("key")
+    if not key:
+        return JsonResponse({"keys": sorted(set(rows.values_list("key", flat=True)))})
+    found = list(rows.filter(key=key).order_by("-step").values("step", *fields)[:MAX_LOGGED_OBJECTS])
+    if not found and not rows.filter(key=key).exists():
+        known = sorted(set(rows.values_list("key", flat=True)))
+        return json_error(
+            404,
+            f"run {run.pk} has no {plural[:-1]} {key[:300]!r}",
+            [{"field": "key", "message": f"known: {', '.join(known)[:500] or 'none'}"}],
+        )
+    return JsonResponse({"key": key, plural: found[::-1]})
+
+
+@api_view
+def run_histograms(request: HttpRequest, run_id: int):
+    """{"key", "histograms": [{"step", "bins", "counts"}]} in step order; without key, {"keys"}."""
+    return _logged(request, run_id, RunHistogram, ("bins", "counts"), "histograms")
+
+
+@api_view
+def run_tables(request: HttpRequest, run_id: int):
+    """{"key", "tables": [{"step", "columns", "rows"}]} in step order; without key, {"keys"}."""
+    return _logged(request, run_id, RunTable, ("columns", "rows"), "tables")

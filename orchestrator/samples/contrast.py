@@ -1,5 +1,5 @@
-"""Which tokens one correction drops that another keeps, and the reverse, with their entropy
-(issue 23): "M2PO keeps the high-entropy tokens that clip throws away" is the paper's claim, and
+"""Which tokens one correction drops that another keeps, and the reverse, with their entropy:
+"M2PO keeps the high-entropy tokens that clip throws away" is the paper's claim, and
 these tallies let a user check it on a run's own recorded samples. Plain functions over rows the
 selectors read; no database.
 

@@ -1,4 +1,4 @@
-"""What each off-policy correction did, or would have done, to a sample's tokens (issue 23,
+"""What each off-policy correction did, or would have done, to a sample's tokens (the correction lab,
 docs/SAMPLES.md "Marks"): plain functions, no database, no torch.
 
 A correction marks each token at most once, by what happened to its gradient:

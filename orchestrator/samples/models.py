@@ -1,6 +1,6 @@
-"""Rollout samples a run's trainer recorded (issue 17): what the policy answered, its reward and
+"""Rollout samples a run's trainer recorded: what the policy answered, its reward and
 verdict, and per response token the log ratio the loss saw and whether the objective clipped or
-masked it. The wire format is in schemas.py (docs/SAMPLES.md, README "Rollout samples").
+masked it. The wire format is in schemas.py (docs/SAMPLES.md, docs/GUIDE.md "Rollout samples").
 
 Storage per run is bounded (services.samples_ingest thins older steps), and each row is kept
 small: the per-token log ratios are packed float32 (4 bytes a token, NaN for a null) rather than
@@ -62,7 +62,7 @@ class RolloutSample(models.Model):
     n_clipped = models.PositiveIntegerField(default=0)
     n_masked = models.PositiveIntegerField(default=0)
     max_abs_log_ratio = models.FloatField(null=True)
-    # issue 23, the correction lab (marks.py): the run's own correction by name, what it reweighted,
+    # the correction lab (marks.py): the run's own correction by name, what it reweighted,
     # each token's entropy, and what every other correction would have done to the same tokens
     variant = models.CharField(
         max_length=64, blank=True, default="", help_text="objective and its options, e.g. m2po+dual_clip"
@@ -90,7 +90,7 @@ class RolloutSample(models.Model):
 
     @property
     def own_variant(self) -> str:
-        """The run's own correction (a sample from before issue 23: its objective)."""
+        """The run's own correction (a sample from before the correction lab: its objective)."""
         return self.variant or self.objective or ""
 
     def marks_of(self, variant: str) -> str | None:

@@ -224,7 +224,7 @@ def marks_table(query: SampleQuery) -> dict | None:
     """The step's corrections at a glance: per correction its masked, clipped and reweighted
     tokens (the shown and the beside one marked), and with a correction beside the shown one, the
     tokens each drops that the other keeps, with their mean entropy."""
-    if len(query.variants) < 2:  # a sample from before issue 23: nothing to choose from
+    if len(query.variants) < 2:  # a sample from before the correction lab: nothing to choose from
         return None
     rows = [
         {
@@ -346,7 +346,7 @@ def sample_dict(s: RolloutSample) -> dict:
         "n_masked": s.n_masked,
         "n_clipped": s.n_clipped,
         "max_abs_log_ratio": s.max_abs_log_ratio,
-        # issue 23: the run's own correction by name, its reweighted tokens, entropy, and what every other
+        # the run's own correction by name, its reweighted tokens, entropy, and what every other
         # correction would have done to the same tokens (the spool's lists)
         "variant": s.own_variant or None,
         "advantage": s.advantage,
@@ -357,7 +357,7 @@ def sample_dict(s: RolloutSample) -> dict:
     }
 
 
-# ---- the correction lab's contrast (issue 23): which tokens one correction drops that another keeps
+# ---- the correction lab's contrast: which tokens one correction drops that another keeps
 
 
 def corrections_context(run: Run, params) -> dict:

@@ -31,7 +31,7 @@ LOG_RATIO_CLAMP = 1e30  # stored as float32
 
 
 class MarksIn(BaseModel):
-    """What one counterfactual correction would have done to the sample's tokens (issue 23)."""
+    """What one counterfactual correction would have done to the sample's tokens."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -61,7 +61,7 @@ class SampleIn(BaseModel):
     masked: list[int] = Field(default_factory=list, max_length=MAX_LIST)
     truncated: bool = False
     time: float = Field(allow_inf_nan=False)
-    # issue 23, the correction lab (docs/SAMPLES.md); absent from older trainers' samples
+    # the correction lab (docs/SAMPLES.md); absent from older trainers' samples
     variant: str | None = Field(default=None, max_length=marks.MAX_VARIANT_CHARS)
     advantage: float | None = Field(default=None, allow_inf_nan=False)
     reweighted: list[int] = Field(default_factory=list, max_length=MAX_LIST)
@@ -136,7 +136,7 @@ def _cross_field_errors(i: int, s: SampleIn) -> list[dict[str, str]]:
 
 
 def correction_errors(at: str, s: SampleIn) -> list[dict[str, str]]:
-    """The issue-23 fields: entropy one value per token, never negative; reweighted and every
+    """The correction lab's fields: entropy one value per token, never negative; reweighted and every
     counterfactual entry's indices inside the tokens, one mark per token; variant names."""
     errors = []
     if s.entropy and len(s.entropy) != len(s.tokens):

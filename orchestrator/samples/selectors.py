@@ -132,7 +132,7 @@ def prompt_samples(run_ids: list[int], digest: str, *, per_run: int = 16) -> dic
     return out
 
 
-# ---- the correction lab (issue 23): the marks of the run's own correction and the counterfactual ones
+# ---- the correction lab: the marks of the run's own correction and the counterfactual ones
 
 
 def step_variants(run_id: int, step: int) -> list[dict]:

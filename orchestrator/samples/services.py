@@ -92,7 +92,7 @@ def sample_row(run: Run, attempt: int, s: SampleIn) -> RolloutSample:
 
 
 def correction_fields(s: SampleIn, n_tokens: int) -> dict:
-    """The issue-23 columns of a checked sample whose tokens were cut to `n_tokens`."""
+    """The correction lab's columns of a checked sample whose tokens were cut to `n_tokens`."""
     reweighted = sorted({i for i in s.reweighted if i < n_tokens})
     entropy = [v if v is not None and math.isfinite(v) else None for v in s.entropy[:n_tokens]]
     counterfactual = {

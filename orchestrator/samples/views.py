@@ -135,7 +135,7 @@ def compare_samples_fragment(request: HttpRequest):
 
 @require_GET
 def run_corrections_fragment(request: HttpRequest, run_id: int):
-    """The run page's contrast card (issue 23): which tokens correction `a` drops that `b` keeps,
+    """The run page's contrast card: which tokens correction `a` drops that `b` keeps,
     and the reverse, over the run's recorded steps."""
     run = get_run_for_user(request.user, run_id)
     try:

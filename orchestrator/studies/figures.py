@@ -161,7 +161,7 @@ def draw(specs: list[FigureSpec], out_dir: Path) -> list[Path]:
     try:
         import plotly.io as pio
     except ImportError:
-        raise FigureError("plotly is not installed: pip install -r requirements.txt") from None
+        raise FigureError("plotly is not installed: pip install -r requirements-report.txt") from None
     figures = [(spec, figure(spec)) for spec in specs]  # every panel checked before a browser starts
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / spec.filename for spec in specs]

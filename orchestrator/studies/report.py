@@ -11,17 +11,18 @@ import numpy as np
 
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.metrics.models import MetricSeries
+from orchestrator.metrics.study_metric import default_metric
+from orchestrator.studies.budget import Budget, panel_svg, past_budget
 from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.roles import apply_roles
+from orchestrator.studies.run_rows import configured_staleness
+from orchestrator.studies.run_table import write_runs_csv
 from orchestrator.studies.statistics import DEFAULT_SUMMARY, SUMMARIES
 from orchestrator.studies.table import DEFAULT_METRIC, StudyTable, build_table, grid, group_cells, run_summaries
-from orchestrator.studies.verdicts import study_verdicts, thresholds_from
+from orchestrator.studies.verdicts import judged, study_rows, thresholds_from
 
 NEG_RATIO_KEY = "actor/ratio_neg_max"  # largest r of an A < 0 token in a step: the tail no mask or clip touches
 MAX_STUDY_RUNS = 2000  # one page computes every run's summary; a larger sweep uses the exports' filters
-# The reward of fresh rollouts from the current policy first: a stale run's train/reward_mean is the
-# reward of rollouts s updates old, which lags its policy by construction.
-PREFERRED_METRICS = ("rollout/reward_mean", DEFAULT_METRIC)
 
 
 @dataclass
@@ -51,7 +52,7 @@ def _choice(params, name: str, allowed, default: str, errors: list, message: str
 def options_from(params, runs: list[Run], keys: list[str]) -> StudyOptions:
     """Read metric, summary, ref (a cell's index) and the thresholds; a bad value is named and the
     default used, so the page still renders."""
-    opts = StudyOptions(metric=next((k for k in PREFERRED_METRICS if k in keys), keys[0] if keys else DEFAULT_METRIC))
+    opts = StudyOptions(metric=default_metric(keys) or DEFAULT_METRIC)
     opts.metric = _choice(params, "metric", keys, opts.metric, opts.errors, "no run of this experiment logged {!r}")
     opts.how = _choice(
         params, "summary", SUMMARIES, opts.how, opts.errors, "{!r} is not one of " + ", ".join(SUMMARIES)
@@ -115,6 +116,9 @@ class StudyReport:
     keys: list[str]
     cells: list  # (index, label) for the reference picker
     stability: dict[str, CellStability] = field(default_factory=dict)  # by cell key
+    budget: Budget | None = None  # the staleness-learning-rate budget the sweep measured
+    budget_svg: str = ""  # final reward and collapse rate against S·η, with the fitted boundary
+    advisories: list[str] = field(default_factory=list)  # queued runs past the budget
 
 
 def study_report(experiment: Experiment, params) -> StudyReport | None:
@@ -128,7 +132,7 @@ def study_report(experiment: Experiment, params) -> StudyReport | None:
     opts = options_from(params, runs, keys)
     opts.errors += role_errors
     table = build_table(runs, opts.metric, opts.how, opts.reference, include_unfinished=opts.include_unfinished)
-    verdicts = study_verdicts(table, opts.thresholds)
+    verdicts, budget = judged(table, opts.thresholds)
     return StudyReport(
         table=table,
         grid=grid(table),
@@ -137,4 +141,26 @@ def study_report(experiment: Experiment, params) -> StudyReport | None:
         keys=keys,
         cells=[(str(i), c.label) for i, c in enumerate(table.cells.values())],
         stability=cell_stability(table, opts.thresholds),
+        budget=budget,
+        budget_svg=panel_svg(budget) if budget else "",
+        advisories=queued_advisories(experiment, budget) if budget else [],
     )
+
+
+def queued_advisories(experiment: Experiment, budget: Budget) -> list[str]:
+    """Each queued run of the experiment whose S·η lies past the budget its finished runs measured."""
+    out = []
+    for run in experiment.runs.filter(state="queued").order_by("id").only("id", "config"):
+        config = run.config or {}
+        lr = (config.get("algorithm") or {}).get("lr")
+        text = past_budget(configured_staleness(config), float(lr), budget) if lr else None
+        if text:
+            out.append(f"run #{run.pk} {text}")
+    return out
+
+
+def runs_csv(table: StudyTable, th: Thresholds) -> str:
+    """The sweep as the table of runs its verdicts judge (studies/run_table.py), every arm's rows;
+    a sweep that is not a staleness study gives the header alone."""
+    by_arm = study_rows(table, th) or {}
+    return write_runs_csv([row for rows in by_arm.values() for row in rows])

@@ -1,5 +1,5 @@
 """A sweep's seed statistics: one row per cell (a point of the sweep grid), its runs' summary
-values, their mean with a 95% bootstrap CI, and the difference from a reference cell with its CI.
+values, their mean with a 95% Student-t CI, and the difference from a reference cell with its Welch CI.
 
 The reference of a cell defaults to the same cell at the lowest swept staleness ("staleness 0 with
 the same objective"); a fixed reference cell can be chosen instead. Only runs that succeeded count
@@ -30,9 +30,11 @@ from orchestrator.studies.statistics import (
     smoothed_peak,
     summarize,
 )
+from trainer.vocabulary import updates_per_step
 
 SUCCEEDED = "succeeded"
-STALENESS_PATHS = ("staleness.k", "staleness.max_staleness")
+# staleness.s: the staleness in optimizer updates, as run names show it (s = k x updates per step)
+STALENESS_PATHS = ("staleness.s", "staleness.k", "staleness.max_staleness")
 OBJECTIVE_PATH = "algorithm.objective"
 DEFAULT_METRIC = "train/reward_mean"
 NON_FINITE_KEYS = ("actor/pg_loss", "actor/grad_norm")  # a run whose loss or gradient turned NaN/inf
@@ -71,7 +73,7 @@ class Cell:
     run_ids: list[int]
     run_values: dict[int, float] = field(default_factory=dict)  # run -> its summary, runs with data only
     estimate: Estimate = Estimate(math.nan, math.nan, math.nan, 0)
-    iqm: Estimate = Estimate(math.nan, math.nan, math.nan, 0)  # interquartile mean, same bootstrap
+    iqm: Estimate = Estimate(math.nan, math.nan, math.nan, 0)  # interquartile mean, percentile bootstrap (descriptive)
     shapes: dict[int, RunShape] = field(default_factory=dict)  # run -> its curve's shape, runs with data only
     reference: str | None = None  # cell_key of the reference cell
     difference: Estimate | None = None
@@ -148,11 +150,29 @@ def _same_except(a: dict, b: dict, path: str) -> bool:
     return {k: v for k, v in a.items() if k != path} == {k: v for k, v in b.items() if k != path}
 
 
+NESTING_PATHS = ("init.from_run",)  # swept warm-ups: runs nest inside them, they make no cell of their own
+
+
+def in_updates(values: dict[str, Any], config: dict | None) -> dict[str, Any]:
+    """A run's swept values with staleness.k as staleness.s, in optimizer updates (k x updates per
+    step x epochs), the unit run names use: s0/s4/s16, not k 0/2/8 beside them."""
+    k = values.get("staleness.k")
+    if config is None or not isinstance(k, int) or isinstance(k, bool):
+        return values
+    s = k * updates_per_step(config)
+    return {
+        ("staleness.s" if path == "staleness.k" else path): (s if path == "staleness.k" else v)
+        for path, v in values.items()
+    }
+
+
 def group_cells(runs) -> dict[str, Cell]:
-    """Runs (with .pk, .sweep_values and .state) grouped by their grid point, in the order first seen."""
+    """Runs (with .pk, .sweep_values and .state) grouped by their grid point, in the order first seen;
+    a swept warm-up (init.from_run) pools into its cell, its runs nested in it."""
     cells: dict[str, Cell] = {}
     for run in runs:
-        values = dict(run.sweep_values or {})
+        swept = {k: v for k, v in (run.sweep_values or {}).items() if k not in NESTING_PATHS}
+        values = in_updates(swept, getattr(run, "config", None))
         cells.setdefault(cell_key(values), Cell(values=values, run_ids=[])).run_ids.append(run.pk)
     return cells
 
@@ -205,6 +225,7 @@ class StudyTable:
     how: str
     cells: dict[str, Cell]
     reference_mode: str  # "staleness 0 of the same cell" or the chosen cell's label
+    runs: dict[int, Any] = field(default_factory=dict)  # pk -> the run as judged (roles applied in memory)
 
     def rows(self) -> list[dict[str, Any]]:
         """Flat rows for display and export."""
@@ -269,7 +290,7 @@ def build_table(
                 list(cell.run_values.values()), list(cells[cell.reference].run_values.values())
             )
     mode = cell_label(reference) if reference is not None else "the same cell at the lowest staleness"
-    return StudyTable(metric=metric, how=how, cells=cells, reference_mode=mode)
+    return StudyTable(metric=metric, how=how, cells=cells, reference_mode=mode, runs={r.pk: r for r in runs})
 
 
 # --- export --------------------------------------------------------------------------------------
@@ -334,7 +355,7 @@ def as_json(table: StudyTable, verdicts: list | None = None) -> str:
 
 
 def interval_text(e: Estimate | None, digits: int = 3, signed: bool = False, note: bool = True) -> str:
-    """ "0.612 [0.580, 0.641]": the mean and its 95% CI (the bootstrap CI need not be symmetric).
+    """ "0.612 [0.580, 0.641]": the mean and its 95% CI (an IQM's bootstrap CI need not be symmetric).
     Without an interval (one seed), the mean and "(n=1, no CI)", or the mean alone when not `note`."""
     if e is None or e.n == 0 or math.isnan(e.mean):
         return "–"
@@ -361,8 +382,8 @@ def as_markdown(table: StudyTable, stability: dict | None = None) -> str:
     """The cells as a Markdown table; with `stability` (report.cell_stability) also each cell's
     collapsed seeds and A < 0 ratio tail."""
     lines = [
-        f"{table.metric}, {table.how} per run; mean over seeds with a 95% bootstrap CI, and the IQM with its CI; "
-        f"difference against {table.reference_mode}.",
+        f"{table.metric}, {table.how} per run; mean over seeds with a 95% Student-t CI, and the IQM with its "
+        f"bootstrap CI; difference against {table.reference_mode}.",
         "",
     ]
     extra = " collapsed | A<0 r max, median [max] |" if stability is not None else ""

@@ -227,14 +227,17 @@ fi
 # ------------------------------------------------------------------ slurmrestd
 # It refuses root; started as root with -u/-g it drops privileges itself, so $! is
 # the daemon. The slurmdbd plugins (openapi/dbv*, openapi/slurmdbd) are fatal
-# without slurmdbd, so pass -s with the others only.
+# without slurmdbd, so pass -s with the others only. Unlike slurmctld and slurmd it
+# does not daemonize: setsid gives it a session of its own, so it outlives the shell
+# that ran this script (in its session it died with it, leaving the env file and the
+# other daemons behind, and the next tests met a refused connection).
 plugins=$(setpriv --reuid=$REST_USER --regid=$REST_USER --clear-groups slurmrestd -s list 2>&1 \
   | awk '/openapi\// && !/openapi\/(dbv|slurmdbd)/ {print $NF}' | paste -sd, -) || true
 [ -n "$plugins" ] || die "slurmrestd lists no openapi plugins"
 if ! alive "$REST_PID" slurmrestd; then
   log "starting slurmrestd on 127.0.0.1:$REST_PORT ($plugins)"
   cd /
-  SLURM_JWT=daemon nohup /usr/sbin/slurmrestd -a rest_auth/jwt -s "$plugins" \
+  SLURM_JWT=daemon setsid nohup /usr/sbin/slurmrestd -a rest_auth/jwt -s "$plugins" \
     -u $REST_USER -g $REST_USER "127.0.0.1:$REST_PORT" >>"$LOG_DIR/slurmrestd.log" 2>&1 &
   echo $! > "$REST_PID"
 fi

@@ -316,8 +316,9 @@ rest_up() {
   [ -n "$plugins" ] || die "slurmrestd lists no openapi plugins"
   if ! alive "$RUN/slurmrestd.pid" slurmrestd; then
     log "starting slurmrestd on 127.0.0.1:$REST_PORT"
-    # started as root with -u/-g it drops privileges itself, so $! is the daemon
-    (cd / && { SLURM_JWT=daemon nohup /usr/sbin/slurmrestd -f "$CONF" -a rest_auth/jwt -s "$plugins" \
+    # started as root with -u/-g it drops privileges itself, so $! is the daemon; setsid: a
+    # session of its own, so it outlives the shell that started it (single-cluster-up.sh)
+    (cd / && { SLURM_JWT=daemon setsid nohup /usr/sbin/slurmrestd -f "$CONF" -a rest_auth/jwt -s "$plugins" \
       -u $REST_USER -g $REST_USER "127.0.0.1:$REST_PORT" >>"$LOG/slurmrestd.log" 2>&1 & echo $! > "$RUN/slurmrestd.pid"; })
   fi
 }

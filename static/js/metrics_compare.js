@@ -104,7 +104,9 @@ function start() {
     const perCall = Math.max(1, Math.min(50, Math.floor(200 / Math.max(1, runs.length))));
     const calls = [];
     for (let i = 0; i < keys.length; i += perCall) {
-      const q = new URLSearchParams({ runs: runs.map((r) => r.id).join(","), key: keys.slice(i, i + perCall).join(","), max_points: budget, ...extra });
+      // one key= per key: a key is any printable text, commas included
+      const q = new URLSearchParams({ runs: runs.map((r) => r.id).join(","), max_points: budget, ...extra });
+      for (const k of keys.slice(i, i + perCall)) q.append("key", k);
       calls.push(M.getJSON(`${cfg.series_url}?${q}`));
     }
     const out = new Map();
@@ -255,7 +257,7 @@ function start() {
   const stat = (rid, key, name) => ((cfg.summary[rid] || {})[key] || {})[name];
 
   function renderSummary() {
-    const key = view.summary || (panels[0] && panels[0].keys[0]);
+    const key = view.summary || cfg.study_metric || (panels[0] && panels[0].keys[0]);
     const body = document.querySelector("#summary-table tbody");
     if (!body || !key) return;
     const rows = view.group
@@ -274,7 +276,7 @@ function start() {
     const el = document.getElementById("heatmap");
     if (!el) return;
     const hx = view.hx || cfg.fields[0], hy = view.hy || cfg.fields[1];
-    const key = view.hm || (panels[0] && panels[0].keys[0]), which = view.hs || "tail_mean";
+    const key = view.hm || cfg.study_metric || (panels[0] && panels[0].keys[0]), which = view.hs || "tail_mean";
     const label = (v) => plotlyText(typeof v === "string" ? v : JSON.stringify(v ?? null));
     const xs = [...new Set(runs.map((r) => label(r.config[hx])))].sort();
     const ys = [...new Set(runs.map((r) => label(r.config[hy])))].sort();

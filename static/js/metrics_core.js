@@ -297,7 +297,8 @@ class Panel {
 // The live stream of one run: EventSource with resume (the browser resends Last-Event-ID).
 class LiveStream {
   constructor(url, { after, keys, onPoints, onReset, onStatus }) {
-    const q = new URLSearchParams({ after: String(after), keys: keys.join(",") });
+    const q = new URLSearchParams({ after: String(after) });
+    for (const k of keys) q.append("key", k); // one key= per key: keys may hold commas
     this.source = new EventSource(`${url}?${q}`);
     this.source.addEventListener("points", (e) => onPoints(JSON.parse(e.data)));
     this.source.addEventListener("reset", (e) => onReset(JSON.parse(e.data)));

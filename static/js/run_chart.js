@@ -164,6 +164,7 @@ function start() {
 
   // Draw a panel with its data (fetched if need be) and its x-axis' mapping.
   async function show(panel) {
+    panel.requested = true;
     const xid = xOfPanel(panel);
     if (xid !== "step" && !mappers[xid]) await loadMapper(xid);
     await loadKeys(panel.keys);
@@ -190,7 +191,7 @@ function start() {
     const first = panels.filter((p) => !p.custom || W.nearViewport(p.obj.root));
     const seq = await loadKeys(first.flatMap((p) => p.keys));
     for (const id of Object.keys(mappers)) { delete mappers[id]; await loadMapper(id); }
-    for (const p of panels) { p.zoomed = null; p.obj.range = null; }
+    for (const p of panels) { p.zoomed = null; p.obj.range = null; p.requested = false; }
     await Promise.all(first.map(show));
     panels.filter((p) => !first.includes(p)).forEach((p) => lazy.watch(p.obj.root, () => show(p)));
     if (seq !== null || !known.size) return seq || 0;
@@ -231,7 +232,8 @@ function start() {
     showCharts();
     const touched = new Map(); // panel -> [[traceIndex, {x, y}]] | null (needs a full redraw)
     for (const [key, points] of Object.entries(event.points)) {
-      if (!known.has(key)) { known.add(key); browser.refresh([...known]); W.keyList([...known]); }
+      const wasKnown = known.has(key);
+      if (!wasKnown) { known.add(key); browser.refresh([...known]); W.keyList([...known]); }
       for (const ax of cfg.x_axes) {
         if (!mappers[ax.id] || ax.key !== key) continue;
         // live points carry no wall time: their arrival time stands in until the next reload
@@ -241,10 +243,17 @@ function start() {
         const evalPanel = panels.find((p) => p.id === "eval");
         if (evalPanel && !evalPanel.keys.includes(key)) setEvalKeys(evalPanel, [...evalPanel.keys, key]);
       }
-      if (!series[key] && !charted().has(key)) {  // not drawn: kept until its history loads
+      // A key logged before the page's stream opened has a history that live points only extend:
+      // until the history is loaded they wait, or a panel of it would hold what arrived since the
+      // page loaded and never fetch the rest (a saved view's added panels load when scrolled near).
+      if (!series[key] && (wasKnown || !charted().has(key))) {
         const pend = pendingLive[key] || (pendingLive[key] = []);
         pend.push(...points);
         if (pend.length > 20000) pend.splice(0, pend.length - 20000); // older points are in the history by then
+        if (wasKnown && !loading.has(key)) {
+          const waiting = panels.filter((p) => p.requested && p.keys.includes(key));
+          if (waiting.length) loadKeys([key]).then(() => waiting.forEach((p) => p.obj.redrawSoon()));
+        }
         continue;
       }
       const s = series[key] || (series[key] = { x: [], y: [], marks: [] });

@@ -1,4 +1,4 @@
-"""Alert rules edited in a real browser (issue 24): on the run page, alice raises the entropy floor,
+"""Alert rules edited in a real browser: on the run page, alice raises the entropy floor,
 tries it (Test: nothing logged yet), saves it; the next metric batch the run posts fires it. A
 value out of the API's bounds shows the API's message beside the form."""
 

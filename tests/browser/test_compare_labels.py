@@ -1,4 +1,4 @@
-"""Issue 14: values from the URL, run names and configs reach Plotly, which renders trace names
+"""Values from the URL, run names and configs reach Plotly, which renders trace names
 and tick labels as a subset of HTML; the compare page must show them as text, never as links."""
 
 from urllib.parse import quote

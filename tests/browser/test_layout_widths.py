@@ -1,4 +1,4 @@
-"""Layout at 1,440 and 1,024 px (issue 16, item 7): no page scrolls sideways, the runs table's
+"""Layout at 1,440 and 1,024 px: no page scrolls sideways, the runs table's
 actions stay inside its card, the preview shows under the sweep, the preset dropdown follows the
 form. Screenshots go to OPL_SCREENS_DIR (e.g. /work/notes/screens) for a person to compare."""
 

@@ -1,4 +1,4 @@
-"""Pages that follow the run, in Chromium under the production Content-Security-Policy (issue 22).
+"""Pages that follow the run, in Chromium under the production Content-Security-Policy.
 
 One story on one server and one page, the cluster's side played by the real services a worker
 calls (run_transition, sync_one_run with the job's status): Retry on a failed run's page, the

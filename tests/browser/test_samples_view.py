@@ -1,4 +1,4 @@
-"""The run page's samples view in Chromium (issue 17): tokens coloured by log ratio, the masked and
+"""The run page's samples view in Chromium: tokens coloured by log ratio, the masked and
 clipped tokens marked, step chooser and verdict filter (htmx), every text escaped.
 
 The done-when check is the last test: a real tiny CPU m2po run (small tau, so some tokens are
@@ -267,7 +267,7 @@ def check_correction_panels(page, run_dir):
 
 
 def check_counterfactual_marks(page, server, run, train):
-    """Issue 23, on the same run: the marks the trainer recorded for grpo's clip on these very tokens
+    """The correction lab, on the same run: the marks the trainer recorded for grpo's clip on these very tokens
     (its samples.jsonl `counterfactual`), shown alone and beside the run's own m2po mask, token by
     token; the tokens the two mark differently are outlined, and the contrast card counts them."""
     assert all(s["variant"] == "m2po" and "grpo" in s["counterfactual"] for s in train)
@@ -344,7 +344,7 @@ LONG_TOKENS = (
 )
 
 
-# issue 23: the longest variant names the contract allows, as a decoupled_ppo run with every option records them
+# the longest variant names the contract allows, as a decoupled_ppo run with every option records them
 LONGEST = "decoupled_ppo+dual_clip+token_mask+seq_mask+tis+sq_penalty"
 LONG_COUNTERFACTUAL_NAMES = [
     f"{o}+dual_clip+token_mask+seq_mask+tis+sq_penalty" for o in ("m2po", "m2po_cap", "grpo", "no_clip", "gspo")

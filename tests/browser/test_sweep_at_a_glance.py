@@ -1,4 +1,4 @@
-"""A sweep at a glance (issue 24) in a real browser: parallel coordinates over a 2x3x3 sweep on the
+"""A sweep at a glance in a real browser: parallel coordinates over a 2x3x3 sweep on the
 experiment page and the compare page, each plotted line read back from Plotly and matched with
 that run's tail mean in the database; the scatter against an axis; and the compare page's
 "Metric over two fields" defaulting to the sweep's axes, not to a field only a warm-up run changes."""

@@ -30,6 +30,6 @@ def test_a_cpu_runs_system_panels_show_cpu_and_ram(page_as, alice, tiny_config, 
     wait_drawn(page, "system_ram")
     assert page.inner_text(".metric-panel[data-panel=system_ram] .panel-title") == "System · RAM"
     assert page.locator(".panel-chart[data-panel=system_gpu_util]").count() == 0
-    # one heading over each group (a run with issue 23's config also gets the Corrections group)
+    # one heading over each group (a run with the correction lab's config also gets the Corrections group)
     assert page.locator("[data-panels] h3.panel-group").all_inner_texts() == ["Corrections and the A<0 tail", "System"]
     assert "actor/grad_norm is nan at update 10" in page.inner_text("#run-alerts")

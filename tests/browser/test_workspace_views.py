@@ -1,4 +1,4 @@
-"""Every logged key chartable and saved views (issue 24), in headless Chromium against uvicorn:
+"""Every logged key chartable and saved views, in headless Chromium against uvicorn:
 a run with 60 keys, three non-default keys added as panels from the key browser (two sharing one
 panel, one on a log axis), the view saved, reloaded and opened by a second member from its link;
 a user without access gets a 404. Screenshots of the changed pages at 1,440 and 1,024 px."""
@@ -7,6 +7,7 @@ import pytest
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
+from tests.browser.test_charts import line_points, push_off_loop
 from tests.browser.test_layout_widths import no_sideways_scroll, shot
 from tests.unit.metrics.helpers import make_run, points, start_attempt
 
@@ -166,3 +167,54 @@ def test_the_workspace_fits_the_window(page_as, server, alice, tiny_config, widt
         wait_drawn(page, "k-actor_pg_loss")
         no_sideways_scroll(page, name)
         shot(page, f"{name}-{width}")
+
+
+def test_a_saved_views_added_panels_keep_their_history_on_a_live_run(page_as, server, client, alice, tiny_config):
+    """Panels added to a running run, saved as a view and picked from the menu: once points arrive
+    while they are still below the fold, scrolling to them shows the whole history, not only what
+    arrived after the page loaded."""
+
+    run, token = make_run(alice, tiny_config)
+    log_keys(run, steps=range(300))
+    page = page_as(alice)
+    page.goto(f"{server}/runs/{run.pk}/")
+    wait_drawn(page, "reward")
+    for key in ("actor/ratio_max", "actor/ratio_min"):
+        page.fill("[data-control=key-search]", key)
+        page.click(f"[data-add-key='{key}']")
+        wait_drawn(page, f"k-{key.replace('/', '_')}")
+    page.fill("[data-control=view-name]", "ratios")
+    page.click("[data-action=save-view]")
+    page.wait_for_selector("[data-views][data-saved]")
+    view_id = page.get_attribute("[data-views]", "data-saved")
+
+    page.goto(f"{server}/runs/{run.pk}/")  # the curated panels, then the view picked from the menu
+    wait_drawn(page, "reward")
+    page.select_option("[data-control=view]", view_id)
+    page.wait_for_url(f"**view={view_id}")
+    page.wait_for_function("() => document.querySelector('[data-show=live]').textContent.includes('live')")
+    assert page.evaluate("() => window.scrollY") == 0
+    below = page.evaluate(
+        """() => document.querySelector('.metric-panel[data-panel="k-actor_ratio_max"]').getBoundingClientRect().top"""
+    )
+    assert below > 1000 + 400  # not near the viewport: it loads when scrolled to
+
+    for start in range(300, 330, 10):  # the trainer goes on posting
+        batch = []
+        for i, key in enumerate(KEYS):
+            batch += points(key, range(start, start + 10), lambda s, i=i: 1 + i + s / 10)
+        assert push_off_loop(client, run.pk, token, {"points": batch}).status_code == 202
+    page.wait_for_function("() => Number(document.getElementById('run-metrics').dataset.lastEvent || 0) > 0")
+    page.wait_for_function(
+        """() => { const line = (document.querySelector('.panel-chart[data-panel="reward"]').data || [])
+            .find((t) => t.meta && t.meta.role === 'line'); return line && line.x.includes(329); }"""
+    )
+    for panel_id in ("k-actor_ratio_max", "k-actor_ratio_min"):
+        page.locator(f".metric-panel[data-panel='{panel_id}']").scroll_into_view_if_needed()
+        page.wait_for_function(
+            """(id) => { const el = document.querySelector(`.panel-chart[data-panel="${id}"]`);
+            const line = (el.data || []).find((t) => t.meta && t.meta.role === 'line');
+            return line && line.x.includes(329); }""",
+            arg=panel_id,
+        )
+        assert line_points(page, panel_id) == [list(range(330))], panel_id

@@ -31,6 +31,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServiceDown(AssertionError):
+    """A service that a fault stopped gave no answer within its bound once it was started again."""
+
+
+def wait_answers(service: str, probe, timeout: float = 60, every: float = 0.5) -> None:
+    """Return once `probe()` is true (the service answers a real request), or raise ServiceDown
+    naming the service and the probe's last error after `timeout` s. Every fault row ends with
+    this for what it broke, so the next test never meets a service still coming back."""
+    deadline = time.monotonic() + timeout
+    why = "no answer"
+    while True:
+        try:
+            if probe():
+                return
+        except Exception as exc:  # the probe's error is the reason it does not answer yet
+            why = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            raise ServiceDown(f"{service} did not answer within {timeout:.0f} s ({why})")
+        time.sleep(every)
+
+
 def wait_until(predicate, timeout: float, what: str, every: float = 0.3):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -102,7 +123,7 @@ class EmbeddedStack:
             "web",
             [PYTHON, "-m", "uvicorn", "orchestrator.asgi:application", "--host", "127.0.0.1", "--port", str(self.port)],
         )
-        wait_until(self._web_up, 60, "the web server")
+        wait_answers(f"the stack's web server at {self.url}", self._web_up, 60)
 
     def start_redis(self) -> None:
         if self.redis_port is None:
@@ -123,7 +144,13 @@ class EmbeddedStack:
                 str(self.root),
             ],
         )
-        wait_until(lambda: self._port_open(self.redis_port), 30, "redis-server")
+        wait_answers(f"the stack's redis-server on port {self.redis_port}", self.redis_answers, 30)
+
+    def redis_answers(self) -> bool:
+        import redis
+
+        with redis.Redis.from_url(self.env["REDIS_URL"], socket_timeout=2, socket_connect_timeout=2) as r:
+            return r.ping()
 
     def start_worker(self) -> None:
         self._start(
@@ -140,9 +167,26 @@ class EmbeddedStack:
                 "--loglevel",
                 "INFO",
                 "-n",
-                f"w{self.port}@%h",
+                self.worker_name,
             ],
         )
+
+    @property
+    def worker_name(self) -> str:
+        return f"w{self.port}@{socket.gethostname()}"
+
+    def worker_answers(self) -> bool:
+        """The worker answers Celery's ping through the broker (so it consumes tasks again)."""
+        from celery import Celery
+
+        app = Celery(broker=self.env["REDIS_URL"])
+        try:
+            return bool(app.control.ping(destination=[self.worker_name], timeout=2))
+        finally:
+            app.close()
+
+    def wait_worker(self, timeout: float = 90) -> None:
+        wait_answers(f"the stack's Celery worker {self.worker_name}", self.worker_answers, timeout)
 
     def pool_children(self) -> list[int]:
         """Pids of the worker's pool processes (where tasks run)."""
@@ -157,7 +201,17 @@ class EmbeddedStack:
         with socket.socket() as s:
             return s.connect_ex(("127.0.0.1", port)) == 0
 
+    def beat_started(self) -> bool:
+        """Beat is running and has logged its start since start_beat() last launched it."""
+        proc = self.procs.get("beat")
+        return proc is not None and proc.poll() is None and self._beat_log_starts() > self._beat_starts_before
+
+    def _beat_log_starts(self) -> int:
+        log = self.root / "beat.log"
+        return log.read_text(errors="replace").count("beat: Starting...") if log.exists() else 0
+
     def start_beat(self) -> None:
+        self._beat_starts_before = self._beat_log_starts()
         self._start(
             "beat",
             [

@@ -24,25 +24,18 @@ from orchestrator.cluster.services import run_submit, submit_stale_after
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create
 from tests.faults.stack import REPO
+from tests.slurm_rest import ENV_DIR, ensure_slurmrestd
 
 pytestmark = [pytest.mark.slurm, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-SLURM_ENV = Path(os.environ.get("OPL_SLURM_ENV_DIR", "/run/opl-slurm")) / "host.env"
+SLURM_ENV = ENV_DIR / "host.env"
 SHARED = Path(os.environ.get("OPL_SLURM_SHARED_DIR", "/var/lib/opl-test"))
-
-
-def read_env(path: Path) -> dict[str, str]:
-    return {
-        k.strip(): v.strip().strip('"')
-        for k, _, v in (line.partition("=") for line in path.read_text().splitlines())
-        if _
-    }
 
 
 @pytest.fixture
 def slurm(settings, tmp_path):
     if not SLURM_ENV.exists():
         pytest.skip("the Slurm test cluster is not up (scripts/slurm/cluster-up.sh)")
-    env = read_env(SLURM_ENV)
+    env = ensure_slurmrestd(SLURM_ENV, "host", "slurm-22.05")  # whatever ran before may have stopped it
     settings.CLUSTER_BACKEND = "slurm"
     settings.SLURM_REST_URL = env["SLURM_REST_URL"]
     settings.SLURM_REST_USER = env["SLURM_REST_USER"]

@@ -1,6 +1,6 @@
-"""The GPU check's CPU dry run: scripts/gpu-check.sh end to end, as a lent GPU machine would run it,
+"""The GPU check's CPU dry run: scripts/gpu-check.sh end to end, as a CUDA node would run it,
 with the GPU swapped for the CPU (GPU_CHECK_DRY=cpu). Not marked gpu: `make test` runs it, so the
-next change that breaks the script is caught here, not on a lent GPU's 15 minutes.
+next change that breaks the script is caught here, not on a GPU node.
 
 What stands in for the machine (no GPU here, so this is a stand-in by necessity):
 - its python3, a venv (/opt/torch/.venv there) with other transformers and tokenizers than the

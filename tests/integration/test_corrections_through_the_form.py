@@ -1,4 +1,4 @@
-"""Issue 23, done when: each correction goes from YAML through the form to a succeeded run with its
+"""Each correction goes from YAML through the form to a succeeded run with its
 panels. A user pastes the YAML of a tiny CPU run into the new-experiment form and queues it; the
 Celery worker runs it on the local backend, the trainer pushes its metrics into the live server,
 and the run page shows the Corrections panels with the option's own line, drawn from keys the run

@@ -1,4 +1,4 @@
-"""The `opl` client drives a sweep end to end against a running server (issue 16): installed from
+"""The `opl` client drives a sweep end to end against a running server: installed from
 client/ without Django, it submits a sweep file, cancels a run, lists runs with the filter
 language, and exports a finished run's metrics as CSV; a wrong key names the known ones."""
 

@@ -1,4 +1,4 @@
-"""`opl metrics RUN train/nope` against a live server names the run's known keys once (issue 24)."""
+"""`opl metrics RUN train/nope` against a live server names the run's known keys once."""
 
 import sys
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""`opl views` against a running server (issue 24): a view saved from a JSON file, listed, shown,
+"""`opl views` against a running server: a view saved from a JSON file, listed, shown,
 made the project's default, its link printed and followed, deleted; a bad state names the field;
 a user outside the project gets the server's 404."""
 

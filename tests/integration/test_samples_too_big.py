@@ -1,4 +1,4 @@
-"""Issue 22, done when: a real trainer run with samples.per_step 64 and samples.max_tokens 4,096
+"""A real trainer run with samples.per_step 64 and samples.max_tokens 4,096
 stores every sample and point it recorded, counted spool against database, although its samples
 batch is too big for the dashboard.
 
@@ -6,7 +6,7 @@ The tiny random-init model ends its answers at EOS after about 20 tokens (its vo
 characters), so its 64 samples are ~10 KB gzipped, not the ~2 MB of a model that writes 4,096
 tokens (and the pusher may read them in pieces while they are written); the dashboard's limit is
 lowered to 2 KiB here so that these real batches are really over it while each sample alone fits
-(a sample carries per-token entropy and every correction's marks since issue 23: one went over 1 KiB)
+(a sample carries per-token entropy and every correction's marks since the correction lab: one went over 1 KiB)
 (tests/unit/metrics/test_pusher_to_server.py sends 64 full-length samples past a 1 MiB limit).
 On main the 413 (an HTML 400 before that) was taken for a bad batch and the samples were skipped.
 """

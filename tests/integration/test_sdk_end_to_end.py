@@ -1,5 +1,5 @@
 """`pip install ./client` into a bare virtualenv, then a plain script with `import opl` logs a run
-that the dashboard shows like a bundled one (issue 25). The dashboard is a real uvicorn process on
+that the dashboard shows like a bundled one. The dashboard is a real uvicorn process on
 the test database; the test kills it (SIGKILL) while the script logs, starts it again, and reads
 every point back: nothing is lost, the run ends succeeded, its page, the compare page, its
 summaries and its alerts work as for a bundled run. An offline spool uploaded with `opl sync`

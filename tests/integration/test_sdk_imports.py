@@ -1,7 +1,9 @@
-"""`opl import` (issue 25): a TensorBoard folder, a JSON-lines history (verl's `file` backend,
+"""`opl import`: a TensorBoard folder, a JSON-lines history (verl's `file` backend,
 prime-rl's metrics.jsonl) and a CSV each become a run with its config, against the real ingestion
 endpoint (uvicorn). An imported TensorBoard history equals what TensorBoard's own files hold, point
-by point; importing again finds the same run, and a history that grew adds only its new points."""
+by point; importing again finds the same run, and a history that grew adds only its new points.
+add_scalars sub-folders become keys of their own, keys and steps as users write them land whole,
+and a point the dashboard refuses is named with its key, step and reason, and fails the command."""
 
 import io
 import json
@@ -124,7 +126,10 @@ def test_verl_and_prime_rl_json_lines_and_a_csv_each_become_a_run(opl, tmp_path)
         assert code == 0, out
         assert Run.objects.filter(name=name, state="succeeded").count() == 1
     verl_run, prime_run, csv_run = (Run.objects.get(name=n) for n in ("verl-metrics", "metrics", "wandb-export"))
-    assert stored(verl_run) == {
+    verl_points = stored(verl_run)
+    # verl's file backend writes NaN as null (orjson): it stays NaN
+    assert [s for s, v in verl_points.pop("val-core/acc") if math.isnan(v)] == list(range(1, 21))
+    assert verl_points == {
         "actor/pg_loss": [(s, 0.5 - s / 100) for s in range(1, 21)],
         "critic/score/mean": [(s, s / 10) for s in range(1, 21)],
     }
@@ -172,3 +177,49 @@ def test_a_logging_token_is_made_from_the_command_line(transactional_db, alice, 
         assert cli.main(["--url", url, "--token", token, "import", str(source)], out=io.StringIO()) == 0
         assert cli.main(["--url", url, "--token", token, "logging-token"], out=io.StringIO()) == 1  # not from itself
     assert stored(Run.objects.get(owner=alice)) == {"loss": [(0, 1.5), (1, 1.25)]}
+
+
+def test_add_scalars_sub_folders_become_keys_of_their_own(opl, tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    logs = tmp_path / "runs" / "grpo"
+    writer = SummaryWriter(str(logs))
+    for step in range(50):
+        writer.add_scalars("Reward", {"train": step / 50, "val": -step / 50}, step)
+        writer.add_scalar("loss", 1 / (step + 1), step)
+    writer.close()
+    code, out = opl("import", logs, "--project", "lab")
+    assert code == 0, out
+    series = stored(Run.objects.get())
+    assert sorted(series) == ["Reward/train", "Reward/val", "loss"]
+    assert series["Reward/train"] == [(s, float(np.float32(s / 50))) for s in range(50)]
+    assert series["Reward/val"] == [(s, float(np.float32(-s / 50))) for s in range(50)]
+    sent, read_back = 150, sum(len(v) for v in series.values())
+    print(f"opl import add_scalars: {sent} points sent, {read_back} read back")
+    assert read_back == sent
+
+
+def test_keys_and_steps_as_users_write_them_are_imported_whole(opl, tmp_path):
+    export = tmp_path / "wandb-export.csv"
+    export.write_text(
+        "Step,grpo-7b - train/reward,Accuracy (val),train/rewards/<lambda>/mean\n"
+        + "".join(f"{s * 1_000_000_000},{s / 10},{s / 20},nan\n" for s in range(1, 6))
+    )
+    code, out = opl("import", export, "--project", "lab")
+    assert code == 0, out
+    series = stored(Run.objects.get())
+    steps = [s * 1_000_000_000 for s in range(1, 6)]
+    assert series["grpo-7b - train/reward"] == [(st, s / 10) for st, s in zip(steps, range(1, 6), strict=True)]
+    assert [st for st, _ in series["Accuracy (val)"]] == steps
+    assert all(math.isnan(v) for _, v in series["train/rewards/<lambda>/mean"])
+
+
+def test_a_point_the_dashboard_refuses_is_named_and_the_command_fails(opl, tmp_path):
+    history = tmp_path / "history.jsonl"
+    history.write_text("".join(json.dumps({"step": s, "loss": s / 10, "bad\u0007key": 1.0}) + "\n" for s in range(3)))
+    code, out = opl("import", history, "--project", "lab")
+    assert code == 1, out
+    assert "points were refused by the dashboard" in out and "'bad\\x07key' at step 2:" in out
+    run = Run.objects.get()
+    assert run.state == "failed"
+    assert stored(run) == {"loss": [(0, 0.0), (1, 0.1), (2, 0.2)]}  # the good points of the batch are stored

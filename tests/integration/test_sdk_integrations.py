@@ -1,4 +1,4 @@
-"""The TRL callback and the verl adapter (issue 25), against the real ingestion endpoint (uvicorn).
+"""The TRL callback and the verl adapter, against the real ingestion endpoint (uvicorn).
 
 TRL callback: transformers' own Trainer trains a tiny random Llama on CPU with OplCallback in
 `callbacks=[...]`, as TRL's trainers take it; the run gets the TrainingArguments as its config,

@@ -1,4 +1,4 @@
-"""Issue 22: every answer under /api/ is JSON (Django's own 404, 405 and 413 pages included), and
+"""Every answer under /api/ is JSON (Django's own 404, 405 and 413 pages included), and
 the query parameters of the samples and metrics views answer a 400 naming the field, never a 500
 (a NUL reaches PostgreSQL, "²" passes str.isdigit and fails int()). Few tests, many requests each:
 a run costs a second to make."""

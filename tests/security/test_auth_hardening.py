@@ -1,4 +1,4 @@
-"""Auth hardening (issue 22): a login rate limit per user name and address (django-axes); the
+"""Auth hardening: a login rate limit per user name and address (django-axes); the
 production settings block (HSTS, secure cookies, CSP, Referrer-Policy) on when DEBUG is off and
 the site is served over HTTPS, checked by Django's own deployment checklist and on the headers a
 page answers with; personal tokens that expire and may be read-only (the authorization matrix

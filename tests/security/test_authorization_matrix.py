@@ -4,6 +4,8 @@ Callers: the owner of the project, run and experiment, a project member who owns
 another user, staff who is no member, an anonymous visitor, and the run's
 own ingestion token (no session). A URL pattern missing from MATRIX fails
 test_every_url_pattern_is_in_the_matrix, so a new page or endpoint cannot ship unexamined.
+BEYOND, at the end, holds what roles alone do not: members' runs, removed members, logging tokens
+and notification secrets.
 """
 
 import json
@@ -16,6 +18,7 @@ from django.urls import get_resolver
 from django.urls.resolvers import URLResolver
 
 from orchestrator.accounts.services import api_token_create
+from orchestrator.experiments.external_runs import logging_token_create
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
 from tests.unit.metrics.helpers import points, start_attempt
@@ -26,7 +29,7 @@ CALLERS = ("owner", "member", "other", "staff", "anonymous", "run_token")
 @dataclass(frozen=True)
 class Case:
     method: str
-    path: str  # formatted with {run}, {exp}, {token_id}, {view}
+    path: str  # formatted with {run}, {exp}, {token_id}, {logging_token_id}, {view}
     statuses: tuple[int, int, int, int, int, int]  # in the order of CALLERS
     body: object = None
     json_body: bool = False
@@ -139,7 +142,7 @@ MATRIX: dict[str, list[Case]] = {
             True,
         ),
     ],
-    # alert rules in the browser (issue 24): saved by who may change the run / owners of the project; tried by readers
+    # alert rules in the browser: saved by who may change the run / owners of the project; tried by readers
     "alerts-run-rule-save": [
         Case(
             "post",
@@ -163,7 +166,7 @@ MATRIX: dict[str, list[Case]] = {
     "alerts-project-rule-test": [
         Case("post", "/projects/lab/alerts/rules/test", (200, 200, 404, 200, 302, 302), {"kind": "nonfinite"})
     ],
-    # the `opl` logging SDK (issue 25): a user or a logging token opens runs; finish takes the run's
+    # the `opl` logging SDK: a user or a logging token opens runs; finish takes the run's
     # own token and is refused (409) for a run the lab's cluster runs
     "api-sdk-runs": [
         Case("post", "/api/v1/sdk/runs", (201, 201, 404, 201, 401, 401), SDK_RUN, True),
@@ -171,7 +174,18 @@ MATRIX: dict[str, list[Case]] = {
     "api-sdk-run-finish": [
         Case("post", "/api/v1/sdk/runs/{run}/finish", (401, 401, 401, 401, 401, 409), {"exit_code": 0}, True)
     ],
-    "api-sdk-tokens": [Case("post", "/api/v1/sdk/tokens", (201, 201, 201, 201, 401, 401), {"name": "m"}, True)],
+    "api-sdk-tokens": [
+        Case("get", "/api/v1/sdk/tokens", API_READ),  # each caller's own
+        Case("post", "/api/v1/sdk/tokens", (201, 201, 201, 201, 401, 401), {"name": "m"}, True),
+    ],
+    # only its owner revokes a logging token; to anyone else it does not exist (staff: the admin)
+    "api-sdk-token-detail": [
+        Case("delete", "/api/v1/sdk/tokens/{logging_token_id}", (200, 404, 404, 404, 401, 401)),
+    ],
+    # the tokens page's revoke button: everyone is redirected back; only the owner's request deletes
+    "sdk-logging-token-revoke": [
+        Case("post", "/account/logging-tokens/{logging_token_id}/revoke", (302, 302, 302, 302, 302, 302))
+    ],
     "metrics-glance-api": [Case("get", "/api/v1/metrics/glance?experiment={exp}", API_RUN_READ)],
     "api-tags": [Case("get", "/api/v1/tags", API_READ)],
     # ingestion takes the run's token only; reading a series takes a user
@@ -203,13 +217,13 @@ MATRIX: dict[str, list[Case]] = {
     "samples-run": [Case("get", "/runs/{run}/samples/", RUN_READ_PAGE)],
     "samples-newer": [Case("get", "/runs/{run}/samples/newer/", RUN_READ_PAGE)],
     "samples-compare": [Case("get", "/compare/samples/?runs={run}", RUN_READ_PAGE)],
-    # the correction contrast cards (issue 23): fragments read like the pages they sit on
+    # the correction contrast cards: fragments read like the pages they sit on
     "samples-run-corrections": [Case("get", "/runs/{run}/samples/corrections/", RUN_READ_PAGE)],
     "samples-compare-corrections": [Case("get", "/compare/samples/corrections/?runs={run}", RUN_READ_PAGE)],
     "cluster-run-job": [Case("get", "/runs/{run}/job", RUN_READ_PAGE)],
     "cluster-health": [Case("get", "/cluster/health", PAGE_READ)],
     "cluster-queue": [Case("get", "/cluster/queue", PAGE_READ)],  # lists only the runs the caller may see
-    # saved views (issue 24): read by the project's members, written by its owners and members
+    # saved views: read by the project's members, written by its owners and members
     "api-project-views": [
         Case("get", "/api/v1/projects/lab/views", API_RUN_READ),
         Case("post", "/api/v1/projects/lab/views", (201, 201, 404, 201, 401, 401), {"name": "fresh"}, True),
@@ -221,7 +235,7 @@ MATRIX: dict[str, list[Case]] = {
         Case("delete", "/api/v1/views/{view}", (200, 403, 404, 200, 401, 401)),
     ],
     "workspace-view-open": [Case("get", "/views/{view}/", (302, 302, 404, 302, 302, 302))],
-    # launchers (issue 25): staff define them in the admin; any user may queue a run into a project they write to
+    # launchers: staff define them in the admin; any user may queue a run into a project they write to
     "launcher-list": [Case("get", "/launchers/", PAGE_READ)],
     "launcher-run-new": [
         Case("get", "/launchers/matrix/run", PAGE_READ),
@@ -275,6 +289,7 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
         metrics_ingest(run=run, attempt=1, points=points("train/loss", [0]) + points("train/reward", [0]))
         api_token_create(user=users["owner"], name="matrix")
         token_id = ApiToken.objects.get(user=users["owner"]).pk
+        logging_token_id = logging_token_create(user=users["owner"], name="matrix-world")[0].pk
         view = SavedView.objects.create(project=experiment.project, owner=users["owner"], name="matrix")
         launcher = Launcher.objects.create(name="matrix", command=["/bin/true"], created_by=users["staff"])
     yield {
@@ -283,6 +298,7 @@ def world(django_db_setup, django_db_blocker, tiny_config_module):
         "exp": experiment.pk,
         "run_token": token,
         "token_id": token_id,
+        "logging_token_id": logging_token_id,
         "view": view.pk,
     }
     with django_db_blocker.unblock():
@@ -331,7 +347,7 @@ def test_authorization(world, db, name, index, caller):
         assert response["Content-Type"].startswith("application/json"), "API errors answer JSON"
 
 
-# --- personal tokens with a scope and an expiry (issue 22) -----------------------------------------
+# --- personal tokens with a scope and an expiry -----------------------------------------
 # The owner's own token, read-only or expired, against every case: pages take no bearer token (as
 # an anonymous visitor); the API reads with a read-only token as the owner does and refuses its
 # writes (403) before any view runs; an expired token is refused everywhere (401). Endpoints that
@@ -391,10 +407,11 @@ def test_scoped_and_expired_tokens(world, owner_tokens, db, name, index, kind):
         assert response["Content-Type"].startswith("application/json"), "API errors answer JSON"
 
 
-# --- logging tokens (issue 25) ---------------------------------------------------------------------
+# --- logging tokens ---------------------------------------------------------------------
 # A logging token opens runs as its user and does nothing else: pages answer as to an anonymous
-# visitor, every other API endpoint 401, and the endpoints that take a run's own token 403 (a
-# logging token is no run's token; it writes to the runs it opened through their tokens).
+# visitor, every other API endpoint 401, and the endpoints that take a run's own token 404, as for
+# a run that does not exist (a logging token is no run's token; it writes to the runs it opened
+# through their tokens).
 
 
 def logging_token_expectation(name: str, case: Case) -> int:
@@ -403,7 +420,7 @@ def logging_token_expectation(name: str, case: Case) -> int:
         return anonymous
     if name == "api-sdk-runs" or anonymous != 401:  # opens a run as its user; answers without a user
         return owner
-    return 403 if run_token != 401 else 401
+    return 404 if run_token != 401 else 401
 
 
 LOGGING_CASES = [(name, i) for name, cases in MATRIX.items() for i in range(len(cases))]
@@ -411,7 +428,6 @@ LOGGING_CASES = [(name, i) for name, cases in MATRIX.items() for i in range(len(
 
 @pytest.fixture(scope="module")
 def owner_logging_token(world, django_db_blocker):
-    from orchestrator.experiments.external_runs import logging_token_create
     from orchestrator.experiments.models import LoggingToken
 
     with django_db_blocker.unblock():
@@ -434,3 +450,160 @@ def test_logging_tokens(world, owner_logging_token, db, name, index):
         response = getattr(client, case.method)(path)
     expected = logging_token_expectation(name, case)
     assert response.status_code == expected, f"{case.method.upper()} {path} with a logging token"
+
+
+# --- beyond roles: what changes after a run was opened ---------------------------------------------
+# Rows the URL matrix cannot hold: a member's run that the project's owners may stop, a member
+# removed while their run and its tokens live on, logging tokens (listed and revoked by their
+# owner only, ended with the personal token that made them) and the project's notification
+# secrets, read in full by its owners only. Each row: who calls, what, the status it must get and,
+# for the secrets, whether the webhook URL is in the answer.
+
+SLACK = "https://hooks.slack.com/services/T0/B0/matrix-secret"
+
+
+@dataclass(frozen=True)
+class Row:
+    caller: str
+    method: str
+    path: str  # formatted with world and beyond's ids
+    status: int
+    body: object = None
+    shows_secret: bool | None = None
+
+
+BEYOND: dict[str, Row] = {
+    # owners cancelling members' runs
+    "owner cancels a member's run": Row("owner", "post", "/api/v1/runs/{member_run}/cancel", 200),
+    "owner cancels a member's run from its page": Row("owner", "post", "/runs/{member_run}/cancel", 302),
+    "staff cancels a member's run": Row("staff", "post", "/api/v1/runs/{member_run}/cancel", 200),
+    "the member cancels their own run": Row("member", "post", "/api/v1/runs/{member_run}/cancel", 200),
+    "a viewer cannot cancel it": Row("viewer", "post", "/api/v1/runs/{member_run}/cancel", 403),
+    "another member cannot cancel the owner's run": Row("member", "post", "/api/v1/runs/{run}/cancel", 403),
+    "no member cannot see it to cancel it": Row("other", "post", "/api/v1/runs/{member_run}/cancel", 404),
+    "the member's run token still writes": Row(
+        "member_run_token", "post", "/api/v1/runs/{member_run}/heartbeat", 200, {}
+    ),
+    # a removed member
+    "removed member reads the run": Row("removed", "get", "/api/v1/runs/{removed_run}", 404),
+    "removed member reopens the run by client_id": Row(
+        "removed_logging", "post", "/api/v1/sdk/runs", 404, {"client_id": "removed-0001", "name": "r", "project": "lab"}
+    ),
+    "removed member's run token: metrics": Row(
+        "removed_run_token",
+        "post",
+        "/api/v1/runs/{removed_run}/metrics",
+        404,
+        {"attempt": 1, "points": points("train/loss", [1])},
+    ),
+    "removed member's run token: samples": Row(
+        "removed_run_token", "post", "/api/v1/runs/{removed_run}/samples", 404, {"attempt": 1, "samples": []}
+    ),
+    "removed member's run token: heartbeat": Row(
+        "removed_run_token", "post", "/api/v1/runs/{removed_run}/heartbeat", 404, {}
+    ),
+    "removed member's run token: finish": Row(
+        "removed_run_token", "post", "/api/v1/sdk/runs/{removed_run}/finish", 404, {"exit_code": 0}
+    ),
+    "the owner cancels the removed member's run": Row("owner", "post", "/api/v1/runs/{removed_run}/cancel", 200),
+    # logging tokens
+    "owner lists their logging tokens": Row("owner", "get", "/api/v1/sdk/tokens", 200),
+    "owner revokes their logging token": Row("owner", "delete", "/api/v1/sdk/tokens/{owner_logging}", 200),
+    "a member revokes the owner's logging token": Row("member", "delete", "/api/v1/sdk/tokens/{owner_logging}", 404),
+    "staff revokes it through the API": Row("staff", "delete", "/api/v1/sdk/tokens/{owner_logging}", 404),
+    "anonymous revokes it": Row("anonymous", "delete", "/api/v1/sdk/tokens/{owner_logging}", 401),
+    "a read-only token revokes it": Row("owner_read", "delete", "/api/v1/sdk/tokens/{owner_logging}", 403),
+    "a logging token whose personal token was revoked opens a run": Row(
+        "orphan_logging", "post", "/api/v1/sdk/runs", 401, {"client_id": "orphan-0001", "name": "o", "project": "lab"}
+    ),
+    "a live logging token opens a run": Row(
+        "owner_logging_token",
+        "post",
+        "/api/v1/sdk/runs",
+        201,
+        {"client_id": "live-0001", "name": "o", "project": "lab"},
+    ),
+    # notification secrets
+    "owner reads the webhook URL": Row("owner", "get", "/api/v1/projects/lab/alerts", 200, shows_secret=True),
+    "staff reads the webhook URL": Row("staff", "get", "/api/v1/projects/lab/alerts", 200, shows_secret=True),
+    "a member sees it masked": Row("member", "get", "/api/v1/projects/lab/alerts", 200, shows_secret=False),
+    "a viewer sees it masked": Row("viewer", "get", "/api/v1/projects/lab/alerts", 200, shows_secret=False),
+    "the owner's read-only token sees it masked": Row(
+        "owner_read", "get", "/api/v1/projects/lab/alerts", 200, shows_secret=False
+    ),
+    "no member reads nothing": Row("other", "get", "/api/v1/projects/lab/alerts", 404, shows_secret=False),
+}
+
+
+@pytest.fixture
+def beyond(world, db):
+    """The rows' state, made in each test's transaction (rolled back after it)."""
+    from orchestrator.accounts.models import ApiToken
+    from orchestrator.accounts.services import api_token_delete
+    from orchestrator.alerts.models import ProjectNotifications
+    from orchestrator.experiments.models import Experiment, Membership
+    from orchestrator.experiments.services import project_remove_member
+
+    users = world["users"]
+    lab = Experiment.objects.get(pk=world["exp"]).project
+    viewer = User.objects.create(username="viewer")
+    Membership.objects.create(project=lab, user=viewer, role=Membership.Role.VIEWER)
+    member_run, member_token = start_attempt(
+        experiment_create(
+            owner=users["member"], name="members", project="lab", config=NEW_EXPERIMENT["config"]
+        ).runs.get(),
+        1,
+    )
+    removed = User.objects.create(username="removed")
+    Membership.objects.create(project=lab, user=removed, role=Membership.Role.MEMBER)
+    removed_logging = logging_token_create(user=removed, name="removed")[1]
+    opened = Client().post(
+        "/api/v1/sdk/runs",
+        json.dumps(BEYOND["removed member reopens the run by client_id"].body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {removed_logging}",
+    )
+    assert opened.status_code == 201, opened.content
+    project_remove_member(project=lab, user=removed)
+    ProjectNotifications.objects.create(project=lab, webhook_url=SLACK, emails="owner@example.org")
+    api_token_create(user=users["owner"], name="parent")
+    parent = ApiToken.objects.get(user=users["owner"], name="parent")
+    orphan = logging_token_create(user=users["owner"], name="orphan", made_with=parent)[1]
+    assert api_token_delete(user=users["owner"], token_id=parent.pk)  # the personal token is revoked
+    owner_logging_row, owner_logging = logging_token_create(user=users["owner"], name="beyond")
+    return {
+        "ids": {
+            **world,
+            "member_run": member_run.pk,
+            "removed_run": opened.json()["id"],
+            "owner_logging": owner_logging_row.pk,
+        },
+        "bearer": {
+            "member_run_token": member_token,
+            "removed_run_token": opened.json()["token"],
+            "removed_logging": removed_logging,
+            "orphan_logging": orphan,
+            "owner_logging_token": owner_logging,
+            "owner_read": api_token_create(user=users["owner"], name="beyond-read", scope="read"),
+        },
+        "users": {**users, "viewer": viewer, "removed": removed},
+    }
+
+
+@pytest.mark.parametrize("what", list(BEYOND))
+def test_beyond_roles(beyond, what):
+    row = BEYOND[what]
+    if row.caller in beyond["bearer"]:
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {beyond['bearer'][row.caller]}")
+    else:
+        client = Client()
+        if row.caller != "anonymous":
+            client.force_login(beyond["users"][row.caller])
+    path = row.path.format(**beyond["ids"])
+    if row.body is not None:
+        response = getattr(client, row.method)(path, data=json.dumps(row.body), content_type="application/json")
+    else:
+        response = getattr(client, row.method)(path)
+    assert response.status_code == row.status, f"{what}: {row.method.upper()} {path} as {row.caller}"
+    if row.shows_secret is not None:
+        assert (SLACK in response.content.decode()) is row.shows_secret, what

@@ -1,4 +1,4 @@
-"""Paths in a run config are resolved where the trainer opens them, then checked (issue 22, HIGH).
+"""Paths in a run config are resolved where the trainer opens them, then checked (HIGH).
 
 The job runs inside its run folder, so `init.from_path: "../run-1"` named a sibling run, another
 user's private checkpoint, while the dashboard checked it against its own working directory. Every

@@ -1,4 +1,4 @@
-"""The dashboard starts without torch (issue 28): Django's set-up and every orchestrator module
+"""The dashboard starts without torch: Django's set-up and every orchestrator module
 (views, URL conf, tasks, migrations, management commands) import with torch, transformers and vLLM
 blocked, in a fresh interpreter. What the web process needs from the trainer (the config schema,
 metric names and directions, checkpoint folders and pins) lives in torch-free modules:

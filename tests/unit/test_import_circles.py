@@ -1,4 +1,4 @@
-"""No import circles in the product (issue 28), counting imports placed inside functions: they hide
+"""No import circles in the product, counting imports placed inside functions: they hide
 a circle from Python's start-up but not from a reader. An import graph of orchestrator/ and
 trainer/ (migrations aside) from an AST walk; a circle is a strongly connected set of two or more
 modules. The rule it keeps: experiments owns the run state machine and announces what the cluster

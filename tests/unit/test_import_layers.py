@@ -1,5 +1,5 @@
 """Each app says in its __init__ docstring which other apps it may import, and this test holds the
-code to it (issue 28), counting imports placed inside functions. The contract's lines:
+code to it, counting imports placed inside functions. The contract's lines:
 
     May import: accounts, api, trainer          (apps, `api` for orchestrator/api.py, `trainer`)
     Upward: limits, runquery -> cluster         (the only modules of this app that import cluster)

@@ -1,5 +1,5 @@
 """Names checked with a pattern end where the value ends: Python's `$` also matches before a final
-newline, so "gpu\n" passed a `^...$` check (issue 22 found it in metric keys; these are the other
+newline, so "gpu\n" passed a `^...$` check (a review found it in metric keys; these are the other
 checks of values a user or a trainer sends)."""
 
 from orchestrator.samples.marks import variant_errors

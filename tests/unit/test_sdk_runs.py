@@ -1,4 +1,4 @@
-"""Runs logged from outside (issue 25), the server's side: opened by the `opl` SDK with a logging
+"""Runs logged from outside, the server's side: opened by the `opl` SDK with a logging
 or personal token, found again by their client id, ended by finish(exit_code) or by heartbeats
 that stop, and a logging token that writes to its own runs only."""
 
@@ -66,15 +66,15 @@ def test_the_logging_token_writes_only_its_own_runs(alice, tiny_config):
     mine = open_run(token).json()
     bundled = experiment_create(owner=alice, name="bundled", config=tiny_config).runs.get()
     batch = {"attempt": 1, "points": points("train/loss", [1, 2])}
-    # the logging token itself writes to no run, not even alice's own bundled one
-    assert post(Client(), f"/api/v1/runs/{bundled.pk}/metrics", batch, token).status_code == 403
-    assert post(Client(), f"/api/v1/runs/{mine['id']}/metrics", batch, token).status_code == 403
+    # the logging token itself writes to no run, not even alice's own bundled one (as if none existed)
+    assert post(Client(), f"/api/v1/runs/{bundled.pk}/metrics", batch, token).status_code == 404
+    assert post(Client(), f"/api/v1/runs/{mine['id']}/metrics", batch, token).status_code == 404
     # nor reads or changes anything through the API
     assert Client().get("/api/v1/runs", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 401
     assert post(Client(), f"/api/v1/runs/{bundled.pk}/cancel", {}, token).status_code == 401
     # what it opened, it writes through that run's own token
     assert post(Client(), f"/api/v1/runs/{mine['id']}/metrics", batch, mine["token"]).status_code == 202
-    assert post(Client(), f"/api/v1/runs/{bundled.pk}/metrics", batch, mine["token"]).status_code == 403
+    assert post(Client(), f"/api/v1/runs/{bundled.pk}/metrics", batch, mine["token"]).status_code == 404
 
 
 def test_finish_sets_the_final_state_from_the_exit_code(alice, tiny_config):
@@ -85,7 +85,7 @@ def test_finish_sets_the_final_state_from_the_exit_code(alice, tiny_config):
     post(Client(), f"/api/v1/sdk/runs/{bad['id']}/finish", {"exit_code": 3}, bad["token"])
     failed = Run.objects.get(pk=bad["id"])
     assert (failed.state, failed.exit_code) == ("failed", 3) and "code 3" in failed.state_reason
-    assert post(Client(), f"/api/v1/sdk/runs/{ok['id']}/finish", {"exit_code": 0}, bad["token"]).status_code == 403
+    assert post(Client(), f"/api/v1/sdk/runs/{ok['id']}/finish", {"exit_code": 0}, bad["token"]).status_code == 404
     wrong = post(Client(), f"/api/v1/sdk/runs/{ok['id']}/finish", {"exit_code": "x"}, ok["token"])
     assert wrong.status_code == 400 and wrong.json()["errors"][0]["field"] == "exit_code"
     from tests.unit.metrics.helpers import make_run
@@ -150,17 +150,21 @@ def test_a_logged_run_is_cancelled_at_once_and_never_queued_again(alice, api_cli
     assert answer.status_code == 200 and answer.json()["state"] == "cancelled"
     assert lab.post(f"/api/v1/runs/{opened['id']}/retry").status_code == 409
     assert Run.objects.get(pk=opened["id"]).state == "cancelled"
-    # the process goes on logging until it notices nothing: its points are still taken
+    # the process goes on logging, but cancelling is how a logged run is stopped: its token no
+    # longer writes (no job of ours to stop), and it says why to the process that holds it
     batch = {"attempt": 1, "points": points("train/loss", [1])}
-    assert post(Client(), f"/api/v1/runs/{opened['id']}/metrics", batch, opened["token"]).status_code == 202
+    refused = post(Client(), f"/api/v1/runs/{opened['id']}/metrics", batch, opened["token"])
+    assert refused.status_code == 403 and "was cancelled" in refused.json()["error"]
     finish = post(Client(), f"/api/v1/sdk/runs/{opened['id']}/finish", {"exit_code": 0}, opened["token"])
-    assert finish.json() == {"id": opened["id"], "state": "cancelled", "changed": False}
+    assert finish.status_code == 403 and Run.objects.get(pk=opened["id"]).state == "cancelled"
 
 
 def test_other_methods_are_a_json_405(alice, api_client):
-    for path in ("/api/v1/sdk/runs", "/api/v1/sdk/runs/1/finish", "/api/v1/sdk/tokens"):
+    for path in ("/api/v1/sdk/runs", "/api/v1/sdk/runs/1/finish"):
         answer = api_client(alice).get(path)
         assert answer.status_code == 405 and answer["Allow"] == "POST" and "POST" in answer.json()["error"], path
+    answer = api_client(alice).put("/api/v1/sdk/tokens")
+    assert answer.status_code == 405 and answer["Allow"] == "GET, POST"
 
 
 def test_the_pages_show_a_logged_run_with_a_config_of_its_own(alice, tiny_config):

@@ -1,4 +1,4 @@
-"""Studies for any runs (issue 25): runs logged through the `opl` SDK have no sweep values, only
+"""Studies for any runs: runs logged through the `opl` SDK have no sweep values, only
 the config they logged; a role mapping (role.staleness, role.objective, role.seed) makes the
 statistics and verdicts group and judge them like a bundled sweep."""
 

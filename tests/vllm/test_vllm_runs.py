@@ -64,7 +64,7 @@ def test_stale_k_run_of_20_updates_with_the_vllm_engine(vllm_python, tmp_path):
         # The engine sampled from the weights the trainer recomputes with: synced at every step.
         assert abs(v["rollout/engine_kl"]) < 1e-4, (step, v["rollout/engine_kl"])
         assert v["perf/weight_sync_s"] > 0
-        # k=1 batch of 2 updates in the queue: s = 2 once the queue has turned over (README: one definition)
+        # k=1 batch of 2 updates in the queue: s = 2 once the queue has turned over (docs/GUIDE.md: one definition)
         assert (v["rollout/staleness_min"], v["rollout/staleness_max"]) == ((0, 0) if step == 2 else (2, 2))
     assert len({round(v["train/reward_mean"], 6) for v in points.values()}) > 1  # real, varying rollouts
 

@@ -70,7 +70,7 @@ def import_history(
     meta.setdefault("imported_at", time.time())
     _write_spool(run_dir, history.deduplicated(), meta["imported_at"])
     atomic_write_text(run_dir / RUN_FILE, json.dumps(meta, indent=1))
-    return sync_dir(run_dir, client)
+    return sync_dir(run_dir, client, fail_on_refused=True)
 
 
 def _meta(run_dir: Path) -> dict:

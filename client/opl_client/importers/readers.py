@@ -59,11 +59,14 @@ def read_jsonl(path: Path) -> History:
                 history.config.update(row.pop("config"))
             step = _step(row, number - 1, f"{path}:{number}")
             when = _time(row)
-            data = row["data"] if isinstance(row.get("data"), dict) else row
+            verl_file = isinstance(row.get("data"), dict)
+            data = row["data"] if verl_file else row
             for key, value in flatten(data).items():
                 number_value = as_number(value) if key not in STEP_FIELDS and key not in NOT_METRICS else None
                 if number_value is None and isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
                     number_value = float(value.replace("Infinity", "inf"))
+                if number_value is None and value is None and verl_file:
+                    number_value = math.nan  # verl's file backend (orjson) writes NaN as null
                 if number_value is not None:
                     history.points.append((step, key, number_value, when))
     return history
@@ -107,7 +110,9 @@ def read_tensorboard(path: Path) -> History:
     if not files:
         raise HistoryError(f"{path}: no TensorBoard event files (events.out.tfevents.*) in it")
     history = History()
+    root = path if path.is_dir() else path.parent
     for file in files:
+        folder = file.parent.relative_to(root).as_posix() if file.parent != root else ""
         for event in EventFileLoader(str(file)).Load():
             if not event.HasField("summary"):
                 continue
@@ -122,8 +127,19 @@ def read_tensorboard(path: Path) -> History:
                     number = float(array.reshape(()))
                 else:
                     continue
-                history.points.append((int(event.step), value.tag, number, float(event.wall_time)))
+                key = _scalars_key(folder, value.tag)
+                history.points.append((int(event.step), key, number, float(event.wall_time)))
     return history
+
+
+def _scalars_key(folder: str, tag: str) -> str:
+    """add_scalars("Reward", {"train": ..., "val": ...}) writes tag "Reward" into sub-folders
+    Reward_train and Reward_val: those become the keys Reward/train and Reward/val."""
+    last = folder.rsplit("/", 1)[-1]
+    prefix = tag.replace("/", "_") + "_"
+    if last.startswith(prefix) and len(last) > len(prefix):
+        return f"{tag}/{last[len(prefix) :]}"
+    return tag
 
 
 READERS = {"tensorboard": read_tensorboard, "jsonl": read_jsonl, "csv": read_csv}

@@ -1,22 +1,29 @@
 """A `transformers.TrainerCallback` that logs a Trainer's run to OffPolicy Lab: TRL's trainers
-(GRPOTrainer, PPOTrainer, ...) take it through `callbacks=[...]` like any transformers Trainer.
+(GRPOTrainer, PPOTrainer, ...) take it like any transformers Trainer. Importing this module (or
+`opl.trl`) adds "opl" to transformers' integration registry, so the one line is either
 
-    from opl_client.integrations.trl import OplCallback
-    trainer = GRPOTrainer(..., callbacks=[OplCallback(project="p")])
+    import opl.trl                                   # then GRPOConfig(..., report_to="opl")
+    trainer = GRPOTrainer(..., callbacks=[OplCallback(project="p")])   # or with arguments
+
+With report_to="opl" the run's project and name come from OPL_PROJECT and the run_name argument.
 
 It opens the run at the start of training with the TrainingArguments as its config, logs every
 `on_log` scalar at the trainer's global step (named as W&B's callback names them: train/loss,
-eval/loss), logs TRL's completion logs as rollout samples when the trainer keeps them (GRPO's
-`_logs`: prompts, completions, rewards, advantages; pass `trainer=` or call `watch(trainer)`), and
-finishes the run when training ends. Only the main process logs.
+eval/loss), logs TRL's completion logs as rollout samples (GRPO's `_logs`: prompts, completions,
+rewards, advantages; the trainer is found when it is built, or pass `trainer=`), kind "eval" for
+those an evaluation produced, and finishes the run when training ends. If `train()` raises, even
+when the script catches it, the run ends failed. `callback.run` stays the run after training. Only
+the main process logs.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback
+from transformers.integrations import integration_utils
 
 from opl_client import sdk
 
@@ -42,12 +49,33 @@ class OplCallback(TrainerCallback):
         self._last_batch: tuple | None = None
 
     def watch(self, trainer: Any) -> OplCallback:
-        """Read TRL's completion logs from this trainer (GRPOTrainer keeps them in `_logs`)."""
+        """Read TRL's completion logs from this trainer (GRPOTrainer keeps them in `_logs`), and end
+        the run failed when its train() raises."""
         self.trainer = trainer
+        if getattr(trainer, "_opl_train_wrapped", False):
+            return self
+        train = trainer.train
+
+        def train_and_end_failed_on_a_crash(*args, **kwargs):
+            try:
+                return train(*args, **kwargs)
+            except BaseException:
+                if self.run is not None:
+                    self.run.finish(exit_code=1)
+                raise
+
+        trainer.train = train_and_end_failed_on_a_crash
+        trainer._opl_train_wrapped = True
         return self
 
+    def on_init_end(self, args, state, control, **kwargs):
+        if self.trainer is None:
+            trainer = _calling_trainer()
+            if trainer is not None:
+                self.watch(trainer)
+
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if not state.is_world_process_zero or self.run is not None:
+        if not state.is_world_process_zero or (self.run is not None and not self.run._finished):
             return
         config = {k: v for k, v in args.to_dict().items() if not k.endswith("_token") and k != "push_to_hub_token"}
         name_or_path = getattr(getattr(model, "config", None), "_name_or_path", None)
@@ -58,18 +86,19 @@ class OplCallback(TrainerCallback):
         self.run = sdk.init(**{**self.init, "config": config, "name": name})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.run is None or not state.is_world_process_zero or not logs:
+        if self.run is None or self.run._finished or not state.is_world_process_zero or not logs:
             return
-        scalars = {metric_name(k): v for k, v in logs.items() if k not in SKIPPED}
+        # TRL logs None for a metric with no valid value in the window: no point, and no error
+        scalars = {metric_name(k): v for k, v in logs.items() if k not in SKIPPED and v is not None}
         self.run.log(scalars, step=state.global_step)
-        self._log_completions(state.global_step)
+        kind = "eval" if any(k.startswith("eval_") for k in logs) else "train"
+        self._log_completions(state.global_step, kind)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.run is not None and self.finish_on_train_end:
             self.run.finish()
-            self.run = None
 
-    def _log_completions(self, step: int) -> None:
+    def _log_completions(self, step: int, kind: str) -> None:
         logs = getattr(self.trainer, "_logs", None)
         if not isinstance(logs, dict) or not logs.get("completion"):
             return
@@ -91,7 +120,21 @@ class OplCallback(TrainerCallback):
             if i < len(advantages):
                 sample["advantage"] = float(advantages[i])
             samples.append(sample)
-        self.run.log_samples(samples, step=step)
+        self.run.log_samples(samples, step=step, kind=kind)
+
+
+def _calling_trainer() -> Any:
+    """The Trainer whose __init__ is calling on_init_end (report_to="opl" builds the callback
+    without arguments, so this is how it finds the completion logs)."""
+    frame = inspect.currentframe()
+    for _ in range(12):
+        frame = frame.f_back if frame is not None else None
+        if frame is None:
+            return None
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Trainer):
+            return candidate
+    return None
 
 
 def _text(value: Any) -> str:
@@ -101,3 +144,7 @@ def _text(value: Any) -> str:
     if isinstance(value, list) and all(isinstance(m, dict) and "content" in m for m in value):
         return "\n".join(str(m["content"]) for m in value)
     return json.dumps(value, default=str)
+
+
+# report_to="opl": transformers builds the callbacks it names from this registry
+integration_utils.INTEGRATION_TO_CALLBACK.setdefault("opl", OplCallback)

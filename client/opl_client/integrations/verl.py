@@ -1,9 +1,12 @@
 """verl's tracking backend for OffPolicy Lab. verl's `Tracking` (verl/utils/tracking.py) keeps one
 object per backend in `self.logger` and calls `log(data=..., step=...)` on each; its config is the
-trainer's OmegaConf config. `register()` teaches Tracking the backend name "opl":
+trainer's config. `register()` teaches Tracking the backend name "opl" and makes its `finish(exit_code)`
+finish the opl run with that exit code (verl finishes only the backends it knows by name).
 
-    from opl_client.integrations.verl import register
-    register()                                  # then trainer.logger='["console","opl"]'
+With the client installed, verl registers it by itself: the `verl.plugins` entry point
+(opl_client.integrations.verl_plugin) runs in every process that imports verl, Ray actors
+included, so `trainer.logger=['console','opl']` is the one line. Where entry points are turned off
+(VERL_USE_EXTERNAL_PLUGINS=none), call `register()` in the process that builds Tracking.
 
 `OplTracking` is that object, also usable on its own: OplTracking(project_name, experiment_name, config).
 """
@@ -15,13 +18,13 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from opl_client import sdk
-
 BACKEND = "opl"
 
 
 class OplTracking:
     def __init__(self, project_name: str, experiment_name: str, config: Any = None, **init: Any):
+        from opl_client import sdk
+
         self.run = sdk.init(project=project_name, name=experiment_name, config=plain(config) or {}, **init)
 
     def log(self, data: dict, step: int) -> None:
@@ -72,4 +75,16 @@ def register(tracking_class: Any = None) -> None:
             self.logger[BACKEND] = OplTracking(project_name, experiment_name, config)
 
     tracking_class.__init__ = __init__
+    original_finish = getattr(tracking_class, "finish", None)
+
+    def finish(self, exit_code: int = 0):
+        try:
+            if original_finish is not None:
+                original_finish(self, exit_code=exit_code)
+        finally:
+            backend = getattr(self, "logger", {}).get(BACKEND)
+            if backend is not None:
+                backend.finish(exit_code=exit_code)
+
+    tracking_class.finish = finish
     tracking_class._opl_registered = True

@@ -1,4 +1,4 @@
-"""Experiments end with their last run (issue 22): the new state, and every active or paused
+"""Experiments end with their last run: the new state, and every active or paused
 experiment whose runs have all ended already marked ended."""
 from django.db import migrations, models
 from django.db.models import Exists, OuterRef

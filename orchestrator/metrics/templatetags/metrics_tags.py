@@ -26,7 +26,7 @@ def run_metrics_config(run, request=None) -> dict:
         "state": run.state,
         "terminal": run.is_terminal,
         "keys": (keys := selectors.run_keys(run.pk)),  # asking for any other key is a 404
-        "panels": panels_for(keys, [run.config]),
+        "panels": panels_for(keys, [run.config], bundled=run.uses_bundled_trainer),
         "keys_url": reverse("metrics-keys", args=[run.pk]),
         "x_axes": X_AXES,
         "series_url": reverse("metrics-ingest", args=[run.pk]),

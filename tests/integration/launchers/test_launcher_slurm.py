@@ -1,6 +1,6 @@
 """A launcher's run on the live Slurm test clusters (22.05 and 24.11): queued through the API,
 submitted through slurmrestd, tiny_sdk.py logging with the `opl` SDK to the live server from the job.
-Cancel is scancel's SIGTERM with the dashboard's cancel-requested marker (README, Reliability);
+Cancel is scancel's SIGTERM with the dashboard's cancel-requested marker (docs/RELIABILITY.md);
 the cluster's stop for requeue is SIGUSR1 (a preemption's warning), after which the run is
 requeued as attempt 2 and resumes from the script's progress file."""
 
@@ -18,6 +18,7 @@ from orchestrator.cluster.services import run_cancel
 from orchestrator.launchers.services import launcher_upsert
 from tests.integration.launchers.flow import drive, queue_run
 from tests.integration.slurm.conftest import PYTHON, cluster, slurm_run_root  # noqa: F401 (fixtures)
+from tests.slurm_rest import wait_for_slurmrestd
 from tests.unit.launchers.helpers import tiny_sdk
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
@@ -25,6 +26,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def slurm_stack(settings, cluster, live_server):  # noqa: F811 (the cluster fixture)
+    wait_for_slurmrestd(cluster.env, cluster.id)
     settings.CLUSTER_BACKEND = "slurm"
     settings.SLURM_REST_URL = cluster.env["SLURM_REST_URL"]
     settings.SLURM_REST_USER = cluster.env["SLURM_REST_USER"]

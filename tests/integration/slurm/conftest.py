@@ -19,11 +19,10 @@ import pytest
 from orchestrator.cluster.backends.slurm import SlurmBackend
 from orchestrator.cluster.slurm.auth import SlurmCredentials
 from orchestrator.cluster.slurm.client import SlurmClient
-from orchestrator.cluster.slurm.errors import SlurmError
 from orchestrator.cluster.slurm.jobscript import SlurmProfile
+from tests.slurm_rest import ENV_DIR, read_env, slurmrestd_down_reason, wait_for_slurmrestd
 
 REPO = Path(__file__).resolve().parents[3]
-ENV_DIR = Path(os.environ.get("OPL_SLURM_ENV_DIR", "/run/opl-slurm"))
 SHARED_DIR = Path(os.environ.get("OPL_SLURM_SHARED_DIR", "/var/lib/opl-test"))
 # test id -> (which cluster-up.sh brings it up, env file, expected Slurm release prefix)
 CLUSTERS = {
@@ -42,28 +41,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration/slurm" in str(item.fspath):
             item.add_marker(pytest.mark.slurm)
-
-
-def read_env(path: Path) -> dict[str, str]:
-    env = {}
-    for line in path.read_text().splitlines():
-        if "=" in line:
-            key, _, value = line.partition("=")
-            env[key.strip()] = value.strip().strip('"')
-    return env
-
-
-def _healthy(env: dict[str, str]) -> bool:
-    try:
-        with SlurmClient(
-            env["SLURM_REST_URL"],
-            SlurmCredentials(env["SLURM_REST_USER"], key_file=env["SLURM_JWT_KEY_FILE"]),
-            connect_retries=0,
-            timeout_s=5,
-        ) as client:
-            return bool(client.nodes())
-    except (SlurmError, OSError, KeyError):
-        return False
 
 
 @dataclass
@@ -181,7 +158,7 @@ def two_node_cluster(request, slurm_run_root) -> TwoNodeCluster:
         subprocess.run(
             [str(REPO / "scripts/slurm/cluster-up.sh"), "2node"], check=True, timeout=900, stdout=subprocess.DEVNULL
         )
-    elif not (env_file.exists() and _healthy(read_env(env_file))):
+    elif not (env_file.exists() and not slurmrestd_down_reason(read_env(env_file))):
         pytest.skip(
             "the two-node Slurm cluster is not up and bringing it up needs root (scripts/slurm/cluster-up.sh 2node)"
         )
@@ -206,7 +183,7 @@ def cluster(request, slurm_run_root) -> Cluster:
     cluster_id = request.param
     role, env_name, release = CLUSTERS[cluster_id]
     env_file = ENV_DIR / env_name
-    if not (env_file.exists() and _healthy(read_env(env_file))):
+    if not (env_file.exists() and not slurmrestd_down_reason(read_env(env_file))):
         if os.geteuid() != 0:
             pytest.skip(f"{cluster_id} is not up and bringing it up needs root (scripts/slurm/cluster-up.sh)")
         subprocess.run([str(REPO / "scripts/slurm/cluster-up.sh"), role], check=True, timeout=900)
@@ -217,6 +194,18 @@ def cluster(request, slurm_run_root) -> Cluster:
     os.chmod(slurm_run_root, 0o1777)
     os.chmod(root, 0o1777)
     return Cluster(cluster_id, role, env, root)
+
+
+@pytest.fixture(autouse=True)
+def _slurmrestd_answers(request):
+    """Each live test starts against a slurmrestd that answers: an earlier test (an outage, a
+    crashed node) may have stopped it, and a test must not fail for what the one before it did."""
+    for name in ("cluster", "two_node_cluster"):
+        if name in request.fixturenames:
+            live = request.getfixturevalue(name)
+            if slurmrestd_down_reason(live.env) and os.geteuid() == 0:
+                live.up()  # idempotent: starts what is not running
+            wait_for_slurmrestd(live.env, live.id)
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Each correction of issue 23 in a real tiny CPU run, from YAML through `python -m trainer run` to a
+"""Each correction of the correction lab in a real tiny CPU run, from YAML through `python -m trainer run` to a
 finished run: its own stats, the diagnostics, and recorded samples carrying entropy and the marks
 every other correction would have made (docs/SAMPLES.md). One run checks those counterfactual marks
 token by token against references written here from the definitions, over the very log-ratios and

@@ -1,4 +1,4 @@
-"""Ctrl-C on `make demo` (issue 24): scripts/demo.sh sends SIGTERM to each running job's process
+"""Ctrl-C on `make demo`: scripts/demo.sh sends SIGTERM to each running job's process
 group, so the trainer gets SIGTERM (a requeue) and its local supervisor answers with SIGINT (a
 cancel, which its exit.json records). The job must end cancelled in all three places: the
 trainer's log line, its exit code and exit.json."""

@@ -1,4 +1,4 @@
-"""A run checkpointed on 2 training processes resumes on 3, then on 1 (issue 26): the CLI as a job
+"""A run checkpointed on 2 training processes resumes on 3, then on 1: the CLI as a job
 runs it (trainer.launch/torchrun with gloo on CPU for several ranks, `python -m trainer` for one).
 
 Right after each resume the run is stopped (SIGUSR1, the cluster's stop) before it trains, so the

@@ -278,8 +278,8 @@ def test_samples_survive_a_kill_9_resume_and_a_failing_dashboard(tmp_path):
                 stored[_ident(s)] = s  # the dashboard's rule: a later post of a key replaces it
     assert sorted(stored) == sorted(_ident(s) for s in got)
     assert all(stored[_ident(s)] == s for s in got)
-    failures = [p for p in read_points(run_dir) if p["key"] == "samples/push_failures"]
-    assert failures and max(p["value"] for p in failures) >= 1
+    # the 503 and the 500 were retried and every sample stored: no sample was lost, so none is counted
+    assert not [p for p in read_points(run_dir) if p["key"] == "samples/push_failures"]
 
 
 def test_async_samples_carry_prompts_and_references_from_the_generator_process(tmp_path):
@@ -301,13 +301,14 @@ def test_async_samples_carry_prompts_and_references_from_the_generator_process(t
         for r in rows:
             question = r["prompt"].removesuffix("=")
             assert r["reference"] is not None and int(r["reference"]) == sum(map(int, question.split("+")))
-            # counted from the step's start, 2 updates before its metric step (one definition, README)
+            # counted from the step's start, 2 updates before its metric step (one definition, docs/GUIDE.md)
             assert 0 <= r["staleness"] <= 4 and r["staleness"] == step - 2 - r["policy_version"]
 
 
-def test_two_ranks_with_the_dashboard_down_record_rank_0s_rows_and_count_the_failed_pushes(tmp_path):
-    """Only rank 0 records and pushes; its samples/push_failures point must not upset the ranks'
-    collective mean of the step's metrics (it once did: the run died in all_reduce)."""
+def test_two_ranks_record_rank_0s_rows_and_count_the_samples_the_dashboard_refused(tmp_path):
+    """Only rank 0 records and pushes; its samples/push_failures point (the dashboard refuses the
+    first sample batch for good) must not upset the ranks' collective mean of the step's metrics
+    (it once did: the run died in all_reduce)."""
     import subprocess
     import sys
 
@@ -336,8 +337,9 @@ def test_two_ranks_with_the_dashboard_down_record_rank_0s_rows_and_count_the_fai
         "--run-dir",
         str(tmp_path / "run"),
     ]
-    env = trainer_env(OPL_DASHBOARD_URL="http://127.0.0.1:9", OPL_RUN_ID="17", OPL_RUN_TOKEN="tok-17")
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    with Dashboard(path_statuses={"/samples": [400]}) as dash:
+        env = trainer_env(OPL_DASHBOARD_URL=dash.url, OPL_RUN_ID="17", OPL_RUN_TOKEN="tok-17")
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     train = _train_by_step(_samples(tmp_path / "run"))
     assert sorted(train) == list(range(2, 25, 2))

@@ -46,7 +46,7 @@ def test_smollm2_learns_on_math_with_nonzero_rewards_and_eval_accuracy(tmp_path)
                 "eval_max_problems": 3,
             },
             "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8, "temperature": 0.7},
-            # m2po with the dual clip on A < 0 tokens (issue 23): the study's m2po+dual-clip arm
+            # m2po with the dual clip on A < 0 tokens: the study's m2po+dual-clip arm
             "algorithm": {"objective": "m2po", "lr": 1.0e-6, "updates_per_step": 1, "dual_clip_c": 3.0},
             "staleness": {"mode": "stale_k", "k": 1},
             "train": {"steps": 2, "seed": 1, "device": "cpu"},

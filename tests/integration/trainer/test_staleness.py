@@ -1,6 +1,6 @@
 """stale_k delivers exactly the configured staleness; async never exceeds max_staleness.
 
-Staleness is one number (README, "Steps, updates and staleness"): the updates between the weights
+Staleness is one number (docs/GUIDE.md, "Steps, updates and staleness"): the updates between the weights
 that generated a batch and the weights its training step starts from, so a stale_k run with k = 3
 at 2 updates per step logs 6 (the name's s6), not 6-7."""
 

@@ -84,6 +84,7 @@ def test_the_api_lists_a_runs_alerts_and_effective_rules(fired, api_client, alic
         "neg_adv_tail",
         "no_heartbeat",
         "no_progress",
+        "staleness_bound",
     }
     assert api_client(charlie).get(f"/api/v1/runs/{fired.run_id}/alerts").status_code == 404
 
@@ -148,6 +149,7 @@ def test_a_projects_owner_sets_its_rules_and_where_alerts_go_with_errors_naming_
         "webhook_url": "https://hooks.example.org/T1",
         "emails": ["lab@example.org"],
         "email_owner": True,
+        "masked": False,
     }
     assert next(r for r in body["rules"] if r["kind"] == "reward_drop")["source"] == "project"
     # the project's rule reaches its runs

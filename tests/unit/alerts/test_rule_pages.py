@@ -1,4 +1,4 @@
-"""Alert rules in the browser (issue 24): saved, switched off and tried from the run page and the
+"""Alert rules in the browser: saved, switched off and tried from the run page and the
 project's alerts page, with the API's bounds and messages; only those who may change them can."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Alert webhooks reach public addresses only (issue 22): loopback, private, link-local and
+"""Alert webhooks reach public addresses only: loopback, private, link-local and
 metadata addresses are refused unless OPL_WEBHOOK_ALLOW names them, the request goes to the
 address that was checked (no DNS rebinding), redirects are not followed, and what comes back to
 the project's owner is a status class and a short reason, never the answer or the port's fate.

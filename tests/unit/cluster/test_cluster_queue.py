@@ -1,4 +1,4 @@
-"""The queue on the cluster page (issue 24): queued runs in dispatch order with place, reason and
+"""The queue on the cluster page: queued runs in dispatch order with place, reason and
 priority, runs submitted but not running with the backend's reason, each project's quota use; the
 card polls itself; a user sees only the runs of projects they belong to (places still count all)."""
 

@@ -1,4 +1,4 @@
-"""What a user queues is what runs (issue 22): a form sent back unchanged, a YAML file exported and
+"""What a user queues is what runs: a form sent back unchanged, a YAML file exported and
 imported, the API, and "Fork from here" all queue the very config that went in.
 
 The form is read from the rendered page the way a browser reads it (browser_form.py): a one-line

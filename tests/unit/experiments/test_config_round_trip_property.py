@@ -1,6 +1,6 @@
 """Property: any valid run config comes back exactly as it went in through the new-experiment form
 (rendered, read as a browser reads it, submitted unchanged), through an exported and imported YAML
-file, and through the API's JSON body (issue 22).
+file, and through the API's JSON body.
 
 Configs are drawn from RunConfig's JSON schema: every section and field optional; integers,
 numbers, booleans, enums, lists, nulls and strings within the schema's bounds. A few fields take

@@ -1,4 +1,4 @@
-"""Restarting `make demo` (issue 24): demo_setup, run on each start with the kept password and
+"""Restarting `make demo`: demo_setup, run on each start with the kept password and
 token file, keeps the browser logged in, reuses the API token and queues the demo run once."""
 
 import io

@@ -141,11 +141,13 @@ def test_the_study_preset_fills_the_warm_up_box_and_queues_warm_up_and_sweep(log
     assert 'id="f-warmup_run"' in html and "objective: grpo" in html
     response = logged_in.post("/experiments/new/", flat_from_spec(get_preset("cpu-staleness-study").spec()))
     assert response.status_code == 302, response.content.decode()[:3000]
-    warm = Run.objects.get(experiment__name="cpu-staleness-study-warmup")
-    assert warm.config["algorithm"]["objective"] == "grpo" and warm.config["train"]["steps"] == 150
-    assert warm.config["task"]["demonstrations"] == 1
-    forks = Run.objects.filter(experiment__name="cpu-staleness-study", parent=warm)
-    assert forks.count() == 30 and {r.config["algorithm"]["lr"] for r in forks} == {5.0e-5}
+    warmups = Run.objects.filter(experiment__name="cpu-staleness-study-warmup")
+    assert warmups.count() == 3  # three checkpoints, every cell's seeds nested in each
+    for warm in warmups:
+        assert warm.config["algorithm"]["objective"] == "grpo" and warm.config["train"]["steps"] == 150
+        assert warm.config["task"]["demonstrations"] == 1
+        forks = Run.objects.filter(experiment__name="cpu-staleness-study", parent=warm)
+        assert forks.count() == 12 and {r.config["algorithm"]["lr"] for r in forks} == {5.0e-5}
 
 
 def test_export_gives_the_file_the_trainer_takes(logged_in):
@@ -154,7 +156,7 @@ def test_export_gives_the_file_the_trainer_takes(logged_in):
     response = logged_in.post("/experiments/export", form_data(**{"algorithm.lr": "2e-4"}))
     assert response["Content-Disposition"] == 'attachment; filename="exp.yaml"'
     data = yaml.safe_load(response.content)
-    assert data["algorithm"] == {"lr": 0.0002}
+    assert data["algorithm"] == {"objective": "m2po", "lr": 0.0002}  # the objective named at its default
     assert parse_config(data).algorithm.lr == 0.0002
 
 
@@ -164,7 +166,8 @@ def test_export_with_a_sweep_is_an_experiment_file(logged_in):
     )
     data = yaml.safe_load(response.content)
     assert data["sweep"] == {"staleness.k": [0, 4]} and data["seeds"] == 3
-    assert data["config"]["train"] == {"steps": 4, "device": "cpu"}  # only what differs from the defaults
+    # what differs from the defaults, and the values that decide what runs
+    assert data["config"]["train"] == {"steps": 4, "seed": 1, "device": "cpu"}
 
 
 def test_import_refuses_an_unknown_key_naming_the_nearest(logged_in):

@@ -1,4 +1,4 @@
-"""Experiment pages that compare (issue 16): the runs' charts embedded and grouped by the swept
+"""Experiment pages that compare: the runs' charts embedded and grouped by the swept
 field, counts by every state (cancelled too), and "compare all"."""
 
 import json

@@ -1,4 +1,4 @@
-"""A fork's pins (issue 22): released when the fork ends without needing the parent's checkpoint
+"""A fork's pins: released when the fork ends without needing the parent's checkpoint
 any more (succeeded, failed, cancelled, deleted), kept while it may still need it (queued,
 running, lost), so the parent's clean-up can free the disk; viewers may not fork (a pin is a
 write on the parent project's disk); the run page says how much disk pins hold."""

@@ -159,7 +159,7 @@ def test_a_path_into_the_dashboards_run_folders_must_be_named_by_run(
     with pytest.raises(ConfigError) as exc:
         _fork(alice, tiny_config, {"from_run": parent.pk, "from_path": str(tmp_path / "cluster" / "ckpt")})
     assert _error(exc)[0] == "config.init.from_path"
-    with pytest.raises(ConfigError) as exc:  # a cluster file outside the data roots (issue 22)
+    with pytest.raises(ConfigError) as exc:  # a cluster file outside the data roots
         _fork(alice, tiny_config, {"from_path": "/cluster/models/ckpt/step-00000010"})
     assert _error(exc)[0] == "init.from_path"
     outside = _fork(alice, tiny_config, {"from_path": str(tmp_path / "cluster" / "ckpt" / "step-00000010")}).runs.get()

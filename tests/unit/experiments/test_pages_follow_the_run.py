@@ -1,4 +1,4 @@
-"""Pages that follow the run (issue 22): the run page's job-card poll brings the header badge and
+"""Pages that follow the run: the run page's job-card poll brings the header badge and
 the facts card (attempt, reason, actions) with it when they changed; a run that ended cancelled
 does not keep "cancelling: …" as its reason; an experiment ends with its last run (and a retry
 reopens it), and its page then offers no Pause or Cancel."""

@@ -1,4 +1,4 @@
-"""The preset's title and the preview agree on how many runs will be queued (issue 24: "28 runs"
+"""The preset's title and the preview agree on how many runs will be queued ("28 runs"
 against "27 runs will be queued"): a warm-up run counts, and it is the preview's first row."""
 
 import re
@@ -24,6 +24,6 @@ def test_the_preview_counts_what_the_preset_says(client, alice, preset):
     assert f'<span id="preview-count">{said}</span> runs will be queued' in html, html[:600]
     rows = re.findall(r'<td class="preview-name">([^<]+)', html)
     if "warmup_run" in preset.spec():
-        assert 'id="preview-warmup-row"' in html and rows[0].strip() == preset.spec()["name"] + "-warmup"
+        assert 'id="preview-warmup-row"' in html and rows[0].strip().startswith(preset.spec()["name"] + "-warmup")
     else:
         assert 'id="preview-warmup-row"' not in html

@@ -1,4 +1,4 @@
-"""Queue transparency on pages (issue 16): a queued run shows its place and what holds it, in the
+"""Queue transparency on pages: a queued run shows its place and what holds it, in the
 runs table and on its page, instead of "–", "attempt 0 of 3" and empty charts."""
 
 import pytest

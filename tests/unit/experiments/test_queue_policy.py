@@ -173,7 +173,7 @@ def test_waiting_reasons_name_the_limit(alice, bob, tiny_config, settings):
 
 
 def test_each_queued_run_of_a_full_cluster_has_its_own_place(alice, tiny_config, settings):
-    """Issue 16: all four queued runs of a sweep said "next in line"."""
+    """All four queued runs of a sweep said "next in line"."""
     from orchestrator.experiments.queue import waiting_reasons
 
     busy = list(sweep(alice, 4, tiny_config, name="busy").runs.values_list("id", flat=True))

@@ -1,4 +1,4 @@
-"""Metric columns of the runs table (issue 16): chosen keys, a chosen summary (last, tail mean,
+"""Metric columns of the runs table: chosen keys, a chosen summary (last, tail mean,
 min, max) from the run summaries, and sorting by one, runs without the key last."""
 
 import re
@@ -51,6 +51,7 @@ def test_sorting_by_a_metric_puts_runs_without_it_last(client, alice, three_runs
 
 def test_a_bad_column_is_named_and_the_defaults_stand_in(client, alice, three_runs):
     client.force_login(alice)
-    html = client.get("/", {"cols": "not a key!", "stat": "median"}).content.decode()
-    assert "cols: not a metric key: &#x27;not a key!&#x27;" in html and "stat: one of last, tail_mean, min, max" in html
+    html = client.get("/", {"cols": "not\ta key!", "stat": "median"}).content.decode()
+    assert "cols: not a metric key: &#x27;not\\ta key!&#x27;" in html
+    assert "stat: one of last, tail_mean, min, max" in html
     assert "train/<wbr>reward_mean</a>" in html and len(row_order(html)) == 3

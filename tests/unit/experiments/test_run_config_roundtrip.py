@@ -1,5 +1,5 @@
 """A run's config download is the whole config it ran with, and importing it keeps its project
-(issue 16: the export was a diff from the defaults and came back in project "default")."""
+(the export was a diff from the defaults and came back in project "default")."""
 
 import pytest
 import yaml

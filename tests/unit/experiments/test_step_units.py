@@ -1,4 +1,4 @@
-"""One notion of step (issue 16): optimizer updates and training steps are named wherever a page
+"""One notion of step: optimizer updates and training steps are named wherever a page
 shows progress or staleness, and the sweep preview explains s = k x updates per step."""
 
 import pytest

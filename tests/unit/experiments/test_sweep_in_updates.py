@@ -1,4 +1,4 @@
-"""Staleness swept directly in optimizer updates (issue 16): `staleness.s` becomes `staleness.k`
+"""Staleness swept directly in optimizer updates: `staleness.s` becomes `staleness.k`
 = s / (updates_per_step x epochs), run names say s, and a value that is no whole multiple is
 refused naming the field."""
 

@@ -13,13 +13,18 @@ import uvicorn
 
 
 @contextmanager
-def serve_asgi() -> Iterator[str]:
+def serve_asgi(keep_alive_s: float = 5) -> Iterator[str]:
+    """keep_alive_s: how long uvicorn keeps an idle connection open (its default, 5 s)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        "orchestrator.asgi:application", log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+        "orchestrator.asgi:application",
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+        timeout_keep_alive=keep_alive_s,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -1,4 +1,4 @@
-"""The compare page with the correction lab's options (issue 23): a sweep over the dual clip or the
+"""The compare page with the correction lab's options: a sweep over the dual clip or the
 token mask groups by a `correction` field (objective and options), an option's settings read n/a
 where it is off, and a run created before the options existed compares as having them off, not
 as differing in every new field. The dashboard names variants as the trainer does."""
@@ -40,7 +40,7 @@ def test_a_dual_clip_sweep_groups_by_correction_and_an_older_run_compares_as_off
     older = experiment_create(owner=alice, name="older", config=tiny_config).runs.get()
     algorithm = {
         k: v
-        for k, v in older.config["algorithm"].items()  # as stored before issue 23's fields existed
+        for k, v in older.config["algorithm"].items()  # as stored before the correction lab's fields existed
         if k
         not in (
             "dual_clip_c",

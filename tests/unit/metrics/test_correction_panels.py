@@ -1,4 +1,4 @@
-"""The Corrections panel group (issue 23): the A<0 tail and what each correction does, read from
+"""The Corrections panel group: the A<0 tail and what each correction does, read from
 the keys the trainer logs (docs/SAMPLES.md) and named by the run's correction; none of it for a
 run from before the correction lab."""
 

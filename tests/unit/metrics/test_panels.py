@@ -84,3 +84,38 @@ def test_best_follows_the_declared_direction_not_the_name(alice, tiny_config, se
     assert summary["custom/score_loss"]["best"] is None  # unknown, and the name is not a guess
     settings.OPL_METRIC_DIRECTIONS = "custom/*_loss=max"
     assert selectors.summaries([run.pk])[run.pk]["custom/score_loss"]["best"] == 0.4
+
+
+def test_the_two_drifts_have_their_own_panels_once_a_run_logs_them():
+    from trainer.loss_keys import ENGINE_DRIFT_KEYS, POLICY_DRIFT_KEYS
+
+    def drift_ids(keys):
+        return [p["id"] for p in panels_for(keys, [{}]) if p["id"].startswith("drift_")]
+
+    assert drift_ids(["train/reward_mean"]) == []
+    panels = {p["id"]: p for p in panels_for(list(ENGINE_DRIFT_KEYS + POLICY_DRIFT_KEYS), [{}])}
+    assert [i for i in panels if i.startswith("drift_")] == ["drift_engine", "drift_policy", "drift_ess"]
+    assert all(k.startswith("drift/engine_") for k in panels["drift_engine"]["keys"])
+    assert all(k.startswith("drift/policy_") for k in panels["drift_policy"]["keys"])
+
+
+def test_where_the_time_went_is_shown_with_named_lines_once_a_run_logs_it():
+    assert "time_went" not in [p["id"] for p in panels_for(["train/reward_mean"], [{}])]
+    panels = {p["id"]: p for p in panels_for(["perf/train_s", "perf/trainer_idle_s", "perf/gen_idle_ratio"], [{}])}
+    assert {"time_went", "idle_ratio"} <= set(panels)
+    time_went = panels["time_went"]
+    assert time_went["group"] == "Where the time went"
+    assert time_went["labels"]["perf/wait_s"] == "wait for a batch"
+    assert time_went["labels"]["perf/wait_weights_s"] == "wait for weights"
+    assert all(k in METRIC_KEYS for p in panels.values() for k in p["keys"])
+
+
+def test_observed_staleness_is_drawn_beside_the_configured_bound():
+    config = {"staleness": {"mode": "async", "max_staleness": 3}}
+    keys = ["rollout/observed_staleness_max", "rollout/staleness_bound"]
+    keys += ["rollout/observed_staleness/0", "rollout/observed_staleness/2"]
+    panels = {p["id"]: p for p in panels_for(keys, [config])}
+    assert panels["staleness_observed"]["lines"] == [{"y": 3, "label": "bound = 3"}]
+    assert panels["staleness_hist"]["keys"] == ["rollout/observed_staleness/0", "rollout/observed_staleness/2"]
+    quiet = {p["id"] for p in panels_for(["train/reward_mean"], [{"staleness": {"mode": "stale_k", "k": 1}}])}
+    assert not {"staleness_observed", "staleness_hist"} & quiet

@@ -41,7 +41,7 @@ def test_the_pusher_stores_a_gzip_backlog_and_waits_out_a_429(server, alice, tin
 
 
 def test_anonymous_gzip_bombs_do_not_starve_the_real_trainer(server, alice, tiny_config):
-    """Issue 22: 16 anonymous gzip bombs once filled the run's 16 queue places while they were
+    """16 anonymous gzip bombs once filled the run's 16 queue places while they were
     inflated, and the real trainer got 429 on 5 of 7 posts. The token is now checked first."""
     import gzip
     import json
@@ -97,7 +97,7 @@ def _samples_spool(run_dir, samples):
 def test_a_samples_batch_too_large_for_the_server_is_sent_in_halves_and_all_of_it_stored(
     server, alice, tiny_config, tmp_path, settings, caplog
 ):
-    """Issue 22: 64 samples of 4,096 tokens are ~1.9 MB gzipped in the pusher's 4 MB posts; behind a
+    """64 samples of 4,096 tokens are ~1.9 MB gzipped in the pusher's 4 MB posts; behind a
     1 MiB limit (nginx's default client_max_body_size) Django answered an HTML 400, the pusher
     skipped the batch as bad, and the samples were gone."""
     from orchestrator.samples.models import RolloutSample
@@ -136,7 +136,7 @@ def test_batches_refused_for_good_are_kept_and_stored_by_resend_rejected(server,
     cfg = ReportingConfig(dashboard_url=server, run_id=str(run.pk), token=token, attempt=1, flush_timeout_s=30)
     pusher = Pusher(tmp_path, cfg, total_steps=3)
     pusher.close()
-    assert pusher.failure_counts() == {"metrics/push_failures": 1.0, "samples/push_failures": 1.0}
+    assert pusher.failure_counts() == {"metrics/push_failures": 3.0, "samples/push_failures": 2.0}  # not stored
     assert [r["status"] for name in ("metrics.jsonl", "samples.jsonl") for r in read_rejected(tmp_path, name)] == [
         403,
         403,
@@ -230,3 +230,28 @@ def test_no_proxy_and_the_proxys_scheme_are_read_as_urllib_reads_them(proxy_env)
     with pytest.raises(ValueError, match=r"HTTPS_PROXY=socks5://proxy.lab.test: only an http:// proxy") as refused:
         proxy_for(urlsplit("https://dashboard.lab.test/x"))
     assert "pw" not in str(refused.value)
+
+
+def test_a_connection_the_server_closed_while_idle_is_retried_without_a_warning(
+    transactional_db, alice, tiny_config, tmp_path, caplog
+):
+    """uvicorn closes a kept-alive connection after keep_alive_s of silence; a run whose steps are
+    further apart than that must push and beat without a 'push failed' or 'heartbeat failed'."""
+    import logging
+    import time
+
+    run, token = make_run(alice, tiny_config)
+    spool = MetricSpool(tmp_path)
+    with serve_asgi(keep_alive_s=0.5) as url, caplog.at_level(logging.WARNING):
+        cfg = ReportingConfig(dashboard_url=url, run_id=str(run.pk), token=token, attempt=1, flush_timeout_s=30)
+        pusher = Pusher(tmp_path, cfg, total_steps=3)
+        for step in range(3):
+            spool.log(step, {"train/loss": step / 2})
+            pusher.push_once()
+            pusher.heartbeat_if_due(force=True)
+            time.sleep(1.5)  # longer than the server keeps the idle connection
+        spool.close()
+        pusher.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert pusher.metric_push_failures == 0 and pusher.failure_counts() == {}
+    assert live_series(run.pk)["train/loss"].steps.tolist() == [0, 1, 2]

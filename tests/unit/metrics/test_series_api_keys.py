@@ -1,5 +1,5 @@
-"""The metrics API (issue 16): several keys per call, a 404 that names the known keys for a key
-the run does not have; the compare call takes several keys too (issue 24), within a cap on runs x
+"""The metrics API: several keys per call, a 404 that names the known keys for a key
+the run does not have; the compare call takes several keys too, within a cap on runs x
 keys said out loud."""
 
 import pytest
@@ -55,7 +55,7 @@ def test_the_nearest_keys_come_first_when_a_run_logs_more_than_are_named(client,
 
 
 def test_compare_answers_several_keys_in_the_order_asked_within_its_runs_x_keys_cap(client, alice, tiny_config):
-    run, _ = make_run(alice, tiny_config)  # a page's first panels come in one call (issue 24)
+    run, _ = make_run(alice, tiny_config)  # a page's first panels come in one call
     metrics_ingest(run=run, attempt=1, points=points(A, range(3)) + points(B, range(2), lambda s: 7.0))
     client.force_login(alice)
     url = "/api/v1/metrics/compare"

@@ -1,4 +1,4 @@
-"""The sweep at a glance's data (issue 24): the sweep's real axes (a field only a warm-up run
+"""The sweep at a glance's data: the sweep's real axes (a field only a warm-up run
 changes is none), each run's chosen summary, the defaults, and the errors naming the field."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""A batch behind a key's head costs the same however long the series is (issue 28). The reads
+"""A batch behind a key's head costs the same however long the series is. The reads
 that look for stored chunks near a batch (store.near_chunks, and the append's guard) are run under
 EXPLAIN (ANALYZE, BUFFERS) on PostgreSQL: the buffers they touch must not grow when the series
 grows tenfold. They grew linearly when the planner bounded the chunk index scan by the batch's

@@ -1,4 +1,4 @@
-"""The correction lab's samples (issue 23, docs/SAMPLES.md): each train sample carries the marks of
+"""The correction lab's samples (docs/SAMPLES.md): each train sample carries the marks of
 the run's own correction and of every other one on the same tokens. They are stored bounded,
 refused with the field named when malformed, read back as the trainer wrote them, and shown on the
 run page's samples card: one correction's marks, or two side by side with the tokens they mark

@@ -90,7 +90,7 @@ def test_a_body_that_is_not_a_batch_is_a_400(client, alice, tiny_config):
     assert response.status_code == 400 and response.json()["errors"][0]["field"] == "attempt"
 
 
-@pytest.mark.parametrize("token,status", [(None, 401), ("oplrun_wrong", 403)])
+@pytest.mark.parametrize("token,status", [(None, 401), ("oplrun_wrong", 404)])
 def test_a_missing_or_wrong_token_is_refused(client, alice, tiny_config, token, status):
     run, _ = make_run(alice, tiny_config)
     assert post(client, run.pk, token, batch([sample(1, 0)])).status_code == status
@@ -100,7 +100,7 @@ def test_a_missing_or_wrong_token_is_refused(client, alice, tiny_config, token, 
 def test_a_runs_token_cannot_write_another_runs_samples(client, alice, tiny_config):
     run_a, token_a = make_run(alice, tiny_config)
     run_b, _ = make_run(alice, tiny_config)
-    assert post(client, run_b.pk, token_a, batch([sample(1, 0)])).status_code == 403
+    assert post(client, run_b.pk, token_a, batch([sample(1, 0)])).status_code == 404
     assert RolloutSample.objects.count() == 0
 
 

@@ -1,11 +1,21 @@
-"""Seed statistics against values computed by hand, and the claim verdicts on small cases."""
+"""Seed statistics against values computed by hand: intervals, paired and unpaired differences,
+equivalence, and the warm-up's share of the spread."""
 
 import math
 
+import numpy as np
 import pytest
 
-from orchestrator.studies import claims
-from orchestrator.studies.statistics import Estimate, difference_interval, seed_interval, summarize
+from orchestrator.studies.statistics import (
+    Estimate,
+    difference_interval,
+    difference_of_means,
+    equivalence,
+    seed_interval,
+    summarize,
+    t_interval,
+    warmup_spread,
+)
 
 
 def test_tail_mean_is_the_mean_of_the_last_tenth_of_updates():
@@ -18,13 +28,25 @@ def test_tail_mean_is_the_mean_of_the_last_tenth_of_updates():
         summarize([1], [1], "median")
 
 
-def test_bootstrap_interval_matches_the_exact_bootstrap_distribution_by_hand():
-    # [1, 2, 3]: 27 equally likely resamples; a mean of 1 (or of 3) has probability 1/27 = 3.7%,
-    # more than 2.5%, so the exact 95% percentile interval is [1, 3].
-    assert seed_interval([1, 2, 3]) == Estimate(2.0, 1.0, 3.0, 3)
-    # [0, 0, 0, 1]: P(mean = 0) = (3/4)^4 = 31.6% -> low 0; P(mean >= 0.75) = 5.1% but
-    # P(mean = 1) = 0.4% -> high 0.75.
-    assert seed_interval([0, 0, 0, 1]) == Estimate(0.25, 0.0, 0.75, 4)
+def test_the_seed_interval_is_student_t_by_hand():
+    # [1, 2, 3]: mean 2, s = 1, t_{2, 0.975} = 4.302653: 2 ± 2.484138
+    e = seed_interval([1, 2, 3])
+    assert (e.mean, e.n) == (2.0, 3)
+    assert (e.low, e.high) == (pytest.approx(2 - 2.484138, rel=1e-6), pytest.approx(2 + 2.484138, rel=1e-6))
+
+
+def test_t_intervals_cover_95_percent_at_five_seeds():
+    """Coverage simulated with a fixed seed: 4,000 studies of 5 normal seeds each, the true mean 0.
+    The t interval covers 95% in expectation (binomial SD 0.34%): at least 0.93 is asked. The
+    percentile bootstrap this replaces covers about 83% here (the issue's audit: 85%)."""
+    rng = np.random.default_rng(20261207)
+    draws = rng.normal(0.0, 1.0, size=(4000, 5))
+    covered = [(e := seed_interval(row)).low <= 0.0 <= e.high for row in draws]
+    assert np.mean(covered) >= 0.93
+    # and the difference of two cells (Welch), both true means 0.5
+    pairs = rng.normal(0.5, 0.1, size=(4000, 2, 5))
+    covered = [(d := difference_interval(a, b)).low <= 0.0 <= d.high for a, b in pairs]
+    assert np.mean(covered) >= 0.93
 
 
 def test_the_iqm_is_the_middle_seeds_mean_with_the_exact_bootstrap_interval():
@@ -44,48 +66,44 @@ def test_intervals_need_two_finite_seeds_and_collapse_on_identical_ones():
     assert seed_interval([0.5, 0.5]) == Estimate(0.5, 0.5, 0.5, 2)
 
 
-def test_difference_against_a_reference_cell():
-    # a is constant 1, so the difference is 1 - mean(b*) over resamples b* of b
+def test_difference_against_a_reference_cell_is_welch():
+    # a = [1, 1, 1] (variance 0), b = [0, 0, 1] (variance 1/3): se^2 = 1/9, Welch's df = 2
     d = difference_interval([1.0, 1.0, 1.0], [0.0, 0.0, 1.0])
     assert d.mean == pytest.approx(2 / 3)
-    # b's resample mean is 0 with probability (2/3)^3 = 29.6% and 1 with 3.7%: the interval of
-    # 1 - mean(b) is [0, 1]
-    assert (d.low, d.high) == (pytest.approx(0.0), pytest.approx(1.0))
+    assert d.high - d.mean == pytest.approx(4.302653 / 3, rel=1e-5)
 
 
-def E(mean, low, high, n=3):
-    return Estimate(mean, low, high, n)
+def test_t_interval_by_hand():
+    # [1, 2, 3]: mean 2, s = 1, t_{2, 0.975} = 4.3027: 2 ± 4.3027 / sqrt(3)
+    e = t_interval([1, 2, 3])
+    assert (e.mean, e.n) == (2.0, 3) and e.high - e.mean == pytest.approx(4.302653 / 3**0.5, rel=1e-5)
+    assert not t_interval([0.7]).has_interval
 
 
-def test_claim_a_needs_a_gap_and_separate_intervals():
-    th = claims.Thresholds()
-    assert claims.stale_clip_below_on_policy(E(0.9, 0.85, 0.95), E(0.5, 0.45, 0.55), th).status == claims.REPRODUCED
-    assert (
-        claims.stale_clip_below_on_policy(E(0.9, 0.6, 1.0), E(0.7, 0.5, 0.8), th).status == claims.INCONCLUSIVE
-    )  # CIs overlap
-    not_rep = claims.stale_clip_below_on_policy(E(0.9, 0.85, 0.95), E(0.85, 0.8, 0.9), th)
-    assert not_rep.status == claims.NOT_REPRODUCED and "less than the 0.1 required" in not_rep.reason
-    assert (
-        claims.stale_clip_below_on_policy(E(0.9, math.nan, math.nan, 1), E(0.1, 0, 0.2)).status == claims.INCONCLUSIVE
-    )
+def test_a_difference_pairs_by_unit_when_the_units_match_else_welch():
+    on = {("w", 1): 0.80, ("w", 2): 0.90, ("w", 3): 0.70}
+    stale = {("w", 1): 0.75, ("w", 2): 0.86, ("w", 3): 0.64}
+    paired = difference_of_means(on, stale)
+    assert paired.paired and paired.estimate.mean == pytest.approx(0.05)
+    # the seed effect (±0.1) cancels in the pairs: the paired interval is far narrower than Welch's
+    welch = difference_of_means(on, {("w", k + 10): v for (_, k), v in stale.items()})
+    assert not welch.paired and welch.estimate.mean == pytest.approx(0.05)
+    assert paired.estimate.high - paired.estimate.low < (welch.estimate.high - welch.estimate.low) / 5
 
 
-def test_claim_b_is_about_overlap_with_on_policy():
-    assert claims.m2po_matches_on_policy(E(0.9, 0.8, 1.0), E(0.85, 0.75, 0.95)).status == claims.REPRODUCED
-    assert claims.m2po_matches_on_policy(E(0.9, 0.85, 0.95), E(0.5, 0.4, 0.6)).status == claims.NOT_REPRODUCED
-    wide = claims.m2po_matches_on_policy(E(0.6, 0.3, 0.9), E(0.5, 0.1, 0.9))  # overlap of two 0.6-wide CIs
-    assert wide.status == claims.INCONCLUSIVE and "wide" in wide.reason
+def test_tost_needs_the_90_percent_interval_inside_the_margin():
+    on = dict(enumerate([0.80, 0.81, 0.79, 0.80, 0.80]))
+    close = {i: v + 0.005 for i, v in on.items()}
+    assert equivalence(close, on, 0.03)[0] is True
+    far = {i: v - 0.2 for i, v in on.items()}
+    assert equivalence(far, on, 0.03)[0] is False
+    assert equivalence({0: 0.8}, {0: 0.8}, 0.03)[0] is None  # one run: no interval
 
 
-def test_claim_c_compares_mask_and_clip_fractions():
-    assert claims.m2po_masks_fewer_than_clip_clips(0.0006, 0.0122).status == claims.REPRODUCED  # the paper's figures
-    toy = claims.m2po_masks_fewer_than_clip_clips(0.16, 0.26)  # the CPU probe's figures
-    assert toy.status == claims.NOT_REPRODUCED and toy.numbers["ratio"] == pytest.approx(0.16 / 0.26)
-    assert claims.m2po_masks_fewer_than_clip_clips(0.01, 0.0).status == claims.INCONCLUSIVE
-
-
-def test_claim_d_is_a_fall_from_the_peak_or_a_non_finite_value():
-    assert claims.no_clip_collapses([0.8, 0.9], [0.3, 0.4], False).status == claims.REPRODUCED
-    stagnates = claims.no_clip_collapses([0.8, 0.9, 0.7], [0.78, 0.88, 0.69], False)
-    assert stagnates.status == claims.NOT_REPRODUCED and "stagnation" in stagnates.reason
-    assert claims.no_clip_collapses([0.8], [0.8], True).status == claims.REPRODUCED
+def test_the_warm_up_spread_by_hand():
+    # two warm-ups, seeds within each differing by ±0.01: within SD = sqrt(2 x 0.0001 x 2 / 2)
+    spread = warmup_spread({"w1": [0.69, 0.71], "w2": [0.79, 0.81]})
+    assert spread.warmups == 2 and spread.between_sd == pytest.approx(0.1 / 2**0.5)
+    assert spread.within_sd == pytest.approx(0.01414, rel=1e-3)
+    assert spread.warmup_variance_share > 0.9  # the warm-up, not the seed, moves the result
+    assert math.isnan(warmup_spread({"w1": [0.7, 0.8]}).between_sd)

@@ -10,7 +10,8 @@ from orchestrator.experiments.experiment_file import parse_experiment_yaml
 from orchestrator.experiments.presets import get_preset
 from orchestrator.experiments.runconfig import merge_config
 from orchestrator.experiments.services import experiment_plan
-from orchestrator.studies.warmup import SUFFIX, warmup_config
+from orchestrator.studies.run_rows import configured_staleness
+from orchestrator.studies.warmup import warmup_count, warmup_plans
 from trainer.config import parse_config
 from trainer.loop import Trainer
 
@@ -32,12 +33,19 @@ def _spec(slug):
     return parse_experiment_yaml(preset.path.read_text(), default_name=slug)
 
 
-def test_the_cpu_study_is_a_forks_warm_up_then_five_seeds_per_cell(db):
+def test_the_cpu_study_forks_from_three_warm_ups_with_seeds_nested(db):
     spec = _spec("cpu-staleness-study")
-    warm = experiment_plan(name="w" + SUFFIX, config=warmup_config(spec["config"], spec["warmup_run"]))[0].config
+    warmups = warmup_plans("w", spec["config"], spec["warmup_run"])
+    assert warmup_count(spec["warmup_run"]) == 3 and len({w.config["train"]["seed"] for w in warmups}) == 3
+    warm = warmups[0].config
     assert warm["task"]["demonstrations"] >= 1 and warm["task"]["fork_reward_power"] == 1.0
     runs = experiment_plan(name="s", config=spec["config"], sweep=spec["sweep"], seeds=spec["seeds"])
-    assert spec["seeds"] >= 5 and {r.config["task"]["demonstrations"] for r in runs} == {0}
+    assert spec["seeds"] >= 2 and {r.config["task"]["demonstrations"] for r in runs} == {0}
+    # staleness 16-64 updates, each stale run at least 10x its staleness (the run-length check)
+    stale = [configured_staleness(r.config) for r in runs if r.config["staleness"]["k"]]
+    assert 16 <= max(stale) <= 64
+    updates = max(r.config["train"]["steps"] * r.config["algorithm"]["updates_per_step"] for r in runs)
+    assert updates >= 10 * max(stale)
     assert {r.config["task"]["name"] for r in runs} == {"forks"} and {
         r.config["task"]["fork_reward_power"] for r in runs
     } == {8.0}

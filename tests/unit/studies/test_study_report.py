@@ -14,9 +14,10 @@ from django.test import Client
 
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.services import metrics_ingest
+from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.report import study_report
 from orchestrator.studies.table import as_markdown, build_table
-from orchestrator.studies.verdicts import smoothed_peak, study_verdicts, thresholds_from
+from orchestrator.studies.verdicts import smoothed_peak, study_rows, study_verdicts, thresholds_from
 
 pytestmark = pytest.mark.django_db
 
@@ -81,48 +82,54 @@ def study(alice, tiny_config, settings, tmp_path):
 
 def test_cells_hold_the_tail_mean_of_each_seed_with_hand_computed_intervals(study):
     table = build_table(list(study.runs.all()))
-    cell = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)]
+    cell = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.s": 16}, sort_keys=True)]
     assert sorted(cell.run_values.values()) == pytest.approx([0.50, 0.56])
-    # two seeds: the bootstrap means are 0.50, 0.53 (twice as likely) and 0.56, so the 95%
-    # percentile interval is [0.50, 0.56] around the mean 0.53
-    assert (cell.estimate.mean, cell.estimate.low, cell.estimate.high) == pytest.approx((0.53, 0.50, 0.56))
-    # against the same objective at staleness 0 (mean 0.82): -0.29; the extremes of the
-    # difference's bootstrap are 0.50-0.84 = -0.34 and 0.56-0.80 = -0.24
+    # two seeds: s = 0.0424, t_{1, 0.975} = 12.706, so 0.53 ± 0.381: honest about two seeds
+    assert (cell.estimate.mean, cell.estimate.low, cell.estimate.high) == pytest.approx(
+        (0.53, 0.1488, 0.9112), abs=1e-4
+    )
+    # against the same objective at staleness 0 (mean 0.82): -0.29, Welch: se = sqrt(0.0009 + 0.0004),
+    # df = 0.0013^2 / (0.0009^2 + 0.0004^2) = 1.74
     assert cell.difference.mean == pytest.approx(-0.29)
-    assert -0.34 - 1e-9 <= cell.difference.low <= -0.31 and -0.27 <= cell.difference.high <= -0.24 + 1e-9
-    on_policy = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 0}, sort_keys=True)]
+    assert (cell.difference.low, cell.difference.high) == pytest.approx((-0.4693, -0.1107), abs=1e-4)
+    on_policy = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.s": 0}, sort_keys=True)]
     assert on_policy.difference is None  # it is the reference
 
 
 def test_a_chosen_reference_cell_and_other_summaries(study):
     runs = list(study.runs.all())
-    table = build_table(runs, reference={"staleness.k": 0, "algorithm.objective": "m2po"})
-    grpo_stale = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)]
+    table = build_table(runs, reference={"staleness.s": 0, "algorithm.objective": "m2po"})
+    grpo_stale = table.cells[json.dumps({"algorithm.objective": "grpo", "staleness.s": 16}, sort_keys=True)]
     assert grpo_stale.difference.mean == pytest.approx(0.53 - 0.80)
     best = build_table(runs, how="best")
-    no_clip = best.cells[json.dumps({"algorithm.objective": "no_clip", "staleness.k": 8}, sort_keys=True)]
+    no_clip = best.cells[json.dumps({"algorithm.objective": "no_clip", "staleness.s": 16}, sort_keys=True)]
     assert no_clip.estimate.mean == pytest.approx(0.8)  # its peak, not its tail
     with pytest.raises(ValueError, match="reference: no cell"):
         build_table(runs, reference={"staleness.k": 3})
 
 
 def test_the_four_verdicts_on_a_staleness_by_objective_sweep(study):
-    verdicts = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())))}
-    assert verdicts["a"].status == "reproduced", verdicts["a"].reason  # 0.82 vs 0.53, CIs apart
-    assert verdicts["b"].status == "reproduced", verdicts["b"].reason  # [0.78, 0.80] meets [0.80, 0.84]
+    th = Thresholds(collapse_horizon=100)  # 200 updates: (d) judged past 100 after the ramp
+    verdicts = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())), th)}
+    assert verdicts["a"].status == "reproduced", verdicts["a"].reason  # paired 0.30, 0.28: [0.16, 0.42]
+    # (b) with two seeds: M2PO is 0.03 below on-policy, and a 90% t interval on one degree of
+    # freedom is ±0.063, far wider than the ±0.03 margin: equivalence cannot be shown
+    assert verdicts["b"].status != "reproduced" and "not inside ±0.03" in verdicts["b"].reason
     assert verdicts["c"].status == "reproduced"  # 0.2% vs 5%: 0.04x
     assert verdicts["c"].numbers["ratio"] == pytest.approx(0.04)
     assert verdicts["d"].status == "reproduced", verdicts["d"].reason  # peak 0.8, tails 0.30/0.34
-    assert verdicts["a"].numbers["high"] == 8 and verdicts["a"].numbers["clip_objective"] == "grpo"
+    assert verdicts["a"].numbers["high"] == 16 and verdicts["a"].numbers["clip_objective"] == "grpo"
+    default = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())))}
+    assert default["d"].status == "inconclusive"  # 200 updates: shorter than the paper's collapse horizon
 
 
 def test_stricter_thresholds_turn_a_verdict_and_bad_ones_are_named(study):
-    th, errors = thresholds_from({"gap": "0.5", "mask_ratio": "-1", "collapse_margin": "x"})
-    assert th.gap == 0.5 and th.mask_ratio == 0.1 and th.collapse_margin == 0.1
+    th, errors = thresholds_from({"margin_a": "0.5", "mask_ratio": "-1", "collapse_margin": "x"})
+    assert th.margin_a == 0.5 and th.mask_ratio == 0.1 and th.collapse_margin == 0.1
     assert [e["field"] for e in errors] == ["mask_ratio", "collapse_margin"]
     verdicts = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())), th)}
-    assert verdicts["a"].status == "not reproduced"  # a 0.29 gap is less than 0.5
-    assert "(the 95% CIs are apart), less than the 0.5 required" in verdicts["a"].reason
+    assert verdicts["a"].status == "not reproduced"  # [0.16, 0.42] lies below 0.5
+    assert "below the 0.5 margin" in verdicts["a"].reason
 
 
 def test_a_sweep_without_staleness_and_objective_gets_no_verdicts(alice, tiny_config, settings, tmp_path):
@@ -137,7 +144,7 @@ def test_a_sweep_without_staleness_and_objective_gets_no_verdicts(alice, tiny_co
 def test_unfinished_runs_are_left_out_unless_asked_for(study):
     run = study.runs.get(sweep_values={"staleness.k": 8, "algorithm.objective": "grpo"}, seed=1)
     study.runs.filter(pk=run.pk).update(state="running")
-    key = json.dumps({"algorithm.objective": "grpo", "staleness.k": 8}, sort_keys=True)
+    key = json.dumps({"algorithm.objective": "grpo", "staleness.s": 16}, sort_keys=True)
     cell = build_table(list(study.runs.all())).cells[key]
     assert cell.estimate.n == 1 and cell.left_out_text == "1 running"
     assert build_table(list(study.runs.all()), include_unfinished=True).cells[key].estimate.n == 2
@@ -146,8 +153,12 @@ def test_unfinished_runs_are_left_out_unless_asked_for(study):
 def test_a_non_finite_value_counts_the_seed_out_and_decides_claim_d(study):
     run = study.runs.get(sweep_values={"staleness.k": 8, "algorithm.objective": "no_clip"}, seed=1)
     metrics_ingest(run=run, attempt=1, points=[{"step": 300, "key": "actor/pg_loss", "value": "nan", "time": 1.0e9}])
-    verdicts = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())))}
-    assert verdicts["d"].status == "reproduced" and "non-finite" in verdicts["d"].reason
+    th = Thresholds(collapse_horizon=100)
+    verdicts = {v.claim: v for v in study_verdicts(build_table(list(study.runs.all())), th)}
+    assert verdicts["d"].status == "reproduced" and "2 of 2 no-clip runs collapsed" in verdicts["d"].reason
+    rows = study_rows(build_table(list(study.runs.all())))[""]
+    nan_row = next(r for r in rows if r.objective == "no_clip" and r.staleness == 16 and r.seed == "1")
+    assert nan_row.collapsed  # its loss turned non-finite: a collapse whatever its reward did
 
 
 def test_smoothed_peak_is_the_best_moving_average():
@@ -161,20 +172,25 @@ def test_the_page_section_and_the_exports(alice, study):
     client.force_login(alice)
     html = client.get(f"/experiments/{study.pk}/statistics").content.decode()
     assert 'id="study-heatmap"' in html and 'data-claim="a" data-status="reproduced"' in html
-    assert "0.530 [0.500, 0.560]" in html
-    assert "on-policy 0.820 [0.800, 0.840] · stale clip 0.530 [0.500, 0.560]" in html  # (a)'s measured numbers
+    assert "0.530 [0.149, 0.911]" in html
+    assert "difference +0.290 [+0.163, +0.417] (95% t, paired)" in html  # (a)'s measured difference
+    runs_csv = client.get(f"/experiments/{study.pk}/statistics.runs.csv").content.decode()
+    runs = list(csv.DictReader(io.StringIO(runs_csv)))
+    assert len(runs) == 12 and {r["staleness"] for r in runs} == {"0", "16"}
+    stale_runs = sorted(float(r["tail"]) for r in runs if r["objective"] == "grpo" and r["staleness"] == "16")
+    assert stale_runs == pytest.approx([0.50, 0.56])
     detail = client.get(f"/experiments/{study.pk}/").content.decode()
     assert f"/experiments/{study.pk}/statistics" in detail
     rows = list(csv.DictReader(io.StringIO(client.get(f"/experiments/{study.pk}/statistics.csv").content.decode())))
     assert len(rows) == 6 and {r["summary"] for r in rows} == {"tail_mean"}
-    stale = next(r for r in rows if r["cell"] == "algorithm.objective=grpo, staleness.k=8")
+    stale = next(r for r in rows if r["cell"] == "algorithm.objective=grpo, staleness.s=16")
     assert float(stale["mean"]) == pytest.approx(0.53) and float(stale["difference"]) == pytest.approx(-0.29)
     body = client.get(f"/experiments/{study.pk}/statistics.json?summary=last").json()
     assert body["summary"] == "last" and [v["claim"] for v in body["verdicts"]] == ["a", "b", "c", "d"]
     md = client.get(f"/experiments/{study.pk}/statistics.md").content.decode()
-    # two seeds: the IQM (trim 25% of 2 = 0 each side) is the mean, with the same interval
+    # two seeds: the IQM (trim 25% of 2 = 0 each side) is the mean, with its (descriptive) bootstrap interval
     assert (
-        "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.500, 0.560] | 0.530 [0.500, 0.560] | -0.290 [" in md
+        "| algorithm.objective=grpo, staleness.s=16 | 2 | 0.530 [0.149, 0.911] | 0.530 [0.500, 0.560] | -0.290 [" in md
     )
     bad = client.get(f"/experiments/{study.pk}/statistics?summary=median&metric=nope").content.decode()
     assert 'data-field="summary"' in bad and 'data-field="metric"' in bad
@@ -206,9 +222,10 @@ def test_queue_study_queues_the_preset_and_names_a_missing_one(alice, capsys):
 
     call_command("queue_study", "--user", "alice", "--dry-run")
     out = capsys.readouterr().out
-    assert "cpu-staleness-study-warmup (every run below starts from it)" in out and "30 run(s); nothing queued" in out
+    assert "cpu-staleness-study-warmup: 3 runs (every run below starts from each)" in out
+    assert "36 run(s); nothing queued" in out
     call_command("queue_study", "--user", "alice")
-    assert Experiment.objects.count() == 2 and Run.objects.count() == 31
+    assert Experiment.objects.count() == 2 and Run.objects.count() == 3 + 36  # 3 warm-ups, 12 runs from each
     with pytest.raises(CommandError, match="--preset: no preset named 'nope'; presets: .*cpu-staleness-study"):
         call_command("queue_study", "--user", "alice", "--preset", "nope")
 
@@ -220,7 +237,10 @@ def test_study_report_without_figures_writes_verdicts_and_statistics(study, tmp_
     call_command("study_report", study.pk, "--user", "alice", "--no-figures", "--out", str(out))
     text = out.read_text()
     assert "| (a) stale clip (PPO/GRPO) ends clearly below on-policy | **reproduced** |" in text
-    assert "| algorithm.objective=grpo, staleness.k=8 | 2 | 0.530 [0.500, 0.560] |" in text
+    assert "| algorithm.objective=grpo, staleness.s=16 | 2 | 0.530 [0.149, 0.911] |" in text
+    rows = (tmp_path / "study" / "runs.csv").read_text().splitlines()
+    assert rows[0].startswith("objective,staleness,seed,warmup,lr,updates_after_ramp,tail,") and len(rows) == 13
+    assert "[study/runs.csv](study/runs.csv)" in text
     assert "Wall time: the study has not finished." in text  # the runs never started here
 
 
@@ -241,7 +261,7 @@ def test_one_seed_says_no_ci_once_and_never_nan(alice, study):
     client.force_login(alice)
     html = client.get(f"/experiments/{study.pk}/statistics").content.decode()
     assert "nan" not in re.sub(r"<[^>]*>", "", html)  # the text a person reads (data-* attributes aside)
-    assert html.count("no CI") == html.count('class="study-n"') + html.count('class="study-measured"')
+    assert html.count("no CI") == html.count('class="study-n"')
     assert '<strong>0.500</strong><br><small class="study-n">n=1, no CI (1 running left out)</small>' in html
-    assert "on-policy 0.800 · stale clip 0.500 (n=1, no CI)</small>" in html  # claim (a)
-    assert "on-policy 0.800 · m2po 0.780 (n=1, no CI)" in html  # claim (b)
+    assert "study-measured" not in html  # one run per cell: no interval of a difference to show
+    assert "1 runs in the fewest cell compared" in html

@@ -11,7 +11,7 @@ from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.queue import runs_to_dispatch, waiting_reasons
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schemas import ExperimentIn
-from orchestrator.studies.warmup import experiment_create_with_warmup, warmup_config
+from orchestrator.studies.warmup import COUNT, experiment_create_with_warmup, warmup_config
 
 pytestmark = pytest.mark.django_db
 
@@ -137,3 +137,32 @@ def test_the_api_creates_both_and_answers_with_the_warm_up_run(alice, api_client
     assert body["warmup_run"] == warm.pk and len(body["runs"]) == 4
     preview = api_client(alice).post("/api/v1/experiments/preview", spec, content_type="application/json").json()
     assert preview["warmup_runs"] == 1 and preview["count"] == 4
+
+
+def test_three_warm_ups_nest_every_cells_seeds_inside_each(alice):
+    """warmup_run.count: 3 trains three warm-ups (three seeds, three checkpoints); every cell's seeds
+    fork from each, and the statistics pool a cell over its warm-ups instead of splitting it."""
+    from orchestrator.studies.table import build_table
+
+    sweep = _create_from_file(alice, STUDY_YAML.replace("warmup_run:\n", "warmup_run:\n  count: 3\n"))
+    warm = list(Run.objects.filter(experiment__name="study-warmup").order_by("seed"))
+    assert len(warm) == 3 and len({w.config["train"]["seed"] for w in warm}) == 3
+    assert all(COUNT not in w.config for w in warm)
+    runs = list(sweep.runs.all())
+    assert len(runs) == 3 * 2 * 2  # warm-ups x staleness values x seeds
+    for w in warm:
+        nested = [r for r in runs if r.parent_id == w.pk]
+        assert sorted((r.sweep_values["staleness.k"], r.seed) for r in nested) == sorted(
+            (k, s) for k in (0, 4) for s in {r.seed for r in runs}
+        )
+        assert all(r.config["init"]["from_run"] == w.pk for r in nested)
+    cells = build_table(runs).cells
+    assert len(cells) == 2 and all(len(c.run_ids) == 6 for c in cells.values())
+
+
+@pytest.mark.parametrize("count", ["0", "11", "two"])
+def test_a_bad_warm_up_count_is_named(alice, count):
+    with pytest.raises(ConfigError) as exc:
+        _create_from_file(alice, STUDY_YAML.replace("warmup_run:\n", f"warmup_run:\n  count: {count}\n"))
+    assert [e["field"] for e in exc.value.errors] == ["warmup_run.count"]
+    assert not Run.objects.exists()

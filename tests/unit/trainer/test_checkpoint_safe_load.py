@@ -1,4 +1,4 @@
-"""Checkpoints load with torch.load(weights_only=True) (issue 22): a crafted pickle under a path a
+"""Checkpoints load with torch.load(weights_only=True): a crafted pickle under a path a
 job may read runs no code; everything a resume needs is tensors and plain types; a state.pt of
 the old format (numpy arrays in its RNG state) is converted once and the run resumes exactly."""
 

@@ -1,4 +1,4 @@
-"""The correction lab's algorithm fields (issue 23): defaults, the form's schema, and bad values named."""
+"""The correction lab's algorithm fields: defaults, the form's schema, and bad values named."""
 
 import typing
 

@@ -1,4 +1,4 @@
-"""The correction lab's objectives and options (issue 23) against a literal reference, token by token.
+"""The correction lab's objectives and options against a literal reference, token by token.
 
 The reference walks the tokens in plain Python floats and writes each correction as its paper or
 reference code states it (trainer/objectives.py cites them): the per-token objective j, its

@@ -1,5 +1,5 @@
 """Off-policy diagnostics (trainer/diagnostics.py) against literal references, and the A < 0 tail of
-issue 23 reproduced on a crafted minibatch: one huge-ratio A < 0 token sets the update's direction
+the runaway tail reproduced on a crafted minibatch: one huge-ratio A < 0 token sets the update's direction
 without the dual clip and carries no gradient with it, and the diagnostics show it."""
 
 import math
@@ -9,7 +9,15 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from trainer.diagnostics import ENGINE_KEYS, UPDATE_KEYS, engine_diagnostics, update_diagnostics
+from trainer.diagnostics import (
+    ENGINE_KEYS,
+    UPDATE_KEYS,
+    engine_diagnostics,
+    engine_drift,
+    policy_drift,
+    update_diagnostics,
+)
+from trainer.loss_keys import ENGINE_DRIFT_KEYS, POLICY_DRIFT_KEYS
 from trainer.objectives import policy_loss
 
 from .test_objectives import batches
@@ -65,6 +73,47 @@ def test_engine_diagnostics_match_their_definitions(batch):
     assert got == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
+def ref_drift(log_w: list[float], prefix: str) -> dict[str, float]:
+    n = len(log_w)
+    w = [math.exp(v) for v in log_w]
+    absolute = sorted(abs(v) for v in log_w)
+    return {
+        f"{prefix}_kl_k3": sum(x - 1 - v for x, v in zip(w, log_w)) / n if n else 0.0,
+        f"{prefix}_abs_dlogp": sum(absolute) / n if n else 0.0,
+        f"{prefix}_abs_dlogp_p99": absolute[max(1, math.ceil(Fraction(99, 100) * n)) - 1] if n else 0.0,
+        f"{prefix}_chi2": sum((x - 1) ** 2 for x in w) / n if n else 0.0,
+        f"{prefix}_ess_frac": sum(w) ** 2 / (n * sum(x * x for x in w)) if n else 1.0,
+    }
+
+
+@HUNDRED
+@given(batch=batches(max_rows=5, max_cols=16))
+def test_the_two_drifts_match_their_definitions(batch):
+    engine, trainer, theta, mask = batch["behav"], batch["logp"], batch["logp"] * 0.5, batch["mask"]
+    pick = mask.flatten().tolist()
+    engine_w = [t - e for t, e, m in zip(trainer.flatten().tolist(), engine.flatten().tolist(), pick) if m]
+    got = engine_drift(engine, trainer, mask)  # w = pi_trainer / pi_engine
+    assert set(got) == set(ENGINE_DRIFT_KEYS)
+    assert got == pytest.approx(ref_drift(engine_w, "drift/engine"), rel=1e-9, abs=1e-9)
+    log_r = theta - trainer
+    policy_w = [v for v, m in zip(log_r.flatten().tolist(), pick) if m]
+    got = policy_drift(log_r, mask)  # w = pi_theta / pi_trainer
+    assert set(got) == set(POLICY_DRIFT_KEYS)
+    assert got == pytest.approx(ref_drift(policy_w, "drift/policy"), rel=1e-9, abs=1e-9)
+
+
+def test_a_policy_that_did_not_move_has_no_drift_whatever_the_engine_did():
+    trainer = torch.tensor([[-1.0, -2.0, -0.5]], dtype=F64)
+    engine = trainer + torch.tensor([[0.3, -0.2, 0.1]], dtype=F64)
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    policy = policy_drift(trainer - trainer, mask)
+    assert policy == {k: (1.0 if k.endswith("ess_frac") else 0.0) for k in POLICY_DRIFT_KEYS}
+    engine_side = engine_drift(engine, trainer, mask)
+    assert engine_side["drift/engine_abs_dlogp"] == pytest.approx(0.2)
+    assert engine_side["drift/engine_abs_dlogp_p99"] == pytest.approx(0.3)
+    assert engine_side["drift/engine_kl_k3"] > 0 and engine_side["drift/engine_ess_frac"] < 1
+
+
 def test_k3_does_not_cancel_where_the_k1_mean_does():
     # Engine log-probs off by +0.5 and -0.5 on two tokens: K1 (rollout/engine_kl) is 0, K3 is not.
     trainer = torch.zeros(1, 2, dtype=F64)
@@ -76,7 +125,7 @@ def test_k3_does_not_cancel_where_the_k1_mean_does():
 
 
 # ---------------------------------------------------------------------------------------------
-# The A < 0 tail (issue 23): a token with A < 0 and r >> 1 is outside every trust region
+# The A < 0 tail: a token with A < 0 and r >> 1 is outside every trust region
 # ---------------------------------------------------------------------------------------------
 
 TAIL_RATIO = 1000.0

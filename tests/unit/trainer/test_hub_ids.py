@@ -1,5 +1,5 @@
 """model.name and task.hf_dataset: `name` or `org/name` is a hub id (or a preset) and stays one;
-anything else names a file (issue 22: `logs/../../../../etc` was taken for a hub id)."""
+anything else names a file (`logs/../../../../etc` was taken for a hub id)."""
 
 import pytest
 

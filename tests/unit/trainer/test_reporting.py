@@ -93,7 +93,7 @@ def test_a_refused_batch_is_passed_over_counted_and_kept_marked_rejected(tmp_pat
         400,
     )
     assert [json.loads(line)["key"] for line in rejected_lines(tmp_path, "metrics.jsonl", record)] == ["a/x", "a/y"]
-    assert pusher.failure_counts() == {"metrics/push_failures": 1.0} and pusher.failure_counts() == {}
+    assert pusher.failure_counts() == {"metrics/push_failures": 2.0} and pusher.failure_counts() == {}
     assert "resend_rejected 17" in caplog.text and "refused 2 points for good (HTTP 400" in caplog.text
 
 

@@ -1,4 +1,4 @@
-"""Rollout samples (issue 17): the objective's marks, and samples.jsonl's push, backfill and resume cut.
+"""Rollout samples: the objective's marks, and samples.jsonl's push, backfill and resume cut.
 
 The marks are checked against the gradient, a witness the objective cannot fake: a token is masked
 or clipped exactly when the loss takes it out of the gradient (its d loss / d logp is 0 although its
@@ -204,7 +204,7 @@ def test_a_refused_sample_batch_is_counted_passed_over_and_kept_marked_rejected(
         pusher = Pusher(tmp_path, _reporting(dash.url), total_steps=1)
         pusher.close()
     assert [r["status"] for r in dash.requests if r["path"] == SAMPLES_PATH] == [400]
-    assert pusher.sample_push_failures == 1 and pusher.failure_counts() == {"samples/push_failures": 1.0}
+    assert pusher.sample_push_failures == 1 and pusher.failure_counts() == {"samples/push_failures": 2.0}
     size = (tmp_path / "samples.jsonl").stat().st_size
     assert read_offset(tmp_path, "samples.pushed.json")[0] == size
     assert [(r["start"], r["end"], r["lines"]) for r in read_rejected(tmp_path, "samples.jsonl")] == [(0, size, 2)]

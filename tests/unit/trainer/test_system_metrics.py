@@ -103,7 +103,7 @@ def test_nvml_reports_each_visible_gpu_with_the_jobs_own_numbering(monkeypatch):
 
 
 def test_no_gpu_says_nothing_but_a_gpu_whose_metrics_fail_warns(caplog):
-    """A CPU run's stderr carried "no GPU metrics: No module named 'pynvml'" on every run (issue 24):
+    """A CPU run's stderr carried "no GPU metrics: No module named 'pynvml'" on every run:
     without a GPU, missing NVML is expected; with one, it is worth a warning that says so."""
     caplog.set_level(logging.DEBUG, logger="trainer.system_metrics")
     GpuMeter(nvml=FakeNVML(fail_init=True), gpu_present=False)

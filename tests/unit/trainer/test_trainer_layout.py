@@ -1,4 +1,4 @@
-"""The trainer stays readable in one sitting (issue 28): loop.py composes the parts and is under 300
+"""The trainer stays readable in one sitting: loop.py composes the parts and is under 300
 lines, and no function in trainer/ is over 50 lines (decorators and docstring included)."""
 
 import ast

@@ -16,7 +16,7 @@ from orchestrator.experiments.experiment_file import parse_experiment_yaml
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schemas import ExperimentIn
 from orchestrator.experiments.services import experiment_plan
-from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup
+from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup, forks_planned
 
 
 def _problems(file: Path, errors: list[dict]) -> str:
@@ -44,8 +44,11 @@ class Command(BaseCommand):
             raw.update({k: v for k, v in (("name", name), ("project", project)) if v})
             spec = ExperimentIn.model_validate({k: v for k, v in raw.items() if v is not None}).model_dump()
             if dry_run:
-                if check_warmup(spec["name"], spec["config"], spec["warmup_run"]):
+                warmups = check_warmup(spec["name"], spec["config"], spec["warmup_run"])
+                if warmups == 1:
                     self.stdout.write(spec["name"] + "-warmup (every run below starts from it)")
+                elif warmups:
+                    self.stdout.write(f"{spec['name']}-warmup: {warmups} runs (every run below starts from each)")
                 planned = experiment_plan(
                     name=spec["name"],
                     config=spec["config"],
@@ -53,6 +56,7 @@ class Command(BaseCommand):
                     random=spec["random"],
                     seeds=spec["seeds"],
                 )
+                planned = forks_planned(planned, spec["warmup_run"])
                 for plan in planned:
                     self.stdout.write(plan.name)
                 self.stdout.write(f"{len(planned)} run(s); nothing queued (--dry-run)")

@@ -1,4 +1,5 @@
-"""Write a study's document (docs/STUDY.md) and its figures from a finished (or running) sweep.
+"""Write a study's document (docs/STUDY.md), its figures and its table of runs (docs/study/runs.csv,
+which `study_verdicts` judges the same way) from a finished (or running) sweep.
 
     python manage.py study_report 12 --user alice --out docs/STUDY.md
 
@@ -16,8 +17,9 @@ from django.core.management.base import BaseCommand, CommandError
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.studies.document import Figure, study_markdown
 from orchestrator.studies.figures import FigureError, FigureSpec, draw
-from orchestrator.studies.report import study_report
+from orchestrator.studies.report import runs_csv, study_report
 from orchestrator.studies.table import OBJECTIVE_PATH, staleness_path
+from trainer.vocabulary import updates_per_step
 
 
 def _machine() -> str:
@@ -150,11 +152,17 @@ class Command(BaseCommand):
         warmup = (
             Run.objects.filter(pk=next(iter(parents))).first() if len(parents) == 1 and None not in parents else None
         )
+        note = list(note)
+        if len(parents - {None}) > 1:  # seeds nested in several warm-ups (warmup_run.count)
+            ids = ", ".join(str(p) for p in sorted(parents - {None}))
+            note.append(f"Forked from {len(parents - {None})} warm-up runs ({ids}), every cell's seeds from each.")
+        image_dir = out.parent / out.stem.lower()
+        image_dir.mkdir(parents=True, exist_ok=True)
+        runs_path = image_dir / "runs.csv"  # the table of runs the verdicts judge: study_verdicts reads it
+        runs_path.write_text(runs_csv(report.table, report.options.thresholds))
         figures = []
         if not no_figures:
-            updates_per_step = int(found.base_config.get("algorithm", {}).get("updates_per_step", 1))
-            specs = figure_specs(found, updates_per_step, report.keys)
-            image_dir = out.parent / out.stem.lower()
+            specs = figure_specs(found, updates_per_step(found.base_config), report.keys)
             try:
                 draw(specs, image_dir)
             except FigureError as exc:
@@ -174,6 +182,7 @@ class Command(BaseCommand):
             machine=_machine(),
             preset_path=None,
             notes=list(note),
+            runs_table=f"{image_dir.name}/{runs_path.name}",
         )
         if appendix is not None:
             text = text.rstrip() + "\n\n" + appendix.read_text()

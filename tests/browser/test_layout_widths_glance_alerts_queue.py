@@ -1,7 +1,8 @@
-"""The pages issue 24 changed, at 1,440 and 1,024 px, as test_layout_widths.py checks the others:
-no page scrolls sideways. The experiment and compare pages with the sweep at a glance, the run page
-with its alert rules open, a project's alert rules, the cluster page with its queue, and the
-preview of a preset with a warm-up row. Screenshots go to OPL_SCREENS_DIR."""
+"""The pages with the sweep at a glance, alert rules, the queue and the warm-up preview, at 1,440
+and 1,024 px, as test_layout_widths.py checks the others: no page scrolls sideways. The experiment
+and compare pages with the sweep at a glance, the run page with its alert rules open, a project's
+alert rules, the cluster page with its queue, and the preview of a preset with a warm-up row.
+Screenshots go to OPL_SCREENS_DIR."""
 
 import os
 from pathlib import Path
@@ -21,7 +22,7 @@ def part_shot(page, selector, name):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_issue_24_pages_fit_the_window(page_as, server, alice, lab, width):
+def test_glance_alert_rules_and_queue_pages_fit_the_window(page_as, server, alice, lab, width):
     experiment, runs = lab
     page = page_as(alice)
     page.set_viewport_size({"width": width, "height": 900})

@@ -17,7 +17,7 @@ def owners_from_runs(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("experiments", "0006_external_runs"),
+        ("experiments", "0007_logging_token_made_with"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
