@@ -65,7 +65,7 @@ def test_one_default_per_project(api_client, alice, lab):
     [
         ({"name": "bad name/"}, "name"),
         ({"name": "v", "state": {"smooth": 1.5}}, "state.smooth"),
-        ({"name": "v", "state": {"panels": [{"id": "p", "keys": ["not a key"]}]}}, "state.panels.0.keys.0"),
+        ({"name": "v", "state": {"panels": [{"id": "p", "keys": ["not\ta key"]}]}}, "state.panels.0.keys.0"),
         ({"name": "v", "state": {"panels": [{"id": "p", "keys": []}]}}, "state.panels.0.keys"),
         ({"name": "v", "state": {"x": "furlongs"}}, "state.x"),
         ({"name": "v", "state": {"runs": [0]}}, "state.runs.0"),
