@@ -106,9 +106,9 @@ def test_runs_table_queries_are_fixed(client, alice, tiny_config, django_assert_
         owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 31))}
     )
     # session, user, count, the page of runs (with experiment, project, owner), their tags,
-    # latest key metrics, active runs per user, per project, the queued runs' order (why and
-    # where queued runs wait)
-    with django_assert_num_queries(9):
+    # latest key metrics, the values runs set in their own summaries, active runs per user, per
+    # project, the queued runs' order (why and where queued runs wait)
+    with django_assert_num_queries(10):
         client.get("/", HTTP_HX_REQUEST="true")
 
 
@@ -117,8 +117,9 @@ def test_api_run_list_queries_are_fixed(alice, api_client, tiny_config, django_a
         owner=alice, name="a", project="lab", config=tiny_config, sweep={"train.steps": list(range(1, 31))}
     )
     client = api_client(alice)
-    # token lookup, its last-used time, count, the page of runs, their tags, their metric summaries
-    with django_assert_num_queries(6):
+    # token lookup, its last-used time, count, the page of runs, their tags, their metric summaries,
+    # the values they set in their own summaries
+    with django_assert_num_queries(7):
         assert len(client.get("/api/v1/runs").json()["runs"]) == 30
 
 

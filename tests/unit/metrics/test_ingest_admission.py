@@ -40,7 +40,7 @@ def test_a_gzip_body_with_a_bad_row_is_explained_like_a_plain_one(client, alice,
     run, token = make_run(alice, tiny_config)
     body = gzip.compress(json.dumps({"points": [{"step": -1, "key": KEY, "value": 1, "time": 0}]}).encode())
     response = push_gzip(client, run.pk, token, body)
-    assert response.status_code == 400 and response.json()["errors"][0]["field"] == "step"
+    assert response.status_code == 202 and response.json()["refused"][0]["field"] == "step"
 
 
 @pytest.mark.django_db

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 
 from orchestrator.alerts.models import Alert
 from orchestrator.experiments.external_runs import logging_token_create
@@ -68,6 +69,8 @@ def test_an_sdk_runs_page_charts_every_logged_key_grouped_by_prefix_and_nothing_
     html = response.content.decode()
     assert "Clone and edit" not in html and 'id="run-checkpoints"' not in html and "Progress" not in html
     assert "Token fraction" not in html
+    samples = client.get(reverse("samples-run", args=[run.pk])).content.decode()
+    assert "log_samples" in samples and "samples.per_step" not in samples
 
 
 def test_a_bundled_runs_page_keeps_its_panels_and_cards(client, alice, tiny_config):
