@@ -45,6 +45,7 @@ from opl_client.spool import (
 from opl_client.wandb_compat import (
     Config,
     Histogram,
+    Media,
     Summary,
     Table,
     alert_level,
@@ -368,6 +369,10 @@ class Run:
             return
         if isinstance(value, str):
             self.summary[key] = value
+            return
+        if isinstance(value, Media):
+            kind = type(value).__name__
+            self._error(f"media {kind}", f"opl: {key!r}: a {kind} is not recorded (opl records no media)")
             return
         if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
             try:
