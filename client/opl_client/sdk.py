@@ -662,6 +662,15 @@ def _finish_at_exit() -> None:
         _current.finish(exit_code=_exit_code)
 
 
+def _exit(code: object = None) -> None:
+    """sys.exit, noting its code for the run still open at exit (as W&B's exit hook does)."""
+    global _exit_code
+    _exit_code = 0 if code is None else code if isinstance(code, int) else 1
+    _previous_exit(code)
+
+
 _previous_excepthook = sys.excepthook
 sys.excepthook = _excepthook
+_previous_exit = sys.exit
+sys.exit = _exit
 atexit.register(_finish_at_exit)
