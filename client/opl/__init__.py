@@ -19,7 +19,20 @@ only the spool; `opl sync DIR` uploads it. docs/TRACKING.md has the details.
 from typing import Any
 
 from opl_client.sdk import Run, current, init
-from opl_client.wandb_compat import AlertLevel, Artifact, Config, Histogram, Table
+from opl_client.wandb_compat import (
+    AlertLevel,
+    Artifact,
+    Audio,
+    Config,
+    Histogram,
+    Html,
+    Image,
+    Molecule,
+    Object3D,
+    Settings,
+    Table,
+    Video,
+)
 
 
 def log(data: dict, step: int | None = None, commit: bool | None = None, **kwargs: Any) -> None:
@@ -89,9 +102,16 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AlertLevel",
     "Artifact",
+    "Audio",
     "Histogram",
+    "Html",
+    "Image",
+    "Molecule",
+    "Object3D",
     "Run",
+    "Settings",
     "Table",
+    "Video",
     "alert",
     "define_metric",
     "finish",

@@ -280,7 +280,7 @@ class Pusher:
         # an update is posted as its own line; metrics and samples as a batch of lines
         body = batch_body(self.cfg.attempt, stream.key, lines) if stream.key else lines[0]
         headers = {"Content-Type": "application/json"}
-        if len(body) > COMPRESS_ABOVE_BYTES:
+        if len(body) > COMPRESS_ABOVE_BYTES and stream.key:  # the updates endpoint takes plain JSON
             body = gzip.compress(body, compresslevel=1)
             headers["Content-Encoding"] = "gzip"
         return body, headers

@@ -45,6 +45,7 @@ from opl_client.spool import (
 from opl_client.wandb_compat import (
     Config,
     Histogram,
+    Media,
     Summary,
     Table,
     alert_level,
@@ -369,6 +370,10 @@ class Run:
         if isinstance(value, str):
             self.summary[key] = value
             return
+        if isinstance(value, Media):
+            kind = type(value).__name__
+            self._error(f"media {kind}", f"opl: {key!r}: a {kind} is not recorded (opl records no media)")
+            return
         if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
             try:
                 self._update(Histogram(value).update(key, self.step))
@@ -657,6 +662,15 @@ def _finish_at_exit() -> None:
         _current.finish(exit_code=_exit_code)
 
 
+def _exit(code: object = None) -> None:
+    """sys.exit, noting its code for the run still open at exit (as W&B's exit hook does)."""
+    global _exit_code
+    _exit_code = 0 if code is None else code if isinstance(code, int) else 1
+    _previous_exit(code)
+
+
 _previous_excepthook = sys.excepthook
 sys.excepthook = _excepthook
+_previous_exit = sys.exit
+sys.exit = _exit
 atexit.register(_finish_at_exit)

@@ -235,7 +235,16 @@ class Table:
     run.log({"key": table}). Where its columns are prompt/response/reward the dashboard also shows
     its rows as samples."""
 
-    def __init__(self, columns: list[str] | None = None, data: list | None = None, rows: list | None = None, **_: Any):
+    def __init__(
+        self,
+        columns: list[str] | None = None,
+        data: list | None = None,
+        rows: list | None = None,
+        dataframe: Any = None,
+        **_: Any,
+    ):
+        if dataframe is not None:  # a pandas DataFrame
+            columns, data = list(dataframe.columns), dataframe.values.tolist()
         rows = data if data is not None else rows
         self.columns = [str(c) for c in (columns or [])]
         self.data: list[list] = [list(r) for r in (rows or [])]
@@ -292,3 +301,42 @@ def alert_level(level: Any) -> str:
     text = str(getattr(level, "value", level) or "info").lower()
     text = {"warning": "warn", "critical": "error", "fatal": "error"}.get(text, text)
     return text if text in ("info", "warn", "error") else "info"
+
+
+class Media:
+    """wandb.Image, Audio, Video, Html, Object3D, Molecule: accepted so a script runs; opl records
+    no media, and logging one is counted in sdk/errors and named once."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        pass
+
+
+class Image(Media):
+    pass
+
+
+class Audio(Media):
+    pass
+
+
+class Video(Media):
+    pass
+
+
+class Html(Media):
+    pass
+
+
+class Object3D(Media):
+    pass
+
+
+class Molecule(Media):
+    pass
+
+
+class Settings:
+    """wandb.Settings(...): accepted for init(settings=...), with no effect."""
+
+    def __init__(self, **kwargs: Any):
+        self.__dict__.update(kwargs)

@@ -91,7 +91,17 @@ def test_grpo_with_report_to_opl_lands_whole(lab, alice, tmp_path):
     eval_steps = set(RolloutSample.objects.filter(run_id=stored.pk, kind="eval").values_list("step", flat=True))
     assert eval_steps == {2, 4}
     series = live_series(stored.pk)
-    sent = sum(1 for entry in trainer.state.log_history for k, v in entry.items() if v is not None and not _skipped(k))
+    from opl_client.integrations.trl import metric_name
+
+    # a (key, step) logged twice (train/epoch by the train, eval and end-of-training logs) is one point
+    sent = len(
+        {
+            (metric_name(k), entry["step"])
+            for entry in trainer.state.log_history
+            for k, v in entry.items()
+            if v is not None and not _skipped(k)
+        }
+    )
     read_back = sum(len(p.steps) for p in series.values())
     print(f"TRL GRPOTrainer: {sent} points sent, {read_back} read back")
     assert read_back == sent

@@ -189,3 +189,12 @@ def test_an_uncaught_exception_finishes_the_run_failed(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 1 and "boom" in done.stderr
     assert json.loads((tmp_path / "crash" / "run.json").read_text())["exit_code"] == 1
+
+
+def test_sys_exit_with_a_code_finishes_the_run_with_it(tmp_path):
+    script = (
+        f"import sys, opl\nopl.init(dir={str(tmp_path / 'exit')!r}, mode='offline')\nopl.log({{'a': 1}})\nsys.exit(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert json.loads((tmp_path / "exit" / "run.json").read_text())["exit_code"] == 3

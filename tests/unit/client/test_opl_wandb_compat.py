@@ -60,6 +60,17 @@ def test_every_kind_of_config_keeps_its_sections(tmp_path, config):
     assert meta["config"] == {"seed": 1, "optim": {"lr": 1e-5, "betas": [0.9, 0.95]}}
 
 
+def test_a_table_from_a_dataframe_and_w_and_b_settings(tmp_path):
+    import pandas as pd
+
+    run = wandb.init(dir=tmp_path / "r", mode="offline", settings=wandb.Settings(start_method="thread"))
+    wandb.log({"t": wandb.Table(dataframe=pd.DataFrame({"prompt": ["1+1="], "reward": [1.0]}))}, step=3)
+    wandb.finish()
+    assert updates(run) == [
+        {"kind": "table", "key": "t", "step": 3, "columns": ["prompt", "reward"], "rows": [["1+1=", 1.0]]}
+    ]
+
+
 def test_a_config_that_is_no_config_is_refused_at_init_naming_the_field(tmp_path):
     with pytest.raises(TypeError, match="config: a dict, argparse.Namespace, dataclass or OmegaConf config"):
         wandb.init(config=42, dir=tmp_path / "r", mode="offline")
@@ -86,6 +97,7 @@ def test_what_a_wandb_script_records(tmp_path, caplog):
         wandb.save(str(tmp_path / "model.pt"))
         wandb.log_artifact(str(tmp_path / "ckpt"), name="ckpt", type="model")
         wandb.log({"bad": object()})
+        wandb.log({"picture": wandb.Image(np.zeros((2, 2))), "picture ": wandb.Image(None)})
     assert (run.config.lr, run.config.warmup, run.config.model) == (0.2, 10, {"layers": 2})
     assert run.summary["eval/acc"] == 0.5 and run.summary["best"] == 0.9
     wandb.finish(exit_code=1)
@@ -129,6 +141,8 @@ def test_what_a_wandb_script_records(tmp_path, caplog):
     notes = [r.getMessage() for r in caplog.records]
     assert sum("watch() is accepted" in n for n in notes) == 1
     assert any("'bad': a object is not a number" in n for n in notes)
+    assert sum("a Image is not recorded (opl records no media)" in n for n in notes) == 1
+    assert run.errors == 3  # the object and the two images: counted, never silently dropped
 
 
 def test_the_wandb_style_example_runs_offline(tmp_path):
