@@ -177,6 +177,7 @@ def test_the_job_runs_the_launchers_command_with_the_sdks_environment(alice, lau
         "--note",
         "a b",
     ]
+    assert Path(spec.argv[2]).is_file()  # the shipped example's script, from a fresh clone: no /opt/opl
     assert spec.env["OPL_URL"] == "http://dash.example:8000" and spec.env["OPL_TOKEN"] == "oplrun_secret"
     assert spec.env["OPL_RUN_ID"] == str(run.pk) and spec.env["OPL_RUN_TOKEN"] == "oplrun_secret"
     assert (spec.cpus, spec.gpus, spec.mem_gb, spec.nodes, spec.time_limit_min) == (1, 0, 1.0, 1, 60)
