@@ -103,12 +103,12 @@ METRIC_KEYS: dict[str, str] = {
     "perf/tokens_per_s": "trained response tokens per wall second of the step",
     "perf/samples_per_s": "trained samples per wall second of the step",
     "eval/avg_acc": "mean of eval/<set>/acc over the eval sets",
-    "metrics/push_failures": "metric pushes to the dashboard that failed so far: retried from metrics.jsonl, or, "
-    "refused "
-    "for good (a 4xx), marked in metrics.rejected.jsonl for manage.py resend_rejected; logged when it changes",
-    "samples/push_failures": "rollout sample pushes to the dashboard that failed so far: retried from samples.jsonl, "
-    "or, refused "
-    "for good, marked in samples.rejected.jsonl for manage.py resend_rejected; logged when it changes",
+    "metrics/push_failures": "metric pushes to the dashboard not through: failed since the last one that went "
+    "through (retried from metrics.jsonl; 0 again once a retry does), plus batches refused for good (a 4xx), "
+    "marked in metrics.rejected.jsonl for manage.py resend_rejected; logged when it changes",
+    "samples/push_failures": "rollout sample pushes to the dashboard not through: failed since the last one that "
+    "went through (retried from samples.jsonl; 0 again once a retry does), plus batches refused for good, "
+    "marked in samples.rejected.jsonl for manage.py resend_rejected; logged when it changes",
     # trainer/checkpointer.py: one point per committed checkpoint, at the update it holds
     "checkpoint/bytes": "size of the checkpoint folder of this update (weights, optimizer, queues, state; bytes)",
     "perf/checkpoint_blocked_s": "seconds training waited for that checkpoint (the save, a background write's staging "

@@ -97,6 +97,8 @@ class _Stream:
         self.offset: int | None = None  # the acknowledged spool offset, read once
         self.retry: tuple | None = None  # (offset, consumed, count, body, headers) of a refused push
         self.failures = 0  # pushes that failed or were refused
+        self.failing = 0  # failed pushes since the last one that went through (retried: 0 again)
+        self.rejected_batches = 0  # batches refused for good: counted until resent
         self.logged_failures = 0  # the count the trainer last logged as <noun>/push_failures
         self.rejected_lines = 0  # lines of batches the dashboard refused for good (kept, marked rejected)
         self.byte_cap: int | None = None  # learned from a 413: at most this many spool bytes a post
@@ -155,13 +157,16 @@ class Pusher:
 
     def failure_counts(self) -> dict[str, float]:
         """{"metrics/push_failures": n, "samples/push_failures": n} for each count that changed since
-        the last call: the trainer logs them with the step's metrics, so they reach the run page and
-        the trainer's own metrics.jsonl even when every push fails."""
+        the last call. n counts what has not got through: pushes failed since the last one that did
+        (a retry that goes through makes it 0 again) and batches refused for good (until resent).
+        The trainer logs them with the step's metrics, so they reach the run page and the trainer's
+        own metrics.jsonl even when every push fails."""
         changed = {}
         for stream in self._streams:
-            if stream.failures != stream.logged_failures:
-                stream.logged_failures = stream.failures
-                changed[f"{stream.noun}/push_failures"] = float(stream.failures)
+            now = stream.failing + stream.rejected_batches
+            if now != stream.logged_failures:
+                stream.logged_failures = now
+                changed[f"{stream.noun}/push_failures"] = float(now)
         return changed
 
     def start(self) -> None:
@@ -281,6 +286,7 @@ class Pusher:
             return False
         if resp.status_code < 300:
             stream.backoff = 0.0
+            stream.failing = 0
             self._acknowledge(stream, offset + consumed)
             return False
         if resp.status_code == 413 and count > 1:  # too large for the dashboard or a proxy: halves, at once
@@ -310,6 +316,7 @@ class Pusher:
         """A batch refused for good: counted, logged with the reason, its lines marked rejected in
         the spool's ledger for a resend, and passed over so that the rest still reaches the run."""
         stream.failures += 1
+        stream.rejected_batches += 1
         stream.rejected_lines += count
         reason = resp.text[:500]
         mark_rejected(
@@ -342,6 +349,7 @@ class Pusher:
 
     def _fail(self, stream: _Stream, why: str, wait_s: float | None = None) -> None:
         stream.failures += 1
+        stream.failing += 1
         stream.backoff = min(MAX_BACKOFF_S, max(1.0, stream.backoff * 2))
         delay = wait_s if wait_s is not None else stream.backoff
         delay *= 1 + random.uniform(0, 0.2)  # ranks that failed together retry apart
