@@ -20,6 +20,8 @@ positional ids, so it survives a change in how parameters are sharded or grouped
 from __future__ import annotations
 
 import time
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,16 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys  # its one-process reader
 
 from trainer.checkpoint_files import SHARDED_DIR
+
+
+@contextmanager
+def _quiet_one_process():
+    """Without a process group DCP saves and loads in this one process, as meant, and warns
+    "torch.distributed is disabled" on stderr at every checkpoint (even when told no_dist), where a
+    run's page showed it for every run as if something were wrong. That warning only is dropped."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
+        yield
 
 
 def is_sharded(step_dir: Path) -> bool:
@@ -91,7 +103,8 @@ def save_sharded(
         pending = PendingSave(future, time.perf_counter() - started, folder=folder, started=started)
         future.add_done_callback(lambda _: setattr(pending, "_written_at", time.perf_counter()))
         return pending
-    dcp.save(state, checkpoint_id=str(folder), process_group=process_group)
+    with _quiet_one_process():
+        dcp.save(state, checkpoint_id=str(folder), process_group=process_group)
     return PendingSave(None, time.perf_counter() - started, folder=folder, started=started).wait()
 
 
@@ -99,7 +112,8 @@ def load_sharded(step_dir: Path, model: torch.nn.Module, optimizer: torch.optim.
     """Every rank reads the slices of the saved tensors that it holds now, whatever the world size
     the checkpoint was written with; without an optimizer only the weights are read."""
     state = _state(model, optimizer)
-    dcp.load(state, checkpoint_id=str(Path(step_dir) / SHARDED_DIR))
+    with _quiet_one_process():
+        dcp.load(state, checkpoint_id=str(Path(step_dir) / SHARDED_DIR))
     if optimizer is None:
         set_state_dict(model, [], model_state_dict=state["model"], optim_state_dict={})
         return

@@ -144,6 +144,7 @@ def launcher_job_spec(run: Run, token: str, run_dir: Path) -> JobSpec:
         job = launcher_job(
             run.config,
             python=settings.TRAINER_PYTHON or sys.executable,
+            repo=str(settings.BASE_DIR),
             run_dir=str(run_dir),
             run_id=run.pk,
             attempt=run.attempt,

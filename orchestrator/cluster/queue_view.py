@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Count, Q, Sum
 
-from orchestrator.experiments.access import visible_projects, visible_runs
+from orchestrator.experiments.access import can_write, visible_projects, visible_runs
 from orchestrator.experiments.limits import limit
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import ordinal, queue_positions, waiting_reasons
@@ -29,8 +29,9 @@ class ProjectQuota:
 
 
 def cluster_queue(user) -> dict:
-    """{"queued": [(place or None, run, reason)], "more", "waiting": [run], "projects": [ProjectQuota],
-    "active", "limit", "backend"}. Places count every user's runs (the line is shared)."""
+    """{"queued": [(place or None, run, reason)], "more", "waiting": [run], "running": [run],
+    "may_cancel": {run id}, "projects": [ProjectQuota], "active", "limit", "backend"}. Places count
+    every user's runs (the line is shared)."""
     places = queue_positions()
     queued = list(
         visible_runs(user)
@@ -47,10 +48,20 @@ def cluster_queue(user) -> dict:
         .select_related("owner", "experiment__project")
         .order_by("id")[:MAX_SHOWN]
     )
+    running = list(
+        visible_runs(user)
+        .filter(state=Run.State.RUNNING)
+        .exclude(backend="external")
+        .select_related("owner", "experiment__project")
+        .order_by("id")[:MAX_SHOWN]
+    )
+    may_cancel = {r.pk for r in [*shown, *waiting, *running] if can_write(user, r.owner_id, r.experiment.project_id)}
     return {
         "queued": [(places.get(r.pk), r, _without_place(reasons.get(r.pk, ""), places.get(r.pk))) for r in shown],
         "more": len(queued) - len(shown),
         "waiting": waiting,
+        "running": running,
+        "may_cancel": may_cancel,
         "projects": project_quotas(user),
         "active": Run.objects.filter(state__in=Run.ACTIVE).exclude(backend="external").count(),
         "limit": settings.MAX_ACTIVE_RUNS,

@@ -120,7 +120,12 @@ def filtered_runs(user: User, f: RunFilter) -> QuerySet[Run]:
 
 def runs_page(user: User, f: RunFilter) -> Page:
     """One page of the runs table, with tags prefetched and `latest` (key -> value) on each run."""
-    runs = filtered_runs(user, f).prefetch_related("tags").annotate(alert_count=_alert_count())
+    runs = (
+        filtered_runs(user, f)
+        .select_related("experiment")
+        .prefetch_related("tags")
+        .annotate(alert_count=_alert_count())
+    )
     page = Paginator(runs, PAGE_SIZE).get_page(f.page)
     latest = column_values([run.pk for run in page.object_list], f.cols, f.stat)
     reasons = waiting_reasons(list(page.object_list))

@@ -1,10 +1,13 @@
 from django.urls import path
+from django.views.generic import RedirectView
 
 from orchestrator.experiments import api, experiment_views, external_api, logging_token_views, project_views, views
 
 urlpatterns = [
     # runs
     path("", views.run_list, name="exp-run-list"),
+    # where a run page's URL points up to
+    path("runs/", RedirectView.as_view(pattern_name="exp-run-list", query_string=True)),
     path("runs/<int:run_id>/", views.run_detail, name="exp-run-detail"),
     path("runs/<int:run_id>/config.yaml", views.run_config_yaml, name="exp-run-config"),
     path("runs/<int:run_id>/cancel", views.run_cancel, name="exp-run-cancel"),

@@ -4,8 +4,8 @@ run's parameters; and the argv they make. Plain Python and pydantic, no Django.
 A command is an argument list. A `{name}` inside an entry is replaced by that entry's share of
 the value, per entry: a value never becomes more or fewer entries and never meets a shell, so
 `--lr={lr}` stays one entry whatever the value holds. `{{` and `}}` are literal braces. Besides
-the parameters, the orchestrator fills `{python}` (the launcher's interpreter), `{run_dir}`,
-`{run_id}` and `{attempt}`.
+the parameters, the orchestrator fills `{python}` (the launcher's interpreter), `{repo}` (the
+dashboard's checkout, where examples/ lives), `{run_dir}`, `{run_id}` and `{attempt}`.
 
 Text values reach the program verbatim, so they may hold no control or bidirectional characters
 (a new line, U+202E) that would make an argument read differently from how it shows. A `path`
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 PARAM_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
 TOKEN_RE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
-RESERVED = ("python", "run_dir", "run_id", "attempt")
+RESERVED = ("python", "repo", "run_dir", "run_id", "attempt")
 # absolute, no '..', and no character a shell or Slurm's %-expansion would act on
 PATH_RE = re.compile(r"^/[A-Za-z0-9_./+-]*\Z")
 MAX_STR_VALUE = 1000

@@ -28,7 +28,9 @@ def is_launcher_run(config: Any) -> bool:
     return isinstance(config, dict) and isinstance(config.get("launcher"), dict)
 
 
-def launcher_job(config: dict[str, Any], *, python: str, run_dir: str, run_id: int, attempt: int) -> LauncherJob:
+def launcher_job(
+    config: dict[str, Any], *, python: str, run_dir: str, run_id: int, attempt: int, repo: str = ""
+) -> LauncherJob:
     section = config["launcher"]
     name = str(section.get("name"))
     row = Launcher.objects.filter(name=name).first()
@@ -48,7 +50,13 @@ def launcher_job(config: dict[str, Any], *, python: str, run_dir: str, run_id: i
         values = resolve_paths(definition, values, run_dir)
     except ValueError as exc:
         raise LauncherUnavailable(f"launcher {name!r}: {exc}") from None
-    reserved = {"python": definition.python or python, "run_dir": run_dir, "run_id": run_id, "attempt": attempt}
+    reserved = {
+        "python": definition.python or python,
+        "repo": repo,
+        "run_dir": run_dir,
+        "run_id": run_id,
+        "attempt": attempt,
+    }
     return LauncherJob(
         name=name,
         argv=build_argv(definition.command, {**values, **reserved}),

@@ -13,6 +13,18 @@ def launcher_list(request):
     return render(request, "launchers/launcher_list.html", {"launchers": enabled_launchers()})
 
 
+def last_project(user) -> str:
+    """The project of the user's newest experiment, where they may still add one: the form's
+    default, so a run goes where the user works, not into a personal project they never chose."""
+    from orchestrator.experiments.access import can_write
+    from orchestrator.experiments.models import Experiment
+
+    for experiment in Experiment.objects.filter(owner=user).select_related("project").order_by("-id")[:20]:
+        if can_write(user, user.pk, experiment.project_id):
+            return experiment.project.name
+    return ""
+
+
 def launcher_run_new(request, name: str):
     try:
         definition = enabled_launcher(name)
@@ -41,6 +53,6 @@ def launcher_run_new(request, name: str):
         "fields": fields,
         "errors": errors,
         "other_errors": [f"{k}: {m}" for k, ms in errors.items() if k not in ("name", "project") for m in ms],
-        "form": posted or {},
+        "form": posted or {"project": last_project(request.user)},
     }
     return render(request, "launchers/launcher_run_new.html", context, status=400 if posted is not None else 200)

@@ -21,8 +21,55 @@ from orchestrator.samples import marks
 
 SCALES = (0.05, 0.2, 0.5, 1.0, 2.0)  # the choices offered; log ratio where the colour saturates
 DEFAULT_SCALE = 0.5
-NEGATIVE = (37, 99, 235)  # blue
-POSITIVE = (220, 38, 38)  # red
+NEGATIVE = (29, 78, 216)  # blue
+POSITIVE = (185, 28, 28)  # red
+TEXT = (0x1D, 0x24, 0x30)  # the page's text colour (--fg in app.css); white on strong backgrounds
+AA = 4.5  # WCAG AA contrast for body text
+STRONG = 0.6  # from this strength on, the token's text is white
+
+
+def luminance(rgb) -> float:
+    """WCAG relative luminance of an sRGB colour (0-255 channels)."""
+
+    def linear(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a, b) -> float:
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def over_white(rgb, alpha: float) -> tuple[float, float, float]:
+    return tuple(alpha * c + (1 - alpha) * 255 for c in rgb)
+
+
+def _alpha_where(base, ok, lo: float, hi: float, want_high: bool) -> float:
+    """The alpha in [lo, hi] nearest the middle of the scale where ok(background) still holds."""
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if ok(over_white(base, mid)) == want_high:
+            hi = mid
+        else:
+            lo = mid
+    return hi if want_high else lo
+
+
+# The alpha of a token's background on either side of STRONG: dark text up to the most alpha that
+# keeps AA with it, white text from the least alpha that gives AA with white. Between the two no
+# text colour reaches AA, so the scale steps over it.
+_DARK_MAX = {
+    base: _alpha_where(base, lambda bg: contrast(TEXT, bg) >= AA, 0.0, 1.0, want_high=False)
+    for base in (NEGATIVE, POSITIVE)
+}
+_WHITE_MIN = {
+    base: _alpha_where(base, lambda bg: contrast((255, 255, 255), bg) >= AA, 0.0, 1.0, want_high=True)
+    for base in (NEGATIVE, POSITIVE)
+}
 
 
 def strength(log_ratio: float | None, scale: float) -> float:
@@ -31,15 +78,20 @@ def strength(log_ratio: float | None, scale: float) -> float:
     return min(1.0, abs(log_ratio) / scale)
 
 
+def alpha(log_ratio: float, scale: float) -> float:
+    base, s = (POSITIVE if log_ratio > 0 else NEGATIVE), strength(log_ratio, scale)
+    if s < STRONG:
+        return 0.08 + (_DARK_MAX[base] - 0.005 - 0.08) * s / STRONG  # a margin for the 3 digits written
+    return _WHITE_MIN[base] + 0.005 + (0.945 - _WHITE_MIN[base]) * (s - STRONG) / (1 - STRONG)
+
+
 def colour(log_ratio: float | None, scale: float) -> str:
-    """CSS background of a log ratio: transparent at 0, full colour at |lr| >= scale."""
+    """CSS background of a log ratio: transparent at 0, full colour at |lr| >= scale; the text on
+    it (dark under STRONG, white from it) keeps WCAG AA contrast at every strength."""
     if log_ratio is None or not math.isfinite(log_ratio) or log_ratio == 0:
         return "transparent"
     r, g, b = POSITIVE if log_ratio > 0 else NEGATIVE
-    return f"rgba({r},{g},{b},{0.08 + 0.77 * strength(log_ratio, scale):.2f})"
-
-
-STRONG = 0.6  # from this strength on, the token's text is white
+    return f"rgba({r},{g},{b},{alpha(log_ratio, scale):.3f})"
 
 
 def _shown(token: str) -> str:

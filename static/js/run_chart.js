@@ -64,7 +64,8 @@ function start() {
         traces.push({ x: xs, y: s.y, name: M.plotlyText(`${key} (raw)`), type: "scatter", mode: "lines", opacity: 0.25,
           line: { color, width: 1 }, showlegend: false, hoverinfo: "skip", meta: { role: "raw", key } });
       }
-      traces.push(M.hoverFor({ x: xs, y: M.smooth(xs, s.y, view.smooth), name, type: "scatter", mode: "lines",
+      // a line needs two points: a series of one (a count logged once) is drawn as its marker
+      traces.push(M.hoverFor({ x: xs, y: M.smooth(xs, s.y, view.smooth), name, type: "scatter", mode: xs.length === 1 ? "lines+markers" : "lines",
         line: { color, width: 1.6 }, connectgaps: false, meta: { role: "line", key } }, xid === "step" ? null : s.x));
       if (s.marks.length) traces.push(M.markTrace(s, xOf1, name, color));
     });

@@ -150,3 +150,24 @@ def test_a_restart_while_watching_redraws_one_clean_line_with_an_attempt_marker(
         .find((t) => t.meta && t.meta.role === "line")""")
     assert line["x"] == list(range(15))
     assert line["y"][9] == 0.9 and line["y"][10:] == [5.0] * 5
+
+
+def test_a_key_logged_once_is_drawn_as_a_point(page_as, server, alice, tiny_config):
+    """A count logged once (one push that failed) has no line to draw: its point is shown."""
+    run, _ = make_run(alice, tiny_config)
+    metrics_ingest(
+        run=run, attempt=1, points=points(KEY, range(10)) + points("metrics/push_failures", [3], lambda s: 1)
+    )
+    page = page_as(alice)
+    page.goto(f"{server}/runs/{run.pk}/")
+    page.locator(".metric-panel[data-panel='push_failures']").scroll_into_view_if_needed()
+    page.wait_for_function(
+        """() => { const el = document.querySelector('.panel-chart[data-panel="push_failures"]');
+        return (el.data || []).some((t) => t.meta && t.meta.role === 'line'); }"""
+    )
+    modes = page.evaluate(
+        """() => document.querySelector('.panel-chart[data-panel="push_failures"]').data
+        .filter((t) => t.meta && t.meta.role === 'line').map((t) => [t.x.length, t.mode])"""
+    )
+    assert modes == [[1, "lines+markers"]]
+    assert page.locator(".panel-chart[data-panel='push_failures'] .scatterlayer .point").count() == 1

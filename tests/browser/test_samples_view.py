@@ -100,7 +100,7 @@ def test_masked_and_clipped_tokens_are_marked_and_coloured(page_as, server, alic
     assert first[2]["text"] == " <b>is</b>"  # shown as text, not markup
     assert page.locator("#run-samples b:text-is('is')").count() == 0
     assert (
-        first[1]["bg"] == "rgba(37, 99, 235, 0.85)" and first[2]["bg"] == "rgba(220, 38, 38, 0.85)"
+        first[1]["bg"] == "rgba(29, 78, 216, 0.95)" and first[2]["bg"] == "rgba(185, 28, 28, 0.95)"
     )  # saturated at ±0.5
     assert first[0]["bg"] == "rgba(0, 0, 0, 0)" and first[4]["lr"] == "null"
     assert "log ratio -0.6000" in first[1]["title"] and first[1]["title"].endswith("masked")

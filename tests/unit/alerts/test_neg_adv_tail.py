@@ -113,9 +113,9 @@ def test_the_demo_config_does_not_fire_its_own_alarm_and_a_runaway_after_it_does
         assert push(client, run.pk, token, batch(*chunk)).status_code == 202
     assert not Alert.objects.filter(run=run).exists()
     last = demo[-1][0]
-    for step in (last + 2, last + 4, last + 6):  # then the tail runs away: it fires
+    for step in (last + 202, last + 204, last + 206):  # later the tail runs away: it fires
         assert push(client, run.pk, token, batch((step, RUNAWAY))).status_code == 202
-    assert Alert.objects.get(run=run).step == last + 6
+    assert Alert.objects.get(run=run).step == last + 206
 
 
 def test_the_run_page_says_what_the_alert_means_and_what_to_try(client, alice, tiny_config):

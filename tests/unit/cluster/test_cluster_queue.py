@@ -63,3 +63,26 @@ def test_queued_runs_in_dispatch_order_with_place_reason_priority_and_quota(
     assert rows(fragment) == rows(html)
     client.force_login(bob)
     assert rows(client.get("/cluster/queue").content.decode()) == [(str(theirs.pk), "2")]
+
+
+def test_running_jobs_are_linked_to_their_runs_and_cancelled_from_the_queue(client, alice, bob, tiny_config):
+    """Running jobs were bare ids (opl-2-a1) and nothing could be cancelled from the queue: each
+    running run is listed, linked, with its job, and its owner (not a viewer) may cancel it there."""
+    from orchestrator.experiments.models import Membership
+
+    run = experiment_create(owner=alice, name="live", project="lab", config=tiny_config).runs.get()
+    Run.objects.filter(pk=run.pk).update(state=Run.State.RUNNING, backend="local", job_id="opl-1-a1")
+    queued = experiment_create(owner=alice, name="next", project="lab", config=tiny_config).runs.get()
+    Membership.objects.create(project=Project.objects.get(name="lab"), user=bob, role=Membership.Role.VIEWER)
+    client.force_login(alice)
+    html = client.get("/cluster/queue").content.decode()
+    running = html.split('id="queue-running"')[1].split("</table>")[0]
+    assert f'<a href="/runs/{run.pk}/">{run.name}</a>' in running and "opl-1-a1" in running
+    assert f'data-cancel="{run.pk}" hx-post="/runs/{run.pk}/cancel"' in running
+    assert f'data-cancel="{queued.pk}"' in html.split('id="queue-table"')[1].split("</table>")[0]
+    client.force_login(bob)  # a viewer sees the run, not the button
+    html = client.get("/cluster/queue").content.decode()
+    assert f'data-run="{run.pk}"' in html and "data-cancel" not in html
+    client.force_login(alice)
+    assert client.post(f"/runs/{run.pk}/cancel", HTTP_HX_REQUEST="true").status_code == 200
+    assert Run.objects.get(pk=run.pk).cancel_requested

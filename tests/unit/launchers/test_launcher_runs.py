@@ -177,6 +177,7 @@ def test_the_job_runs_the_launchers_command_with_the_sdks_environment(alice, lau
         "--note",
         "a b",
     ]
+    assert Path(spec.argv[2]).is_file()  # the shipped example's script, from a fresh clone: no /opt/opl
     assert spec.env["OPL_URL"] == "http://dash.example:8000" and spec.env["OPL_TOKEN"] == "oplrun_secret"
     assert spec.env["OPL_RUN_ID"] == str(run.pk) and spec.env["OPL_RUN_TOKEN"] == "oplrun_secret"
     assert (spec.cpus, spec.gpus, spec.mem_gb, spec.nodes, spec.time_limit_min) == (1, 0, 1.0, 1, 60)
@@ -210,3 +211,18 @@ def test_the_form_and_the_session_api_need_the_csrf_token(alice, launcher):
     refused = post(client, "/api/v1/launchers/tiny-sdk/runs", {"params": {}})
     assert refused.status_code == 403 and refused.json()["error"] == "CSRF check failed"
     assert not Run.objects.exists()
+
+
+def test_the_form_offers_the_project_the_user_works_in(alice, launcher, tiny_config):
+    """The demo user's launcher run landed in an auto-created personal project ("demo-1") next to
+    the demo's own: the form starts on the project of the user's newest experiment."""
+    from orchestrator.experiments.services import experiment_create
+
+    client = Client()
+    client.force_login(alice)
+    assert 'name="project" value=""' in client.get("/launchers/tiny-sdk/run").content.decode()  # nothing yet
+    experiment_create(owner=alice, name="demo", project="demo", config=tiny_config)
+    page = client.get("/launchers/tiny-sdk/run").content.decode()
+    assert 'name="project" value="demo"' in page
+    client.post("/launchers/tiny-sdk/run", {"param-steps": "2", "name": "mine", "project": "demo"})
+    assert Run.objects.get(name="mine").experiment.project.name == "demo"

@@ -48,7 +48,8 @@ class Command(BaseCommand):
         run = experiment.runs.order_by("-id").first()
         self.stdout.write(f"login:     {username} / {password}")
         self.stdout.write(f"api token: {token}")
-        state = "queued now" if queued else f"{run.state}, from an earlier start; --new-run queues another"
+        again = "DEMO_NEW_RUN=1 make demo queues another"
+        state = "queued now" if queued else f"{run.state}, from an earlier start; {again}"
         self.stdout.write(f"demo run:  {settings.PUBLIC_URL}/runs/{run.pk}/ ({state})")
 
 
