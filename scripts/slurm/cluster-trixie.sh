@@ -32,7 +32,14 @@ python_binds() {
     *) echo "$prefix" ;;
   esac
 }
-binds() { echo "$REPO"; echo "$SHARED"; python_binds; }
+# A venv that is a link to one outside the repository (a git worktree sharing another
+# checkout's .venv): jobs start its python by the link, so its target must be there too.
+venv_bind() {
+  local venv; venv=$(dirname "$(dirname "$PYTHON")")
+  [ -L "$venv" ] && readlink -f "$venv"
+  return 0
+}
+binds() { echo "$REPO"; echo "$SHARED"; python_binds; venv_bind; }
 
 mount_all() {
   local d
