@@ -1,7 +1,7 @@
 """The one interface through which the dashboard talks to a cluster.
 
 Views and tasks only ever see `ClusterBackend`; adding a backend (e.g. sbatch over SSH)
-means adding a module here and a name in `backends/__init__.py`, nothing else.
+means adding a module here and an entry in `backends/registry.py`, nothing else.
 """
 
 from __future__ import annotations
