@@ -36,9 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainer.launch", description=__doc__.splitlines()[0])
     p.add_argument("--nproc-per-node", type=int, required=True, help="training processes on this node")
     p.add_argument("--nnodes", type=int, default=1, help="nodes (Slurm: read from the job's task count)")
-    p.add_argument(
-        "--rendezvous", choices=(ONE_NODE_RENDEZVOUS, ALLOCATION_RENDEZVOUS), default=ONE_NODE_RENDEZVOUS
-    )
+    p.add_argument("--rendezvous", choices=(ONE_NODE_RENDEZVOUS, ALLOCATION_RENDEZVOUS), default=ONE_NODE_RENDEZVOUS)
     p.add_argument("trainer_args", nargs=argparse.REMAINDER, help="after '--': the arguments of `python -m trainer`")
     return p
 
