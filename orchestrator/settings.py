@@ -8,6 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from orchestrator.cluster.backends import registry as backends
 from orchestrator.env import env_bool, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -187,18 +188,20 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Runs and clusters ------------------------------------------------------------------------
-CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "local")
-if CLUSTER_BACKEND not in ("local", "slurm"):
-    raise ImproperlyConfigured(f"CLUSTER_BACKEND: expected local or slurm, got {CLUSTER_BACKEND!r}")
+# One of the registered backends (orchestrator/cluster/backends/registry.py); checked at startup.
+CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", backends.DEFAULT_BACKEND)
+if problem := backends.name_problem(CLUSTER_BACKEND):
+    raise ImproperlyConfigured(problem)
 # The URL jobs use to reach this dashboard (metrics and heartbeats).
 PUBLIC_URL = env_str("OPL_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 RUNS_DIR = Path(env_str("OPL_RUNS_DIR", str(VAR_DIR / "runs")))
 LOCAL_JOBS_DIR = Path(env_str("OPL_LOCAL_JOBS_DIR", str(VAR_DIR / "local-jobs")))
 # Python that runs the trainer; on a cluster this is the node's environment, not ours.
 TRAINER_PYTHON = env_str("OPL_TRAINER_PYTHON", "")
-# One trainer per core on this machine for the local backend; a cluster schedules its own nodes.
+# One trainer per core for a backend on this machine; a cluster schedules its own nodes.
 LOCAL_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-MAX_ACTIVE_RUNS = env_int("OPL_MAX_ACTIVE_RUNS", LOCAL_CORES if CLUSTER_BACKEND == "local" else 4)
+_RUNS_HERE = backends.REGISTRY[CLUSTER_BACKEND].capabilities.this_machine
+MAX_ACTIVE_RUNS = env_int("OPL_MAX_ACTIVE_RUNS", LOCAL_CORES if _RUNS_HERE else 4)
 # A run claimed for submission this long ago without a job id: its submit task died; sync
 # looks the job up by name and, when none exists, submits again (same attempt, same name).
 SUBMIT_STALE_SECONDS = env_int("OPL_SUBMIT_STALE_SECONDS", 60)
@@ -243,18 +246,8 @@ SLURM_REST_API_VERSION = env_str("SLURM_REST_API_VERSION", "auto")
 SLURM_REST_TIMEOUT = env_int("SLURM_REST_TIMEOUT", 10)
 SLURM_ACCOUNTING = env_bool("SLURM_ACCOUNTING", False)
 SLURM_RUN_DIR_MODE = env_str("SLURM_RUN_DIR_MODE")
-if CLUSTER_BACKEND == "slurm":
-    missing = [
-        name
-        for name, value in (
-            ("SLURM_REST_URL", SLURM_REST_URL),
-            ("SLURM_REST_USER", SLURM_REST_USER),
-            ("SLURM_JWT or SLURM_JWT_KEY_FILE", SLURM_JWT or SLURM_JWT_KEY_FILE),
-        )
-        if not value
-    ]
-    if missing:
-        raise ImproperlyConfigured(f"CLUSTER_BACKEND=slurm needs {', '.join(missing)}")
+if problem := backends.settings_problem(globals()):  # the settings the chosen backend needs
+    raise ImproperlyConfigured(problem)
 
 LOGGING = {
     "version": 1,

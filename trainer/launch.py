@@ -26,13 +26,17 @@ from pathlib import Path
 
 FORWARDED = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 RDZV_PORT_BASE = 29500
+# How the launchers of one run find each other: within one node, or across the nodes of a Slurm
+# allocation (the dashboard's job specs name these).
+ONE_NODE_RENDEZVOUS = "standalone"
+ALLOCATION_RENDEZVOUS = "slurm"
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainer.launch", description=__doc__.splitlines()[0])
     p.add_argument("--nproc-per-node", type=int, required=True, help="training processes on this node")
     p.add_argument("--nnodes", type=int, default=1, help="nodes (Slurm: read from the job's task count)")
-    p.add_argument("--rendezvous", choices=("standalone", "slurm"), default="standalone")
+    p.add_argument("--rendezvous", choices=(ONE_NODE_RENDEZVOUS, ALLOCATION_RENDEZVOUS), default=ONE_NODE_RENDEZVOUS)
     p.add_argument("trainer_args", nargs=argparse.REMAINDER, help="after '--': the arguments of `python -m trainer`")
     return p
 
@@ -97,7 +101,7 @@ def torchrun_args(args: argparse.Namespace, env: dict[str, str]) -> list[str]:
         rest = rest[1:]
     if not rest:
         raise SystemExit("trainer.launch: give the trainer's arguments after '--'")
-    if args.rendezvous == "slurm":
+    if args.rendezvous == ALLOCATION_RENDEZVOUS:
         rdzv = slurm_rendezvous(env)
     else:
         if args.nnodes != 1:

@@ -16,6 +16,7 @@ from orchestrator.experiments.runconfig import data_roots
 from orchestrator.launchers.jobs import LauncherUnavailable, is_launcher_run, launcher_job
 from trainer.checkpoint_files import add_pin, checkpoint_step, find_init_checkpoint
 from trainer.config import PATH_ROOTS_ENV, ResourcesConfig
+from trainer.launch import ALLOCATION_RENDEZVOUS, ONE_NODE_RENDEZVOUS
 from trainer.reporting import atomic_write_text
 
 
@@ -93,7 +94,7 @@ def trainer_argv(python: str, trainer_args: list[str], nodes: int, per_node: int
     a Slurm rendezvous when the run spans nodes. Every value is its own argument."""
     if nodes == 1 and per_node == 1:
         return [python, "-m", "trainer", *trainer_args]
-    rendezvous = "slurm" if nodes > 1 else "standalone"
+    rendezvous = ALLOCATION_RENDEZVOUS if nodes > 1 else ONE_NODE_RENDEZVOUS
     return [
         python,
         "-m",

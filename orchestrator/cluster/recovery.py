@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from orchestrator.cluster.backends import BackendError, JobState, JobStatus, get_backend
+from orchestrator.cluster.backends import BackendError, JobState, JobStatus, get_backend, is_backend
 from orchestrator.cluster.models import ClusterHealth, Job
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import run_transition
@@ -23,14 +23,7 @@ S = Run.State
 
 
 def _requeue_on_timeout(run: Run) -> bool:
-    if run.backend != "slurm":
-        return False
-    from orchestrator.cluster.slurm.profiles import load_profile
-
-    try:
-        return load_profile(_profile_name(run)).requeue_on_timeout
-    except LookupError:
-        return False
+    return is_backend(run.backend) and get_backend(run.backend).requeues_on_timeout(_profile_name(run))
 
 
 def _profile_name(run: Run) -> str:

@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from orchestrator.cluster import recovery
-from orchestrator.cluster.backends import BackendError, JobState, JobStatus, get_backend
+from orchestrator.cluster.backends import BackendError, JobState, JobStatus, configured_backend, get_backend
 from orchestrator.cluster.backends.base import job_name
 from orchestrator.cluster.jobspec import build_job_spec, run_dir_for
 from orchestrator.cluster.models import Job
@@ -235,8 +235,9 @@ def sync_active_runs(backend_name: str | None = None) -> int:
         for run in group:
             changed += sync_one_run(run, statuses.get(run.job_id))
     changed += recovery.flag_stalled()
-    if settings.CLUSTER_BACKEND == "local":
-        recovery.record_sync("local")  # the local cluster page shows the worker's last sync
+    backend = configured_backend()
+    if backend.capabilities.this_machine:
+        recovery.record_sync(backend.name)  # its cluster page shows the worker's last sync
     return changed
 
 

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.shortcuts import render
 from django.utils import timezone
 
-from orchestrator.cluster.backends import get_backend
+from orchestrator.cluster.backends import configured_backend, get_backend, reported_cluster
 from orchestrator.cluster.models import ClusterHealth, Job
 from orchestrator.cluster.queue_view import cluster_queue
 from orchestrator.cluster.slurm.logs import tail
@@ -41,29 +41,25 @@ def run_job(request, run_id: int):
     return render(request, "cluster/_run_job_detail.html", context)
 
 
-def slurm_configured() -> bool:
-    return settings.CLUSTER_BACKEND == "slurm" or bool(getattr(settings, "SLURM_REST_URL", ""))
-
-
 def cluster_health(request):
     """Reachable or not, API version, partitions, nodes and GPUs, our jobs, the last error; for
-    the local backend this machine's cores and memory, active runs against the limit and
+    a backend on this machine its cores and memory, active runs against the limit and
     whether the worker's periodic sync is alive."""
-    report = get_backend("slurm").health() if slurm_configured() else None
+    cluster = reported_cluster()
     records = {h.backend: h for h in ClusterHealth.objects.all()}
-    active = Run.objects.filter(backend="slurm", state__in=Run.ACTIVE).count()
+    active = Run.objects.filter(backend=cluster.name, state__in=Run.ACTIVE).count() if cluster else 0
     queued = Run.objects.filter(state=Run.State.QUEUED).count()
     return render(
         request,
         "cluster/health.html",
         {
             **cluster_queue(request.user),
-            "report": report,
-            "record": records.get("slurm"),
+            "report": cluster.health() if cluster else None,
+            "record": records.get(cluster.name) if cluster else None,
             "active_runs": active,
             "queued_runs": queued,
             "backend": settings.CLUSTER_BACKEND,
-            "local": _local_report(records.get("local")),
+            "machine": _machine_report(records),
         },
     )
 
@@ -73,14 +69,16 @@ def cluster_queue_fragment(request):
     return render(request, "cluster/_queue.html", cluster_queue(request.user))
 
 
-def _local_report(record: ClusterHealth | None) -> dict | None:
-    if settings.CLUSTER_BACKEND != "local":
+def _machine_report(records: dict[str, ClusterHealth]) -> dict | None:
+    backend = configured_backend()
+    if not backend.capabilities.this_machine:
         return None
+    record = records.get(backend.name)
     last_sync = record.last_ok_at if record else None
     age = (timezone.now() - last_sync).total_seconds() if last_sync else None
     return {
-        **get_backend("local").health(),
-        "active": Run.objects.filter(backend="local", state__in=Run.ACTIVE).count(),
+        **backend.health(),
+        "active": Run.objects.filter(backend=backend.name, state__in=Run.ACTIVE).count(),
         "limit": settings.MAX_ACTIVE_RUNS,
         "last_sync": last_sync,
         # beat syncs every 3 s and the sync notes itself every 10 s: a minute means no worker

@@ -46,10 +46,8 @@ def run_gpus(config: dict[str, Any], profile_gpus: int | None = None) -> int:
 
 
 def profile_gpus() -> int | None:
-    """The GPU count the default cluster profile gives every job, if it sets one (Slurm only;
-    runs name no profile of their own, so they use the default one)."""
-    if getattr(settings, "CLUSTER_BACKEND", "local") != "slurm":
-        return None
-    from orchestrator.cluster.models import ClusterProfile
+    """The GPU count the configured backend gives every job whatever it asks, if it fixes one
+    (a cluster profile may)."""
+    from orchestrator.cluster.backends import configured_backend
 
-    return ClusterProfile.objects.filter(is_default=True).values_list("gpus", flat=True).first()
+    return configured_backend().fixed_gpus()

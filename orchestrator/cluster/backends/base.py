@@ -1,7 +1,7 @@
 """The one interface through which the dashboard talks to a cluster.
 
 Views and tasks only ever see `ClusterBackend`; adding a backend (e.g. sbatch over SSH)
-means adding a module here and a name in `backends/__init__.py`, nothing else.
+means adding a module here and an entry in `backends/registry.py`, nothing else.
 """
 
 from __future__ import annotations
@@ -71,6 +71,21 @@ class JobStatus:
     ended_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What sets a backend apart, so callers ask it instead of testing its name."""
+
+    # Jobs are placed by cluster profiles (ClusterProfile rows): a profile may requeue a run that
+    # reaches its time limit, and the default one may fix every job's GPU count.
+    profiles: bool = False
+    # Jobs run on the dashboard's own machine: the cluster page shows its cores, memory and
+    # whether the worker's periodic sync is alive.
+    this_machine: bool = False
+    # The backend talks to a cluster of its own: the cluster page shows whether it is reachable,
+    # its partitions, nodes and our jobs there (`health()`), and its last error.
+    own_cluster: bool = False
+
+
 class BackendError(Exception):
     """A backend call failed. `permanent=False` means retrying later may succeed
     (cluster unreachable, auth expired); `permanent=True` means the request itself is bad
@@ -86,6 +101,7 @@ class BackendError(Exception):
 
 class ClusterBackend(Protocol):
     name: str
+    capabilities: Capabilities
 
     # The longest one submit call can take before it gives up (0: the backend itself lets only one
     # submit of a name through at a time). A claim younger than this is never taken over.
@@ -108,3 +124,15 @@ class ClusterBackend(Protocol):
 
     def log_paths(self, spec_run_dir: Path, attempt: int) -> dict[str, Path]:
         """Where stdout and stderr of an attempt are written: {"stdout": ..., "stderr": ...}."""
+
+    def health(self) -> dict:
+        """What the cluster page shows of this backend (see Capabilities)."""
+
+    def is_configured(self) -> bool:
+        """Its settings are given, so its cluster can be reported on even when another backend runs jobs."""
+
+    def requeues_on_timeout(self, profile: str) -> bool:
+        """A job of this cluster profile that reaches its time limit deserves another attempt."""
+
+    def fixed_gpus(self) -> int | None:
+        """The GPU count every job gets whatever it asks, if the backend fixes one."""

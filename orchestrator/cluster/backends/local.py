@@ -22,6 +22,7 @@ from pathlib import Path
 from django.conf import settings
 
 from orchestrator.cluster.backends.base import BackendError, JobSpec, JobState, JobStatus
+from orchestrator.cluster.backends.registry import REGISTRY
 
 # Environment a local job inherits from the worker: nothing secret (no SECRET_KEY, no DATABASE_URL).
 INHERITED_ENV = (
@@ -41,6 +42,7 @@ CANCEL_MARKER = "cancel-requested"
 
 class LocalBackend:
     name = "local"
+    capabilities = REGISTRY[name].capabilities
     submit_timeout_s = 0.0  # submit holds the job's lock file: one start per name, however many submits
 
     def __init__(self, jobs_dir: Path | None = None):
@@ -147,6 +149,15 @@ class LocalBackend:
             os.kill(info["supervisor_pid"], 15)  # SIGTERM: the supervisor forwards SIGUSR1, then kills
         except ProcessLookupError:
             pass
+
+    def is_configured(self) -> bool:
+        return True
+
+    def requeues_on_timeout(self, profile: str) -> bool:
+        return False  # no profiles: a time limit is the run's own
+
+    def fixed_gpus(self) -> int | None:
+        return None
 
     def health(self) -> dict:
         """This machine's cores and memory, and the jobs whose supervisors are alive."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.cluster.backends.base import BackendError, JobSpec, JobState, JobStatus
+from orchestrator.cluster.backends.registry import REGISTRY
 from orchestrator.cluster.slurm import jobscript, logs, states
 from orchestrator.cluster.slurm.auth import SlurmCredentials
 from orchestrator.cluster.slurm.client import SlurmClient
@@ -63,6 +64,7 @@ def to_status(job: JobInfo) -> JobStatus:
 
 class SlurmBackend:
     name = "slurm"
+    capabilities = REGISTRY[name].capabilities
 
     def __init__(
         self,
@@ -161,6 +163,21 @@ class SlurmBackend:
             return to_status(self.client.job(job_id))
         except SlurmJobNotFound:
             return None
+
+    def is_configured(self) -> bool:
+        return bool(SlurmConfig.from_settings().url)
+
+    def requeues_on_timeout(self, profile: str) -> bool:
+        try:
+            return self._profiles(profile).requeue_on_timeout
+        except LookupError:
+            return False
+
+    def fixed_gpus(self) -> int | None:
+        """The default profile's GPU count: runs name no profile of their own, so they use it."""
+        from orchestrator.cluster.models import ClusterProfile
+
+        return ClusterProfile.objects.filter(is_default=True).values_list("gpus", flat=True).first()
 
     def health(self) -> dict[str, Any]:
         """Reachability, API version, partitions, nodes with GPU counts and our jobs.
