@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from celery import current_app
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -137,6 +137,22 @@ def parse_update(body: Any) -> _Kind:
     return update
 
 
+# What other apps do with an update, registered from their AppConfig.ready() so that metrics never
+# imports them: "alert" (alerts: the run's alert, notified; returns its id) and "table" (samples:
+# a table whose columns fit stored as rollout samples too; returns how many).
+_RECEIVERS: dict[str, Callable[..., Any]] = {}
+
+
+def receive(kind: str, handler: Callable[..., Any]) -> None:
+    _RECEIVERS[kind] = handler
+
+
+def _receiver(kind: str) -> Callable[..., Any]:
+    if kind not in _RECEIVERS:
+        raise UpdateError("kind", f"{kind} updates are not taken by this server (its app is not installed)", 501)
+    return _RECEIVERS[kind]
+
+
 def apply_update(*, run: Run, body: Any) -> dict[str, Any]:
     """Apply one update to the run; what it did, for the answer."""
     update = parse_update(body)
@@ -189,16 +205,7 @@ def _define_metric(run: Run, update: DefineMetric) -> dict:
 
 
 def _alert(run: Run, update: AlertUpdate) -> dict:
-    from orchestrator.alerts.models import TRAINER, Alert
-    from orchestrator.alerts.services import NOTIFY_TASK
-
-    message = update.title + (f": {update.text}" if update.text else "")
-    if update.level != "info":
-        message = f"[{update.level}] {message}"
-    with transaction.atomic():
-        alert = Alert.objects.create(run=run, attempt=run.attempt, kind=TRAINER, message=message)
-        alert_id = alert.pk
-        transaction.on_commit(lambda: current_app.send_task(NOTIFY_TASK, args=[alert_id]), robust=True)
+    alert_id = _receiver("alert")(run=run, title=update.title, text=update.text, level=update.level)
     return {"alert": alert_id}
 
 
@@ -225,13 +232,8 @@ def _table(run: Run, update: TableUpdate) -> dict:
         step=update.step,
         defaults={"columns": update.columns, "rows": update.rows, "time": time.time()},
     )
-    samples = table_samples(update.key, update.step, update.columns, update.rows)
-    if not samples:
-        return {"samples": 0}
-    from orchestrator.samples.services import samples_ingest
-
-    result = samples_ingest(run=run, attempt=run.attempt, samples=samples)
-    return {"samples": result.stored + result.duplicates}
+    stored = _receiver("table")(run=run, key=update.key, step=update.step, columns=update.columns, rows=update.rows)
+    return {"samples": stored}
 
 
 _APPLY = {
@@ -242,59 +244,6 @@ _APPLY = {
     HistogramUpdate: _histogram,
     TableUpdate: _table,
 }
-
-# The column names a table's rows need to be rollout samples, and the names each may go by.
-SAMPLE_COLUMNS = {
-    "prompt": ("prompt", "prompts", "input", "question", "query"),
-    "response": ("response", "responses", "completion", "completions", "output", "generation"),
-    "reward": ("reward", "rewards", "score"),
-    "reference": ("reference", "ground_truth", "target", "solution", "answer"),
-}
-EVAL_PREFIXES = ("eval", "val", "test")
-
-
-def _column_of(columns: list[str], names: tuple[str, ...]) -> int | None:
-    lowered = [c.strip().lower() for c in columns]
-    return next((lowered.index(n) for n in names if n in lowered), None)
-
-
-def table_samples(key: str, step: int, columns: list[str], rows: list[list[Any]]) -> list:
-    """The rows as rollout samples when the table has a prompt and a response column, else []:
-    an eval table (key starting eval/val/test) gives eval samples, any other train samples."""
-    from orchestrator.samples.schemas import MAX_TEXT, SampleIn
-
-    at = {name: _column_of(columns, names) for name, names in SAMPLE_COLUMNS.items()}
-    if at["prompt"] is None or at["response"] is None:
-        return []
-    kind = "eval" if key.split("/", 1)[0].strip().lower().startswith(EVAL_PREFIXES) else "train"
-    now = time.time()
-
-    def text(row, name):
-        return None if at[name] is None or row[at[name]] is None else str(row[at[name]])[:MAX_TEXT]
-
-    def reward(row):
-        value = None if at["reward"] is None else row[at["reward"]]
-        return (
-            float(value)
-            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            else None
-        )
-
-    return [
-        SampleIn(
-            kind=kind,
-            step=step,
-            index=i,
-            eval_set=key[:200] if kind == "eval" else None,
-            prompt=text(row, "prompt") or "",
-            response=text(row, "response") or "",
-            reference=text(row, "reference"),
-            reward=reward(row),
-            time=now,
-        )
-        for i, row in enumerate(rows[:1_000])
-    ]
-
 
 # --- reads ---------------------------------------------------------------------------------------
 

@@ -200,6 +200,19 @@ MATRIX: dict[str, list[Case]] = {
         Case("get", "/api/v1/runs/{run}/metrics?key=train/loss", API_RUN_READ),
     ],
     "metrics-keys": [Case("get", "/api/v1/runs/{run}/metrics/keys", API_RUN_READ)],
+    # what else a run logs (config, summaries, alerts, histograms, tables): written with the run's
+    # token only, read like its metrics
+    "metrics-updates": [
+        Case(
+            "post",
+            "/api/v1/runs/{run}/updates",
+            (401, 401, 401, 401, 401, 200),
+            {"kind": "summary", "summary": {"eval/best": 0.5}},
+            True,
+        )
+    ],
+    "metrics-histograms": [Case("get", "/api/v1/runs/{run}/histograms?key=train/ratio", API_RUN_READ)],
+    "metrics-tables": [Case("get", "/api/v1/runs/{run}/tables?key=eval/samples", API_RUN_READ)],
     "metrics-stream": [Case("get", "/api/v1/runs/{run}/metrics/stream", API_RUN_READ)],
     "metrics-heartbeat": [
         Case("post", "/api/v1/runs/{run}/heartbeat", (401, 401, 401, 401, 401, 200), {"step": 1}, True)
