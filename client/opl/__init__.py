@@ -39,8 +39,10 @@ def log(data: dict, step: int | None = None, commit: bool | None = None, **kwarg
     current().log(data, step=step, commit=commit, **kwargs)
 
 
-def log_samples(samples: list[dict], step: int | None = None, kind: str = "train") -> None:
-    current().log_samples(samples, step=step, kind=kind)
+def log_samples(
+    samples: list[dict], step: int | None = None, kind: str = "train", corrections: dict | None = None
+) -> None:
+    current().log_samples(samples, step=step, kind=kind, corrections=corrections)
 
 
 def finish(exit_code: int = 0, quiet: bool | None = None) -> None:

@@ -390,16 +390,26 @@ class Run:
         if self._pusher is not None:
             self._pusher.step = step
 
-    def log_samples(self, samples: list[dict], step: int | None = None, kind: str = "train") -> None:
+    def log_samples(
+        self, samples: list[dict], step: int | None = None, kind: str = "train", corrections: dict | None = None
+    ) -> None:
         """Rollout samples in the contract of docs/SAMPLES.md: each needs "prompt", "response" and
         "reward"; kind, step, index and time are filled in when absent. A sample that breaks the
-        contract is dropped, counted in sdk/errors and named once; the others are kept."""
+        contract is dropped, counted in sdk/errors and named once; the others are kept.
+
+        Samples may also carry per-token log-probabilities of the trained policy (`logp`) and of the
+        behaviour policy (`behav_logp`; `rollout_logp` for the engine's, where an option needs it)
+        beside their `tokens` and `advantage`. Then `corrections` names the run's own loss, e.g.
+        {"objective": "grpo", "eps_high": 0.28}, and the samples are marked, in numpy, with what
+        that loss and every other correction does to each token (opl_client.marks)."""
         if self._finished:
             self._error("log_samples after finish", "opl: log_samples() after finish(): not recorded")
             return
         if self._spool is None:
             return
         try:
+            if any(isinstance(sample, dict) and "logp" in sample for sample in samples):
+                samples = with_correction_marks(samples, corrections)
             self._log_samples(samples, step, kind)
         except Exception as exc:
             self._error(f"log_samples {type(exc).__name__}", f"opl: log_samples() failed: {exc!r}")
@@ -580,6 +590,42 @@ def _attached_run() -> tuple[int, str, int] | None:
     if run_id and token and token.startswith("oplrun_"):
         return int(run_id), token, int(os.environ.get("OPL_ATTEMPT") or 1)
     return None
+
+
+TOKEN_LOGPROB_FIELDS = ("logp", "behav_logp", "rollout_logp")
+
+
+def with_correction_marks(samples: list, corrections: dict | None) -> list:
+    """The samples with their correction fields computed from their per-token log-probabilities
+    (log_ratio, variant, masked/clipped/reweighted, counterfactual), and the log-probabilities
+    themselves left out: the dashboard stores the marks, not the raw values."""
+    from opl_client.marks import samples_marks  # numpy, only for runs that log per-token log-probs
+
+    if not corrections or "objective" not in corrections:
+        raise ValueError('samples carry logp: pass corrections={"objective": ...} naming the run\'s own loss')
+    marked = [i for i, sample in enumerate(samples) if isinstance(sample, dict) and "logp" in sample]
+    missing = [i for i in marked if "behav_logp" not in samples[i]]
+    if missing:
+        raise ValueError(f"samples[{missing[0]}].behav_logp: required beside logp")
+    engine = all("rollout_logp" in samples[i] for i in marked)
+    params = {k: v for k, v in corrections.items() if k != "objective"}
+    fields = samples_marks(
+        corrections["objective"],
+        [_floats(samples[i]["logp"]) for i in marked],
+        [_floats(samples[i]["behav_logp"]) for i in marked],
+        [float(samples[i].get("advantage", 0.0)) for i in marked],
+        rollout_logp=[_floats(samples[i]["rollout_logp"]) for i in marked] if engine else None,
+        **params,
+    )
+    out = list(samples)
+    for i, computed in zip(marked, fields, strict=True):
+        kept = {k: v for k, v in samples[i].items() if k not in TOKEN_LOGPROB_FIELDS}
+        out[i] = {**kept, **computed}
+    return out
+
+
+def _floats(values) -> list[float]:
+    return [float(v) for v in (values.tolist() if hasattr(values, "tolist") else values)]
 
 
 def _sample_problem(sample: Any) -> str | None:
