@@ -24,15 +24,15 @@ PROBE = "import json, sys; print(json.dumps(sys.argv[1:]))"
 
 
 def hostile(sentinel: str) -> list[str]:
-    """Each value a shell would act on, each aimed at creating the sentinel file."""
-    return [
-        *NASTY,
+    """Each value a shell would act on, each aimed at creating the sentinel file, that a text
+    parameter takes (a new line or another control character is refused at the form and API: see
+    test_values_with_a_line_break_are_refused_before_any_job)."""
+    return [v for v in NASTY if "\n" not in v] + [
         f"$(touch {sentinel})",
         f"`touch {sentinel}`",
         f"x; touch {sentinel}",
         f"x && touch {sentinel}",
         f"x | touch {sentinel}",
-        f"x\ntouch {sentinel}",
         f"x' ; touch {sentinel} ; '",
         f'x" ; touch {sentinel} ; "',
         "${IFS}touch${IFS}" + sentinel,
@@ -99,3 +99,13 @@ def test_launcher_parameters_reach_the_program_verbatim_through_the_local_backen
         out = backend.log_paths(spec.run_dir, 1)["stdout"].read_text()
         assert json.loads(out) == [value, f"--b={value}", f"x{value}y"], value
     assert not sentinel.exists() and not os.path.exists("/tmp/opl-pwned")
+
+
+def test_values_with_a_line_break_are_refused_before_any_job(launcher, alice, api_client, tmp_path):
+    for value in [*(v for v in NASTY if "\n" in v), f"x\ntouch {tmp_path / 'pwned'}"]:
+        response = api_client(alice).post(
+            "/api/v1/launchers/probe/runs", data=json.dumps({"params": {"a": value}}), content_type="application/json"
+        )
+        assert response.status_code == 400, value
+        assert response.json()["errors"][0]["field"] == "params.a"
+    assert not Run.objects.exists()
