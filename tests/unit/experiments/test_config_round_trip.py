@@ -59,17 +59,28 @@ def _errors(response) -> str:
 
 
 def _queued(experiment: Experiment) -> dict:
-    """Everything the experiment queued; a warm-up run's id (different for each copy) as WARM."""
+    """Everything the experiment queued; a warm-up run's id (different for each copy) as WARM, or
+    WARM<i> for the i-th of several warm-ups the sweep forks from (in names and swept values too)."""
+    sweep = json.loads(json.dumps(experiment.sweep or {}))
+    warmups = {pk: f"WARM{i}" for i, pk in enumerate(sorted(sweep.get("init.from_run") or []))}
+    if warmups:
+        sweep["init.from_run"] = [warmups[pk] for pk in sweep["init.from_run"]]
     runs = []
     for run in experiment.runs.order_by("id"):
         config = json.loads(json.dumps(run.config))
-        if experiment.runs.model.objects.filter(
+        values, name = dict(run.sweep_values or {}), run.name
+        if values.get("init.from_run") in warmups:
+            pk = values["init.from_run"]
+            values["init.from_run"] = config["init"]["from_run"] = warmups[pk]
+            name = name.replace(f"fromrun{pk}", f"fromrun{warmups[pk]}")
+        elif experiment.runs.model.objects.filter(
             pk=run.parent_id, experiment__name=f"{experiment.name}-warmup"
         ).exists():
             config["init"]["from_run"] = "WARM"
-        runs.append((run.name, run.seed, run.sweep_values, config, sorted(t.name for t in run.tags.all())))
-    fields = ("name", "sweep", "random", "seeds", "priority", "notes")
-    return {"experiment": {f: getattr(experiment, f) for f in fields}, "project": experiment.project.name, "runs": runs}
+        runs.append((name, run.seed, values, config, sorted(t.name for t in run.tags.all())))
+    fields = ("name", "random", "seeds", "priority", "notes")
+    experiment_fields = {f: getattr(experiment, f) for f in fields} | {"sweep": sweep}
+    return {"experiment": experiment_fields, "project": experiment.project.name, "runs": runs}
 
 
 def _leaves(config: dict, prefix: str = ""):

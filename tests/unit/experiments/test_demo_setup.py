@@ -41,7 +41,7 @@ def test_a_restart_keeps_the_login_the_token_and_the_one_demo_run(tmp_path):
     assert line(second, "api token") == line(first, "api token")
     assert Run.objects.count() == 1
     assert line(second, "demo run").split()[0] == line(first, "demo run").split()[0]
-    assert "from an earlier start; --new-run queues another" in second and "(queued now)" in first
+    assert "from an earlier start; DEMO_NEW_RUN=1 make demo queues another" in second and "(queued now)" in first
     api = Client(HTTP_AUTHORIZATION=f"Bearer {line(second, 'api token')}")
     assert api.get("/api/v1/runs").status_code == 200
 

@@ -95,12 +95,12 @@ def test_the_36_run_sweep_is_one_form_submission(logged_in):
 
 
 def test_refused_submission_comes_back_as_typed(logged_in):
-    response = logged_in.post("/experiments/new/", form_data(**{"algorithm.lr": "0", "name": "bad name"}))
+    response = logged_in.post("/experiments/new/", form_data(**{"algorithm.lr": "-1", "name": "bad name"}))
     html = response.content.decode()
     assert response.status_code == 200 and Run.objects.count() == 0
-    assert '<p class="error" data-field="algorithm.lr">Input should be greater than 0</p>' in html
+    assert '<p class="error" data-field="algorithm.lr">Input should be greater than or equal to 0</p>' in html
     assert "letters, digits" in html
-    assert 'name="algorithm.lr" value="0"' in html
+    assert 'name="algorithm.lr" value="-1"' in html
 
 
 def test_sweep_row_errors_name_the_row_field(logged_in):
