@@ -154,7 +154,8 @@ def test_a_bad_update_is_a_400_naming_the_field(sdk_run, body, field):
 def test_only_the_runs_own_token_writes_updates(sdk_run, alice, tiny_config):
     run, _ = sdk_run
     _, other_token = make_run(alice, tiny_config)
-    assert update(run, other_token, {"kind": "summary", "summary": {"a": 1}}).status_code == 404  # the answer of a run that does not exist
+    # another run's token gets the answer of a run that does not exist
+    assert update(run, other_token, {"kind": "summary", "summary": {"a": 1}}).status_code == 404
     assert update(run, None, {"kind": "summary", "summary": {"a": 1}}).status_code == 401
 
 

@@ -6,12 +6,15 @@ import re
 import pytest
 
 from orchestrator.experiments.services import experiment_create
+from orchestrator.samples import tokens
 from orchestrator.samples.models import RolloutSample
 from orchestrator.samples.schemas import SampleIn
 from orchestrator.samples.services import samples_ingest
 from tests.unit.metrics.helpers import make_run
 
 from .helpers import sample
+
+POSITIVE, NEGATIVE = tokens.POSITIVE, tokens.NEGATIVE
 
 pytestmark = pytest.mark.django_db
 
@@ -61,8 +64,13 @@ def test_the_newest_step_is_shown_with_its_tokens_marked(client, alice, tiny_con
     assert "2 masked" in first and "1 clipped" in first and "staleness 2" in first and "policy v8" in first
     second = html[html.index('data-index="1"') :]
     assert 'data-i="1" data-log-ratio="null" data-flag=""' in second and "tok-null" in second
-    assert re.search(r'data-i="2" data-log-ratio="2" data-flag="" style="background:rgba\(220,38,38,0\.85\)"', second)
-    assert re.search(r'data-i="3" data-log-ratio="-2" data-flag="" style="background:rgba\(37,99,235,0\.85\)"', second)
+    # a large ratio at full strength: the ratio's side's colour, strong enough for white text
+    for i, ratio, base in ((2, "2", POSITIVE), (3, "-2", NEGATIVE)):
+        style = re.search(
+            rf'data-i="{i}" data-log-ratio="{ratio}" data-flag="" style="background:rgba\(([^)]*)\)"', second
+        )
+        *rgb, alpha = style.group(1).split(",")
+        assert tuple(map(int, rgb)) == base and float(alpha) == pytest.approx(tokens.alpha(float(ratio), 1.0), abs=1e-3)
     assert "reward mean <b>0.500</b>" in html and '1 right</span> / <span class="verdict-wrong">1 wrong' in html
     assert "tok-legend" in html
 
