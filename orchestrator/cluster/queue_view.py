@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Count, Q, Sum
 
-from orchestrator.experiments.access import can_write, visible_projects, visible_runs
+from orchestrator.experiments.access import cancellable, visible_projects, visible_runs
 from orchestrator.experiments.limits import limit
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import ordinal, queue_positions, waiting_reasons
@@ -55,7 +55,7 @@ def cluster_queue(user) -> dict:
         .select_related("owner", "experiment__project")
         .order_by("id")[:MAX_SHOWN]
     )
-    may_cancel = {r.pk for r in [*shown, *waiting, *running] if can_write(user, r.owner_id, r.experiment.project_id)}
+    may_cancel = cancellable(user, [*shown, *waiting, *running])
     return {
         "queued": [(places.get(r.pk), r, _without_place(reasons.get(r.pk, ""), places.get(r.pk))) for r in shown],
         "more": len(queued) - len(shown),

@@ -82,6 +82,22 @@ def get_run_to_cancel(user: User, run_id: int) -> Run:
     return run
 
 
+def cancellable(user: User, runs) -> set[int]:
+    """The ids of `runs` (with owner_id and experiment.project_id) that the user may cancel, as
+    get_run_to_cancel decides one by one, with the user's roles read in one query."""
+    runs = list(runs)
+    if user.is_staff:
+        return {r.pk for r in runs}
+    projects = {r.experiment.project_id for r in runs}
+    roles = dict(Membership.objects.filter(user_id=user.pk, project_id__in=projects).values_list("project_id", "role"))
+    return {
+        r.pk
+        for r in runs
+        if roles.get(r.experiment.project_id) == Membership.Role.OWNER
+        or (r.owner_id == user.pk and roles.get(r.experiment.project_id) in Membership.WRITERS)
+    }
+
+
 def get_experiment_for_user(user: User, experiment_id: int, *, write: bool = False) -> Experiment:
     experiment = visible_experiments(user).filter(pk=experiment_id).first()
     if experiment is None:

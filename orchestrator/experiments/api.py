@@ -33,7 +33,7 @@ from orchestrator.experiments.invitations import (
     invitations_for,
     project_invite,
 )
-from orchestrator.experiments.models import Experiment, Membership, Project, Run
+from orchestrator.experiments.models import Experiment, Membership, Project, ProjectInvitation, Run
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields
 from orchestrator.experiments.schemas import ExperimentIn, PriorityIn, ProjectIn, ProjectPatchIn, RunAnnotationIn
 from orchestrator.experiments.selectors import RunFilter, filtered_runs
@@ -285,6 +285,7 @@ def run_action(request: HttpRequest, run_id: int, action: str):
 # --- projects and tags -------------------------------------------------------------------------
 
 MEMBERSHIPS = Prefetch("memberships", queryset=Membership.objects.select_related("user").order_by("user__username"))
+INVITATIONS = Prefetch("invitations", queryset=ProjectInvitation.objects.select_related("user"))
 
 
 def project_to_dict(project: Project) -> dict[str, Any]:
@@ -294,7 +295,7 @@ def project_to_dict(project: Project) -> dict[str, Any]:
         "description": project.description,
         "members": [m.user.get_username() for m in memberships],
         "roles": {m.user.get_username(): m.role for m in memberships},
-        "invited": {i.user.get_username(): i.role for i in project.invitations.select_related("user")},
+        "invited": {i.user.get_username(): i.role for i in project.invitations.all()},
         "personal": project.personal_for_id is not None,
         "max_active_runs": project.max_active_runs,
         "max_gpus": project.max_gpus,
@@ -305,7 +306,7 @@ def project_to_dict(project: Project) -> dict[str, Any]:
 @require_http_methods(["GET", "POST"])
 def projects(request: HttpRequest):
     if request.method == "GET":
-        rows = visible_projects(request.user).prefetch_related(MEMBERSHIPS).order_by("name")
+        rows = visible_projects(request.user).prefetch_related(MEMBERSHIPS, INVITATIONS).order_by("name")
         return JsonResponse(
             {
                 "projects": [project_to_dict(p) for p in rows],
@@ -386,7 +387,7 @@ def project_invitation(request: HttpRequest, name: str):
 
 def _project_with_members(user, name: str) -> Project:
     get_project_for_user(user, name)
-    return Project.objects.prefetch_related(MEMBERSHIPS).get(name=name)
+    return Project.objects.prefetch_related(MEMBERSHIPS, INVITATIONS).get(name=name)
 
 
 @api_view
