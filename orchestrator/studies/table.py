@@ -172,7 +172,9 @@ def group_cells(runs) -> dict[str, Cell]:
     cells: dict[str, Cell] = {}
     for run in runs:
         swept = {k: v for k, v in (run.sweep_values or {}).items() if k not in NESTING_PATHS}
-        values = in_updates(swept, getattr(run, "config", None))
+        # the bundled trainer's k counts batches; a logged run's staleness is what its role mapping reads
+        bundled = getattr(run, "uses_bundled_trainer", True)
+        values = in_updates(swept, getattr(run, "config", None)) if bundled else swept
         cells.setdefault(cell_key(values), Cell(values=values, run_ids=[])).run_ids.append(run.pk)
     return cells
 

@@ -53,8 +53,8 @@ def test_a_role_mapping_groups_logged_runs_into_cells_of_seeds_and_judges_them(a
     assert report.options.errors == []
     cells = {cell.label: cell for cell in report.table.cells.values()}
     assert len(cells) == 4 and all(cell.estimate.n == 3 for cell in cells.values())
-    stale_grpo = next(c for c in cells.values() if c.values == {"staleness.k": 16, "algorithm.objective": "grpo"})
-    fresh_grpo = next(c for c in cells.values() if c.values == {"staleness.k": 0, "algorithm.objective": "grpo"})
+    stale_grpo = next(c for c in cells.values() if c.values == {"staleness.s": 16, "algorithm.objective": "grpo"})
+    fresh_grpo = next(c for c in cells.values() if c.values == {"staleness.s": 0, "algorithm.objective": "grpo"})
     seeds = stale_grpo.run_values.values()
     assert math.isclose(stale_grpo.estimate.mean, sum(seeds) / 3) and 0.2 < stale_grpo.estimate.mean < 0.3
     assert stale_grpo.difference is not None  # against the same objective at the lowest staleness
