@@ -1,7 +1,9 @@
 """Asynchronous generation: a separate process with its own engine, bounded staleness.
 
-The generator process produces whole batches while the trainer trains. Weights reach it through
-shared-memory tensors, published by the trainer every `sync_every` updates with their version.
+The generator process produces whole batches while the trainer trains, each through the same
+`generate_batch` as stale_k (trainer/generation.py). Weights reach it through shared-memory
+tensors, published by the trainer every `sync_every` updates with their version. A step whose every
+reward failed ends the generator and reaches the trainer as the same `RewardFailure`.
 
 Admission (AReaL-style, so it never produces rollouts that would only be thrown away): before
 starting batch P (the P-th it produces) with weights of version v, the generator needs
