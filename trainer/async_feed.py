@@ -61,10 +61,14 @@ def generator_seed(cfg, version: int) -> int:
 
 
 def group_slices(batch: Batch, world: int) -> list[Batch]:
-    """Each rank's equal share of the batch's prompt groups (rows are grouped by prompt)."""
+    """Each rank's equal share of the batch's prompt groups (rows are grouped by prompt). The
+    batch's reward failure counts go with the first share only: the trainer sums them over ranks."""
     groups = len(batch) // batch.group_size
     per = groups // world * batch.group_size
-    return [batch.select(torch.arange(r * per, (r + 1) * per)) for r in range(world)]
+    parts = [batch.select(torch.arange(r * per, (r + 1) * per)) for r in range(world)]
+    for part in parts[1:]:
+        part.reward_errors = part.reward_timeouts = 0
+    return parts
 
 
 class AsyncFeed:

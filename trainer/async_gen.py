@@ -1,7 +1,9 @@
 """Asynchronous generation: a separate process with its own engine, bounded staleness.
 
-The generator process produces whole batches while the trainer trains. Weights reach it through
-shared-memory tensors, published by the trainer every `sync_every` updates with their version.
+The generator process produces whole batches while the trainer trains, each through the same
+`generate_batch` as stale_k (trainer/generation.py). Weights reach it through shared-memory
+tensors, published by the trainer every `sync_every` updates with their version. A step whose every
+reward failed ends the generator and reaches the trainer as the same `RewardFailure`.
 
 Admission (AReaL-style, so it never produces rollouts that would only be thrown away): before
 starting batch P (the P-th it produces) with weights of version v, the generator needs
@@ -35,10 +37,12 @@ import traceback
 import torch
 import torch.multiprocessing as tmp
 
+from trainer.rewards import RewardFailure, ignore_stop_signals
 from trainer.utilisation import GeneratorClock
 
 POLL_S = 0.005
 WEIGHT_SYNC_KEY = "weight_sync_s"  # travels beside a batch's state, not in it
+REWARD_FAILURE_KEY = "reward_failure"  # every reward of a batch failed (trainer/rewards.py)
 
 
 class SyncTimeout(RuntimeError):
@@ -82,17 +86,18 @@ def generator_main(
     cfg_json: str, alphabet: str, shared: dict, ctrl: Control, out, seed: int, device: str, threads: int
 ) -> None:
     """Entry point of the generator process."""
-    from trainer.rewards import ignore_stop_signals
-
     ignore_stop_signals()  # the trainer handles the cluster's stop signal, then stops us
     try:
         _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threads)
+    except RewardFailure as exc:  # the trainer stops the run as stale_k does, with the same message
+        out.put({REWARD_FAILURE_KEY: str(exc)})
     except Exception:
         out.put({"error": traceback.format_exc()})
 
 
 def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threads):
     from trainer.config import RunConfig, updates_per_step_total
+    from trainer.generation import BatchParts, Swap, generate_batch, rollout_engine
     from trainer.models import load_policy
     from trainer.precision import Precision
     from trainer.tasks import build_task
@@ -106,7 +111,8 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
     task = build_task(cfg.task)
     policy = load_policy(cfg.model, alphabet, cfg.train.seed, dev)
     precision = Precision(cfg.model.dtype, dev)
-    engine = _make_engine(cfg, policy, dev, precision)
+    engine = rollout_engine(cfg, policy, dev, precision)
+    parts = BatchParts(cfg, task, policy, policy.model, dev, precision)
     U = updates_per_step_total(cfg)
     produced = 0
     trainer_pid = os.getppid()
@@ -125,7 +131,8 @@ def _generate_forever(cfg_json, alphabet, shared, ctrl, out, seed, device, threa
                 _idle(clock, version < 0 or may_start(*state, committed, bound))
                 continue
             t_gen, loading_before = time.perf_counter(), clock.values["load_s"].value
-            batch = _one_batch(cfg, task, engine, policy.model, rng, version, dev, precision, swap)
+            problems = task.sample(rng, cfg.rollout.prompts_per_step)  # the whole batch: the trainer slices it
+            batch = generate_batch(parts, engine, problems, version, produced, swap)
             loading = clock.values["load_s"].value - loading_before  # a partial rollout's swaps
             clock.add("busy_s", time.perf_counter() - t_gen - loading)
             clock.add("tokens", float(batch.response_mask.sum()))
@@ -176,56 +183,6 @@ class _Weights:
     def take_sync_s(self) -> float | None:
         sync_s, self.sync_s = self.sync_s, None
         return sync_s
-
-
-class Swap:
-    """Partial rollouts: `newer()` says newer weights were published, `load()` loads them and
-    returns their version."""
-
-    def __init__(self, newer, load):
-        self.newer, self.load = newer, load
-
-
-def _one_batch(cfg, task, engine, model, rng, version: int, dev, precision, swap: Swap | None = None):
-    """One batch from the weights at `version`: generated, scored, with behaviour log-probs. With
-    `swap` (rollout.partial) generation continues across weight updates (trainer/partial.py)."""
-    from trainer.partial import generate_partial, merge_behaviour
-    from trainer.rollout import make_batch, recompute_behaviour_logp
-
-    roll = cfg.rollout
-    recompute = roll.behav_logp == "recompute"
-    t0 = time.perf_counter()
-    problems = task.sample(rng, roll.prompts_per_step)
-    prompts = [task.prompt_text(p) for p in problems]
-    sampling = (prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
-    partial = None
-    if swap is None:
-        gen = engine.generate(*sampling)
-    else:
-        partial = generate_partial(engine, *sampling, swap.newer, swap.load, version, recompute)
-        gen = partial.generation
-    expanded = [p for p in problems for _ in range(roll.group_size)]
-    rewards = task.train_rewards(expanded, gen.texts, gen.finished)
-    rows = [(t, p.answer) for t, p in zip(prompts, problems) for _ in range(roll.group_size)]
-    batch = make_batch(gen, rewards, version, roll.group_size, 0.0, problems=rows)
-    if partial is not None:
-        batch.token_version_offsets = partial.token_version_offsets
-    if recompute:
-        recompute_behaviour_logp(batch, model, roll.temperature, cfg.train.micro_batch_size, dev, precision)
-        if partial is not None:  # the whole-batch scores hold for the last version's tokens only
-            batch.behav_logp = merge_behaviour(batch.behav_logp, partial)
-    batch.gen_seconds = time.perf_counter() - t0
-    return batch
-
-
-def _make_engine(cfg, policy, dev, precision):
-    from trainer.rollout import HFEngine
-
-    if cfg.rollout.engine == "vllm":
-        from trainer.vllm_engine import VLLMEngine
-
-        return VLLMEngine.from_policy(policy, cfg)
-    return HFEngine(policy, dev, precision=precision)
 
 
 def to_wire(state: dict) -> dict:
@@ -302,6 +259,8 @@ class AsyncGenerator:
                     raise RuntimeError(f"the generator process died (exit code {self.proc.exitcode})") from None
                 self._check_deadlines(time.perf_counter() - t0)
                 continue
+            if REWARD_FAILURE_KEY in item:
+                raise RewardFailure(item[REWARD_FAILURE_KEY])
             if "error" in item:
                 raise RuntimeError(f"the generator process failed:\n{item['error']}")
             self.last_sync_s = item.pop(WEIGHT_SYNC_KEY, None)

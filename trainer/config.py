@@ -745,7 +745,7 @@ def _task_problems(cfg: RunConfig, refused: set[str]) -> list[tuple[str, str]]:
 
 def _demonstration_problems(cfg: RunConfig) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
-    alg, roll, task, st = cfg.algorithm, cfg.rollout, cfg.task, cfg.staleness
+    alg, roll, task = cfg.algorithm, cfg.rollout, cfg.task
     if task.demonstrations:
         if task.demonstrations >= roll.group_size:
             problems.append(
@@ -767,8 +767,14 @@ def _demonstration_problems(cfg: RunConfig) -> list[tuple[str, str]]:
                     "recompute and no algorithm.tis_cap",
                 )
             )
-        if st.mode != "stale_k":
-            problems.append(("task.demonstrations", "only in stale_k mode (the async generator does not add them)"))
+        if roll.partial:
+            problems.append(
+                (
+                    "task.demonstrations",
+                    "not with rollout.partial: a demonstration row has no sampled tokens to continue "
+                    "across weight updates",
+                )
+            )
     return problems
 
 

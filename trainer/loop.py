@@ -39,7 +39,7 @@ from trainer.config import RunConfig, check_world_size, collective_timeout_s, de
 from trainer.counterfactual import run_variant
 from trainer.distributed import barrier, init_distributed, max_across, mean_across, shutdown, sum_across, wrap_fsdp
 from trainer.evaluation import Evaluator
-from trainer.generation import Rollouts, rollout_engine
+from trainer.generation import BatchParts, Rollouts, rollout_engine
 from trainer.metric_log import MetricLog
 from trainer.models import load_policy
 from trainer.precision import Precision
@@ -138,9 +138,10 @@ class Trainer:
         eval_engine = HFEngine(self.policy, self.device, precision=self.precision)
         self.evaluator = Evaluator(cfg, self.eval_sets, eval_engine, self.dist, self.samples)
         if cfg.staleness.mode == "stale_k":  # in async mode the generator process owns the rollout engine
-            engine = rollout_engine(cfg, self.policy, eval_engine, self.run_dir, self.dist)
-            args = (self.task, self.policy, self.model, engine, self.dist, self.precision, self.prompt_rng)
-            self.rollouts = Rollouts(cfg, *args)
+            where = {"work_dir": self.run_dir / "vllm_model", "dist": self.dist, "hf_engine": eval_engine}
+            engine = rollout_engine(cfg, self.policy, self.device, self.precision, **where)
+            parts = BatchParts(cfg, self.task, self.policy, self.model, self.device, self.precision)
+            self.rollouts = Rollouts(parts, engine, self.dist, self.prompt_rng)
         rngs = {"prompt_rng": self.prompt_rng, "shuffle_rng": self.shuffle_rng}
         self.checkpointer = Checkpointer(
             cfg, self.run_dir, self.dist, self.updater, self.progress, rngs, self.queue, self.metric_log, self.samples

@@ -140,8 +140,10 @@ class Updater:
             "train/response_len_mean": lengths.mean().item(),
             "train/adv_abs_mean": adv.abs().mean().item(),
             "perf/train_s": train_s,
-            "reward/errors": float(batch.reward_errors),
-            "reward/timeouts": float(batch.reward_timeouts),
+            # the whole trained batch's, every rank's slice summed (the same on every rank, so the
+            # ranks' mean keeps it)
+            "reward/errors": sum_across(float(batch.reward_errors), self.dist),
+            "reward/timeouts": sum_across(float(batch.reward_timeouts), self.dist),
         }
         if self.precision.scaler is not None:
             metrics["actor/skipped_updates"] = float(self.precision.skipped_updates)
