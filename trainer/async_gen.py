@@ -188,8 +188,9 @@ class Swap:
 
 def _one_batch(cfg, task, engine, model, rng, version: int, dev, precision, swap: Swap | None = None):
     """One batch from the weights at `version`: generated, scored, with behaviour log-probs. With
-    `swap` (rollout.partial) generation continues across weight updates (trainer/partial.py)."""
-    from trainer.partial import generate_partial, merge_behaviour
+    `swap` (rollout.partial) generation continues across weight updates (trainer/partial.py,
+    trainer/vllm_partial.py)."""
+    from trainer.partial import merge_behaviour
     from trainer.rollout import make_batch, recompute_behaviour_logp
 
     roll = cfg.rollout
@@ -202,7 +203,7 @@ def _one_batch(cfg, task, engine, model, rng, version: int, dev, precision, swap
     if swap is None:
         gen = engine.generate(*sampling)
     else:
-        partial = generate_partial(engine, *sampling, swap.newer, swap.load, version, recompute)
+        partial = _generate_partial(cfg, engine, sampling, swap, version, recompute, precision)
         gen = partial.generation
     expanded = [p for p in problems for _ in range(roll.group_size)]
     rewards = task.train_rewards(expanded, gen.texts, gen.finished)
@@ -216,6 +217,16 @@ def _one_batch(cfg, task, engine, model, rng, version: int, dev, precision, swap
             batch.behav_logp = merge_behaviour(batch.behav_logp, partial)
     batch.gen_seconds = time.perf_counter() - t0
     return batch
+
+
+def _generate_partial(cfg, engine, sampling, swap: Swap, version: int, recompute: bool, precision):
+    if cfg.rollout.engine == "vllm":
+        from trainer.vllm_partial import generate_partial_vllm
+
+        return generate_partial_vllm(engine, *sampling, swap.newer, swap.load, version, recompute, precision)
+    from trainer.partial import generate_partial
+
+    return generate_partial(engine, *sampling, swap.newer, swap.load, version, recompute)
 
 
 def _make_engine(cfg, policy, dev, precision):
