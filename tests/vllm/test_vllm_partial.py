@@ -60,3 +60,29 @@ def test_without_a_swap_the_batch_is_the_plain_vllm_engines(report):
     assert all(same["same"].values()), same["same"]
     assert same["same_texts"] and same["same_finished"]
     assert same["distinct_responses"] > 6  # sampled, not one greedy answer repeated
+
+
+def test_an_async_run_with_partial_rollouts_on_vllm_keeps_versions_within_the_bound(vllm_python, tmp_path):
+    """The generator process with vLLM's multiprocessing engine, as a run uses it: the engine's
+    log-probs stay those the trainer recomputes for each token's own version, swaps or not."""
+    from tests.vllm.test_vllm_runs import BASE, run, trained
+
+    rollout = {**BASE["rollout"], "max_new_tokens": 24, "partial": True}
+    done, steps = run(
+        vllm_python,
+        tmp_path,
+        {
+            "rollout": rollout,
+            "staleness": {"mode": "async", "max_staleness": 4},
+            "train": {**BASE["train"], "steps": 4},
+        },
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
+    points = trained(steps)
+    assert sorted(points) == [2, 4, 6, 8]
+    for step, v in points.items():
+        assert abs(v["rollout/engine_kl"]) < 1e-4, (step, v["rollout/engine_kl"])
+        assert 0 <= v["rollout/partial_frac"] <= 1
+        assert 0 <= v["rollout/version_span_mean"] <= v["rollout/version_span_max"]
+        assert v["rollout/version_span_max"] <= v["rollout/observed_staleness_max"] <= v["rollout/staleness_bound"]
+        assert v["rollout/dropped_samples"] == 0
