@@ -191,7 +191,8 @@ class RolloutConfig(_Section):
         description="async: partial rollouts. When the trainer publishes new weights mid-batch, the "
         "generator stops, loads them and continues the unfinished responses; each token keeps the version "
         "that generated it and its behaviour log-prob (recompute: the trainer's copy of that version), so "
-        "ratios, M2 and the masks use per-token behaviour log-probs and staleness is per token.",
+        "ratios, M2 and the masks use per-token behaviour log-probs and staleness is per token. With the vllm "
+        "engine each unfinished response is resubmitted with its tokens so far: the new weights recompute its prefix.",
     )
     vllm_gpu_memory_utilization: float = Field(
         0.4, gt=0, le=1, description="vllm: fraction of GPU memory the engine may take."
