@@ -1,7 +1,7 @@
 """Async against sync training at an equal number of samples, with and without partial rollouts.
 
     .venv/bin/python benchmarks/async.py [--steps 8] [--model tiny] [--tokens 24] [--engine hf]
-    .venv-vllm/bin/python benchmarks/async.py --engine vllm      # vLLM's CPU build (no partial rollouts)
+    .venv-vllm/bin/python benchmarks/async.py --engine vllm      # vLLM's CPU build
 
 Each mode runs the real trainer as a job does (`python -m trainer run`), same model, same task, same
 seed, the same number of training steps of the same batch size (so the same number of trained
@@ -10,7 +10,7 @@ samples):
 - async: a generator process produces batches while the trainer trains (max_staleness leaves room
   for two batches ahead; weights published every update);
 - async + partial: the same with rollout.partial: generation stops at each weight update, loads the
-  new weights and continues the unfinished responses (hf engine only).
+  new weights and continues the unfinished responses.
 Throughput is samples trained per second between the first and the last step's metric timestamps
 (start-up and model loading are not counted). The ideal overlap bound is (gen + train) / max(gen,
 train), with gen and train the median seconds per step measured in sync mode; "of ideal" is the
@@ -107,10 +107,9 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=24, help="max new tokens per response")
     p.add_argument("--engine", choices=["hf", "vllm"], default="hf")
     args = p.parse_args()
-    modes = [m for m in MODES if args.engine == "hf" or m != "async+partial"]  # partial: hf engine only
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    results = {m: run_mode(m, args) for m in modes}
+    results = {m: run_mode(m, args) for m in MODES}
     print(
         f"{args.model} ({args.engine} engine), arithmetic, {args.prompts} prompts x 8 samples, {args.tokens} tokens "
         f"at most, {args.steps} steps, 1 thread per process, {time.perf_counter() - t0:.0f} s in all"

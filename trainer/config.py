@@ -188,10 +188,11 @@ class RolloutConfig(_Section):
     )
     partial: bool = Field(
         False,
-        description="async, hf engine: partial rollouts. When the trainer publishes new weights mid-batch, the "
+        description="async: partial rollouts. When the trainer publishes new weights mid-batch, the "
         "generator stops, loads them and continues the unfinished responses; each token keeps the version "
         "that generated it and its behaviour log-prob (recompute: the trainer's copy of that version), so "
-        "ratios, M2 and the masks use per-token behaviour log-probs and staleness is per token.",
+        "ratios, M2 and the masks use per-token behaviour log-probs and staleness is per token. With the vllm "
+        "engine each unfinished response is resubmitted with its tokens so far: the new weights recompute its prefix.",
     )
     vllm_gpu_memory_utilization: float = Field(
         0.4, gt=0, le=1, description="vllm: fraction of GPU memory the engine may take."
@@ -783,8 +784,6 @@ def _staleness_problems(cfg: RunConfig) -> list[tuple[str, str]]:
     st = cfg.staleness
     if cfg.rollout.partial and st.mode != "async":
         problems.append(("rollout.partial", "partial rollouts continue responses across weight updates: async only"))
-    if cfg.rollout.partial and cfg.rollout.engine != "hf":
-        problems.append(("rollout.partial", "partial rollouts are built for the hf engine only so far"))
     if st.mode == "async":
         need = updates_per_step_total(cfg) - 1 + st.sync_every - 1
         if st.max_staleness < need:

@@ -63,7 +63,7 @@ def generate_batch(parts: BatchParts, engine, problems, version: int, gen_step: 
     roll = cfg.rollout
     t0 = time.perf_counter()
     prompts = [task.prompt_text(p) for p in problems]
-    gen, partial = _generate(cfg, engine, prompts, version, swap)
+    gen, partial = _generate(cfg, engine, prompts, version, swap, parts.precision)
     if cfg.task.demonstrations:  # a warm-up's stand-in for pretraining (trainer/demonstrations.py)
         answers, tok, eos = [p.answer for p in problems], policy.tokenizer, policy.eos_token_ids[0]
         gen = demonstrations.inject(gen, answers, tok, eos, roll.group_size, cfg.task.demonstrations)
@@ -85,16 +85,22 @@ def generate_batch(parts: BatchParts, engine, problems, version: int, gen_step: 
     return batch
 
 
-def _generate(cfg, engine, prompts, version: int, swap) -> tuple:
-    """(Generation, PartialGeneration or None): the plain engine's, or continued across swaps."""
+def _generate(cfg, engine, prompts, version: int, swap, precision) -> tuple:
+    """(Generation, PartialGeneration or None): the plain engine's, or continued across swaps
+    (trainer/partial.py on the HF engine, trainer/vllm_partial.py on vLLM)."""
     roll = cfg.rollout
     sampling = (prompts, roll.group_size, roll.max_new_tokens, roll.temperature, roll.top_p)
     if swap is None:
         return engine.generate(*sampling), None
-    from trainer.partial import generate_partial
-
     recompute = roll.behav_logp == "recompute"
-    partial = generate_partial(engine, *sampling, swap.newer, swap.load, version, recompute)
+    if roll.engine == "vllm":
+        from trainer.vllm_partial import generate_partial_vllm
+
+        partial = generate_partial_vllm(engine, *sampling, swap.newer, swap.load, version, recompute, precision)
+    else:
+        from trainer.partial import generate_partial
+
+        partial = generate_partial(engine, *sampling, swap.newer, swap.load, version, recompute)
     return partial.generation, partial
 
 

@@ -233,37 +233,47 @@ class VLLMEngine:
     @torch.no_grad()
     def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float, top_p: float) -> Generation:
         """n samples for each prompt, grouped: rows [i*n, (i+1)*n) belong to prompts[i]."""
-        from trainer.rollout import encode_prompts
-
-        tok = self.policy.tokenizer
-        ids, mask = encode_prompts(self.policy, prompts, torch.device("cpu"))
-        rows = [r[m.bool()].tolist() for r, m in zip(ids, mask)]
+        ids, mask, rows = self.encode(prompts)
         params = self.sampling_params(n, max_new_tokens, temperature, top_p)
         outputs = self.llm.generate([{"prompt_token_ids": r} for r in rows], params, use_tqdm=False)
         samples = [(i, o) for i, out in enumerate(outputs) for o in out.outputs]  # grouped per prompt
-        width = max(1, max(len(o.token_ids) for _, o in samples))
-        responses = torch.full((len(samples), width), tok.pad_token_id, dtype=torch.long)
-        rmask = torch.zeros((len(samples), width))
-        logp = torch.zeros((len(samples), width))
+        responses = []
+        for _, o in samples:
+            if len(o.logprobs or []) != len(o.token_ids):
+                raise RuntimeError(f"vLLM returned {len(o.logprobs or [])} log-probs for {len(o.token_ids)} tokens")
+            responses.append((list(o.token_ids), sampled_logprobs(o)))
+        return self.to_generation(ids, mask, [i for i, _ in samples], responses)
+
+    def encode(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor, list[list[int]]]:
+        """Left-padded prompt ids and mask, and each prompt's own ids (what the engine is given)."""
+        from trainer.rollout import encode_prompts
+
+        ids, mask = encode_prompts(self.policy, prompts, torch.device("cpu"))
+        return ids, mask, [r[m.bool()].tolist() for r, m in zip(ids, mask)]
+
+    def to_generation(self, ids, mask, prompt_of_row: list[int], responses: list[tuple[list[int], list[float]]]):
+        """The batch from each row's response tokens and their log-probs; row r answers prompt
+        `prompt_of_row[r]` of the left-padded `ids`."""
+        tok = self.policy.tokenizer
+        width = max(1, max(len(t) for t, _ in responses))
+        tokens = torch.full((len(responses), width), tok.pad_token_id, dtype=torch.long)
+        rmask = torch.zeros((len(responses), width))
+        logp = torch.zeros((len(responses), width))
         eos = set(self.eos_ids)
         texts, finished = [], []
-        for row, (_, o) in enumerate(samples):
-            token_ids = list(o.token_ids)
-            if len(o.logprobs or []) != len(token_ids):
-                raise RuntimeError(f"vLLM returned {len(o.logprobs or [])} log-probs for {len(token_ids)} tokens")
+        for row, (token_ids, token_logp) in enumerate(responses):
             # vLLM stops at the first EOS and keeps it: every returned token is a response token.
-            responses[row, : len(token_ids)] = torch.tensor(token_ids, dtype=torch.long)
+            tokens[row, : len(token_ids)] = torch.tensor(token_ids, dtype=torch.long)
             rmask[row, : len(token_ids)] = 1.0
-            for t, (token, entry) in enumerate(zip(token_ids, o.logprobs)):
-                logp[row, t] = entry[token].logprob
+            logp[row, : len(token_ids)] = torch.tensor(token_logp, dtype=torch.float32)
             ended = bool(token_ids) and token_ids[-1] in eos
             finished.append(ended)
             texts.append(tok.decode(token_ids[:-1] if ended else token_ids, skip_special_tokens=True))
-        prompt_rows = torch.stack([ids[i] for i, _ in samples])
-        prompt_mask = torch.stack([mask[i] for i, _ in samples])
+        prompt_rows = torch.stack([ids[i] for i in prompt_of_row])
+        prompt_mask = torch.stack([mask[i] for i in prompt_of_row])
         return Generation(
-            input_ids=torch.cat([prompt_rows, responses], dim=1),
-            attention_mask=torch.cat([prompt_mask, torch.ones_like(responses)], dim=1),
+            input_ids=torch.cat([prompt_rows, tokens], dim=1),
+            attention_mask=torch.cat([prompt_mask, torch.ones_like(tokens)], dim=1),
             response_mask=rmask,
             logp=logp * rmask,
             prompt_len=ids.shape[1],
@@ -278,3 +288,8 @@ class VLLMEngine:
         core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
         if core is not None:
             core.shutdown()
+
+
+def sampled_logprobs(completion) -> list[float]:
+    """The log-prob of each sampled token of a vLLM completion output (its `logprobs=0` entry)."""
+    return [entry[token].logprob for token, entry in zip(completion.token_ids, completion.logprobs)]
