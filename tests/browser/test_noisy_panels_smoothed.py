@@ -84,3 +84,27 @@ def test_the_m2_panel_is_smoothed_by_default_with_tau_drawn_above_it(page_as, al
         .some((t) => t.meta && t.meta.role === 'raw')""")
     after = {t["key"]: t["y"] for t in drawn(page, "m2")["traces"] if t["role"] == "line"}
     assert after["actor/m2"] == [noisy(0.03, 8.0)(s) for s in STEPS]
+
+
+def test_the_compare_page_smooths_m2_by_default_and_keeps_an_explicit_zero(page_as, alice, tiny_config, server):
+    run, _ = make_run(alice, tiny_config)
+    metrics_ingest(
+        run=run,
+        attempt=1,
+        points=points("actor/m2", STEPS, noisy(0.03, 8.0)) + points("train/reward_mean", STEPS, noisy(0.3, 2.0)),
+    )
+    page = page_as(alice)
+    page.goto(f"{server}/compare/?runs={run.pk}")
+    page.wait_for_selector("#compare[data-ready='1']")
+    wait_drawn(page, "m2")
+    m2 = drawn(page, "m2")["traces"]
+    [line] = [t for t in m2 if t["role"] == "line"]
+    [raw] = [t for t in m2 if t["role"] == "raw"]
+    assert wiggle(line["y"]) < wiggle(raw["y"]) / 4 and raw["opacity"] < 0.5
+    wait_drawn(page, "reward")
+    assert [t["role"] for t in drawn(page, "reward")["traces"]] == ["line"]
+
+    page.goto(f"{server}/compare/?runs={run.pk}&smooth=0")  # a smoothing the URL sets wins
+    page.wait_for_selector("#compare[data-ready='1']")
+    wait_drawn(page, "m2")
+    assert [t["role"] for t in drawn(page, "m2")["traces"] if t["role"] != "threshold"] == ["line"]
