@@ -7,7 +7,7 @@
     opl cancel RUN [RUN ...]
     opl sync DIR                                  (a run logged with `import opl`, mode="offline")
     opl import PATH [--format tensorboard|jsonl|csv] [--project P] [--config FILE]
-    opl logging-token [--name N]                  (for OPL_TOKEN on training nodes: opens and writes its own runs)
+    opl logging-token [--name N] [--days D]       (for OPL_TOKEN on training nodes: opens and writes its own runs)
     opl views list|show|create|update|delete|url ...   (saved chart views: opl views -h)
     opl launchers list | run NAME [-p PARAM=VALUE ...] [--wait]   (commands the lab allows on its queue)
 

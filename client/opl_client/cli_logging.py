@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opl_client.client import Client
+from opl_client.client import Client, OplError
 
 
 def cmd_sync(lab: Client, args, out) -> int:
@@ -56,7 +56,20 @@ def report_refused(synced, out) -> int:
 
 
 def cmd_logging_token(lab: Client, args, out) -> int:
-    answer = lab.request("POST", "/api/v1/sdk/tokens", body={"name": args.name, "days": args.days})
+    body = {"name": args.name}
+    if args.days is not None:  # otherwise the server's default lifetime, which is within its own maximum
+        body["days"] = args.days
+    try:
+        answer = lab.request("POST", "/api/v1/sdk/tokens", body=body)
+    except OplError as exc:
+        refused = next((e.get("message") for e in exc.errors if e.get("field") == "days"), None)
+        if exc.status != 400 or refused is None:
+            raise
+        sys.stderr.write(
+            f"opl: --days {args.days} refused by the dashboard: {refused}; "
+            "leave --days out for the dashboard's default lifetime\n"
+        )
+        return 1
     out.write(f"{answer['token']}\n")
     sys.stderr.write(
         f"opl: logging token {answer['name']!r}, valid until {answer['expires_at']}: it opens runs and writes only "
@@ -85,5 +98,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     i.set_defaults(func=cmd_import)
     t = sub.add_parser("logging-token", help="make a logging token for OPL_TOKEN on training nodes (printed once)")
     t.add_argument("--name", default="default")
-    t.add_argument("--days", type=int, default=365)
+    t.add_argument(
+        "--days",
+        type=int,
+        help="lifetime in days, at most the dashboard's maximum (default: the dashboard's default lifetime)",
+    )
     t.set_defaults(func=cmd_logging_token)

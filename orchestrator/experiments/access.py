@@ -53,6 +53,13 @@ def can_write(user: User, owner_id: int, project_id: int | None = None) -> bool:
     return project_id is None or role_in(user, project_id) in Membership.WRITERS
 
 
+def can_cancel(user: User, run: Run) -> bool:
+    """Whether the user may cancel the run: one they may change, or any run of a project they own
+    (what get_run_to_cancel enforces)."""
+    project_id = run.experiment.project_id
+    return can_write(user, run.owner_id, project_id) or role_in(user, project_id) == Membership.Role.OWNER
+
+
 def _check_write(user: User, owner_id: int, project_id: int, what: str, owner: User) -> None:
     if user.is_staff:
         return

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import hashlib
 
-from orchestrator.experiments.access import can_write
+from orchestrator.experiments.access import can_cancel, can_write
 from orchestrator.experiments.models import Run
 
 
-def status_version(run: Run, *, writer: bool, queue_text: str = "") -> str:
+def status_version(run: Run, *, writer: bool, queue_text: str = "", canceller: bool = False) -> str:
     """Changes whenever something the header or the facts card shows changes."""
     seen = (
         run.state,
@@ -26,6 +26,7 @@ def status_version(run: Run, *, writer: bool, queue_text: str = "") -> str:
         sorted(t.name for t in run.tags.all()),
         queue_text,
         writer,
+        canceller,
     )
     return hashlib.sha1(repr(seen).encode()).hexdigest()[:16]
 
@@ -35,9 +36,11 @@ def status_context(user, run: Run) -> dict:
     from orchestrator.experiments.queue import waiting_reasons
 
     writer = can_write(user, run.owner_id, run.experiment.project_id)
+    canceller = writer or can_cancel(user, run)
     queue_text = waiting_reasons([run]).get(run.pk, "") if run.state == Run.State.QUEUED else ""
     return {
         "run": run,
         "can_write": writer,
-        "status_version": status_version(run, writer=writer, queue_text=queue_text),
+        "can_cancel": canceller,
+        "status_version": status_version(run, writer=writer, queue_text=queue_text, canceller=canceller),
     }

@@ -71,6 +71,8 @@ PANELS: list[dict[str, Any]] = [
         "keys": ["actor/m2", "actor/m2_after", "actor/m2_all"],
         "log_y": True,
         "threshold": "tau_m2",
+        # three noisy series around one threshold: smoothed unless the page's view sets a smoothing
+        "smooth": 0.9,
         "description": "M2 = mean (log r)² of the importance ratios over trust-region tokens, log axis. M2PO masks "
         "until M2 after "
         "masking is under τ (dashed); spikes before masking are stale batches. actor/m2_all counts every token, "
@@ -504,6 +506,8 @@ def panels_for(keys: list[str], configs: Iterable[dict] = (), *, bundled: bool =
             "lines": [],
             "labels": dict(panel.get("labels", {})),
         }
+        if panel.get("smooth"):
+            resolved["smooth"] = panel["smooth"]
         if panel["id"] == "eval":
             resolved["keys"] = eval_keys(keys)
         elif panel.get("pattern"):
@@ -587,6 +591,8 @@ def _panels_with_logged_keys(keys: list[str]) -> list[dict[str, Any]]:
             "lines": [],
             "labels": {},
         }
+        if panel.get("smooth"):
+            resolved["smooth"] = panel["smooth"]
         if panel.get("group"):
             resolved["group"] = panel["group"]
         out.append(resolved)

@@ -29,7 +29,8 @@ function start() {
     band: params.get("band") || filters.band || "minmax",
     individual: params.has("individual") ? params.get("individual") === "1" : Boolean(filters.individual),
     x: params.get("x") || (saved && saved.x) || "step",
-    smooth: Number(params.get("smooth") || (saved && saved.smooth) || 0),
+    // null while neither the URL nor a saved view sets it: each panel draws its own default
+    smooth: params.has("smooth") ? Number(params.get("smooth")) || 0 : M.savedSmoothing(saved),
     logY: params.get("logy") === "1",
     summary: params.get("summary") || "",
     hx: params.get("hx") || "", hy: params.get("hy") || "", hm: params.get("hm") || "", hs: params.get("hs") || "",
@@ -53,7 +54,7 @@ function start() {
     if (view.band !== "minmax") q.set("band", view.band);
     if (view.individual) q.set("individual", "1");
     if (view.x !== "step") q.set("x", view.x);
-    if (view.smooth) q.set("smooth", String(view.smooth));
+    if (view.smooth !== null) q.set("smooth", String(view.smooth));
     if (view.logY) q.set("logy", "1");
     for (const k of ["summary", "hx", "hy", "hm", "hs"]) if (view[k]) q.set(k, view[k]);
     for (const k of ["lineage", "upto"]) if (view[k]) q.set(k, "1");
@@ -137,10 +138,10 @@ function start() {
   }
 
   // One run's curve as plotted: mapped x, smoothed y, finite points only (for interpolation).
-  function curve(runId, s, xid) {
+  function curve(runId, s, xid, smoothing) {
     s = uptoFork(runId, s);
     const xs = s.x.map((step) => xOf(runId, step, xid));
-    const ys = M.smooth(xs, s.y, view.smooth);
+    const ys = M.smooth(xs, s.y, smoothing);
     const fx = [], fy = [];
     xs.forEach((x, i) => { if (ys[i] !== null && Number.isFinite(ys[i])) { fx.push(x); fy.push(ys[i]); } });
     return { xs, ys, fx, fy };
@@ -175,6 +176,7 @@ function start() {
     const traces = [];
     const groups = groupsOf();
     const xid = xOfPanel(panel);
+    const smoothing = M.smoothingOf(view.smooth, panel);
     panel.keys.forEach((key, ki) => {
       const per = (panel.zoomed && panel.zoomed[key]) || data[key];
       if (!per) return;
@@ -185,8 +187,8 @@ function start() {
         runs.forEach((r, ri) => {
           const s = per.get(r.id);
           if (!s || !s.x.length || hidden.has(`run${r.id}`)) return;
-          const c = curve(r.id, s, xid);
-          if (view.smooth > 0) {  // the raw line, faint, under the smoothed one
+          const c = curve(r.id, s, xid, smoothing);
+          if (smoothing > 0) {  // the raw line, faint, under the smoothed one
             traces.push({ x: c.xs, y: uptoFork(r.id, s).y, name: plotlyText(`${r.name} (raw)`), type: "scatter", mode: "lines", opacity: 0.25,
               showlegend: false, hoverinfo: "skip", legendgroup: `run${r.id}`, line: { color: M.color(ri), width: 1, dash },
               meta: { role: "raw", key, run: r.id } });
@@ -202,7 +204,7 @@ function start() {
         if (hidden.has(`group${value}`)) return;
         const color = M.color(gi);
         const label = plotlyText(`${view.group}=${value}${suffix}`);
-        const curves = members.filter((r) => per.get(r.id) && per.get(r.id).x.length).map((r) => curve(r.id, per.get(r.id), xid));
+        const curves = members.filter((r) => per.get(r.id) && per.get(r.id).x.length).map((r) => curve(r.id, per.get(r.id), xid, smoothing));
         const agg = aggregate(curves);
         if (!agg) return;
         traces.push({ x: agg.x, y: agg.lower, type: "scatter", mode: "lines", line: { width: 0, color }, showlegend: false,
@@ -217,7 +219,7 @@ function start() {
           members.forEach((r) => {
             const s = per.get(r.id);
             if (!s || !s.x.length) return;
-            const c = curve(r.id, s, xid);
+            const c = curve(r.id, s, xid, smoothing);
             traces.push({ x: c.xs, y: c.ys, name: plotlyText(r.name), type: "scatter", mode: "lines", opacity: 0.4, showlegend: false,
               legendgroup: label, line: { color, width: 1, dash }, meta: { role: "line", key, run: r.id } });
           });
@@ -380,7 +382,7 @@ function start() {
   function bind(name, prop, parse = (e) => e.target.value, after = renderAll) {
     const el = document.querySelector(`[data-control=${name}]`);
     if (!el) return;
-    if (el.type === "checkbox") el.checked = Boolean(view[prop]); else if (view[prop] !== "" && view[prop] !== undefined) el.value = String(view[prop]);
+    if (el.type === "checkbox") el.checked = Boolean(view[prop]); else if (view[prop] !== "" && view[prop] !== undefined && view[prop] !== null) el.value = String(view[prop]);
     if (el.type !== "checkbox" && !view[prop] && el.value && ["summary", "hx", "hy", "hm", "hs"].includes(prop)) view[prop] = el.value;
     el.addEventListener(el.type === "range" ? "input" : "change", async (e) => { view[prop] = parse(e); await after(); });
   }
@@ -391,7 +393,7 @@ function start() {
     document.querySelector("[data-show=smooth]").textContent = e.target.value;
     return Number(e.target.value);
   });
-  document.querySelector("[data-show=smooth]").textContent = String(view.smooth);
+  document.querySelector("[data-show=smooth]").textContent = M.smoothingLabel(view.smooth);
   bind("logy", "logY", (e) => e.target.checked, () => { panels.forEach((p) => { p.obj.logY = view.logY; p.controls.syncLog(); }); renderAll(); });
   bind("x", "x", (e) => e.target.value, async () => {
     await loadMapper(view.x);
@@ -474,7 +476,7 @@ function start() {
   browser = W.keyBrowser(root.querySelector("[data-key-browser]"), { keys: [...known], charted, onAdd: addPanel });
   firstDraw.finally(() => W.keyList([...known])); // the "+ key" boxes' suggestions: not needed to draw
   W.viewsBar(root.querySelector("[data-views]"), cfg.views, () => ({
-    panels: panels.map(W.panelSpec), group: view.group, smooth: view.smooth, x: view.x,
+    panels: panels.map(W.panelSpec), group: view.group, smooth: view.smooth ?? 0, x: view.x,
     filters: { band: view.band, individual: view.individual, hidden: [...hidden] },
     runs: experimentId ? [] : runs.map((r) => r.id),
     experiments: experimentId ? [Number(experimentId)] : [],

@@ -46,6 +46,21 @@ function smooth(x, y, weight) {
   return out;
 }
 
+// The smoothing a panel is drawn with: the page's when its view sets one (the slider, a saved
+// view, ?smooth=), else the panel's own default (M2: three noisy lines around its threshold).
+// `viewSmooth` is null while the view sets none.
+function smoothingOf(viewSmooth, panel) {
+  if (viewSmooth !== null && viewSmooth !== undefined) return viewSmooth;
+  return (panel && panel.smooth) || 0;
+}
+
+// The view's smoothing from a saved view: 0 is what a view saved without touching the slider
+// stores, so it leaves the panels' defaults in place.
+const savedSmoothing = (saved) => (saved && saved.smooth > 0 ? saved.smooth : null);
+
+// What the smoothing slider shows: its value, or "panel default" while the view sets none.
+const smoothingLabel = (viewSmooth) => (viewSmooth === null ? "panel default" : String(viewSmooth));
+
 // Piecewise-linear monotone mapping step -> counter (tokens, samples, wall time).
 class Mapper {
   constructor(steps, values) { this.steps = steps; this.values = values; }
@@ -320,5 +335,5 @@ const plotlyReady = new Promise((resolve) => {
   else document.addEventListener("DOMContentLoaded", () => resolve(), { once: true });
 });
 
-export { decode, appendPoints, smooth, Mapper, budgetFor, throttle, getJSON, download, toCSV,
+export { decode, appendPoints, smooth, smoothingOf, savedSmoothing, smoothingLabel, Mapper, budgetFor, throttle, getJSON, download, toCSV,
   markTrace, Panel, LiveStream, color, timeScale, hoverFor, esc, plotlyText, plotlyReady };

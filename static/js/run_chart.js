@@ -16,7 +16,8 @@ function start() {
   const TERMINAL = ["succeeded", "failed", "cancelled", "lost"];
 
   const saved = cfg.views && cfg.views.current ? cfg.views.current.state : null;
-  const view = { x: (saved && saved.x) || "step", smooth: (saved && saved.smooth) || 0, logY: false };
+  // smooth: null while neither the slider nor a saved view sets it (each panel draws its own default)
+  const view = { x: (saved && saved.x) || "step", smooth: M.savedSmoothing(saved), logY: false };
   const series = {}; // key -> {x: steps, y, marks}, for the keys whose history is loaded
   const pendingLive = {}; // key -> live points that came before the key's history
   const loading = new Map(); // key -> promise of its history
@@ -54,18 +55,19 @@ function start() {
     const traces = [];
     const xid = xOfPanel(panel);
     const xOf1 = (step) => xOf(step, xid);
+    const smoothing = M.smoothingOf(view.smooth, panel);
     panel.keys.forEach((key, i) => {
       const s = (panel.zoomed && panel.zoomed[key]) || series[key];
       if (!s || !s.x.length) return;
       const color = M.color(i);
       const xs = s.x.map(xOf1);
       const name = M.plotlyText((panel.labels && panel.labels[key]) || key);
-      if (view.smooth > 0) {
+      if (smoothing > 0) {
         traces.push({ x: xs, y: s.y, name: M.plotlyText(`${key} (raw)`), type: "scatter", mode: "lines", opacity: 0.25,
           line: { color, width: 1 }, showlegend: false, hoverinfo: "skip", meta: { role: "raw", key } });
       }
       // a line needs two points: a series of one (a count logged once) is drawn as its marker
-      traces.push(M.hoverFor({ x: xs, y: M.smooth(xs, s.y, view.smooth), name, type: "scatter", mode: xs.length === 1 ? "lines+markers" : "lines",
+      traces.push(M.hoverFor({ x: xs, y: M.smooth(xs, s.y, smoothing), name, type: "scatter", mode: xs.length === 1 ? "lines+markers" : "lines",
         line: { color, width: 1.6 }, connectgaps: false, meta: { role: "line", key } }, xid === "step" ? null : s.x));
       if (s.marks.length) traces.push(M.markTrace(s, xOf1, name, color));
     });
@@ -263,7 +265,7 @@ function start() {
       if (!added.x.length) continue;
       for (const panel of panels) {
         if (!panel.keys.includes(key)) continue;
-        const canExtend = !isNew && view.smooth === 0 && xOfPanel(panel) === "step" && !added.marks.length && !panel.zoomed && panel.obj.drawn;
+        const canExtend = !isNew && M.smoothingOf(view.smooth, panel) === 0 && xOfPanel(panel) === "step" && !added.marks.length && !panel.zoomed && panel.obj.drawn;
         const index = canExtend ? panel.obj.el.data.findIndex((t) => t.meta && t.meta.role === "line" && t.meta.key === key) : -1;
         if (index < 0) { touched.set(panel, null); continue; }
         if (touched.get(panel) === null) continue;
@@ -305,8 +307,8 @@ function start() {
   const xSelect = root.querySelector("[data-control=x]");
   const smoothInput = root.querySelector("[data-control=smooth]");
   xSelect.value = view.x;
-  smoothInput.value = String(view.smooth);
-  root.querySelector("[data-show=smooth]").textContent = String(view.smooth);
+  smoothInput.value = String(view.smooth ?? 0);
+  root.querySelector("[data-show=smooth]").textContent = M.smoothingLabel(view.smooth);
   xSelect.onchange = async (e) => {
     view.x = e.target.value;
     if (view.x !== "step" && !mappers[view.x]) await loadMapper(view.x);
@@ -325,7 +327,7 @@ function start() {
   browser = W.keyBrowser(root.querySelector("[data-key-browser]"), { keys: [...known], charted, onAdd: addPanel });
   W.keyList([...known]);
   W.viewsBar(root.querySelector("[data-views]"), cfg.views, () => ({
-    panels: panels.map(W.panelSpec), smooth: view.smooth, x: view.x, group: "", runs: [cfg.run], experiments: [],
+    panels: panels.map(W.panelSpec), smooth: view.smooth ?? 0, x: view.x, group: "", runs: [cfg.run], experiments: [],
   }));
 
   // "update 1200 / 1200 · step 600 / 600", as experiments/progress.py writes it.

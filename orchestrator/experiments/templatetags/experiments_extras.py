@@ -62,3 +62,22 @@ def breakable(key):
     from django.utils.safestring import mark_safe
 
     return mark_safe(escape(key).replace("/", "/<wbr>"))
+
+
+@register.simple_tag(takes_context=True)
+def may_cancel(context, run) -> bool:
+    """Whether the runs table offers `cancel` on this run: its owner, staff, or an owner of its
+    project (access.get_run_to_cancel). The projects the user owns are read once per request."""
+    from orchestrator.experiments.models import Membership
+
+    request = context["request"]
+    user = request.user
+    if user.is_staff or run.owner_id == user.pk:
+        return True
+    owned = getattr(request, "_owned_project_ids", None)
+    if owned is None:
+        owned = set(
+            Membership.objects.filter(user_id=user.pk, role=Membership.Role.OWNER).values_list("project_id", flat=True)
+        )
+        request._owned_project_ids = owned
+    return run.experiment.project_id in owned
