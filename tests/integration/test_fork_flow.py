@@ -34,6 +34,10 @@ def _config(tiny_config):
     tiny_config.update(
         {
             "staleness": {"mode": "stale_k", "k": 0},
+            # one demonstration per group: the random tiny model's rewards differ within every group,
+            # so update 1 surely moves the weights the fork must start from (an all-zero step would not)
+            "task": {"name": "arithmetic", "answer_format": "bare", "demonstrations": 1},
+            "rollout": {**tiny_config["rollout"], "behav_logp": "recompute"},
             "algorithm": {"objective": "grpo", "updates_per_step": 1, "lr": 1e-2},
             "train": {"steps": 3, "seed": 1, "device": "cpu"},
             "checkpoint": {"every": 1, "keep": 1},  # alone, clean-up would keep only update 3
