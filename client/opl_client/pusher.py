@@ -428,7 +428,6 @@ class Pusher:
 
     def _fail(self, stream: _Stream, why: str, wait_s: float | None = None) -> None:
         stream.failures += 1
-        stream.failing += 1
         stream.backoff = min(MAX_BACKOFF_S, max(1.0, stream.backoff * 2))
         delay = wait_s if wait_s is not None else stream.backoff
         delay *= 1 + random.uniform(0, 0.2)  # ranks that failed together retry apart
