@@ -47,6 +47,9 @@ SDK_RUN = {"client_id": "matrix-run-1", "name": "m", "project": "lab", "config":
 
 MATRIX: dict[str, list[Case]] = {
     "login": [Case("get", "/login/", (200, 200, 200, 200, 200, 200))],
+    # the icon, to anyone (a browser asks before logging in); /runs/ is the runs list's other address
+    "favicon.ico": [Case("get", "/favicon.ico", (301, 301, 301, 301, 301, 301))],
+    "runs/": [Case("get", "/runs/", (302, 302, 302, 302, 302, 302))],
     "logout": [Case("post", "/logout/", (302, 302, 302, 302, 302, 302))],
     "admin": [Case("get", "/admin/", (302, 302, 302, 200, 302, 302))],
     "accounts-tokens": [Case("get", "/account/tokens/", PAGE_READ)],
@@ -211,8 +214,8 @@ MATRIX: dict[str, list[Case]] = {
             True,
         )
     ],
-    "metrics-histograms": [Case("get", "/api/v1/runs/{run}/histograms?key=train/ratio", API_RUN_READ)],
-    "metrics-tables": [Case("get", "/api/v1/runs/{run}/tables?key=eval/samples", API_RUN_READ)],
+    "metrics-histograms": [Case("get", "/api/v1/runs/{run}/histograms", API_RUN_READ)],
+    "metrics-tables": [Case("get", "/api/v1/runs/{run}/tables", API_RUN_READ)],
     "metrics-stream": [Case("get", "/api/v1/runs/{run}/metrics/stream", API_RUN_READ)],
     "metrics-heartbeat": [
         Case("post", "/api/v1/runs/{run}/heartbeat", (401, 401, 401, 401, 401, 200), {"step": 1}, True)
