@@ -49,7 +49,9 @@ def test_an_sdk_runs_page_draws_its_own_keys_and_no_empty_bundled_panel(page_as,
     for key in ("train/rewards/<lambda>/mean", 'eval/Accuracy "val" (%)', "lr"):
         panel = logged_key_panel_id(key)
         wait_drawn(page, panel)
-        assert [t["name"] for t in traces(page, panel) if t["role"] == "line"] == [key]
+        # trace names go to Plotly escaped for its markup (static/js/plotly_text.js): drawn as typed
+        plotly_text = key.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert [t["name"] for t in traces(page, panel) if t["role"] == "line"] == [plotly_text]
     wait_drawn(page, "staleness")  # verl's staleness, read as the product's
     groups = page.locator("[data-panels] h3.panel-group").all_inner_texts()
     assert groups[-3:] == ["eval", "train", "Charts"]
