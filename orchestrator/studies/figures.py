@@ -165,8 +165,29 @@ def draw(specs: list[FigureSpec], out_dir: Path) -> list[Path]:
     figures = [(spec, figure(spec)) for spec in specs]  # every panel checked before a browser starts
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / spec.filename for spec in specs]
+    for path in paths:  # a stale image of an earlier report must not pass for a new one
+        path.unlink(missing_ok=True)
     try:  # one Chromium for all the figures
         pio.write_images([fig for _, fig in figures], paths, format="png", width=WIDTH, height=HEIGHT)
     except (ImportError, ValueError, RuntimeError) as exc:  # no kaleido, or no Chromium for it to start
-        raise FigureError(f"Plotly's static export failed ({str(exc).splitlines()[0]})") from None
+        raise FigureError(f"Plotly's static export failed ({_first_line(exc)})") from None
+    # Kaleido hands a figure's render error back instead of raising it, and plotly drops it (a busy
+    # machine can time one figure out): each missing image is drawn again alone, which raises.
+    for (_, fig), path in zip(figures, paths):
+        if _written(path):
+            continue
+        try:
+            pio.write_image(fig, path, format="png", width=WIDTH, height=HEIGHT)
+        except Exception as exc:  # kaleido's, choreographer's and asyncio's errors alike
+            raise FigureError(f"{path.name}: Plotly's static export failed ({_first_line(exc)})") from None
+        if not _written(path):
+            raise FigureError(f"{path.name}: Plotly's static export wrote no image")
     return paths
+
+
+def _written(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 0
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
