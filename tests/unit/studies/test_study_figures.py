@@ -5,6 +5,7 @@ starts the machine's Chromium itself. The band is checked against values worked 
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from orchestrator.studies.figures import FigureError, FigureSpec, aggregate, draw, figure
 from tests.unit.studies.sweeps import finished_staleness_sweep
@@ -72,3 +73,17 @@ def test_a_figure_kaleido_dropped_is_drawn_again_alone(sweep, tmp_path, monkeypa
     paths = draw(specs, tmp_path)
     for path in paths:
         assert path.read_bytes()[:8] == PNG and path.stat().st_size > 5_000
+
+
+def test_study_report_appends_each_appendix_in_order_and_names_a_missing_one(alice, sweep, tmp_path):
+    tests, notes = tmp_path / "tests.md", tmp_path / "notes.md"
+    tests.write_text("## How each claim is tested\n")
+    notes.write_text("## How the preset was calibrated\n")
+    out = tmp_path / "STUDY.md"
+    call_command("study_report", sweep.pk, user="alice", out=out, no_figures=True, appendix=[tests, notes])
+    text = out.read_text()
+    assert text.index("## Verdicts") < text.index("## How each claim is tested") < text.index("## How the preset")
+    with pytest.raises(CommandError, match="--appendix: no such file: .*gone.md"):
+        call_command(
+            "study_report", sweep.pk, user="alice", out=out, no_figures=True, appendix=[tests, tmp_path / "gone.md"]
+        )

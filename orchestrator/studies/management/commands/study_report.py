@@ -116,7 +116,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-figures", action="store_true")
         parser.add_argument("--command", action="append", default=[], help="a reproduce command to list (repeatable)")
         parser.add_argument(
-            "--appendix", type=Path, help="a Markdown file appended as is (e.g. how the preset was calibrated)"
+            "--appendix",
+            type=Path,
+            action="append",
+            default=[],
+            help="a Markdown file appended as is, e.g. how the preset was calibrated (repeatable, in order)",
         )
         parser.add_argument(
             "--note",
@@ -133,12 +137,13 @@ class Command(BaseCommand):
         out: Path,
         no_figures=False,
         command=(),
-        appendix: Path | None = None,
+        appendix=(),
         note=(),
         **options,
     ):
-        if appendix is not None and not appendix.is_file():
-            raise CommandError(f"--appendix: no such file: {appendix}")
+        for path in appendix:
+            if not path.is_file():
+                raise CommandError(f"--appendix: no such file: {path}")
         found = Experiment.objects.filter(pk=experiment).first()
         if found is None:
             raise CommandError(f"experiment: no experiment {experiment}")
@@ -184,8 +189,8 @@ class Command(BaseCommand):
             notes=list(note),
             runs_table=f"{image_dir.name}/{runs_path.name}",
         )
-        if appendix is not None:
-            text = text.rstrip() + "\n\n" + appendix.read_text()
+        for path in appendix:
+            text = text.rstrip() + "\n\n" + path.read_text()
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         self.stdout.write(self.style.SUCCESS(f"wrote {out} with {len(figures)} figure(s)"))
