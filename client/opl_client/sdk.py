@@ -543,8 +543,11 @@ class Run:
                 log.warning("opl: the dashboard never answered; `opl sync %s` uploads this run", self.dir)
             return
         self._pusher.close()
-        if self._attached:
-            return
+        if not self._attached:
+            self._send_finish(exit_code)
+        self._client.close()
+
+    def _send_finish(self, exit_code: int) -> None:
         if pending_bytes(self.dir) == 0:
             try:
                 self._client.request(
