@@ -55,9 +55,6 @@ class HttpClient:
         self._origin: tuple[str, str, int | None] | None = None
         self._lock = threading.Lock()
 
-    def get(self, url: str, **kwargs) -> Answer:
-        return self.request("GET", url, **kwargs)
-
     def post(self, url: str, **kwargs) -> Answer:
         return self.request("POST", url, **kwargs)
 
