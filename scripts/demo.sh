@@ -9,6 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 PORT="${PORT:-8000}"
+# The trainer the local backend runs reports through the client package, which `make demo` installs.
+$PY -c "import opl_client" 2>/dev/null \
+  || { echo "demo: the client package is not installed in .venv: run make demo (or .venv/bin/pip install -e ./client)" >&2; exit 1; }
 REDIS_PORT="${DEMO_REDIS_PORT:-6390}"
 mkdir -p var/demo/logs
 STAMP=$(date +%Y%m%d-%H%M%S)

@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/services.sh
+# The trainer, the SDK and the dashboard import the client package from the venv, where `make test` installs it.
+.venv/bin/python -c "import opl_client" 2>/dev/null \
+  || { echo "test: the client package is not installed in .venv: run make test (or .venv/bin/pip install -e ./client)" >&2; exit 1; }
 
 started=$(date +%s)
 ensure_postgres

@@ -80,7 +80,7 @@ def cmd_logging_token(lab: Client, args, out) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("sync", help="upload runs logged with mode='offline' (a spool folder or a folder of them)")
-    s.add_argument("dir")
+    s.add_argument("dir", help="a run's spool folder, or a folder of them (the SDK's default: ~/.local/share/opl/runs)")
     s.add_argument("--timeout", type=float, default=600, help="seconds to keep trying per run (default 600)")
     s.set_defaults(func=cmd_sync)
     i = sub.add_parser(

@@ -1,17 +1,16 @@
-"""The API calls, over urllib only. Each method is one request (runs(all=True) follows pages)."""
+"""The API calls, over the client's one HTTP client (opl_client.http: the standard library, one
+kept-alive connection). Each method is one request (runs(all=True) follows pages)."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from opl_client.config import Settings, load_settings
+from opl_client.http import HttpClient
 from opl_client.specs import experiment_spec
 
 SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -19,7 +18,8 @@ TERMINAL = ("succeeded", "failed", "cancelled", "lost")
 
 
 class OplError(Exception):
-    """An answer >= 400: `status`, the server's `message` and its per-field `errors`."""
+    """An answer >= 400, or a redirect not followed: `status`, the server's `message` and its
+    per-field `errors`."""
 
     def __init__(self, status: int, message: str, errors: list[dict] | None = None):
         self.status, self.message, self.errors = status, message, errors or []
@@ -31,32 +31,41 @@ class Client:
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0):
         self.settings: Settings = load_settings(url, token)
         self.timeout = timeout
+        self._http = HttpClient({"Accept": "application/json"})
+
+    def close(self) -> None:
+        """Close the kept-alive connection (the next request opens another)."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     # --- transport ------------------------------------------------------------------------
     def request(
         self, method: str, path: str, params: dict | list | None = None, body: Any = None, token: str | None = None
     ) -> Any:
-        """`token` replaces the settings' token for this request (a run's own token)."""
-        url = f"{self.settings.url}{path}"
-        if params:
-            url += "?" + urllib.parse.urlencode(params, doseq=True)
-        headers = {"Accept": "application/json"}
+        """`token` replaces the settings' token for this request (a run's own token). An answer
+        >= 300 raises OplError (GET follows redirects first); the network's errors are OSErrors."""
+        headers = {}
         if token or self.settings.token:
             headers["Authorization"] = f"Bearer {token or self.settings.token}"
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        answer = self._http.request(
+            method, f"{self.settings.url}{path}", params=params, json=body, headers=headers, timeout=self.timeout
+        )
+        if answer.status_code < 300:
+            return answer.json()
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as answer:
-                return json.loads(answer.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            try:
-                payload = json.loads(exc.read() or b"{}")
-            except ValueError:
-                payload = {}
-            raise OplError(exc.code, payload.get("error") or exc.reason, payload.get("errors")) from None
+            payload = answer.json()
+        except ValueError:
+            payload = None
+        payload = payload if isinstance(payload, dict) else {}
+        message = payload.get("error") or answer.reason
+        if 300 <= answer.status_code < 400 and answer.headers.get("Location"):
+            message += f" (to {answer.headers.get('Location')})"
+        raise OplError(answer.status_code, message, payload.get("errors"))
 
     # --- experiments ----------------------------------------------------------------------
     def submit(self, spec: dict | str | Path, **overrides: Any) -> dict:

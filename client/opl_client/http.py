@@ -1,15 +1,16 @@
-"""A small keep-alive HTTP client over the standard library, for the background pusher: one
-connection reused across posts, opened again after any error. The answer looks like httpx's
-(status_code, text, headers.get) so the pusher reads it the same way. Like urllib, httpx and curl
-it goes through the proxy the environment names (HTTP_PROXY, HTTPS_PROXY, NO_PROXY): a cluster's
-nodes often reach the dashboard only that way, and `opl`'s own calls (urllib) already did."""
+"""The client's one HTTP client, over the standard library: one kept-alive connection reused across
+requests, opened again after any error, for `Client`'s calls and the background pusher alike. The
+answer looks like httpx's (status_code, text, json(), headers.get). Like urllib, httpx and curl it
+goes through the proxy the environment names (HTTP_PROXY, HTTPS_PROXY, NO_PROXY): a cluster's nodes
+often reach the dashboard only that way. GET and HEAD follow redirects, as urllib did for `opl`'s
+calls; other methods return the 3xx answer."""
 
 from __future__ import annotations
 
 import base64
 import http.client
 import ipaddress
-import json
+import json as jsonlib
 import threading
 import urllib.parse
 import urllib.request
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 
 # What a pooled connection the server closed while it was idle raises at the next request.
 STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+REDIRECTS = (301, 302, 303, 307, 308)
+MAX_REDIRECTS = 10  # urllib's limit
 
 
 class Headers(dict):
@@ -31,16 +34,20 @@ class Answer:
     status_code: int
     content: bytes = b""
     headers: Headers = field(default_factory=Headers)
+    reason: str = ""
 
     @property
     def text(self) -> str:
         return self.content.decode("utf-8", "replace")
 
     def json(self):
-        return json.loads(self.content or b"null")
+        return jsonlib.loads(self.content or b"null")
 
 
 class HttpClient:
+    """`headers` go with every request (a request's own win); `timeout` is each request's unless it
+    names one. Thread-safe: requests take turns on the one connection."""
+
     def __init__(self, headers: dict[str, str] | None = None, timeout: float = 10.0):
         self.headers = dict(headers or {})
         self.timeout = timeout
@@ -48,25 +55,45 @@ class HttpClient:
         self._origin: tuple[str, str, int | None] | None = None
         self._lock = threading.Lock()
 
-    def post(
+    def post(self, url: str, **kwargs) -> Answer:
+        return self.request("POST", url, **kwargs)
+
+    def request(
         self,
+        method: str,
         url: str,
         *,
+        params: dict | list | None = None,
         content: bytes | None = None,
         json: object = None,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
     ) -> Answer:
+        """`params`: the query, a dict or (name, value) pairs (a list value repeats its name);
+        `json`: a body sent as JSON, else `content` as it is."""
+        if params:
+            url += ("&" if urllib.parse.urlsplit(url).query else "?") + urllib.parse.urlencode(params, doseq=True)
         body = content
         sent = {**self.headers, **(headers or {})}
         if json is not None:
-            body = _json_bytes(json)
+            body = jsonlib.dumps(json).encode()
             sent.setdefault("Content-Type", "application/json")
-        return self.request("POST", url, body=body, headers=sent, timeout=timeout)
+        timeout = self.timeout if timeout is None else timeout
+        answer = self._send(method, url, body, sent, timeout)
+        if method not in ("GET", "HEAD"):
+            return answer
+        for _ in range(MAX_REDIRECTS):
+            location = answer.headers.get("Location")
+            if answer.status_code not in REDIRECTS or not location:
+                return answer
+            target = urllib.parse.urljoin(url, location)
+            if urllib.parse.urlsplit(target).hostname != urllib.parse.urlsplit(url).hostname:
+                sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}  # no token for another host
+            url = target
+            answer = self._send(method, url, None, sent, timeout)
+        return answer
 
-    def request(
-        self, method: str, url: str, *, body: bytes | None = None, headers: dict[str, str], timeout: float | None = None
-    ) -> Answer:
+    def _send(self, method: str, url: str, body: bytes | None, headers: dict[str, str], timeout: float) -> Answer:
         parts = urllib.parse.urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         proxy = proxy_for(parts)
@@ -75,7 +102,7 @@ class HttpClient:
             headers = {**headers, **_proxy_auth(proxy)}
         with self._lock:
             for tries_left in (1, 0):
-                conn = self._connection(parts, proxy, self.timeout if timeout is None else timeout)
+                conn = self._connection(parts, proxy, timeout)
                 reused = conn.sock is not None
                 try:
                     conn.request(method, path, body=body, headers=headers)
@@ -88,7 +115,7 @@ class HttpClient:
                     # 5 s): nothing was processed, so the request goes again once on a new connection
                     if not (reused and tries_left and isinstance(exc, STALE_CONNECTION)):
                         raise
-            answer = Answer(resp.status, data, Headers((k.lower(), v) for k, v in resp.getheaders()))
+            answer = Answer(resp.status, data, Headers((k.lower(), v) for k, v in resp.getheaders()), resp.reason)
             if resp.will_close:
                 self._drop()
             return answer
@@ -153,7 +180,3 @@ def _proxy_auth(proxy: urllib.parse.SplitResult) -> dict[str, str]:
     user = urllib.parse.unquote(proxy.username)
     password = urllib.parse.unquote(proxy.password or "")
     return {"Proxy-Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
-
-
-def _json_bytes(value: object) -> bytes:
-    return json.dumps(value).encode()

@@ -36,7 +36,7 @@ the end were not stored (refused for good), never a push that a retry delivered.
 
 `reporting` is any object with the fields dashboard_url, run_id, token, attempt, push_interval_s,
 heartbeat_s and flush_timeout_s (the trainer's ReportingConfig, the SDK's PushSettings).
-HTTP is the standard library's (opl_client.http), with one kept-alive connection.
+HTTP is the client's one HTTP client (opl_client.http: the standard library, one kept-alive connection).
 """
 
 from __future__ import annotations

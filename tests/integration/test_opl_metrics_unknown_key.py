@@ -1,17 +1,11 @@
 """`opl metrics RUN train/nope` against a live server names the run's known keys once."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
+from opl_client import cli
 from orchestrator.accounts.services import api_token_create
 from orchestrator.metrics.services import metrics_ingest
 from tests.unit.metrics.helpers import make_run, points
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client"))
-
-from opl_client import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -36,7 +36,6 @@ def run_example(dashboard, token, tmp_path, *args) -> tuple[int, int, str]:
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
-        "PYTHONPATH": str(REPO / "client"),
         "OPL_URL": dashboard.url,
         "OPL_TOKEN": token,
         "OPL_DIR": str(tmp_path / "spools"),

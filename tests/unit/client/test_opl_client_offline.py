@@ -2,13 +2,9 @@
 an experiment spec, and a clear exit when the dashboard cannot be reached."""
 
 import io
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "client"))
 
 from opl_client import cli
 from opl_client.config import load_settings

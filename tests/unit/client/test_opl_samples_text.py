@@ -1,11 +1,6 @@
 """How `opl samples` writes a step's samples for a terminal, without a server: marks that survive
 a pipe, one pair of markers per run of marked tokens, long prompts shortened, verdicts."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "client"))
-
 from opl_client.samples_text import marked_tokens, render_step, short_prompt, verdict
 
 

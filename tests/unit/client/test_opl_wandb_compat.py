@@ -146,7 +146,7 @@ def test_what_a_wandb_script_records(tmp_path, caplog):
 
 
 def test_the_wandb_style_example_runs_offline(tmp_path):
-    env = {"OPL_MODE": "offline", "OPL_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "client")}
+    env = {"OPL_MODE": "offline", "OPL_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}  # the installed client
     done = subprocess.run(
         [sys.executable, str(REPO / "examples/tracking/wandb_style.py"), "--steps", "10", "--fail"],
         env=env,
