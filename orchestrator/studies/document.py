@@ -44,12 +44,23 @@ def _check_text(check) -> str:
     return f"{CHECK_MARKS[check.passed]} {check.text}".replace("|", "\\|")
 
 
-def _verdict_rows(report: StudyReport) -> list[str]:
+def _spread_text(numbers: dict) -> str:
+    """Each compared cell's spread between warm-ups beside its seeds' within one, as the page shows it."""
+    return "".join(
+        f"<br>{cell}: SD between {sp['warmups']} warm-ups {sp['between_warmup_sd']:.3f}, "
+        f"seeds within a warm-up {sp['within_warmup_seed_sd']:.3f}"
+        for cell, sp in (numbers.get("spread") or {}).items()
+        if sp.get("warmups", 0) > 1
+    )
+
+
+def verdict_rows(report: StudyReport) -> list[str]:
     rows = ["| claim | verdict | measured | regime checks |", "|---|---|---|---|"]
     for v in report.verdicts or []:
         arm = f" [{v.numbers['arm']}]" if v.numbers.get("arm") else ""
         checks = "<br>".join(_check_text(c) for c in v.checks) or "–"
-        rows.append(f"| ({v.claim}) {CLAIMS[v.claim]}{arm} | **{v.status}** | {v.reason} | {checks} |")
+        measured = v.reason + _spread_text(v.numbers)
+        rows.append(f"| ({v.claim}) {CLAIMS[v.claim]}{arm} | **{v.status}** | {measured} | {checks} |")
     return rows
 
 
@@ -147,7 +158,7 @@ def study_markdown(
         "",
         "## Verdicts",
         "",
-        *_verdict_rows(report),
+        *verdict_rows(report),
         "",
         "## Seed statistics",
         "",

@@ -3,10 +3,14 @@ statistician gives, through the command a lab runs on a CSV."""
 
 import json
 from io import StringIO
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from orchestrator.studies.document import verdict_rows
+from orchestrator.studies.judge import judge
+from orchestrator.studies.run_table import read_runs_csv
 from tests.unit.studies.run_tables import SEED_OFFSETS, as_csv, in_regime
 
 LEVEL_079 = {"tail": lambda i: 0.79 + SEED_OFFSETS[i]}  # 0.01 below on-policy, seed by seed
@@ -151,3 +155,17 @@ def test_a_table_from_another_trainer_reads_ppo_and_true_false(tmp_path):
         row["objective"] = "ppo" if row["objective"] == "grpo" else row["objective"]
         row["collapsed"] = "false"
     assert verdicts(tmp_path, rows)["a"]["verdict"] == "reproduced"
+
+
+def test_the_document_gives_the_warm_up_spread_beside_the_seed_spread_as_the_page_does(tmp_path):
+    rows = in_regime()
+    for row in rows:  # seeds 1-2 from one warm-up, 3-5 from another that ends 0.04 higher
+        row["warmup"] = "w1" if row["seed"] <= 2 else "w2"
+        row["tail"] += 0.0 if row["seed"] <= 2 else 0.04
+    path = tmp_path / "runs.csv"
+    path.write_text(as_csv(rows))
+    verdicts = judge(read_runs_csv(path.read_text()))
+    a, b, c, _ = verdict_rows(SimpleNamespace(verdicts=verdicts))[2:]
+    assert "grpo@0: SD between 2 warm-ups 0.0" in a and ", seeds within a warm-up 0.0" in a
+    assert "m2po@256: SD between 2 warm-ups" in b
+    assert "warm-ups" not in c  # (c) compares fractions, not tails
