@@ -1,5 +1,6 @@
-"""Queue the bundled CPU staleness study: an on-policy warm-up run, then a sweep over staleness x
-{grpo, no_clip, m2po} x 5 seeds that forks from it (examples/presets/cpu-staleness-study.yaml).
+"""Queue the bundled CPU staleness study: on-policy warm-up runs, then a sweep over staleness x
+{grpo, no_clip, m2po} x 2 seeds forked from each of its 3 warm-ups
+(examples/presets/cpu-staleness-study.yaml).
 
     python manage.py queue_study --user alice
     python manage.py queue_study --user alice --preset paper-staleness-x-objective-36 --dry-run
