@@ -38,9 +38,9 @@ IMPORTS = (
     "pytest_timeout",
     "trainer.config",
     "trainer.loop",
-    "trainer.rewards",
-    "trainer.rollout",
-    "trainer.objectives",
+    "trainer.rollout.rewards",
+    "trainer.rollout.batch",
+    "trainer.algo.objectives",
 )
 VERSIONS = ("torch", "transformers", "tokenizers", "numpy", "pydantic", "pytest")
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from trainer.algo.m2po_scope import minibatch_m2po_keep
+from trainer.algo.objectives import m2po_mask, policy_loss
 from trainer.config import parse_config
-from trainer.distributed import DistInfo
 from trainer.loop import Trainer
-from trainer.m2po_scope import minibatch_m2po_keep
-from trainer.objectives import m2po_mask, policy_loss
+from trainer.policy.distributed import DistInfo
 
 TAU = 0.002  # small, so that Algorithm 1 masks a good share of a noisy batch
 
@@ -46,7 +46,7 @@ def _grads_and_mask(tmp_path, micro, scope="minibatch"):
     trainer = _trainer(tmp_path, micro, scope)
     try:
         batch = _stale_batch(trainer)
-        from trainer.advantages import grpo_advantages
+        from trainer.algo.advantages import grpo_advantages
 
         adv = grpo_advantages(batch.rewards, batch.group_size, True, 1e-6)
         adv = adv + torch.linspace(-0.5, 0.5, len(batch))  # never all-zero, even if rewards tie

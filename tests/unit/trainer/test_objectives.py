@@ -1,6 +1,6 @@
 """Policy objectives against float64 references written here straight from each paper's formula.
 
-M2PO's reference is Algorithm 1's literal while-loop, trainer/m2po_algorithm1.py (shown in the fast
+M2PO's reference is Algorithm 1's literal while-loop, trainer/algo/m2po_algorithm1.py (shown in the fast
 mask's docstring). Its condition "mean > tau" is evaluated in exact rational arithmetic on the float
 M2 values: that is the implementation's promise, and a float mean would make the reference itself
 depend on summation order (see test_mask_decides_the_mean_exactly).
@@ -14,8 +14,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainer.m2po_algorithm1 import m2po_keep_literal
-from trainer.objectives import AGG_MODES, OBJECTIVES, STATS_KEYS, m2po_mask, policy_loss
+from trainer.algo.m2po_algorithm1 import m2po_keep_literal
+from trainer.algo.objectives import AGG_MODES, OBJECTIVES, STATS_KEYS, m2po_mask, policy_loss
 
 F64 = torch.float64
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -31,7 +31,7 @@ def ref_trust_region(log_r, adv, mask):
     return mask & (((adv > 0) & (log_r > 0)) | ((adv < 0) & (log_r < 0)))
 
 
-ref_m2po_keep = m2po_keep_literal  # Algorithm 1, literally (trainer/m2po_algorithm1.py)
+ref_m2po_keep = m2po_keep_literal  # Algorithm 1, literally (trainer/algo/m2po_algorithm1.py)
 
 
 def ref_cap_tau(delta_sq, budget):
@@ -543,7 +543,7 @@ def test_m2po_cap_follows_the_released_solver_by_hand():
 def test_m2po_cap_solver_equals_the_released_one(seed):
     """The solver sorts only the M2 values at or above the budget (a stale batch's M2 is mostly
     tiny); tau must still be the released loop's over the whole sorted list, ties and edges included."""
-    from trainer.objectives import _solve_cap_tau
+    from trainer.algo.objectives import _solve_cap_tau
 
     gen = torch.Generator().manual_seed(seed)
     n = int(torch.randint(1, 400, (1,), generator=gen))
