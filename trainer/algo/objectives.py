@@ -84,14 +84,12 @@ calls the loss per forward micro-batch. `algorithm.m2po_scope` chooses.
 Tie-break: Algorithm 1 removes one token with the largest M2 at a time; among equal M2 values the
 token with the lowest flat (row-major) index goes first. The count removed does not depend on it.
 The loop condition "mean M2 over the remaining trust-region tokens > tau" is decided exactly on the
-tensor's M2 values (in rational arithmetic when floating-point rounding could change the answer),
-so the result does not depend on summation order.
+tensor's M2 values, so the result does not depend on summation order.
 
-How the mask is computed: removing the k largest values leaves the mean (S - P_k) / (n - k), which
-never increases with k, so the answer is the first k where it is <= tau: one sort and suffix sums,
-O(N log N), no Python loop over tokens. Only the top of the sort is ever needed, so a threshold
-guessed from a strided sample (and checked against the condition) selects the candidates, and
-only those are sorted; in the worst case that is every trust-region token.
+How the mask is computed: removing the k largest values leaves the mean of the rest, which never
+increases with k, so the answer is the first k where it is <= tau: one sort (of the values above
+tau, the only ones it can remove) and one cumulative sum in float64, O(N log N), no Python loop
+over tokens (`_greedy_m2_drop`).
 
 Inputs must be finite everywhere (padding too); a NaN never reaches the loss: bad input raises
 ValueError naming the argument before any computation, and a ratio that overflows into a NaN loss
@@ -276,7 +274,7 @@ def m2po_mask(log_ratio: Tensor, advantages: Tensor, mask: Tensor, tau: float) -
             keep[j] = False  # M_j <- False
             region.remove(j)  # T <- T minus {j}
 
-    Here instead: one sort of the few candidates and suffix sums (`_greedy_m2_drop`), O(N log N)."""
+    Here instead: one sort and one cumulative sum (`_greedy_m2_drop`), O(N log N)."""
     _check_tensor("log_ratio", log_ratio, None)
     _check_tensor("advantages", advantages, log_ratio)
     _check_mask(mask, log_ratio)
@@ -482,46 +480,41 @@ def _frac(tokens: Tensor, mask: Tensor) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# M2PO Algorithm 1: the greedy mask, from a threshold and a sort of the few candidates
+# M2PO Algorithm 1: the greedy mask, from one sort and one cumulative sum
 # ---------------------------------------------------------------------------------------------
-
-_UNIT_ROUNDOFF = 2.0**-53
-_SAMPLE_SIZE = 1 << 16
-_CHUNK = 1 << 18
 
 
 def _greedy_m2_drop(m2: Tensor, n: int, tau: float) -> Tensor:
-    """The tokens Algorithm 1 removes (B, T bool), given M2 on the n trust-region tokens (0 elsewhere).
+    """The tokens Algorithm 1 removes (bool, m2's shape), given M2 on the n trust-region tokens, 0 elsewhere.
 
-    With the trust-region values sorted descending, removing the first k leaves the mean
-    (S - P_k) / (n - k), S the total and P_k the sum of the k largest. Removing a largest value
-    never raises the mean, so the loop stops at the first k with S - P_k <= tau (n - k), or at
-    k = n. Only the top of the order matters: a threshold theta is taken from a strided sample
-    such that removing every value > theta already stops the loop, and only those candidates are
-    sorted. The k removed are then every value above the k-th largest, w, and as many of the
-    values equal to w as needed, lowest flat index first. A value of 0 (underflow) is never removed.
+    A removed value is at least the mean it lowers, which exceeds tau, so only the values above tau
+    are sorted (above tau / 2: still below tau once rounded to m2's dtype); the rest count by their
+    sum. With those sorted descending, removing the first k leaves a mean that never increases with
+    k: the loop stops at the first k where it is <= tau, at the latest once all are gone. A float64
+    cumulative sum decides each k where it is farther from tau than its rounding error can reach; a
+    k within that error is decided in rational arithmetic, as the paper's loop does. The k removed
+    are every value above the k-th largest, w, and as many of those equal to w as needed, lowest
+    flat index first.
     """
-    dropped = torch.zeros(m2.shape, dtype=torch.bool, device=m2.device)
-    if n == 0:
-        return dropped
     flat = m2.reshape(-1)  # (N,)
-    total = float(sum(chunk.sum(dtype=torch.float64) for chunk in flat.split(_CHUNK)))  # S
-    tally = _Tally(flat, n, total, tau)
-    if tally.holds_at(0, 0.0, None):
+    big = flat > tau / 2
+    dropped = torch.zeros(m2.shape, dtype=torch.bool, device=m2.device)
+    values = torch.sort(flat[big], descending=True).values  # (c,) largest first
+    if values.numel() == 0:
         return dropped
-
-    for theta in _thresholds(flat, tau):
-        cand = torch.sort(flat[flat > theta], descending=True).values  # (c,) candidates, largest first
-        prefix = torch.cumsum(cand.to(torch.float64), dim=0)  # (c,) P_1 .. P_c
-        c = cand.numel()
-        # theta = 0 leaves only zeros: the loop has certainly stopped by then.
-        if theta == 0.0 or tally.holds_at(c, float(prefix[-1]) if c else 0.0, cand):
-            break
-
-    k = tally.first_holding(prefix, cand)
+    others = torch.where(big, 0.0, flat).sum(dtype=torch.float64)  # the values never removed
+    rest = values.double().flip(0).cumsum(0).flip(0) + others  # (c,) sum of what is left after the first k
+    left = n - torch.arange(values.numel(), dtype=torch.float64, device=m2.device)  # (c,) n - k
+    gap = rest - tau * left  # (c,) > 0 where the mean of what is left exceeds tau
+    error = 2 * (n + 2) * 2.0**-53 * (float(rest[0]) + tau * n)
+    maybe_stops = torch.nonzero(gap <= error).squeeze(1)
+    k = int(maybe_stops[0]) if maybe_stops.numel() else values.numel()  # every k before it surely goes on
+    while k < values.numel() and gap[k] >= -error and _mean_exceeds(flat[flat > 0], values[:k], tau, n - k):
+        k += 1
     if k == 0:
         return dropped
-    w = cand[k - 1]  # the k-th largest value, > theta >= 0, so only trust-region tokens equal it
+
+    w = values[k - 1]
     torch.gt(m2, w, out=dropped)
     ties_to_drop = k - int(torch.count_nonzero(dropped))
     if ties_to_drop:
@@ -530,76 +523,11 @@ def _greedy_m2_drop(m2: Tensor, n: int, tau: float) -> Tensor:
     return dropped
 
 
-def _thresholds(flat: Tensor, tau: float):
-    """Thresholds to try, decreasing: a guess from a strided sample, lower ones, then 0."""
-    stride = max(1, flat.numel() // _SAMPLE_SIZE) | 1  # odd, so it does not follow the row length
-    sample = flat[::stride]
-    sample = torch.sort(sample[sample > 0], descending=True).values.to(torch.float64)  # (ns,)
-    ns = sample.numel()
-    if ns:
-        rest = sample.sum() - torch.cumsum(sample, dim=0)  # (ns,) sum left after removing k + 1
-        left = torch.arange(ns - 1, -1, -1, dtype=torch.float64, device=sample.device)  # (ns,)
-        k_sample = int(torch.argmax((rest <= tau * left).to(torch.uint8))) + 1 if sample.sum() > tau * ns else 0
-        rank = k_sample + 4 * math.isqrt(k_sample) + 16  # a few standard errors above the sample's count
-        while rank < ns:
-            yield float(sample[rank])
-            rank *= 8
-    yield 0.0
-
-
-class _Tally:
-    """Decides "S - P_k <= tau (n - k)" (the remaining mean is <= tau) exactly.
-
-    The float64 value is trusted when it lies farther from the boundary than its worst-case
-    rounding error; otherwise the sign is computed exactly with math.fsum (correctly rounded,
-    so its sign is exact) over the values and an exact float split of tau (n - k).
-    """
-
-    def __init__(self, flat: Tensor, n: int, total: float, tau: float):
-        self.flat, self.n, self.total, self.tau = flat, n, total, tau
-        self.error = 4.0 * (flat.numel() + 4) * _UNIT_ROUNDOFF * (total + tau * n)
-        self._values: list[float] | None = None
-
-    def holds_at(self, k: int, prefix_k: float, cand: Tensor | None) -> bool:
-        if k >= self.n:
-            return True
-        gap = (self.total - prefix_k) - self.tau * (self.n - k)
-        if gap > self.error:
-            return False
-        if gap < -self.error:
-            return True
-        return self._exact(k, cand)
-
-    def first_holding(self, prefix: Tensor, cand: Tensor) -> int:
-        """The smallest k in [0, len(cand)] where the condition holds; it holds at len(cand)."""
-        c = cand.numel()
-        prefix0 = torch.cat([prefix.new_zeros(1), prefix])  # (c + 1,) P_0 .. P_c
-        left = self.n - torch.arange(c + 1, dtype=torch.float64, device=prefix.device)  # (c + 1,) n - k
-        gap = (self.total - prefix0) - self.tau * left  # (c + 1,)
-        maybe = torch.nonzero(gap <= self.error).squeeze(1)
-        lo = int(maybe[0]) if maybe.numel() else c
-        surely = torch.nonzero(gap < -self.error).squeeze(1)
-        hi = max(int(surely[0]) if surely.numel() else c, lo)
-        while lo < hi:  # the condition is monotone in k: bisect the uncertain stretch
-            mid = (lo + hi) // 2
-            if self.holds_at(mid, float(prefix0[mid]), cand):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    def _exact(self, k: int, cand: Tensor | None) -> bool:
-        if self._values is None:
-            self._values = self.flat[self.flat > 0].to(torch.float64).tolist()
-        removed = cand[:k].to(torch.float64).tolist() if k else []
-        bound = Fraction(self.tau) * (self.n - k)  # exact
-        parts = []
-        while bound != 0:
-            parts.append(float(bound))
-            if parts[-1] == 0.0:  # below the smallest float: cannot move the sum's sign
-                break
-            bound -= Fraction(parts[-1])
-        return math.fsum(self._values + [-v for v in removed] + [-v for v in parts]) <= 0.0
+def _mean_exceeds(values: Tensor, removed: Tensor, tau: float, count: int) -> bool:
+    """The mean of `values` without the `removed` ones (count of them left) > tau, exactly:
+    Algorithm 1's loop condition."""
+    left = sum(map(Fraction, values.tolist())) - sum(map(Fraction, removed.tolist()))
+    return left > Fraction(tau) * count
 
 
 # ---------------------------------------------------------------------------------------------
