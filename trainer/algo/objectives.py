@@ -589,7 +589,7 @@ def _aggregate(j: Tensor, mask: Tensor, agg: str, max_response_len: int | None) 
 
 @torch.no_grad()
 def _stats(loss: Tensor, b: _Batch, marks: LossMarks, extra: dict) -> dict[str, float]:
-    """The STATS_KEYS as floats. Means over an empty set are 0 (ratios: 1). Consumes b.m2_trust."""
+    """The STATS_KEYS as floats. Means over an empty set are 0 (ratios: 1)."""
     log_r = b.log_r.detach()  # (B, T), 0 on padding
     n_valid = int(torch.count_nonzero(b.mask))
     n_pad = b.mask.numel() - n_valid
@@ -599,7 +599,7 @@ def _stats(loss: Tensor, b: _Batch, marks: LossMarks, extra: dict) -> dict[str, 
     n_dropped = int(torch.count_nonzero(dropped))
     n_trust_after = n_trust - int(torch.count_nonzero(dropped & b.trust))
     m2_sum = float(b.m2_trust.sum())
-    m2_sum_after = float(b.m2_trust.masked_fill_(dropped, 0.0).sum())
+    m2_sum_after = float(b.m2_trust.masked_fill(dropped, 0.0).sum())
 
     flat = log_r.reshape(-1)
     lowest, highest = (float(x) for x in torch.aminmax(flat))

@@ -6,6 +6,7 @@ M2 values: that is the implementation's promise, and a float mean would make the
 depend on summation order (see test_mask_decides_the_mean_exactly).
 """
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -14,8 +15,16 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trainer.algo import objectives
 from trainer.algo.m2po_algorithm1 import m2po_keep_literal
-from trainer.algo.objectives import AGG_MODES, OBJECTIVES, STATS_KEYS, m2po_mask, policy_loss
+from trainer.algo.objectives import (
+    AGG_MODES,
+    DUAL_CLIP_OBJECTIVES,
+    OBJECTIVES,
+    STATS_KEYS,
+    m2po_mask,
+    policy_loss,
+)
 
 F64 = torch.float64
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -702,3 +711,74 @@ def test_overflowing_ratio_is_reported_not_returned_as_nan():
     zero = torch.zeros(1, 1, dtype=F64)
     with pytest.raises(ValueError, match="^logp: the no_clip loss is NaN"):
         policy_loss("no_clip", logp, zero, zero, torch.ones(1, 1, dtype=torch.bool))
+
+
+# ---------------------------------------------------------------------------------------------
+# The loss leaves its inputs alone
+# ---------------------------------------------------------------------------------------------
+
+EVERY_OPTION = {
+    "token_mask": True,
+    "seq_mask": True,
+    "tis_cap": 2.0,
+    "sq_log_ratio_coef": 1e-3,
+    "token_mask_ref": "engine",
+}
+
+
+def _every_input(gen, rows=4, cols=9, mask_dtype=torch.bool):
+    behav = -torch.rand(rows, cols, generator=gen, dtype=F64)
+    return {
+        "logp": (behav + 0.5 * torch.randn(rows, cols, generator=gen, dtype=F64)).requires_grad_(True),
+        "behav_logp": behav,
+        "advantages": torch.randn(rows, 1, generator=gen, dtype=F64).expand(rows, cols).contiguous(),
+        "mask": (torch.arange(cols)[None, :] < torch.tensor([[cols], [cols - 3], [1], [0]])).to(mask_dtype),
+        "rollout_logp": behav + 0.1 * torch.randn(rows, cols, generator=gen, dtype=F64),
+        "prox_logp": behav + 0.1 * torch.randn(rows, cols, generator=gen, dtype=F64),
+        "m2po_keep": torch.rand(rows, cols, generator=gen) > 0.3,
+    }
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float64])
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_the_loss_does_not_change_its_inputs(name, mask_dtype):
+    """Neither the values nor in place (a tensor's version counter counts every in-place write, through
+    any view of it), with every option on, m2po both with its own mask and with one handed in."""
+    inputs = _every_input(torch.Generator().manual_seed(5), mask_dtype=mask_dtype)
+    before = {k: (v.detach().clone(), v._version) for k, v in inputs.items()}
+    options = {**EVERY_OPTION, "dual_clip_c": 3.0} if name in DUAL_CLIP_OBJECTIVES else EVERY_OPTION
+    for keep in [None, inputs["m2po_keep"]] if name == "m2po" else [None]:
+        loss, _ = policy_loss(
+            name,
+            inputs["logp"],
+            inputs["behav_logp"],
+            inputs["advantages"],
+            inputs["mask"],
+            rollout_logp=inputs["rollout_logp"],
+            prox_logp=inputs["prox_logp"],
+            m2po_keep=keep,
+            **options,
+        )
+        loss.backward()
+    for k, v in inputs.items():
+        assert torch.equal(v.detach(), before[k][0]), k
+        assert v._version == before[k][1], k
+
+
+def test_the_stats_leave_the_loss_batch_alone(monkeypatch):
+    """The stats read the batch the surrogate computed from (the trust-region M2 among it) and write
+    none of it: a stat computed later reads what the loss read."""
+    versions = []
+
+    def spy(loss, b, marks, extra):
+        before = {f.name: getattr(b, f.name)._version for f in dataclasses.fields(b)}
+        out = real_stats(loss, b, marks, extra)
+        versions.append((before, {f.name: getattr(b, f.name)._version for f in dataclasses.fields(b)}))
+        return out
+
+    real_stats = objectives._stats
+    monkeypatch.setattr(objectives, "_stats", spy)
+    inputs = _every_input(torch.Generator().manual_seed(8))
+    for name in ("m2po", "grpo"):
+        policy_loss(name, inputs["logp"], inputs["behav_logp"], inputs["advantages"], inputs["mask"], tau_m2=1e-3)
+    assert len(versions) == 2 and all(before == after for before, after in versions)
