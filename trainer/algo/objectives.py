@@ -5,6 +5,9 @@ Interface (stable; the training loop builds on these names):
 
     policy_loss(name, logp, behav_logp, advantages, mask, **params) -> (loss, stats)
     policy_loss_marked(...same...) -> (loss, stats, LossMarks): also what it did to each token
+    check_loss_inputs(name, behav_logp, advantages, mask, **params) -> LossParams: the checks alone,
+        once per batch; then policy_loss_checked(name, p, logp, behav_logp, advantages, mask) per
+        micro-batch (p.rows(rows) for a slice of the batch's rows)
     m2po_mask(log_ratio, advantages, mask, tau) -> keep
     OBJECTIVES, DUAL_CLIP_OBJECTIVES, AGG_MODES, STATS_KEYS, LossParams
 
@@ -93,7 +96,9 @@ over tokens (`_greedy_m2_drop`).
 
 Inputs must be finite everywhere (padding too); a NaN never reaches the loss: bad input raises
 ValueError naming the argument before any computation, and a ratio that overflows into a NaN loss
-raises too.
+raises too. The checks read the tensors (a device sync each): `policy_loss` runs them on every
+call; a caller that computes the loss of one batch in several calls runs `check_loss_inputs` once
+and `policy_loss_checked` per call. No function here changes its inputs.
 """
 
 from __future__ import annotations
@@ -167,6 +172,11 @@ class LossParams:
     """m2po: Algorithm 1's mask computed beforehand over a larger scope (`m2po_mask`'s output,
     shape (batch, tokens), False at removed tokens); None: computed over this batch."""
 
+    def rows(self, rows: slice) -> LossParams:
+        """The same parameters for a slice of the batch's rows: its per-token tensors cut alike."""
+        tensors = ("rollout_logp", "prox_logp", "m2po_keep")
+        return dataclasses.replace(self, **{f: getattr(self, f)[rows] for f in tensors if getattr(self, f) is not None})
+
 
 # ---------------------------------------------------------------------------------------------
 # Entry points
@@ -221,6 +231,21 @@ def policy_loss_marked(
 ) -> tuple[Tensor, dict[str, float], LossMarks]:
     """`policy_loss`, and what it did to each token (`LossMarks`), for the rollout samples."""
     p = _validate(name, logp, behav_logp, advantages, mask, params)
+    return policy_loss_checked(name, p, logp, behav_logp, advantages, mask)
+
+
+def check_loss_inputs(name: str, behav_logp: Tensor, advantages: Tensor, mask: Tensor, **params) -> LossParams:
+    """`policy_loss`'s checks of everything but logp, once for a batch; the parameters with the
+    objective's defaults filled in, for `policy_loss_checked`."""
+    return _validate(name, None, behav_logp, advantages, mask, params)
+
+
+def policy_loss_checked(
+    name: str, p: LossParams, logp: Tensor, behav_logp: Tensor, advantages: Tensor, mask: Tensor
+) -> tuple[Tensor, dict[str, float], LossMarks]:
+    """`policy_loss_marked` on inputs `check_loss_inputs` passed (or a slice of their rows, with
+    `p.rows`), without checking them again. logp is not checked: a NaN there still raises, as
+    the loss it makes."""
     mask = mask.bool()
     pad = ~mask  # (B, T)
     behav_logp = behav_logp.detach()
@@ -648,10 +673,12 @@ def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
     unknown = sorted(set(params) - known)
     if unknown:
         raise ValueError(f"{unknown[0]}: unknown parameter; known: {', '.join(sorted(known))}")
-    _check_tensor("logp", logp, None)
+    if logp is not None:  # None: check_loss_inputs, the batch's tensors alone
+        _check_tensor("logp", logp, None)
     _check_tensor("behav_logp", behav_logp, logp)
-    _check_tensor("advantages", advantages, logp)
-    _check_mask(mask, logp)
+    like = logp if logp is not None else behav_logp
+    _check_tensor("advantages", advantages, like)
+    _check_mask(mask, like)
 
     values = {**_OBJECTIVE_DEFAULTS.get(name, {}), **{k: v for k, v in params.items() if v is not None}}
     values.setdefault("eps_low", 0.2)
@@ -674,7 +701,7 @@ def _validate(name, logp, behav_logp, advantages, mask, params) -> LossParams:
     ):
         raise ValueError(f"max_response_len: must be a positive int, got {p.max_response_len!r}")
     _validate_options(name, p)
-    _check_extra_tensors(name, p, logp)
+    _check_extra_tensors(name, p, like)
     return p
 
 

@@ -20,7 +20,7 @@ from trainer.algo.advantages import broadcast_to_tokens, grpo_advantages
 from trainer.algo.counterfactual_marks import Seen, joined, record_counterfactuals
 from trainer.algo.diagnostics import engine_diagnostics, engine_drift, policy_drift, update_diagnostics
 from trainer.algo.m2po_scope import minibatch_m2po_keep
-from trainer.algo.objectives import policy_loss_marked
+from trainer.algo.objectives import LossParams, check_loss_inputs, policy_loss_checked
 from trainer.algo.token_classes import TokenClassTally
 from trainer.policy.distributed import DistInfo, sum_across
 from trainer.progress import Progress
@@ -177,9 +177,14 @@ class Updater:
         local_total = float(mb.response_mask.sum()) if self._token_weighted() else float(n)
         scale = self.dist.world / max(1.0, sum_across(local_total, self.dist))
         keep = self.minibatch_m2po_keep(mb, adv, micro)
+        params = self._loss_params(mb, prox)
+        if keep is not None:
+            params["m2po_keep"] = keep.to(self.device)
+        checked = self._check_loss_inputs(mb, adv, params)
         tally = _Tally(TokenClassTally(self.decision_positions))
         for start in range(0, n, micro):
-            self._micro_batch(mb, adv, prox, keep, slice(start, min(n, start + micro)), scale, local_total, tally)
+            rows = slice(start, min(n, start + micro))
+            self._micro_batch(mb, adv, params, checked, rows, scale, local_total, tally)
         stats = tally.stats
         stats["actor/ratio_min"] = min(tally.lows)
         stats["actor/ratio_max"] = max(tally.highs)
@@ -194,7 +199,14 @@ class Updater:
         stats.update(tally.classes.stats())
         return stats
 
-    def _micro_batch(self, mb, adv, prox, keep, rows: slice, scale: float, local_total: float, tally: _Tally):
+    def _check_loss_inputs(self, mb: Batch, adv: torch.Tensor, params: dict) -> LossParams:
+        """The loss's checks of the minibatch, once: each reads the tensors back from the device."""
+        rmask = mb.response_mask.to(self.device)
+        adv_tok = broadcast_to_tokens(adv.to(self.device), rmask)
+        behav = mb.behav_logp.to(self.device)
+        return check_loss_inputs(self.cfg.algorithm.objective, behav, adv_tok, rmask, **params)
+
+    def _micro_batch(self, mb, adv, params: dict, checked: LossParams, rows: slice, scale, local_total, tally: _Tally):
         """Forward, loss and backward of one micro-batch; its numbers added to `tally`."""
         rmask = mb.response_mask[rows].to(self.device)
         with self.precision.autocast():
@@ -203,10 +215,9 @@ class Updater:
             logp, ent = token_logprobs(self.model, ids, attention, mb.prompt_len, temperature, with_entropy=True)
         adv_tok = broadcast_to_tokens(adv[rows].to(self.device), rmask)
         behav = mb.behav_logp[rows].to(self.device)
-        params = self._loss_params(rows, mb, prox)
-        if keep is not None:
-            params["m2po_keep"] = keep[rows].to(self.device)
-        loss, part, marks = policy_loss_marked(self.cfg.algorithm.objective, logp, behav, adv_tok, rmask, **params)
+        params = {name: value[rows] if isinstance(value, torch.Tensor) else value for name, value in params.items()}
+        objective = self.cfg.algorithm.objective
+        loss, part, marks = policy_loss_checked(objective, checked.rows(rows), logp, behav, adv_tok, rmask)
         if self.samples is not None and self.samples.armed:
             self.samples.take(rows, marks, ent.detach(), adv[rows])  # the samples show this very loss's marks
         rollout = mb.rollout_logp[rows].to(self.device) if self.recording and mb.rollout_logp is not None else None
@@ -227,7 +238,8 @@ class Updater:
             agg = "seq-mean-token-mean" if self.cfg.algorithm.objective == "gspo" else "token-mean"
         return agg == "token-mean"
 
-    def _loss_params(self, rows: slice, mb: Batch, prox: torch.Tensor | None) -> dict:
+    def _loss_params(self, mb: Batch, prox: torch.Tensor | None) -> dict:
+        """The loss's parameters for the whole minibatch (its tensors on the device)."""
         alg = self.cfg.algorithm
         names = ("tau_m2", "eps_low", "eps_high", "dual_clip_c", "sq_log_ratio_coef", "sapo_tau_pos", "sapo_tau_neg")
         names += tuple(f"{m}_mask{s}" for m in ("token", "seq") for s in ("", "_ref", "_low", "_high"))
@@ -242,9 +254,9 @@ class Updater:
             alg.seq_mask and alg.seq_mask_ref == "engine"
         )
         if alg.tis_cap is not None or engine_masks:
-            params["rollout_logp"] = mb.rollout_logp[rows].to(self.device)
+            params["rollout_logp"] = mb.rollout_logp.to(self.device)
         if prox is not None:
-            params["prox_logp"] = prox[rows].to(self.device)
+            params["prox_logp"] = prox.to(self.device)
         return params
 
     def minibatch_m2po_keep(self, mb: Batch, adv: torch.Tensor, micro: int) -> torch.Tensor | None:

@@ -140,3 +140,14 @@ def test_two_ranks_mask_and_sum_the_same_gradient_as_one(tmp_path):
     grad_two = torch.cat([results[0][1], results[1][1]])
     assert torch.equal(keep_two, keep_one)
     torch.testing.assert_close(grad_two, grad_one, rtol=0, atol=1e-7)
+
+
+def test_the_update_checks_the_loss_inputs_once_per_minibatch(tmp_path, monkeypatch):
+    """The checks read every tensor back from the device: once per minibatch, not per micro-batch."""
+    from trainer.algo import objectives
+
+    calls = []
+    validate = objectives._validate
+    monkeypatch.setattr(objectives, "_validate", lambda *args: calls.append(args[0]) or validate(*args))
+    _grads_and_mask(tmp_path, micro=2)
+    assert calls == ["m2po"]

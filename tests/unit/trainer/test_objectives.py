@@ -22,8 +22,11 @@ from trainer.algo.objectives import (
     DUAL_CLIP_OBJECTIVES,
     OBJECTIVES,
     STATS_KEYS,
+    check_loss_inputs,
     m2po_mask,
     policy_loss,
+    policy_loss_checked,
+    policy_loss_marked,
 )
 
 F64 = torch.float64
@@ -714,7 +717,7 @@ def test_overflowing_ratio_is_reported_not_returned_as_nan():
 
 
 # ---------------------------------------------------------------------------------------------
-# The loss leaves its inputs alone
+# The loss leaves its inputs alone, and checks a batch once
 # ---------------------------------------------------------------------------------------------
 
 EVERY_OPTION = {
@@ -763,6 +766,30 @@ def test_the_loss_does_not_change_its_inputs(name, mask_dtype):
     for k, v in inputs.items():
         assert torch.equal(v.detach(), before[k][0]), k
         assert v._version == before[k][1], k
+
+
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_a_batch_checked_once_gives_each_slice_of_rows_the_same_loss(name):
+    inputs = _every_input(torch.Generator().manual_seed(6))
+    tensors = {k: inputs[k] for k in ("rollout_logp", "prox_logp")}
+    options = {**EVERY_OPTION, "dual_clip_c": 3.0} if name in DUAL_CLIP_OBJECTIVES else EVERY_OPTION
+    args = ("behav_logp", "advantages", "mask")
+    checked = check_loss_inputs(name, *(inputs[k] for k in args), **tensors, **options)
+    for rows in (slice(0, 2), slice(2, 4)):
+        got = policy_loss_checked(name, checked.rows(rows), inputs["logp"][rows], *(inputs[k][rows] for k in args))
+        rows_tensors = {k: v[rows] for k, v in tensors.items()}
+        want = policy_loss_marked(
+            name, inputs["logp"][rows], *(inputs[k][rows] for k in args), **rows_tensors, **options
+        )
+        assert torch.equal(got[0], want[0]) and got[1] == want[1]
+        assert all(torch.equal(getattr(got[2], f), getattr(want[2], f)) for f in ("masked", "clipped", "reweighted"))
+
+
+def test_check_loss_inputs_names_the_bad_tensor():
+    inputs = _every_input(torch.Generator().manual_seed(7))
+    inputs["behav_logp"][1, 2] = math.nan
+    with pytest.raises(ValueError, match="behav_logp: contains NaN"):
+        check_loss_inputs("grpo", inputs["behav_logp"], inputs["advantages"], inputs["mask"])
 
 
 def test_the_stats_leave_the_loss_batch_alone(monkeypatch):
