@@ -5,7 +5,7 @@ and appends it to a FIFO of whole batches. Once the FIFO holds more than k batch
 popped and trained on with U = updates_per_step x epochs optimizer updates. Nothing trains during
 the first k iterations; after them every batch is s = k x U updates stale.
 
-async: a generator process (async_gen.py) produces batches concurrently; each batch that arrives
+async: a generator process (rollout/async_gen.py) produces batches concurrently; each batch that arrives
 within max_staleness is trained on with U updates, and the weights are published every
 sync_every updates.
 

@@ -1,5 +1,5 @@
 """The metric keys the loss and the update diagnostics log, without torch: the dashboard reads them
-(trainer/metric_keys.py) and must not need torch to start; objectives.py and diagnostics.py compute them."""
+(trainer/metric_keys.py) and must not need torch to start; algo/objectives.py and algo/diagnostics.py compute them."""
 
 # policy_loss's stats (trainer/algo/objectives.py), one value per micro-batch, averaged over an update
 STATS_KEYS = (

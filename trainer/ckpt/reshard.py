@@ -4,7 +4,7 @@ The weights and optimizer reshard by themselves (DCP reads each rank's slices; a
 weights.pt is sharded as it loads). Two parts of a checkpoint are per rank and need a decision:
 
 - The stale-k queue (queue-rank<r>.pt): rank r's queued batch i is rank r's contiguous slice of
-  the prompts of generation step i (generation.py, `_my_share`), whole groups. Concatenating the
+  the prompts of generation step i (rollout/generation.py, `_my_share`), whole groups. Concatenating the
   old ranks' batch i in rank order gives back the step's whole batch; it is then cut into the new
   world's contiguous slices, exactly as if the new world had generated it. The same samples train,
   with their behaviour log-probs and policy versions, so the staleness of the resumed steps is

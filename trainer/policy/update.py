@@ -61,7 +61,7 @@ class Updater:
         self.progress = progress  # its version moves on with each update
         self.shuffle_rng = shuffle_rng
         self.samples = samples  # rank 0's SampleRecorder, else None
-        self.decision_positions = None  # the tiny model's task sets them (token_classes.py)
+        self.decision_positions = None  # the tiny model's task sets them (algo/token_classes.py)
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=alg.lr, weight_decay=alg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(

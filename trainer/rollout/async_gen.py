@@ -59,7 +59,7 @@ class Control:
         self.loaded_version = ctx.Value("q", -1, lock=False)  # the weights the generator holds
         self.consumed = ctx.Value("q", 0, lock=False)
         self.committed = ctx.Value("q", start_version, lock=False)
-        self.clock = GeneratorClock(ctx)  # where the generator's time went (utilisation.py)
+        self.clock = GeneratorClock(ctx)  # where the generator's time went (telemetry/utilisation.py)
 
 
 def admissible(
