@@ -3,11 +3,11 @@
     .venv/bin/python benchmarks/checkpoint.py [--hidden 768] [--layers 6] [--repeat 3]
 
 Starts itself under torchrun (2 processes, gloo, CPU), builds a Qwen2-shaped model sharded with
-FSDP2 as the trainer does (trainer.distributed.wrap_fsdp), takes one AdamW step so the optimizer
+FSDP2 as the trainer does (trainer.policy.distributed.wrap_fsdp), takes one AdamW step so the optimizer
 holds its moments, then times, in one run and on the same state:
 - gathered: every rank takes part in the full state dict (cpu_offload), rank 0 writes weights.pt
-  (trainer.checkpoint.write_weights); resume: every rank memory-maps it and keeps its shard;
-- dcp sync: each rank writes its own shards (trainer.sharded_checkpoint.save_sharded); resume:
+  (trainer.ckpt.checkpoint.write_weights); resume: every rank memory-maps it and keeps its shard;
+- dcp sync: each rank writes its own shards (trainer.ckpt.sharded_checkpoint.save_sharded); resume:
   load_sharded, each rank reading only its slices;
 - dcp background: the same, written from a thread (DCP async_save on a process group of its own);
   training is blocked only while the state is staged to host memory.
@@ -34,10 +34,10 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from trainer import checkpoint as ckpt  # noqa: E402
-from trainer import distributed  # noqa: E402
-from trainer.models import tiny_model  # noqa: E402
-from trainer.sharded_checkpoint import load_sharded, save_sharded  # noqa: E402
+from trainer.ckpt import checkpoint as ckpt  # noqa: E402
+from trainer.ckpt.sharded_checkpoint import load_sharded, save_sharded  # noqa: E402
+from trainer.policy import distributed  # noqa: E402
+from trainer.policy.models import tiny_model  # noqa: E402
 
 VOCAB = 8192
 

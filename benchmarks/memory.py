@@ -10,7 +10,7 @@ process whose peak resident memory the kernel reports (VmHWM, reset after set-up
 - log-probs: the behaviour/proximal pass over the whole batch, without gradient;
 - update: forward + backward + AdamW step of one minibatch.
 
-"ours" is the trainer as it is (trainer.rollout: log-probs recorded token by token, a chunked
+"ours" is the trainer as it is (trainer.rollout.batch: log-probs recorded token by token, a chunked
 output head, micro-batches of --micro rows); "previous" is the code before it, kept below
 verbatim in spirit: generate(output_logits=True) then torch.stack of every step's fp32 logits,
 and log_softmax over a whole batch's (rows, tokens, vocabulary) logits. The previous code cannot
@@ -117,8 +117,8 @@ def previous_token_logprobs(model, input_ids, attention_mask, prompt_len: int, t
 def run_phase(phase: str, impl: str, rows: int, tokens: int, micro: int) -> dict:
     import torch
 
-    from trainer.objectives import policy_loss
-    from trainer.rollout import (
+    from trainer.algo.objectives import policy_loss
+    from trainer.rollout.batch import (
         Batch,
         LogitsProcessorList,
         SampledLogprobRecorder,

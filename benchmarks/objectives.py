@@ -12,7 +12,7 @@ the behaviour ones by 0.02 * N(0, 1) (TIS, the engine masks). Every variant (an 
 options, named as in docs/SAMPLES.md) runs in turn within each round, so they share the machine's
 load; the table gives each one's median wall time and its ratio to grpo taken within each round,
 then the median, in wall time and in process CPU time (steadier on a shared machine). The
-"diagnostics" row times trainer.diagnostics.update_diagnostics over the same tokens (computed once
+"diagnostics" row times trainer.algo.diagnostics.update_diagnostics over the same tokens (computed once
 per update, for every objective). Target: every variant within 1.3x of grpo.
 
 Part 2, recording. A tiny-model trainer on one generated batch (64 rows, 128 new tokens, the
@@ -35,8 +35,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainer.diagnostics import update_diagnostics
-from trainer.objectives import OBJECTIVES, policy_loss
+from trainer.algo.diagnostics import update_diagnostics
+from trainer.algo.objectives import OBJECTIVES, policy_loss
 
 TOKENS_PER_ROW = 1024
 OPTION_PARAMS = {
@@ -162,7 +162,7 @@ def corrections(args) -> None:
 
 
 def recording(args) -> None:
-    from trainer.advantages import grpo_advantages
+    from trainer.algo.advantages import grpo_advantages
     from trainer.config import parse_config
     from trainer.loop import Trainer
 

@@ -6,7 +6,7 @@ without a bound, measured in the same run on this machine's PostgreSQL.
 
 Uses its own database (opl_bench_samples, dropped at the end unless --keep) and Redis db 6.
 
-The samples are shaped like the trainer's (trainer/samples.py): per_step rows per recording step
+The samples are shaped like the trainer's (trainer/telemetry/samples.py): per_step rows per recording step
 (every `every` updates, and the first), responses of 64..max_tokens tokens (mean about
 max_tokens / 2) decoded one by one, a float32 log ratio per token (shortest repr, as the trainer
 writes it), about 1% of the tokens masked, prompts from a pool of 64 (the groups share one), plus

@@ -144,8 +144,8 @@ def time_objectives(
     """Trained tokens/s of one full step (forward, loss, backward, AdamW) per objective."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from trainer.objectives import policy_loss
-    from trainer.rollout import token_logprobs
+    from trainer.algo.objectives import policy_loss
+    from trainer.rollout.batch import token_logprobs
 
     torch.manual_seed(0)
     cfg = Qwen2Config(**shape, tie_word_embeddings=True, max_position_embeddings=4096)

@@ -34,10 +34,10 @@ def main() -> None:
     import torch
 
     from trainer.config import RunConfig
-    from trainer.models import load_policy
-    from trainer.rollout import HFEngine
-    from trainer.tasks import ArithmeticTask
-    from trainer.vllm_engine import VLLMEngine
+    from trainer.data.tasks import ArithmeticTask
+    from trainer.policy.models import load_policy
+    from trainer.rollout.batch import HFEngine
+    from trainer.rollout.vllm_engine import VLLMEngine
 
     torch.set_num_threads(1)
     cfg = RunConfig.model_validate(

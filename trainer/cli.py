@@ -26,8 +26,8 @@ import signal
 import sys
 from pathlib import Path
 
-from trainer.benchmarks import DataError
 from trainer.config import ConfigError, RunConfig, load_config
+from trainer.data.benchmarks import DataError
 from trainer.run_markers import CANCEL_MARKER, NO_CHECKPOINT_MARKER  # noqa: F401 (tests import them from here)
 from trainer.stopping import StopRequest
 
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         return 0
 
-    from trainer.async_gen import SyncTimeout
     from trainer.loop import RewardFailure, Trainer  # torch and transformers load only for a real run
+    from trainer.rollout.async_gen import SyncTimeout
 
     # A crash in native code (gloo, NCCL, a tokenizer) prints every thread's Python stack to stderr,
     # the job's log, instead of a bare "terminate called" or "Aborted".

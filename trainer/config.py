@@ -41,7 +41,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from trainer.benchmarks import BENCHMARK_SETS, MATH_PROMPT_TEMPLATE, QUESTION_SLOT, resolve_data_path
+from trainer.data.benchmarks import BENCHMARK_SETS, MATH_PROMPT_TEMPLATE, QUESTION_SLOT, resolve_data_path
 from trainer.vocabulary import AGG_MODES, DEFAULT_EPOCHS, DEFAULT_UPDATES_PER_STEP, DUAL_CLIP_OBJECTIVES, OBJECTIVES
 from trainer.vocabulary import updates_per_step as _updates_per_step
 

@@ -5,7 +5,7 @@ and appends it to a FIFO of whole batches. Once the FIFO holds more than k batch
 popped and trained on with U = updates_per_step x epochs optimizer updates. Nothing trains during
 the first k iterations; after them every batch is s = k x U updates stale.
 
-async: a generator process (async_gen.py) produces batches concurrently; each batch that arrives
+async: a generator process (rollout/async_gen.py) produces batches concurrently; each batch that arrives
 within max_staleness is trained on with U updates, and the weights are published every
 sync_every updates.
 
@@ -15,9 +15,7 @@ carries the policy version (update count) of the weights that generated it; ever
 logs rollout/staleness_{mean,min,max}, and the samples and the progress line show the same number.
 Metrics are logged against the optimizer update count.
 
-`Trainer` only composes the parts, each a module of its own: generation.py (rollouts),
-update.py (the optimizer updates), evaluation.py, checkpointer.py, stopping.py (signals and exit
-codes) and metric_log.py (the spool, the pusher and system metrics).
+`Trainer` only composes the parts, each a module of its own (trainer/__init__.py says where).
 """
 
 from __future__ import annotations
@@ -33,24 +31,32 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trainer.checkpoint import checkpoint_step
-from trainer.checkpointer import Checkpointer, prepare_run_dir
+from trainer.algo.counterfactual import run_variant
+from trainer.ckpt.checkpoint import checkpoint_step
+from trainer.ckpt.checkpointer import Checkpointer, prepare_run_dir
 from trainer.config import RunConfig, check_world_size, collective_timeout_s, derive_sizes
-from trainer.counterfactual import run_variant
-from trainer.distributed import barrier, init_distributed, max_across, mean_across, shutdown, sum_across, wrap_fsdp
-from trainer.evaluation import Evaluator
-from trainer.generation import BatchParts, Rollouts, rollout_engine
-from trainer.metric_log import MetricLog
-from trainer.models import load_policy
-from trainer.precision import Precision
+from trainer.data.evaluation import Evaluator
+from trainer.data.tasks import build_eval_sets, build_task, tokenizer_alphabet
+from trainer.policy.distributed import (
+    barrier,
+    init_distributed,
+    max_across,
+    mean_across,
+    shutdown,
+    sum_across,
+    wrap_fsdp,
+)
+from trainer.policy.models import load_policy
+from trainer.policy.precision import Precision
+from trainer.policy.update import Updater
 from trainer.progress import Progress
-from trainer.rewards import MathVerifier, RewardFailure  # noqa: F401 (cli.py imports RewardFailure from here)
-from trainer.rollout import Batch, HFEngine
-from trainer.samples import SampleRecorder
+from trainer.rollout.batch import Batch, HFEngine
+from trainer.rollout.generation import BatchParts, Rollouts, rollout_engine
+from trainer.rollout.rewards import MathVerifier, RewardFailure  # noqa: F401 (cli.py imports RewardFailure from here)
 from trainer.stopping import EX_CANCELLED, EX_OK, EX_TEMPFAIL, StopProtocol, StopRequest  # noqa: F401
-from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
-from trainer.update import Updater
-from trainer.utilisation import async_utilisation, stale_k_utilisation
+from trainer.telemetry.metric_log import MetricLog
+from trainer.telemetry.samples import SampleRecorder
+from trainer.telemetry.utilisation import async_utilisation, stale_k_utilisation
 
 log = logging.getLogger("trainer")
 
@@ -207,7 +213,7 @@ class Trainer:
         return EX_OK
 
     def _run_async(self) -> int:
-        from trainer.async_feed import AsyncFeed
+        from trainer.rollout.async_feed import AsyncFeed
 
         p = self.progress  # a fresh start seeds the generator as stale_k (async_feed.generator_seed)
         feed = AsyncFeed(self.cfg, self.alphabet, self.model, self.dist, p.version, self.threads)
@@ -230,7 +236,7 @@ class Trainer:
 
     def finish_step(self, metrics: dict, step_start: float, tokens: float, samples: float, utilisation=None) -> None:
         """The step's metrics logged and printed; then evaluation and a checkpoint when due.
-        `utilisation(step_s)`: the step's utilisation keys (trainer/utilisation.py)."""
+        `utilisation(step_s)`: the step's utilisation keys (trainer/telemetry/utilisation.py)."""
         p = self.progress
         p.train_step += 1
         step_s = time.perf_counter() - step_start

@@ -1,7 +1,7 @@
 """The metric keys the loss and the update diagnostics log, without torch: the dashboard reads them
-(trainer/metric_keys.py) and must not need torch to start; objectives.py and diagnostics.py compute them."""
+(trainer/metric_keys.py) and must not need torch to start; algo/objectives.py and algo/diagnostics.py compute them."""
 
-# policy_loss's stats (trainer/objectives.py), one value per micro-batch, averaged over an update
+# policy_loss's stats (trainer/algo/objectives.py), one value per micro-batch, averaged over an update
 STATS_KEYS = (
     "actor/pg_loss",  # the aggregated loss, penalty included
     "actor/clip_frac",  # fraction of valid tokens with no gradient: masked or clipped
@@ -25,7 +25,7 @@ STATS_KEYS = (
     "actor/m2po_tau",  # m2po: tau_m2; m2po_cap: the solved tau on |log r|; others: 0
 )
 
-# update_diagnostics (trainer/diagnostics.py), once per update over the whole minibatch, and the
+# update_diagnostics (trainer/algo/diagnostics.py), once per update over the whole minibatch, and the
 # engine's gap to the trainer once per step
 UPDATE_KEYS = (
     "actor/ratio_pos_p50",
@@ -41,7 +41,7 @@ UPDATE_KEYS = (
 )
 ENGINE_KEYS = ("rollout/engine_abs_dlogp", "rollout/engine_abs_dlogp_max", "rollout/engine_kl_k3")
 
-# The importance ratio pi_theta / pi_engine, split in two (trainer/diagnostics.py drift_stats), under
+# The importance ratio pi_theta / pi_engine, split in two (trainer/algo/diagnostics.py drift_stats), under
 # behav_logp: recompute. Engine mismatch: pi_trainer at the behaviour version against pi_engine, once
 # per step over the batch's sampled tokens. Policy drift: pi_theta against pi_trainer at the
 # behaviour version, per update over its minibatch, averaged over the step.

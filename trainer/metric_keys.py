@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from trainer.loss_keys import ENGINE_DRIFT_KEYS, ENGINE_KEYS, POLICY_DRIFT_KEYS, STATS_KEYS, UPDATE_KEYS
 
 METRIC_KEYS: dict[str, str] = {
-    # the objective's own stats (trainer/objectives.py), averaged over the step's updates
+    # the objective's own stats (trainer/algo/objectives.py), averaged over the step's updates
     "actor/pg_loss": "aggregated policy loss (-J)",
     "actor/clip_frac": "fraction of valid tokens with no gradient: masked (m2po, token/sequence masks) or clipped "
     "(clip objectives, dual clip)",
@@ -45,7 +45,7 @@ METRIC_KEYS: dict[str, str] = {
     "actor/ratio_max": "largest r in the step",
     "actor/tr_frac": "fraction of valid tokens in the trust region",
     "actor/m2po_tau": "m2po: tau_m2; m2po_cap: solved tau on |log r|; others 0",
-    # trainer/diagnostics.py: over each update's whole minibatch, for every objective
+    # trainer/algo/diagnostics.py: over each update's whole minibatch, for every objective
     "actor/ratio_pos_p50": "median r over tokens with A > 0",
     "actor/ratio_pos_p99": "99th percentile (nearest rank) of r over tokens with A > 0",
     "actor/ratio_pos_max": "largest r over tokens with A > 0 in the step",
@@ -60,7 +60,7 @@ METRIC_KEYS: dict[str, str] = {
     # training loop
     "actor/entropy": "mean token entropy of the current policy over trained response tokens (nats)",
     "actor/grad_norm": "global gradient norm before clipping, mean over the step's updates",
-    # trainer/token_classes.py: near-deterministic tokens (any task) and the forks task's token classes
+    # trainer/algo/token_classes.py: near-deterministic tokens (any task) and the forks task's token classes
     "actor/near_det_frac": "fraction of valid response tokens where the current policy's entropy is below 0.1 nats",
     "actor/decision_frac": "forks: the decision (forking) tokens' share of the valid response tokens",
     "actor/m2_decision": "forks: M2 before masking over the decision tokens in the trust region",
@@ -87,7 +87,7 @@ METRIC_KEYS: dict[str, str] = {
     "rollout/dropped_frac": "async: fraction of samples discarded this step for exceeding max_staleness",
     "rollout/dropped_samples": "async: samples discarded since the previous step for exceeding max_staleness "
     "(staleness.on_exceed: drop discards them by design; under wait, never)",
-    # trainer/staleness.py: per update and per token, over the step's updates
+    # trainer/telemetry/staleness.py: per update and per token, over the step's updates
     "rollout/observed_staleness_max": "largest staleness any trained token had at the update that trained it",
     "rollout/staleness_bound": "async: the configured staleness.max_staleness, beside the observed values",
     "rollout/version_span_mean": "partial rollouts: mean over the trained trajectories of the versions each spans "
@@ -100,7 +100,7 @@ METRIC_KEYS: dict[str, str] = {
     "rollout/engine_abs_dlogp_max": "recompute: the largest |engine log-prob - trainer log-prob| of the step",
     "rollout/engine_kl_k3": "recompute: K3 estimate of KL(pi_engine || pi_trainer), mean of rho - 1 - log rho, rho = "
     "pi_trainer / pi_engine",
-    # trainer/diagnostics.py drift_stats, behav_logp: recompute: the ratio pi_theta / pi_engine split in two.
+    # trainer/algo/diagnostics.py drift_stats, behav_logp: recompute: the ratio pi_theta / pi_engine split in two.
     # Engine mismatch, w = pi_trainer at the behaviour version / pi_engine, over the step's batch:
     "drift/engine_kl_k3": "engine mismatch: K3 estimate of KL(pi_engine || pi_trainer@behav), mean of w - 1 - log w",
     "drift/engine_abs_dlogp": "engine mismatch: mean |log pi_trainer@behav - log pi_engine| of the sampled tokens",
@@ -122,7 +122,7 @@ METRIC_KEYS: dict[str, str] = {
     "perf/weight_sync_s": "vllm: seconds handing the new weights to the engine (gather, transfer, in-place load) this "
     "step",
     "perf/wait_s": "async: seconds the trainer waited for a batch (the wait for a batch)",
-    # trainer/utilisation.py: where the step's time went. stale_k: one process generates, then trains,
+    # trainer/telemetry/utilisation.py: where the step's time went. stale_k: one process generates, then trains,
     # so each side idles while the other works; async: the generator's own clock over the step's window
     "perf/trainer_idle_s": "seconds of the step the trainer did not train: async, waiting for a batch; stale_k, "
     "generating",
@@ -148,13 +148,13 @@ METRIC_KEYS: dict[str, str] = {
     "delivered is not counted; logged when it changes",
     "samples/push_failures": "rollout samples the dashboard refused for good so far (marked in samples.rejected.jsonl "
     "for manage.py resend_rejected); a push a retry delivered is not counted; logged when it changes",
-    # trainer/checkpointer.py: one point per committed checkpoint, at the update it holds
+    # trainer/ckpt/checkpointer.py: one point per committed checkpoint, at the update it holds
     "checkpoint/bytes": "size of the checkpoint folder of this update (weights, optimizer, queues, state; bytes)",
     "perf/checkpoint_blocked_s": "seconds training waited for that checkpoint (the save, a background write's staging "
     "and any wait for it to finish, the commit)",
     "perf/checkpoint_write_s": "seconds from the start of that checkpoint's save until its weights were written "
     "(background: overlapped with training)",
-    # trainer/system_metrics.py: sampled every reporting.system_s, the mean since the last point
+    # trainer/telemetry/system_metrics.py: sampled every reporting.system_s, the mean since the last point
     "system/cpu_pct": "CPU use of the trainer's process tree (trainer, generator, reward workers), 100 = one core",
     "system/ram_gb": "resident memory of the trainer's process tree (GiB)",
     "system/host_cpu_pct": "CPU use of the whole machine, 100 = every core busy",

@@ -6,7 +6,7 @@ which tokens a correction would take out of the gradient (masked), leave without
 clip bound is active (clipped), or keep with a changed weight (reweighted), at given
 hyperparameters. A verl or TRL run logs its own batches through `log_samples` and sees on them which
 tokens M2PO would have masked and a clip would have clipped; the bundled trainer marks its recorded
-samples with the same function. The trainer's loss (trainer/objectives.py) stays the reference, and
+samples with the same function. The trainer's loss (trainer/algo/objectives.py) stays the reference, and
 a test holds the two equal token by token.
 
 The three marks are disjoint, with precedence masked > clipped > reweighted, and False on padding.
@@ -233,7 +233,7 @@ def m2po_dropped(m2: np.ndarray, n: int, tau: float) -> np.ndarray:
 
 
 def _solve_cap_tau(delta_sq: np.ndarray, budget: float) -> float | None:
-    """m2po_cap's tau, as its released code solves it (see trainer/objectives.py _solve_cap_tau)."""
+    """m2po_cap's tau, as its released code solves it (see trainer/algo/objectives.py _solve_cap_tau)."""
     n = delta_sq.size
     if n == 0:
         return None

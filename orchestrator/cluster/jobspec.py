@@ -14,7 +14,7 @@ from orchestrator.experiments.models import Run
 from orchestrator.experiments.run_dirs import run_dir_for
 from orchestrator.experiments.runconfig import data_roots
 from orchestrator.launchers.jobs import LauncherUnavailable, is_launcher_run, launcher_job
-from trainer.checkpoint_files import add_pin, checkpoint_step, find_init_checkpoint
+from trainer.ckpt.checkpoint_files import add_pin, checkpoint_step, find_init_checkpoint
 from trainer.config import PATH_ROOTS_ENV, ResourcesConfig
 from trainer.launch import ALLOCATION_RENDEZVOUS, ONE_NODE_RENDEZVOUS
 from trainer.reporting import atomic_write_text

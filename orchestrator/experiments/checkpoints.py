@@ -14,7 +14,7 @@ from pathlib import Path
 
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.run_dirs import run_dir_for
-from trainer import checkpoint_files as ckpt
+from trainer.ckpt import checkpoint_files as ckpt
 
 _HOLDER = re.compile(r"^run (\d+)\Z")
 PINNED = "pinned by "

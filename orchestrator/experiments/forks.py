@@ -29,7 +29,7 @@ from orchestrator.experiments.access import role_in, visible_runs
 from orchestrator.experiments.models import Membership, Run
 from orchestrator.experiments.run_dirs import run_dir_for
 from orchestrator.experiments.runconfig import ConfigError
-from trainer import checkpoint_files as ckpt
+from trainer.ckpt import checkpoint_files as ckpt
 from trainer.config import RunConfig, derive_sizes
 
 log = logging.getLogger(__name__)

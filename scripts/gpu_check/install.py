@@ -39,9 +39,9 @@ IMPORTS = (
     "pytest_timeout",
     "trainer.config",
     "trainer.loop",
-    "trainer.rewards",
-    "trainer.rollout",
-    "trainer.objectives",
+    "trainer.rollout.rewards",
+    "trainer.rollout.batch",
+    "trainer.algo.objectives",
     "opl_client.pusher",
 )
 VERSIONS = ("torch", "transformers", "tokenizers", "numpy", "pydantic", "pytest")

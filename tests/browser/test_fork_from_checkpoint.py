@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create, run_transition
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

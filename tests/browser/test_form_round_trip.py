@@ -11,7 +11,7 @@ from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.presets import get_preset
 from orchestrator.experiments.services import experiment_plan
 from orchestrator.metrics.compare import differing_fields
-from trainer.benchmarks import MATH_PROMPT_TEMPLATE
+from trainer.data.benchmarks import MATH_PROMPT_TEMPLATE
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

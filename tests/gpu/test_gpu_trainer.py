@@ -60,8 +60,8 @@ def test_a_bf16_run_trains_on_the_gpu(tmp_path):
 
 def test_hf_engine_log_probs_match_the_trainer_on_the_gpu():
     from trainer.config import ModelConfig
-    from trainer.models import load_policy
-    from trainer.rollout import HFEngine, token_logprobs
+    from trainer.policy.models import load_policy
+    from trainer.rollout.batch import HFEngine, token_logprobs
 
     dev = torch.device(DEVICE or "cuda")
     policy = load_policy(ModelConfig(), "0123456789+=", seed=3, device=dev)

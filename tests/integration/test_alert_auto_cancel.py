@@ -18,7 +18,7 @@ from orchestrator.cluster.jobspec import run_dir_for
 from orchestrator.cluster.services import run_submit, sync_active_runs
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics import selectors
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

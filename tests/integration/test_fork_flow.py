@@ -14,7 +14,7 @@ from orchestrator.cluster.services import run_submit, sync_active_runs
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import runs_to_dispatch
 from orchestrator.experiments.services import experiment_create
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 from trainer.config import parse_config
 from trainer.loop import Trainer
 

@@ -36,7 +36,7 @@ def grpo_trainer(tmp_path, max_steps=4, reward_funcs=None):
     from trl import GRPOConfig, GRPOTrainer
 
     import opl.trl  # noqa: F401  the one line: report_to="opl" is known from here on
-    from trainer.models import char_tokenizer, tiny_model
+    from trainer.policy.models import char_tokenizer, tiny_model
 
     tokenizer = char_tokenizer("0123456789+=")
     model = tiny_model(len(tokenizer), hidden=32, layers=1, seed=0)

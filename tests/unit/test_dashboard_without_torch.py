@@ -2,7 +2,7 @@
 (views, URL conf, tasks, migrations, management commands) import with torch, transformers and vLLM
 blocked, in a fresh interpreter. What the web process needs from the trainer (the config schema,
 metric names and directions, checkpoint folders and pins) lives in torch-free modules:
-trainer/config.py, trainer/metric_keys.py with trainer/loss_keys.py, trainer/checkpoint_files.py."""
+trainer/config.py, trainer/metric_keys.py with trainer/loss_keys.py, trainer/ckpt/checkpoint_files.py."""
 
 import os
 import subprocess

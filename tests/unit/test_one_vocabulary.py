@@ -9,8 +9,8 @@ import pytest
 
 from orchestrator.experiments.progress import updates_per_step as page_updates_per_step
 from orchestrator.metrics.corrections import variant_of as dashboard_variant
+from trainer.algo.counterfactual import run_variant
 from trainer.config import AlgorithmConfig, derive_sizes, parse_config
-from trainer.counterfactual import run_variant
 from trainer.vocabulary import OBJECTIVES, OPTIONS, updates_per_step
 
 ROOT = Path(__file__).resolve().parents[2]

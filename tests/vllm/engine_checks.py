@@ -20,7 +20,7 @@ import torch
 
 
 def hf_logprobs(policy, gen, temperature):
-    from trainer.rollout import token_logprobs
+    from trainer.rollout.batch import token_logprobs
 
     with torch.no_grad():
         lp, _ = token_logprobs(policy.model, gen.input_ids, gen.attention_mask, gen.prompt_len, temperature)
@@ -33,9 +33,9 @@ def max_abs(a, b) -> float:
 
 def main(out_path: str) -> None:
     from trainer.config import RunConfig
-    from trainer.models import load_policy
-    from trainer.tasks import ArithmeticTask
-    from trainer.vllm_engine import VLLMEngine, write_model_folder
+    from trainer.data.tasks import ArithmeticTask
+    from trainer.policy.models import load_policy
+    from trainer.rollout.vllm_engine import VLLMEngine, write_model_folder
 
     torch.set_num_threads(1)
     cfg = RunConfig.model_validate(

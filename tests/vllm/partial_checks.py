@@ -20,7 +20,7 @@ OLD, NEW, SWAP_AFTER_STEPS, N, MAX_NEW = 5, 7, 4, 3, 14
 
 
 def scores(model, gen, temperature: float) -> torch.Tensor:
-    from trainer.rollout import token_logprobs
+    from trainer.rollout.batch import token_logprobs
 
     with torch.no_grad():
         lp, _ = token_logprobs(model, gen.input_ids, gen.attention_mask, gen.prompt_len, temperature)
@@ -32,11 +32,11 @@ def max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def forced_swap(engine, policy, prompts) -> dict:
-    from trainer.partial import merge_behaviour
-    from trainer.rewards import RewardBatch
-    from trainer.rollout import make_batch
-    from trainer.staleness import version_spans
-    from trainer.vllm_partial import generate_partial_vllm
+    from trainer.rollout.batch import make_batch
+    from trainer.rollout.partial import merge_behaviour
+    from trainer.rollout.rewards import RewardBatch
+    from trainer.rollout.vllm_partial import generate_partial_vllm
+    from trainer.telemetry.staleness import version_spans
 
     old_model = copy.deepcopy(policy.model)
     noise = torch.Generator().manual_seed(1)
@@ -91,7 +91,7 @@ def forced_swap(engine, policy, prompts) -> dict:
 
 
 def no_swap(engine, prompts) -> dict:
-    from trainer.vllm_partial import generate_partial_vllm
+    from trainer.rollout.vllm_partial import generate_partial_vllm
 
     torch.manual_seed(3)
     plain = engine.generate(prompts, N, MAX_NEW, 1.0, 1.0)
@@ -116,9 +116,9 @@ def main(out_path: str) -> None:
     import random
 
     from trainer.config import RunConfig
-    from trainer.models import load_policy
-    from trainer.tasks import ArithmeticTask
-    from trainer.vllm_engine import VLLMEngine, write_model_folder
+    from trainer.data.tasks import ArithmeticTask
+    from trainer.policy.models import load_policy
+    from trainer.rollout.vllm_engine import VLLMEngine, write_model_folder
 
     torch.set_num_threads(1)
     cfg = RunConfig.model_validate(

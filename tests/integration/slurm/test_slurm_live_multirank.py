@@ -20,7 +20,7 @@ from orchestrator.cluster.jobspec import trainer_argv
 from tests.conftest import TINY_CONFIG
 from tests.integration.slurm.conftest import PYTHON, REPO
 from tests.integration.slurm.livehelpers import metric_steps, terminal, wait_status
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = pytest.mark.slurm
 

@@ -29,7 +29,7 @@ from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.chunks import live_rows
 from tests.integration.slurm.conftest import PYTHON, REPO
 from tests.integration.slurm.livehelpers import TINY, terminal, wait_status, wait_until
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = pytest.mark.slurm
 UPDATE_KEY = "actor/pg_loss"

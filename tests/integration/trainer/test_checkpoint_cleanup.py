@@ -3,7 +3,7 @@ the chosen metric as the run itself logged it (metrics.jsonl), and a step pinned
 started; then a --resume after the run's own clean-up finds its newest checkpoint."""
 
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, write_config
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 CONFIG = {
     "model": {"name": "tiny"},

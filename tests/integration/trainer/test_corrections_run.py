@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, write_config
+from trainer.algo.counterfactual import counterfactual_variants, run_variant
+from trainer.algo.diagnostics import ENGINE_KEYS, UPDATE_KEYS
 from trainer.config import parse_config
-from trainer.counterfactual import counterfactual_variants, run_variant
-from trainer.diagnostics import ENGINE_KEYS, UPDATE_KEYS
 
 BASE = {
     "model": {"name": "tiny", "tiny_hidden_size": 32},

@@ -11,7 +11,7 @@ import sys
 import time
 
 from tests.integration.trainer.cli_helpers import REPO, trainer_cmd, trainer_env, write_config
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 CONFIG = {
     "model": {"name": "tiny"},

@@ -1,4 +1,4 @@
-"""`python -m trainer.export_hf CKPT OUT` writes a checkpoint's weights as a Hugging Face folder that
+"""`python -m trainer.ckpt.export_hf CKPT OUT` writes a checkpoint's weights as a Hugging Face folder that
 transformers loads as it is, with every weight equal to the saved one: from a sharded checkpoint
 (the default) and from a gathered weights.pt (the format before)."""
 
@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from tests.integration.trainer.cli_helpers import REPO, trainer_env
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 from trainer.config import parse_config
 from trainer.loop import Trainer
 
@@ -33,7 +33,7 @@ def test_export_hf_writes_a_folder_transformers_loads_with_the_saved_weights(tmp
     assert Trainer(cfg, tmp_path / "run").run() == 0
     folder = ckpt.latest_checkpoint(tmp_path / "run")
     done = subprocess.run(
-        [sys.executable, "-m", "trainer.export_hf", str(folder), str(tmp_path / "hf")],
+        [sys.executable, "-m", "trainer.ckpt.export_hf", str(folder), str(tmp_path / "hf")],
         cwd=REPO,
         env=trainer_env(),
         capture_output=True,
@@ -51,7 +51,7 @@ def test_export_hf_writes_a_folder_transformers_loads_with_the_saved_weights(tmp
 
 def test_export_hf_refuses_a_folder_that_is_no_checkpoint(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "trainer.export_hf", str(tmp_path), str(tmp_path / "hf")],
+        [sys.executable, "-m", "trainer.ckpt.export_hf", str(tmp_path), str(tmp_path / "hf")],
         cwd=REPO,
         env=trainer_env(),
         capture_output=True,

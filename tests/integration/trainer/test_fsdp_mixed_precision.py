@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.integration.trainer.cli_helpers import REPO, by_step, read_points, trainer_env, write_config
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = pytest.mark.ranks
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from tests.integration.trainer.cli_helpers import REPO, read_points, trainer_env, write_config
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = pytest.mark.ranks
 

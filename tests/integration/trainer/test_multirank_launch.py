@@ -21,7 +21,7 @@ from orchestrator.cluster.backends.local import LocalBackend
 from orchestrator.cluster.jobspec import build_job_spec
 from orchestrator.experiments.services import experiment_create
 from tests.integration.trainer.cli_helpers import REPO, read_points, trainer_env
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 from trainer.launch import children
 
 pytestmark = pytest.mark.ranks

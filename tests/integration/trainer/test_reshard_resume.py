@@ -21,10 +21,10 @@ import torch
 import yaml
 
 from tests.integration.trainer.cli_helpers import REPO, read_points, trainer_env
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
+from trainer.ckpt.reshard import join_batches
 from trainer.launch import children
-from trainer.reshard import join_batches
-from trainer.rollout import Batch
+from trainer.rollout.batch import Batch
 
 pytestmark = pytest.mark.ranks
 

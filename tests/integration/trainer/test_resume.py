@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, start_trainer, write_config
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 CONFIG = {
     "model": {"name": "tiny"},

@@ -18,8 +18,8 @@ import torch
 
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, start_trainer, write_config
 from tests.unit.trainer.fake_dashboard import Dashboard
-from trainer import checkpoint as ckpt
-from trainer.samples import recorded_rows
+from trainer.ckpt import checkpoint as ckpt
+from trainer.telemetry.samples import recorded_rows
 
 BASE = {
     "model": {"name": "tiny"},

@@ -7,7 +7,7 @@ at 2 updates per step logs 6 (the name's s6), not 6-7."""
 import torch
 
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, write_config
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 
 def _config(**sections):

@@ -5,7 +5,7 @@ drop (the generator runs ahead, the trainer discards and counts)."""
 import pytest
 
 from tests.integration.trainer.cli_helpers import by_step, read_points, run_trainer, write_config
-from trainer.staleness import HIST_PREFIX
+from trainer.telemetry.staleness import HIST_PREFIX
 
 SAMPLES_PER_STEP = 16
 

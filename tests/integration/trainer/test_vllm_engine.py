@@ -14,9 +14,9 @@ pytestmark = [
 def test_vllm_log_probs_match_the_trainer_and_follow_in_place_weight_updates(tmp_path):
     pytest.importorskip("vllm", reason="vLLM is not installed (GPU extra: requirements-gpu.txt)")
     from trainer.config import RunConfig
-    from trainer.models import load_policy
-    from trainer.rollout import token_logprobs
-    from trainer.vllm_engine import VLLMEngine
+    from trainer.policy.models import load_policy
+    from trainer.rollout.batch import token_logprobs
+    from trainer.rollout.vllm_engine import VLLMEngine
 
     cfg = RunConfig.model_validate(
         {"rollout": {"engine": "vllm", "vllm_gpu_memory_utilization": 0.2}, "train": {"device": "cuda"}}

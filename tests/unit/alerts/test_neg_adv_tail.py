@@ -80,7 +80,7 @@ def test_the_crafted_tail_minibatchs_own_diagnostics_fire_it_and_the_healthy_one
     one A<0 token with r = 1000 that sets the gradient's direction) fire the default rule; the same
     minibatch with that token on-policy does not."""
     from tests.unit.trainer.test_diagnostics import _tail_minibatch
-    from trainer.diagnostics import update_diagnostics
+    from trainer.algo.diagnostics import update_diagnostics
 
     weights, logp_of, behav, adv, mask, tail = _tail_minibatch()
     log_r = logp_of(weights).detach() - behav

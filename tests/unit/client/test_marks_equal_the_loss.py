@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from opl_client.marks import MARKED_OBJECTIVES, m2po_dropped, token_marks
-from trainer.m2po_algorithm1 import m2po_keep_literal
-from trainer.objectives import DUAL_CLIP_OBJECTIVES, OBJECTIVES, policy_loss_marked
+from trainer.algo.m2po_algorithm1 import m2po_keep_literal
+from trainer.algo.objectives import DUAL_CLIP_OBJECTIVES, OBJECTIVES, policy_loss_marked
 
 OPTIONS = {
     "plain": {},

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import opl_client.sdk as sdk
-from trainer.objectives import policy_loss_marked
+from trainer.algo.objectives import policy_loss_marked
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from orchestrator.cluster.jobspec import build_job_spec
 from orchestrator.cluster.services import run_submit
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create
-from trainer.checkpoint import read_pins
+from trainer.ckpt.checkpoint import read_pins
 
 pytestmark = pytest.mark.django_db
 

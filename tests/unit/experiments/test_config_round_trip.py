@@ -17,7 +17,7 @@ from orchestrator.experiments.presets import list_presets
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.compare import differing_fields
 from tests.unit.experiments.browser_form import submitted_fields
-from trainer.benchmarks import MATH_PROMPT_TEMPLATE
+from trainer.data.benchmarks import MATH_PROMPT_TEMPLATE
 
 pytestmark = pytest.mark.django_db
 

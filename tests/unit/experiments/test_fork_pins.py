@@ -10,7 +10,7 @@ import pytest
 from orchestrator.experiments.models import Experiment, Membership, Run
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.services import experiment_create, project_add_member, run_request_cancel, run_transition
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = pytest.mark.django_db
 S = Run.State

@@ -13,7 +13,7 @@ from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import runs_to_dispatch, waiting_reasons
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.services import experiment_create, project_add_member, run_transition
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from orchestrator.experiments.experiment_form import flat_from_spec
 from orchestrator.experiments.lineage import run_lineage
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create, project_add_member, run_transition
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create
 from orchestrator.metrics.compare import comparable
 from orchestrator.metrics.corrections import variant_of
+from trainer.algo.counterfactual import run_variant
 from trainer.config import parse_config
-from trainer.counterfactual import run_variant
 
 from .test_pages import config_json
 

@@ -8,8 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.advantages import broadcast_to_tokens, grpo_advantages
-from trainer.rewards import arithmetic_reward, boxed_integer_reward
+from trainer.algo.advantages import broadcast_to_tokens, grpo_advantages
+from trainer.rollout.rewards import arithmetic_reward, boxed_integer_reward
 
 F64 = torch.float64
 

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.async_gen import admissible
+from trainer.rollout.async_gen import admissible
 
 
 @settings(max_examples=300, deadline=None)

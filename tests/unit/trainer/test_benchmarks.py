@@ -2,7 +2,14 @@
 
 import pytest
 
-from trainer.benchmarks import BENCHMARK_SETS, DataError, benchmarks_dir, last_boxed, load_benchmark, load_train_file
+from trainer.data.benchmarks import (
+    BENCHMARK_SETS,
+    DataError,
+    benchmarks_dir,
+    last_boxed,
+    load_benchmark,
+    load_train_file,
+)
 
 needs_data = pytest.mark.skipif(
     not benchmarks_dir().is_dir(), reason=f"benchmark files not found at {benchmarks_dir()}"

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 from trainer.cli import NO_CHECKPOINT_MARKER
 from trainer.config import parse_config
 from trainer.loop import EX_CANCELLED, Trainer

@@ -4,7 +4,7 @@ import random
 
 import torch
 
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 
 
 def _write(run_dir, step, keep=2):

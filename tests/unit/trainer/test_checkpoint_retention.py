@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 from trainer.config import ConfigError, parse_config
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 from trainer.config import ConfigError, parse_config
 from trainer.loop import Trainer
 

@@ -57,7 +57,8 @@ def test_bad_values_name_the_field(algorithm, rollout, field):
 
 def test_the_configs_names_are_the_objectives_own():
     # config.py stays torch-free, so it keeps its own copies of these tuples
-    from trainer import config, objectives
+    from trainer import config
+    from trainer.algo import objectives
 
     assert typing.get_args(config.Objective) == objectives.OBJECTIVES
     assert config.DUAL_CLIP_OBJECTIVES == objectives.DUAL_CLIP_OBJECTIVES

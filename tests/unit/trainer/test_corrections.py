@@ -1,7 +1,7 @@
 """The correction lab's objectives and options against a literal reference, token by token.
 
 The reference walks the tokens in plain Python floats and writes each correction as its paper or
-reference code states it (trainer/objectives.py cites them): the per-token objective j, its
+reference code states it (trainer/algo/objectives.py cites them): the per-token objective j, its
 derivative d j / d log pi in closed form (not autograd: CISPO's gradient is by design not its
 value's), and the mark (masked / clipped / reweighted, masked first). Only the exponentials are
 taken from torch, so that a decision right at a bound is made on the same float on both sides.
@@ -15,7 +15,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainer.objectives import AGG_MODES, DUAL_CLIP_OBJECTIVES, OBJECTIVES, policy_loss, policy_loss_marked
+from trainer.algo.objectives import AGG_MODES, DUAL_CLIP_OBJECTIVES, OBJECTIVES, policy_loss, policy_loss_marked
 
 from .test_objectives import batches, ref_cap_tau, ref_m2po_keep, ref_trust_region
 

@@ -1,16 +1,16 @@
-"""Which corrections a recorded sample is also marked by (trainer/counterfactual.py; docs/SAMPLES.md)."""
+"""Which corrections a recorded sample is also marked by (trainer/algo/counterfactual.py; docs/SAMPLES.md)."""
 
 import json
 
 import pytest
 import torch
 
-from trainer.advantages import grpo_advantages
+from trainer.algo.advantages import grpo_advantages
+from trainer.algo.counterfactual import MAX_VARIANTS, counterfactual_variants, run_variant
+from trainer.algo.objectives import m2po_mask
 from trainer.config import parse_config
-from trainer.counterfactual import MAX_VARIANTS, counterfactual_variants, run_variant
 from trainer.loop import Trainer
-from trainer.objectives import m2po_mask
-from trainer.samples import recorded_rows
+from trainer.telemetry.samples import recorded_rows
 
 
 def _alg(**algorithm):

@@ -1,4 +1,4 @@
-"""Off-policy diagnostics (trainer/diagnostics.py) against literal references, and the A < 0 tail of
+"""Off-policy diagnostics (trainer/algo/diagnostics.py) against literal references, and the A < 0 tail of
 the runaway tail reproduced on a crafted minibatch: one huge-ratio A < 0 token sets the update's direction
 without the dual clip and carries no gradient with it, and the diagnostics show it."""
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from trainer.diagnostics import (
+from trainer.algo.diagnostics import (
     ENGINE_KEYS,
     UPDATE_KEYS,
     engine_diagnostics,
@@ -17,8 +17,8 @@ from trainer.diagnostics import (
     policy_drift,
     update_diagnostics,
 )
+from trainer.algo.objectives import policy_loss
 from trainer.loss_keys import ENGINE_DRIFT_KEYS, POLICY_DRIFT_KEYS
-from trainer.objectives import policy_loss
 
 from .test_objectives import batches
 

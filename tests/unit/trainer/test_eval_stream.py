@@ -6,7 +6,7 @@ import json
 import torch
 
 from trainer.config import parse_config
-from trainer.evaluation import eval_generator
+from trainer.data.evaluation import eval_generator
 from trainer.loop import Trainer
 
 TINY = {

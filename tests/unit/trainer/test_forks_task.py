@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from trainer.config import ConfigError, load_config, parse_config
-from trainer.demonstrations import inject
-from trainer.models import load_policy
-from trainer.rewards import forks_positions_right, forks_reward
-from trainer.rollout import HFEngine
-from trainer.tasks import build_eval_sets, build_task, tokenizer_alphabet
+from trainer.data.tasks import build_eval_sets, build_task, tokenizer_alphabet
+from trainer.policy.models import load_policy
+from trainer.rollout.batch import HFEngine
+from trainer.rollout.demonstrations import inject
+from trainer.rollout.rewards import forks_positions_right, forks_reward
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ anything else names a file (`logs/../../../../etc` was taken for a hub id)."""
 import pytest
 
 from trainer.config import ConfigError, is_hub_id
-from trainer.models import hub_id_or_path
+from trainer.policy.models import hub_id_or_path
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from trainer.algo.m2po_scope import minibatch_m2po_keep
+from trainer.algo.objectives import m2po_mask, policy_loss
 from trainer.config import parse_config
-from trainer.distributed import DistInfo
 from trainer.loop import Trainer
-from trainer.m2po_scope import minibatch_m2po_keep
-from trainer.objectives import m2po_mask, policy_loss
+from trainer.policy.distributed import DistInfo
 
 TAU = 0.002  # small, so that Algorithm 1 masks a good share of a noisy batch
 
@@ -46,7 +46,7 @@ def _grads_and_mask(tmp_path, micro, scope="minibatch"):
     trainer = _trainer(tmp_path, micro, scope)
     try:
         batch = _stale_batch(trainer)
-        from trainer.advantages import grpo_advantages
+        from trainer.algo.advantages import grpo_advantages
 
         adv = grpo_advantages(batch.rewards, batch.group_size, True, 1e-6)
         adv = adv + torch.linspace(-0.5, 0.5, len(batch))  # never all-zero, even if rewards tie
@@ -140,3 +140,14 @@ def test_two_ranks_mask_and_sum_the_same_gradient_as_one(tmp_path):
     grad_two = torch.cat([results[0][1], results[1][1]])
     assert torch.equal(keep_two, keep_one)
     torch.testing.assert_close(grad_two, grad_one, rtol=0, atol=1e-7)
+
+
+def test_the_update_checks_the_loss_inputs_once_per_minibatch(tmp_path, monkeypatch):
+    """The checks read every tensor back from the device: once per minibatch, not per micro-batch."""
+    from trainer.algo import objectives
+
+    calls = []
+    validate = objectives._validate
+    monkeypatch.setattr(objectives, "_validate", lambda *args: calls.append(args[0]) or validate(*args))
+    _grads_and_mask(tmp_path, micro=2)
+    assert calls == ["m2po"]

@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from trainer.benchmarks import benchmarks_dir
+from trainer.algo.objectives import OBJECTIVES
 from trainer.config import parse_config
+from trainer.data.benchmarks import benchmarks_dir
 from trainer.loop import Trainer
 from trainer.metric_keys import METRIC_KEYS, is_known
-from trainer.objectives import OBJECTIVES
 
 
 def _run(tmp_path, **sections):

@@ -1,11 +1,12 @@
 """Policy objectives against float64 references written here straight from each paper's formula.
 
-M2PO's reference is Algorithm 1's literal while-loop, trainer/m2po_algorithm1.py (shown in the fast
+M2PO's reference is Algorithm 1's literal while-loop, trainer/algo/m2po_algorithm1.py (shown in the fast
 mask's docstring). Its condition "mean > tau" is evaluated in exact rational arithmetic on the float
 M2 values: that is the implementation's promise, and a float mean would make the reference itself
 depend on summation order (see test_mask_decides_the_mean_exactly).
 """
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -14,8 +15,19 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainer.m2po_algorithm1 import m2po_keep_literal
-from trainer.objectives import AGG_MODES, OBJECTIVES, STATS_KEYS, m2po_mask, policy_loss
+from trainer.algo import objectives
+from trainer.algo.m2po_algorithm1 import m2po_keep_literal
+from trainer.algo.objectives import (
+    AGG_MODES,
+    DUAL_CLIP_OBJECTIVES,
+    OBJECTIVES,
+    STATS_KEYS,
+    check_loss_inputs,
+    m2po_mask,
+    policy_loss,
+    policy_loss_checked,
+    policy_loss_marked,
+)
 
 F64 = torch.float64
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -31,7 +43,7 @@ def ref_trust_region(log_r, adv, mask):
     return mask & (((adv > 0) & (log_r > 0)) | ((adv < 0) & (log_r < 0)))
 
 
-ref_m2po_keep = m2po_keep_literal  # Algorithm 1, literally (trainer/m2po_algorithm1.py)
+ref_m2po_keep = m2po_keep_literal  # Algorithm 1, literally (trainer/algo/m2po_algorithm1.py)
 
 
 def ref_cap_tau(delta_sq, budget):
@@ -543,7 +555,7 @@ def test_m2po_cap_follows_the_released_solver_by_hand():
 def test_m2po_cap_solver_equals_the_released_one(seed):
     """The solver sorts only the M2 values at or above the budget (a stale batch's M2 is mostly
     tiny); tau must still be the released loop's over the whole sorted list, ties and edges included."""
-    from trainer.objectives import _solve_cap_tau
+    from trainer.algo.objectives import _solve_cap_tau
 
     gen = torch.Generator().manual_seed(seed)
     n = int(torch.randint(1, 400, (1,), generator=gen))
@@ -702,3 +714,98 @@ def test_overflowing_ratio_is_reported_not_returned_as_nan():
     zero = torch.zeros(1, 1, dtype=F64)
     with pytest.raises(ValueError, match="^logp: the no_clip loss is NaN"):
         policy_loss("no_clip", logp, zero, zero, torch.ones(1, 1, dtype=torch.bool))
+
+
+# ---------------------------------------------------------------------------------------------
+# The loss leaves its inputs alone, and checks a batch once
+# ---------------------------------------------------------------------------------------------
+
+EVERY_OPTION = {
+    "token_mask": True,
+    "seq_mask": True,
+    "tis_cap": 2.0,
+    "sq_log_ratio_coef": 1e-3,
+    "token_mask_ref": "engine",
+}
+
+
+def _every_input(gen, rows=4, cols=9, mask_dtype=torch.bool):
+    behav = -torch.rand(rows, cols, generator=gen, dtype=F64)
+    return {
+        "logp": (behav + 0.5 * torch.randn(rows, cols, generator=gen, dtype=F64)).requires_grad_(True),
+        "behav_logp": behav,
+        "advantages": torch.randn(rows, 1, generator=gen, dtype=F64).expand(rows, cols).contiguous(),
+        "mask": (torch.arange(cols)[None, :] < torch.tensor([[cols], [cols - 3], [1], [0]])).to(mask_dtype),
+        "rollout_logp": behav + 0.1 * torch.randn(rows, cols, generator=gen, dtype=F64),
+        "prox_logp": behav + 0.1 * torch.randn(rows, cols, generator=gen, dtype=F64),
+        "m2po_keep": torch.rand(rows, cols, generator=gen) > 0.3,
+    }
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float64])
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_the_loss_does_not_change_its_inputs(name, mask_dtype):
+    """Neither the values nor in place (a tensor's version counter counts every in-place write, through
+    any view of it), with every option on, m2po both with its own mask and with one handed in."""
+    inputs = _every_input(torch.Generator().manual_seed(5), mask_dtype=mask_dtype)
+    before = {k: (v.detach().clone(), v._version) for k, v in inputs.items()}
+    options = {**EVERY_OPTION, "dual_clip_c": 3.0} if name in DUAL_CLIP_OBJECTIVES else EVERY_OPTION
+    for keep in [None, inputs["m2po_keep"]] if name == "m2po" else [None]:
+        loss, _ = policy_loss(
+            name,
+            inputs["logp"],
+            inputs["behav_logp"],
+            inputs["advantages"],
+            inputs["mask"],
+            rollout_logp=inputs["rollout_logp"],
+            prox_logp=inputs["prox_logp"],
+            m2po_keep=keep,
+            **options,
+        )
+        loss.backward()
+    for k, v in inputs.items():
+        assert torch.equal(v.detach(), before[k][0]), k
+        assert v._version == before[k][1], k
+
+
+@pytest.mark.parametrize("name", OBJECTIVES)
+def test_a_batch_checked_once_gives_each_slice_of_rows_the_same_loss(name):
+    inputs = _every_input(torch.Generator().manual_seed(6))
+    tensors = {k: inputs[k] for k in ("rollout_logp", "prox_logp")}
+    options = {**EVERY_OPTION, "dual_clip_c": 3.0} if name in DUAL_CLIP_OBJECTIVES else EVERY_OPTION
+    args = ("behav_logp", "advantages", "mask")
+    checked = check_loss_inputs(name, *(inputs[k] for k in args), **tensors, **options)
+    for rows in (slice(0, 2), slice(2, 4)):
+        got = policy_loss_checked(name, checked.rows(rows), inputs["logp"][rows], *(inputs[k][rows] for k in args))
+        rows_tensors = {k: v[rows] for k, v in tensors.items()}
+        want = policy_loss_marked(
+            name, inputs["logp"][rows], *(inputs[k][rows] for k in args), **rows_tensors, **options
+        )
+        assert torch.equal(got[0], want[0]) and got[1] == want[1]
+        assert all(torch.equal(getattr(got[2], f), getattr(want[2], f)) for f in ("masked", "clipped", "reweighted"))
+
+
+def test_check_loss_inputs_names_the_bad_tensor():
+    inputs = _every_input(torch.Generator().manual_seed(7))
+    inputs["behav_logp"][1, 2] = math.nan
+    with pytest.raises(ValueError, match="behav_logp: contains NaN"):
+        check_loss_inputs("grpo", inputs["behav_logp"], inputs["advantages"], inputs["mask"])
+
+
+def test_the_stats_leave_the_loss_batch_alone(monkeypatch):
+    """The stats read the batch the surrogate computed from (the trust-region M2 among it) and write
+    none of it: a stat computed later reads what the loss read."""
+    versions = []
+
+    def spy(loss, b, marks, extra):
+        before = {f.name: getattr(b, f.name)._version for f in dataclasses.fields(b)}
+        out = real_stats(loss, b, marks, extra)
+        versions.append((before, {f.name: getattr(b, f.name)._version for f in dataclasses.fields(b)}))
+        return out
+
+    real_stats = objectives._stats
+    monkeypatch.setattr(objectives, "_stats", spy)
+    inputs = _every_input(torch.Generator().manual_seed(8))
+    for name in ("m2po", "grpo"):
+        policy_loss(name, inputs["logp"], inputs["behav_logp"], inputs["advantages"], inputs["mask"], tau_m2=1e-3)
+    assert len(versions) == 2 and all(before == after for before, after in versions)

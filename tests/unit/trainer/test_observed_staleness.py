@@ -6,11 +6,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.async_gen import batches_ahead, may_start
 from trainer.config import RunConfig
-from trainer.rewards import RewardBatch
-from trainer.rollout import Generation, make_batch
-from trainer.staleness import ObservedStaleness, staleness_bound
+from trainer.rollout.async_gen import batches_ahead, may_start
+from trainer.rollout.batch import Generation, make_batch
+from trainer.rollout.rewards import RewardBatch
+from trainer.telemetry.staleness import ObservedStaleness, staleness_bound
 
 
 def _batch(version: int, offsets: list[list[int]], mask: list[list[float]]):

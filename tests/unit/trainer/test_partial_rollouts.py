@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from trainer.config import ModelConfig
-from trainer.models import load_policy
-from trainer.partial import generate_partial, merge_behaviour
-from trainer.rewards import RewardBatch
-from trainer.rollout import HFEngine, make_batch, token_logprobs
-from trainer.staleness import version_spans
-from trainer.tasks import ArithmeticTask
+from trainer.data.tasks import ArithmeticTask
+from trainer.policy.models import load_policy
+from trainer.rollout.batch import HFEngine, make_batch, token_logprobs
+from trainer.rollout.partial import generate_partial, merge_behaviour
+from trainer.rollout.rewards import RewardBatch
+from trainer.telemetry.staleness import version_spans
 
 CPU = torch.device("cpu")
 PROMPTS = ["12+7=", "3+45=", "8+8="]

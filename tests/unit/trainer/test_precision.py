@@ -9,7 +9,7 @@ import torch
 
 from trainer.config import parse_config
 from trainer.loop import Trainer
-from trainer.models import load_policy
+from trainer.policy.models import load_policy
 
 
 def _run(tmp_path, dtype: str, updates: int = 10):
@@ -50,7 +50,7 @@ def test_float16_uses_loss_scaling_and_never_produces_nan(tmp_path):
 
 
 def test_float16_is_refused_under_torchrun():
-    from trainer.precision import Precision
+    from trainer.policy.precision import Precision
 
     with pytest.raises(ValueError, match="model.dtype"):
         Precision("float16", torch.device("cpu"), distributed=True)

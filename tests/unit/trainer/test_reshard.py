@@ -1,11 +1,11 @@
-"""The stale queue re-dealt to another world size (trainer/reshard.py): the old ranks' slices of a
+"""The stale queue re-dealt to another world size (trainer/ckpt/reshard.py): the old ranks' slices of a
 step joined in rank order, re-padded, and cut into the new world's contiguous slices of whole groups."""
 
 import pytest
 import torch
 
-from trainer.reshard import ReshardError, derived_rng_state, join_batches, reshard_queue
-from trainer.rollout import Batch
+from trainer.ckpt.reshard import ReshardError, derived_rng_state, join_batches, reshard_queue
+from trainer.rollout.batch import Batch
 
 PAD = 7
 

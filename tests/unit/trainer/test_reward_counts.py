@@ -3,11 +3,11 @@ resharded queue each carry them once, so the trainer's sum over ranks is the bat
 
 import torch
 
-from trainer.async_feed import group_slices
-from trainer.async_gen import from_wire, to_wire
-from trainer.reshard import join_batches
-from trainer.rewards import RewardBatch
-from trainer.rollout import Batch, Generation, make_batch
+from trainer.ckpt.reshard import join_batches
+from trainer.rollout.async_feed import group_slices
+from trainer.rollout.async_gen import from_wire, to_wire
+from trainer.rollout.batch import Batch, Generation, make_batch
+from trainer.rollout.rewards import RewardBatch
 
 ROWS, PROMPT, RESPONSE, GROUP = 8, 3, 4, 2
 

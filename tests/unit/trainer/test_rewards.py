@@ -6,8 +6,8 @@ import textwrap
 import pytest
 
 from trainer.config import load_config
-from trainer.rewards import MathVerifier, arithmetic_reward, math_verify_outcome
-from trainer.tasks import build_task
+from trainer.data.tasks import build_task
+from trainer.rollout.rewards import MathVerifier, arithmetic_reward, math_verify_outcome
 
 
 def test_arithmetic_reward_is_one_only_for_the_exact_answer_then_eos():

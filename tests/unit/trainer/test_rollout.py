@@ -5,9 +5,9 @@ import random
 import torch
 
 from trainer.config import ModelConfig
-from trainer.models import char_tokenizer, load_policy
-from trainer.rollout import HFEngine, response_mask_from, token_logprobs
-from trainer.tasks import ArithmeticTask
+from trainer.data.tasks import ArithmeticTask
+from trainer.policy.models import char_tokenizer, load_policy
+from trainer.rollout.batch import HFEngine, response_mask_from, token_logprobs
 
 
 def test_char_tokenizer_round_trips():

@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
+from trainer.algo.objectives import DUAL_CLIP_OBJECTIVES, OBJECTIVES, m2po_mask, policy_loss, policy_loss_marked
 from trainer.config import ReportingConfig
-from trainer.objectives import DUAL_CLIP_OBJECTIVES, OBJECTIVES, m2po_mask, policy_loss, policy_loss_marked
 from trainer.reporting import MAX_SAMPLES_PER_POST, MetricSpool, Pusher, read_offset, read_rejected, truncate_spool
 
 from .fake_dashboard import Dashboard

@@ -13,10 +13,10 @@ import torch
 from transformers import GenerationConfig
 
 from trainer.config import load_config, parse_config
+from trainer.data.tasks import ArithmeticTask
 from trainer.loop import Trainer
-from trainer.models import char_tokenizer, load_policy, tiny_model
-from trainer.rollout import HFEngine, response_mask_from, token_logprobs
-from trainer.tasks import ArithmeticTask
+from trainer.policy.models import char_tokenizer, load_policy, tiny_model
+from trainer.rollout.batch import HFEngine, response_mask_from, token_logprobs
 
 ALPHABET = ArithmeticTask.alphabet
 PROMPT = "3+4="

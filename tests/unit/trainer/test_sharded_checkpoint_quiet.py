@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from trainer.sharded_checkpoint import load_sharded, save_sharded
+from trainer.ckpt.sharded_checkpoint import load_sharded, save_sharded
 
 
 def test_a_one_process_save_and_load_warn_nothing(tmp_path):

@@ -4,10 +4,10 @@ at start-up against the world size torchrun really gave. Nothing is silently dro
 import pytest
 import torch
 
-from trainer.benchmarks import DataError, load_benchmark
 from trainer.config import ConfigError, check_world_size, parse_config
-from trainer.distributed import DistInfo
-from trainer.evaluation import eval_share
+from trainer.data.benchmarks import DataError, load_benchmark
+from trainer.data.evaluation import eval_share
+from trainer.policy.distributed import DistInfo
 
 
 def _problems(exc) -> dict:

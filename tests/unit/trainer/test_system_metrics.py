@@ -14,7 +14,7 @@ import pytest
 from trainer.config import parse_config
 from trainer.loop import Trainer
 from trainer.metric_keys import is_known
-from trainer.system_metrics import GIB, GpuMeter, SystemSampler, nvidia_gpu_present
+from trainer.telemetry.system_metrics import GIB, GpuMeter, SystemSampler, nvidia_gpu_present
 
 
 def test_a_real_cpu_run_logs_cpu_and_ram_of_its_process_tree_and_the_machine(tmp_path):
@@ -105,7 +105,7 @@ def test_nvml_reports_each_visible_gpu_with_the_jobs_own_numbering(monkeypatch):
 def test_no_gpu_says_nothing_but_a_gpu_whose_metrics_fail_warns(caplog):
     """A CPU run's stderr carried "no GPU metrics: No module named 'pynvml'" on every run:
     without a GPU, missing NVML is expected; with one, it is worth a warning that says so."""
-    caplog.set_level(logging.DEBUG, logger="trainer.system_metrics")
+    caplog.set_level(logging.DEBUG, logger="trainer.telemetry.system_metrics")
     GpuMeter(nvml=FakeNVML(fail_init=True), gpu_present=False)
     assert [r for r in caplog.records if r.levelno >= logging.INFO] == []
     GpuMeter(nvml=FakeNVML(fail_init=True), gpu_present=True)
@@ -114,7 +114,7 @@ def test_no_gpu_says_nothing_but_a_gpu_whose_metrics_fail_warns(caplog):
 
 
 def test_this_gpu_less_machine_logs_nothing_about_gpu_metrics(caplog, monkeypatch):
-    caplog.set_level(logging.DEBUG, logger="trainer.system_metrics")
+    caplog.set_level(logging.DEBUG, logger="trainer.telemetry.system_metrics")
     if nvidia_gpu_present():
         pytest.skip("this machine has an NVIDIA GPU: the silent path is for machines without one")
     assert GpuMeter().sample() == {}  # the real import: no pynvml, or no driver

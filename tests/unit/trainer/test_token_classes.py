@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from trainer.token_classes import NEAR_DET_ENTROPY, TokenClassTally
+from trainer.algo.token_classes import NEAR_DET_ENTROPY, TokenClassTally
 
 # 2 rows x 4 response tokens; decisions sit at positions 1 and 3; row 1's last token is padding.
 MASK = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.float32)

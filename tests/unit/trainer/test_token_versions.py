@@ -3,10 +3,10 @@ through row selection, the async generator's wire format, the ranks' slices and 
 
 import torch
 
-from trainer.async_feed import group_slices
-from trainer.async_gen import from_wire, to_wire
-from trainer.rewards import RewardBatch
-from trainer.rollout import Batch, Generation, make_batch
+from trainer.rollout.async_feed import group_slices
+from trainer.rollout.async_gen import from_wire, to_wire
+from trainer.rollout.batch import Batch, Generation, make_batch
+from trainer.rollout.rewards import RewardBatch
 
 ROWS, PROMPT, RESPONSE, GROUP = 8, 3, 5, 2
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from trainer.metric_keys import METRIC_KEYS
-from trainer.utilisation import GeneratorClock, async_utilisation, stale_k_utilisation, state_bytes
+from trainer.telemetry.utilisation import GeneratorClock, async_utilisation, stale_k_utilisation, state_bytes
 
 
 def test_stale_k_idles_each_side_while_the_other_works():

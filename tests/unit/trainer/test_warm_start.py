@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
-from trainer import checkpoint as ckpt
+from trainer.ckpt import checkpoint as ckpt
 from trainer.config import ConfigError, parse_config
 from trainer.loop import Trainer
 
