@@ -8,7 +8,7 @@ import re
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 
-from orchestrator.api import method_not_allowed
+from orchestrator.lib.api import method_not_allowed
 
 API_PREFIX = "/api/"
 CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")

@@ -8,11 +8,11 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
-from orchestrator.api import api_view
+from orchestrator.accounts.decorators import api_view
 from orchestrator.experiments import schemas
-from orchestrator.experiments.bounds import INT64
 from orchestrator.experiments.models import Experiment, Membership, Run
 from orchestrator.experiments.sweeps import Distribution, LinearRange, LogRange, RandomSearch
+from orchestrator.lib.bounds import INT64
 from orchestrator.metrics.models import MAX_KEY_LENGTH
 from orchestrator.metrics.schemas import KEY_SCHEMA_PATTERN
 from trainer.config import RunConfig

@@ -6,7 +6,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from orchestrator import openapi
-from orchestrator.api import not_found as api_not_found
+from orchestrator.lib.api import not_found as api_not_found
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),

@@ -6,7 +6,7 @@ experiment_views.py, the runs table's query and columns) composes the apps above
 module by module; nothing else in it imports upward.
 
 Import contract (kept by tests/unit/test_import_layers.py):
-May import: accounts, api, trainer
+May import: accounts, lib, trainer
 Upward: limits, management.commands.sync_runs -> cluster
 Upward: api, run_columns, runquery -> metrics
 Upward: runquery, selectors -> alerts

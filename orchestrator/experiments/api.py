@@ -11,7 +11,7 @@ from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 
-from orchestrator.api import api_view, json_error, validate_body
+from orchestrator.accounts.decorators import api_view
 from orchestrator.experiments.access import (
     get_experiment_for_user,
     get_project_for_user,
@@ -21,7 +21,6 @@ from orchestrator.experiments.access import (
     visible_projects,
     visible_tags,
 )
-from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.forks import fork_plan
 from orchestrator.experiments.invitations import (
@@ -55,6 +54,8 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
+from orchestrator.lib.api import json_error, validate_body
+from orchestrator.lib.bounds import parse_id
 from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup, forks_planned
 
 MAX_PER_PAGE = 500

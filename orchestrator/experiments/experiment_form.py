@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.experiments.bounds import INT32, MAX_NOTES
 from orchestrator.experiments.runconfig import ConfigError, merge_config, validate_run_config
 from orchestrator.experiments.schema_form import config_from_post, config_sections, fields_by_path, parse_values
 from orchestrator.experiments.schemas import NAME_RE
 from orchestrator.experiments.yaml_text import dump_yaml
+from orchestrator.lib.bounds import INT32, MAX_NOTES
 
 SWEEP_MODES = ("list", "linear", "log")
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice")

@@ -19,7 +19,6 @@ from orchestrator.experiments.access import (
     get_run_for_user,
     visible_experiments,
 )
-from orchestrator.experiments.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
 from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
 from orchestrator.experiments.experiment_form import (
@@ -46,6 +45,7 @@ from orchestrator.experiments.services import (
     experiment_set_priority,
 )
 from orchestrator.experiments.views import compare_url
+from orchestrator.lib.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
 from orchestrator.studies.warmup import SUFFIX as WARMUP_SUFFIX
 from orchestrator.studies.warmup import experiment_create_with_warmup, forks_planned, warmup_plans
 

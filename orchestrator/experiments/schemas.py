@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.experiments.bounds import (
+from orchestrator.lib.bounds import (
     INT32,
     MAX_DESCRIPTION,
     MAX_MEMBERS_PER_REQUEST,

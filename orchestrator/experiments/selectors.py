@@ -9,7 +9,6 @@ from django.core.paginator import Page, Paginator
 from django.db.models import F, QuerySet
 
 from orchestrator.experiments.access import visible_runs
-from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
 from orchestrator.experiments.run_columns import (
@@ -20,6 +19,7 @@ from orchestrator.experiments.run_columns import (
     parse_columns,
 )
 from orchestrator.experiments.runquery import QueryError, parse_query
+from orchestrator.lib.bounds import parse_id
 
 # The metrics shown as columns of the runs table.
 KEY_METRICS = DEFAULT_COLUMNS

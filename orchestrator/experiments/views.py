@@ -20,7 +20,6 @@ from orchestrator.experiments.access import (
     visible_projects,
     visible_tags,
 )
-from orchestrator.experiments.bounds import parse_priority, safe_filename
 from orchestrator.experiments.checkpoints import run_checkpoints
 from orchestrator.experiments.forks import may_fork
 from orchestrator.experiments.lineage import run_lineage
@@ -39,6 +38,7 @@ from orchestrator.experiments.services import (
     run_stop,
 )
 from orchestrator.experiments.yaml_text import dump_yaml
+from orchestrator.lib.bounds import parse_priority, safe_filename
 from trainer.metric_keys import METRIC_KEYS
 
 

@@ -5,6 +5,6 @@ It sits on experiments (runs) and is beside cluster. The chart views read the sa
 workspace, which itself reads metrics' schemas: that upward read is named below.
 
 Import contract (kept by tests/unit/test_import_layers.py):
-May import: accounts, api, experiments, trainer
+May import: accounts, lib, experiments, trainer
 Upward: views, templatetags.metrics_tags -> workspace
 """

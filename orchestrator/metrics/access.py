@@ -4,11 +4,11 @@ see. ParamError carries the field a 400 names."""
 
 from django.http import Http404, HttpRequest
 
-from orchestrator.api import bearer_token, json_error, parse_json_body
 from orchestrator.experiments.access import visible_runs
-from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.tokens import run_not_found, run_token_expired, run_token_expiry, run_token_writes
+from orchestrator.lib.api import bearer_token, json_error, parse_json_body
+from orchestrator.lib.bounds import parse_id
 
 MAX_COMPARE_RUNS = 200
 

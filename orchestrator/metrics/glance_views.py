@@ -3,7 +3,8 @@
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from orchestrator.api import api_view, json_error
+from orchestrator.accounts.decorators import api_view
+from orchestrator.lib.api import json_error
 from orchestrator.metrics.sweep_glance import GlanceError, sweep_glance
 from orchestrator.metrics.views import _compare_runs
 

@@ -16,10 +16,11 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from orchestrator.api import api_view, bearer_token, json_error, nul_in_url, parse_json_body
+from orchestrator.accounts.decorators import api_view
 from orchestrator.experiments.access import get_run_for_user, visible_experiments, visible_runs
-from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Experiment, Run
+from orchestrator.lib.api import bearer_token, json_error, nul_in_url, parse_json_body
+from orchestrator.lib.bounds import parse_id
 from orchestrator.metrics import ingest_queue, live, selectors
 from orchestrator.metrics.access import (
     MAX_COMPARE_RUNS,  # metrics_tags imports it from here too
