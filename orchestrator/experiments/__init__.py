@@ -7,7 +7,6 @@ module by module; nothing else in it imports upward.
 
 Import contract (kept by tests/unit/test_import_layers.py):
 May import: accounts, lib, trainer
-Upward: limits, management.commands.sync_runs -> cluster
 Upward: api, run_columns, runquery -> metrics
 Upward: runquery, selectors -> alerts
 Upward: api, experiment_form, experiment_views, management.commands.submit_experiment -> studies
