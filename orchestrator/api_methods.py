@@ -17,7 +17,7 @@ CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
 @functools.cache
 def documented_methods() -> dict[str, frozenset[str]]:
     """OpenAPI path -> the methods it lists (HEAD with GET)."""
-    from orchestrator.openapi import document
+    from orchestrator.web.openapi import document
 
     out = {}
     for path, operations in document()["paths"].items():

@@ -1,5 +1,5 @@
 """Request bodies of the JSON API, also used to check experiment files (submit_experiment).
-orchestrator/openapi.py builds the API document from these models."""
+orchestrator/web/openapi.py builds the API document from these models."""
 
 import re
 from typing import Annotated, Any, Literal
