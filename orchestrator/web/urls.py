@@ -3,7 +3,7 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from orchestrator.web import api, experiment_views, openapi, run_views
+from orchestrator.web import api, compare_views, experiment_views, openapi, run_views
 
 urlpatterns = [
     # runs
@@ -34,6 +34,8 @@ urlpatterns = [
         )
         for action in ("pause", "resume", "cancel", "priority")
     ),
+    # runs side by side
+    path("compare/", compare_views.compare_page, name="metrics-compare"),
     # JSON API
     path("api/v1/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/v1/schema/runconfig", openapi.runconfig_schema, name="api-runconfig-schema"),

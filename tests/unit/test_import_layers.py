@@ -1,12 +1,11 @@
 """Each app says in its __init__ docstring which other apps it may import, and this test holds the
-code to it, counting imports placed inside functions. The contract's lines:
+code to it, counting imports placed inside functions. The contract's line:
 
     May import: accounts, lib, trainer          (packages of orchestrator/, and `trainer`)
-    Upward: limits, runquery -> cluster         (the only modules of this app that import cluster)
 
-The "May import" lines must form layers (no app may reach itself through them); an
-import outside the contract fails, and so does an Upward line that no longer matches an import
-(the contract stays a true description, not a list of permissions nobody uses)."""
+The "May import" lines must form layers (no app may reach itself through them), and an import
+outside the contract fails: there are no exemptions. A lower app that must reach a higher one
+does it through a hook it owns (a signal, a registry), never an import."""
 
 import ast
 import re
@@ -17,15 +16,14 @@ from tests.unit.test_import_circles import REPO, imported, modules
 # every package of orchestrator/: the Django apps and lib, the helpers below them
 APPS = tuple(sorted(p.parent.name for p in (REPO / "orchestrator").glob("*/__init__.py")))
 _MAY = re.compile(r"^May import: (.+)$", re.M)
-_UPWARD = re.compile(r"^Upward: (.+?) -> (.+)$", re.M)
 
 
 def _names(text: str) -> set[str]:
     return {n.strip() for n in text.split(",")} - {"none", ""}
 
 
-def contracts(root: Path, apps=APPS) -> dict[str, tuple[set[str], dict[str, set[str]]]]:
-    """app: (the apps it may import, {module within the app: the apps it may import upward})."""
+def contracts(root: Path, apps=APPS) -> dict[str, set[str]]:
+    """app: the apps it may import."""
     out = {}
     for app in apps:
         doc = ast.get_docstring(ast.parse((root / "orchestrator" / app / "__init__.py").read_text())) or ""
@@ -33,11 +31,7 @@ def contracts(root: Path, apps=APPS) -> dict[str, tuple[set[str], dict[str, set[
         assert may, (
             f"orchestrator/{app}/__init__.py: its docstring needs a 'May import:' line (see this test's docstring)"
         )
-        upward: dict[str, set[str]] = {}
-        for sources, targets in _UPWARD.findall(doc):
-            for module in _names(sources):
-                upward.setdefault(module, set()).update(_names(targets))
-        out[app] = (_names(may.group(1)), upward)
+        out[app] = _names(may.group(1))
     return out
 
 
@@ -52,35 +46,23 @@ def _unit(module: str, apps) -> str:
 def breaches(root: Path, apps=APPS, packages=("orchestrator", "trainer")) -> list[str]:
     known = modules(root, packages)
     rules = contracts(root, apps)
-    found, used_upward = [], set()
+    found = []
     for name, path in sorted(known.items()):
         parts = name.split(".")
         if parts[0] != "orchestrator" or len(parts) < 2 or parts[1] not in apps:
             continue
-        app, inner = parts[1], ".".join(parts[2:]) or "__init__"
-        may, upward = rules[app]
+        app = parts[1]
         for target in sorted(imported(name, path, known)):
             unit = _unit(target, apps)
-            if unit == app or unit in may:
-                continue
-            if unit in upward.get(inner, ()):
-                used_upward.add((app, inner, unit))
-                continue
-            found.append(f"{name} imports {target}: {app} may not import {unit}")
-    for app, (_, upward) in rules.items():
-        for inner, units in upward.items():
-            found += [
-                f"orchestrator/{app}/__init__.py: 'Upward: {inner} -> {u}' matches no import"
-                for u in sorted(units)
-                if (app, inner, u) not in used_upward
-            ]
+            if unit != app and unit not in rules[app]:
+                found.append(f"{name} imports {target}: {app} may not import {unit}")
     for app in rules:  # the May-import lines must be layers: no app reaches itself through them
-        seen, todo = set(), list(rules[app][0])
+        seen, todo = set(), list(rules[app])
         while todo:
             other = todo.pop()
             if other in rules and other not in seen:
                 seen.add(other)
-                todo += rules[other][0]
+                todo += rules[other]
         if app in seen:
             found.append(f"{app} may import itself through the other apps' contracts")
     return found
@@ -98,13 +80,13 @@ def _app(root: Path, name: str, doc: str, files: dict[str, str]):
         (root / "orchestrator" / name / file).write_text(text)
 
 
-def test_the_check_fails_on_an_upward_import_a_stale_upward_line_and_contracts_in_a_circle(tmp_path):
+def test_the_check_fails_on_an_upward_import_and_on_contracts_in_a_circle(tmp_path):
     (tmp_path / "orchestrator").mkdir()
     (tmp_path / "orchestrator" / "__init__.py").write_text("")
     _app(
         tmp_path,
         "low",
-        "May import: none\nUpward: views -> high\nUpward: gone -> high",
+        "May import: none",
         {
             "models.py": "X = 1\n",
             "views.py": "from orchestrator.high.models import Y\n",
@@ -117,7 +99,7 @@ def test_the_check_fails_on_an_upward_import_a_stale_upward_line_and_contracts_i
     _app(tmp_path, "ring", "May import: side", {})
     assert breaches(tmp_path, ("low", "high", "side", "loop", "ring"), ("orchestrator",)) == [
         "orchestrator.low.services imports orchestrator.high.models: low may not import high",
-        "orchestrator/low/__init__.py: 'Upward: gone -> high' matches no import",
+        "orchestrator.low.views imports orchestrator.high.models: low may not import high",
         "side may import itself through the other apps' contracts",
         "loop may import itself through the other apps' contracts",
         "ring may import itself through the other apps' contracts",
