@@ -1,5 +1,6 @@
 """Each app says in its __init__ docstring which other apps it may import, and this test holds the
-code to it, counting imports placed inside functions. The contract's line:
+code to it, counting imports placed inside functions; the project's own modules (orchestrator/*.py)
+are one more unit, `orchestrator`, whose contract is orchestrator/__init__.py's. The contract's line:
 
     May import: accounts, lib, trainer          (packages of orchestrator/, and `trainer`)
 
@@ -15,6 +16,7 @@ from tests.unit.test_import_circles import REPO, imported, modules
 
 # every package of orchestrator/: the Django apps and lib, the helpers below them
 APPS = tuple(sorted(p.parent.name for p in (REPO / "orchestrator").glob("*/__init__.py")))
+PROJECT = "orchestrator"
 _MAY = re.compile(r"^May import: (.+)$", re.M)
 
 
@@ -23,24 +25,23 @@ def _names(text: str) -> set[str]:
 
 
 def contracts(root: Path, apps=APPS) -> dict[str, set[str]]:
-    """app: the apps it may import."""
+    """app (or `orchestrator`, the project's own modules): the apps it may import."""
     out = {}
-    for app in apps:
-        doc = ast.get_docstring(ast.parse((root / "orchestrator" / app / "__init__.py").read_text())) or ""
+    for app in (*apps, PROJECT):
+        init = root / "orchestrator" / ("" if app == PROJECT else app) / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         may = _MAY.search(doc)
-        assert may, (
-            f"orchestrator/{app}/__init__.py: its docstring needs a 'May import:' line (see this test's docstring)"
-        )
+        assert may, f"{init.relative_to(root)}: its docstring needs a 'May import:' line (see this test's docstring)"
         out[app] = _names(may.group(1))
     return out
 
 
 def _unit(module: str, apps) -> str:
-    """What a contract names an imported module by: its app, `trainer`, or its place in orchestrator."""
+    """What a contract names a module by: its app, `trainer`, or `orchestrator` for the project's own."""
     parts = module.split(".")
     if parts[0] != "orchestrator":
         return parts[0]
-    return parts[1] if len(parts) > 1 and parts[1] in apps else ".".join(parts[1:])
+    return parts[1] if len(parts) > 1 and parts[1] in apps else PROJECT
 
 
 def breaches(root: Path, apps=APPS, packages=("orchestrator", "trainer")) -> list[str]:
@@ -48,10 +49,9 @@ def breaches(root: Path, apps=APPS, packages=("orchestrator", "trainer")) -> lis
     rules = contracts(root, apps)
     found = []
     for name, path in sorted(known.items()):
-        parts = name.split(".")
-        if parts[0] != "orchestrator" or len(parts) < 2 or parts[1] not in apps:
+        if not name.startswith(PROJECT):
             continue
-        app = parts[1]
+        app = _unit(name, apps)
         for target in sorted(imported(name, path, known)):
             unit = _unit(target, apps)
             if unit != app and unit not in rules[app]:
@@ -80,9 +80,12 @@ def _app(root: Path, name: str, doc: str, files: dict[str, str]):
         (root / "orchestrator" / name / file).write_text(text)
 
 
-def test_the_check_fails_on_an_upward_import_and_on_contracts_in_a_circle(tmp_path):
+def test_the_check_fails_on_an_upward_import_in_an_app_or_the_project_and_on_contracts_in_a_circle(tmp_path):
     (tmp_path / "orchestrator").mkdir()
-    (tmp_path / "orchestrator" / "__init__.py").write_text("")
+    (tmp_path / "orchestrator" / "__init__.py").write_text('"""May import: high"""\n')
+    (tmp_path / "orchestrator" / "urls.py").write_text(
+        "from orchestrator.high import models\nimport orchestrator.side.a\n"
+    )
     _app(
         tmp_path,
         "low",
@@ -91,6 +94,7 @@ def test_the_check_fails_on_an_upward_import_and_on_contracts_in_a_circle(tmp_pa
             "models.py": "X = 1\n",
             "views.py": "from orchestrator.high.models import Y\n",
             "services.py": "def f():\n    from orchestrator.high import models\n",  # hidden in a function
+            "admin.py": "from orchestrator import urls\n",  # the project's own modules are above every app
         },
     )
     _app(tmp_path, "high", "May import: low", {"models.py": "from orchestrator.low.models import X\nY = X\n"})
@@ -98,8 +102,10 @@ def test_the_check_fails_on_an_upward_import_and_on_contracts_in_a_circle(tmp_pa
     _app(tmp_path, "loop", "May import: ring", {"b.py": ""})
     _app(tmp_path, "ring", "May import: side", {})
     assert breaches(tmp_path, ("low", "high", "side", "loop", "ring"), ("orchestrator",)) == [
+        "orchestrator.low.admin imports orchestrator.urls: low may not import orchestrator",
         "orchestrator.low.services imports orchestrator.high.models: low may not import high",
         "orchestrator.low.views imports orchestrator.high.models: low may not import high",
+        "orchestrator.urls imports orchestrator.side.a: orchestrator may not import side",
         "side may import itself through the other apps' contracts",
         "loop may import itself through the other apps' contracts",
         "ring may import itself through the other apps' contracts",
