@@ -8,7 +8,7 @@ import re
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 
-from orchestrator.api import method_not_allowed
+from orchestrator.lib.api import method_not_allowed
 
 API_PREFIX = "/api/"
 CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
@@ -17,7 +17,7 @@ CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
 @functools.cache
 def documented_methods() -> dict[str, frozenset[str]]:
     """OpenAPI path -> the methods it lists (HEAD with GET)."""
-    from orchestrator.openapi import document
+    from orchestrator.web.openapi import document
 
     out = {}
     for path, operations in document()["paths"].items():

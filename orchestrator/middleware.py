@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 
-from orchestrator.api import body_too_large, json_error, method_not_allowed
+from orchestrator.lib.api import body_too_large, json_error, method_not_allowed
 
 API_PREFIX = "/api/"
 

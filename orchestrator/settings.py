@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "orchestrator.samples",
     "orchestrator.workspace",
     "orchestrator.launchers",
+    "orchestrator.web",
     "axes",
 ]
 

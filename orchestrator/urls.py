@@ -5,8 +5,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from orchestrator import openapi
-from orchestrator.api import not_found as api_not_found
+from orchestrator.lib.api import not_found as api_not_found
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -14,10 +13,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # what a browser asks for on its own (an image, a JSON answer): the page's icon, without a login
     path("favicon.ico", login_not_required(RedirectView.as_view(url=static("favicon.svg"), permanent=True))),
-    path("api/v1/openapi.json", openapi.openapi_json, name="api-openapi"),
-    path("api/v1/schema/runconfig", openapi.runconfig_schema, name="api-runconfig-schema"),
     path("", include("orchestrator.accounts.urls")),
     path("", include("orchestrator.experiments.urls")),
+    path("", include("orchestrator.web.urls")),
     path("", include("orchestrator.metrics.urls")),
     path("", include("orchestrator.cluster.urls")),
     path("", include("orchestrator.studies.urls")),

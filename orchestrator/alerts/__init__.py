@@ -2,5 +2,5 @@
 ingest_hooks), and their notifications.
 
 Import contract (kept by tests/unit/test_import_layers.py):
-May import: accounts, api, experiments, metrics, trainer
+May import: accounts, lib, experiments, metrics, trainer
 """

@@ -5,12 +5,13 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.accounts.decorators import api_view
 from orchestrator.accounts.services import api_token_lookup
 from orchestrator.alerts.selectors import project_alerts_data, run_alerts_data
 from orchestrator.alerts.services import RuleError, alert_rule_set, project_notifications_set
-from orchestrator.api import api_view, bearer_token, json_error, validate_body
 from orchestrator.experiments.access import get_project_for_user, get_run_for_user, role_in
 from orchestrator.experiments.models import Membership
+from orchestrator.lib.api import bearer_token, json_error, validate_body
 
 
 class RuleIn(BaseModel):

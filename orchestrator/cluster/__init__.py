@@ -4,5 +4,5 @@ It acts on the run state machine that experiments owns (and hears about cancels 
 signals), so it imports experiments and never the other way round.
 
 Import contract (kept by tests/unit/test_import_layers.py):
-May import: accounts, api, experiments, launchers, trainer
+May import: accounts, lib, experiments, launchers, trainer
 """

@@ -1,14 +1,10 @@
 """Projects, experiments, sweeps and runs: the run state machine (run_status.py, signals.py that
-announce what the cluster must do), configs, forks, checkpoints, and the experiment pages and API.
+announce what the cluster must do), configs, forks, checkpoints, the queue and its limits, the
+project pages and the logging SDK's API.
 
-The layer above accounts: cluster and metrics build on it. Its HTTP surface (api.py,
-experiment_views.py, the runs table's query and columns) composes the apps above it and says so
-module by module; nothing else in it imports upward.
+The layer above accounts: cluster and metrics build on it, and it imports none of the apps above
+it; what reads runs together with their points, alerts or studies lives in web.
 
 Import contract (kept by tests/unit/test_import_layers.py):
-May import: accounts, api, trainer
-Upward: limits, management.commands.sync_runs -> cluster
-Upward: api, run_columns, runquery -> metrics
-Upward: runquery, selectors -> alerts
-Upward: api, experiment_form, experiment_views, management.commands.submit_experiment -> studies
+May import: accounts, lib, trainer
 """

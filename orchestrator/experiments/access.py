@@ -9,8 +9,8 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from orchestrator.experiments.bounds import SAFE_NAME
 from orchestrator.experiments.models import Experiment, Membership, Project, Run, Tag
+from orchestrator.lib.bounds import SAFE_NAME
 
 
 def visible_projects(user: User) -> QuerySet[Project]:

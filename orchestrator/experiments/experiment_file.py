@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from orchestrator.experiments.bounds import MAX_DEPTH, MAX_YAML_BYTES, BoundsError, check_values
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.yaml_text import dump_yaml
+from orchestrator.lib.bounds import MAX_DEPTH, MAX_YAML_BYTES, BoundsError, check_values
 from trainer.config import RunConfig
 
 EXPERIMENT_KEYS = ("name", "project", "config", "sweep", "random", "seeds", "priority", "tags", "notes", "warmup_run")

@@ -16,9 +16,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.accounts.decorators import api_view
 from orchestrator.accounts.services import TokenError, api_token_lookup, max_days
-from orchestrator.api import api_view, bearer_token, json_error, method_not_allowed, validate_body
-from orchestrator.experiments.bounds import MAX_NOTES, MAX_TAGS
 from orchestrator.experiments.external_runs import (
     ExternalRunError,
     external_run_finish,
@@ -32,6 +31,8 @@ from orchestrator.experiments.models import ExternalRun, LoggingToken, Run
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schemas import NAME_PATTERN, Tag
 from orchestrator.experiments.tokens import run_not_found, run_token_expired, run_token_expiry, run_token_writes
+from orchestrator.lib.api import bearer_token, json_error, method_not_allowed, validate_body
+from orchestrator.lib.bounds import MAX_NOTES, MAX_TAGS
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NAME_PATTERN)]
 

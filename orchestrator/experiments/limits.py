@@ -4,6 +4,7 @@ The limits are read from settings (the lead wires them to the environment in set
 defaults here apply when a setting is absent. None or 0 means "no limit".
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -45,9 +46,15 @@ def run_gpus(config: dict[str, Any], profile_gpus: int | None = None) -> int:
     return 0 if tiny and config.get("rollout", {}).get("engine", "hf") == "hf" else per_node * nodes
 
 
-def profile_gpus() -> int | None:
-    """The GPU count the configured backend gives every job whatever it asks, if it fixes one
-    (a cluster profile may)."""
-    from orchestrator.cluster.backends import configured_backend
+_fixed_gpus: list[Callable[[], int | None]] = []
 
-    return configured_backend().fixed_gpus()
+
+def fixed_gpus_from(source: Callable[[], int | None]) -> None:
+    """Where profile_gpus asks: the cluster app registers its configured backend (cluster/apps.py)."""
+    _fixed_gpus[:] = [source]
+
+
+def profile_gpus() -> int | None:
+    """The GPU count the cluster gives every job whatever it asks, if it fixes one (a cluster
+    profile may)."""
+    return _fixed_gpus[0]() if _fixed_gpus else None

@@ -10,7 +10,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from orchestrator.experiments.access import get_project_for_user, visible_projects
-from orchestrator.experiments.bounds import MAX_DESCRIPTION
 from orchestrator.experiments.invitations import (
     invitation_accept,
     invitation_decline,
@@ -29,6 +28,7 @@ from orchestrator.experiments.services import (
     project_name_not_a_users,
     project_remove_member,
 )
+from orchestrator.lib.bounds import MAX_DESCRIPTION
 
 
 def project_list(request):

@@ -1,12 +1,12 @@
 """Request bodies of the JSON API, also used to check experiment files (submit_experiment).
-orchestrator/openapi.py builds the API document from these models."""
+orchestrator/web/openapi.py builds the API document from these models."""
 
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.experiments.bounds import (
+from orchestrator.lib.bounds import (
     INT32,
     MAX_DESCRIPTION,
     MAX_MEMBERS_PER_REQUEST,

@@ -9,7 +9,6 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from orchestrator.experiments.bounds import INT32, MAX_NOTES, MAX_TAGS, BoundsError, check_values
 from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.forks import fork_plan, pin_sources, release_pins
 from orchestrator.experiments.limits import limit, profile_gpus, run_gpus
@@ -19,6 +18,7 @@ from orchestrator.experiments.schemas import NAME_RE, TAG_RE
 from orchestrator.experiments.signals import cancel_requested
 from orchestrator.experiments.sweeps import parse_sweep, staleness_in_updates, sweep_count, sweep_points
 from orchestrator.experiments.sweeps import run_name as sweep_run_name
+from orchestrator.lib.bounds import INT32, MAX_NOTES, MAX_TAGS, BoundsError, check_values
 
 log = logging.getLogger(__name__)
 

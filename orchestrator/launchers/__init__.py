@@ -2,5 +2,5 @@
 into the same queue and quotas as the trainer's runs; the cluster turns such a run into its job.
 
 Import contract (kept by tests/unit/test_import_layers.py):
-May import: accounts, api, experiments
+May import: accounts, lib, experiments
 """

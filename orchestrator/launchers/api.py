@@ -4,11 +4,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 
-from orchestrator.api import api_view, json_error, validate_body
+from orchestrator.accounts.decorators import api_view
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.launchers.schemas import LauncherRunIn
 from orchestrator.launchers.selectors import enabled_launchers, launcher_to_dict
 from orchestrator.launchers.services import launcher_run_create
+from orchestrator.lib.api import json_error, validate_body
 
 
 @api_view

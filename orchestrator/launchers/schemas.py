@@ -4,8 +4,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.experiments.bounds import MAX_NOTES, MAX_TAGS
 from orchestrator.experiments.schemas import NAME_PATTERN, Priority, Tag
+from orchestrator.lib.bounds import MAX_NOTES, MAX_TAGS
 
 
 class LauncherRunIn(BaseModel):

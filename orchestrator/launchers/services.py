@@ -12,7 +12,6 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from orchestrator.experiments.bounds import INT32, MAX_NOTES
 from orchestrator.experiments.limits import profile_gpus
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.runconfig import ConfigError
@@ -20,6 +19,7 @@ from orchestrator.experiments.schemas import NAME_RE
 from orchestrator.experiments.services import project_for, run_set_tags
 from orchestrator.launchers.definition import Definition, DefinitionError, parse_definition, parse_params
 from orchestrator.launchers.models import Launcher
+from orchestrator.lib.bounds import INT32, MAX_NOTES
 
 
 def launcher_upsert(*, by: User | None, data: dict[str, Any]) -> tuple[Launcher, bool]:

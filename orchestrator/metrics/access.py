@@ -4,11 +4,11 @@ see. ParamError carries the field a 400 names."""
 
 from django.http import Http404, HttpRequest
 
-from orchestrator.api import bearer_token, json_error, parse_json_body
-from orchestrator.experiments.access import visible_runs
-from orchestrator.experiments.bounds import parse_id
-from orchestrator.experiments.models import Run
+from orchestrator.experiments.access import visible_experiments, visible_runs
+from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.tokens import run_not_found, run_token_expired, run_token_expiry, run_token_writes
+from orchestrator.lib.api import bearer_token, json_error, parse_json_body
+from orchestrator.lib.bounds import parse_id
 
 MAX_COMPARE_RUNS = 200
 
@@ -60,3 +60,25 @@ def visible_ids(user, ids: list[int]) -> list[int]:
     if missing := [i for i in ids if i not in found]:
         raise Http404(f"runs {', '.join(map(str, missing))} do not exist")
     return ids
+
+
+def compared_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:
+    """The runs of ?runs=1,2,3 or ?experiment=<id> that the user may see, and that experiment;
+    Http404 for a bad or hidden id, the same for an experiment that does not exist."""
+    experiment = None
+    if exp_id := request.GET.get("experiment"):
+        if parse_id(exp_id) is None:
+            raise Http404("experiment must be an id")
+        # one answer for an experiment that does not exist and one the user cannot see
+        experiment = visible_experiments(request.user).filter(pk=parse_id(exp_id)).first()
+        runs = list(visible_runs(request.user).filter(experiment=experiment).order_by("id")) if experiment else []
+        if not runs:
+            raise Http404(f"experiment {exp_id} does not exist")
+        return runs, experiment
+    try:
+        ids = run_ids_param(request)
+    except ParamError as exc:
+        raise Http404(exc.message) from None
+    ids = visible_ids(request.user, ids)
+    by_id = {r.pk: r for r in visible_runs(request.user).filter(pk__in=ids)}
+    return [by_id[i] for i in ids], None

@@ -3,15 +3,16 @@
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from orchestrator.api import api_view, json_error
+from orchestrator.accounts.decorators import api_view
+from orchestrator.lib.api import json_error
+from orchestrator.metrics.access import compared_runs
 from orchestrator.metrics.sweep_glance import GlanceError, sweep_glance
-from orchestrator.metrics.views import _compare_runs
 
 
 @api_view
 @require_GET
 def glance(request: HttpRequest):
-    runs, _ = _compare_runs(request)
+    runs, _ = compared_runs(request)
     try:
         body = sweep_glance(runs, key=request.GET.get("key") or None, stat=request.GET.get("stat") or "tail_mean")
     except GlanceError as exc:

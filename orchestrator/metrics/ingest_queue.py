@@ -23,8 +23,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from orchestrator.api import body_too_large, json_error
 from orchestrator.experiments.models import Run
+from orchestrator.lib.api import body_too_large, json_error
 from orchestrator.metrics.access import authenticated_run
 
 _lock = threading.Lock()

@@ -11,6 +11,5 @@ urlpatterns = [
     path("api/v1/runs/<int:run_id>/histograms", views.run_histograms, name="metrics-histograms"),
     path("api/v1/runs/<int:run_id>/tables", views.run_tables, name="metrics-tables"),
     path("api/v1/metrics/compare", views.compare_series, name="metrics-compare-api"),
-    path("compare/", views.compare_page, name="metrics-compare"),
     path("api/v1/metrics/glance", glance_views.glance, name="metrics-glance-api"),
 ]

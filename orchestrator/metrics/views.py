@@ -1,46 +1,36 @@
-"""Metric endpoints: ingestion (run token), series and compare JSON, the live SSE stream, and the
-compare page. Views stay thin: access helper, parameter check, one service or selector."""
+"""Metric endpoints: ingestion (run token), series and compare JSON, the live SSE stream. Views
+stay thin: access helper, parameter check, one service or selector."""
 
 import difflib
-import json
 
 import msgspec
 import numpy as np
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_not_required
 from django.core.handlers.asgi import ASGIRequest
-from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.shortcuts import render
-from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from orchestrator.api import api_view, bearer_token, json_error, nul_in_url, parse_json_body
-from orchestrator.experiments.access import get_run_for_user, visible_experiments, visible_runs
-from orchestrator.experiments.bounds import parse_id
-from orchestrator.experiments.models import Experiment, Run
+from orchestrator.accounts.decorators import api_view
+from orchestrator.experiments.access import get_run_for_user
+from orchestrator.experiments.models import Run
+from orchestrator.lib.api import bearer_token, json_error, nul_in_url, parse_json_body
+from orchestrator.lib.bounds import parse_id
 from orchestrator.metrics import ingest_queue, live, selectors
 from orchestrator.metrics.access import (
-    MAX_COMPARE_RUNS,  # metrics_tags imports it from here too
+    MAX_COMPARE_RUNS,
     ParamError,
     authenticated_run,
     run_ids_param,
     visible_ids,
 )
-from orchestrator.metrics.compare import comparable, differing_fields, fork_steps
-from orchestrator.metrics.corrections import variant_of
 from orchestrator.metrics.ingest_queue import busy_response
 from orchestrator.metrics.models import RunHistogram, RunTable
-from orchestrator.metrics.panels import X_AXES, fraction_label, panel_keys, panels_for
 from orchestrator.metrics.pipeline import Busy
 from orchestrator.metrics.schemas import MAX_REFUSALS_LISTED, MAX_STEP, BatchError, decode_batch, encode_value
 from orchestrator.metrics.services import metrics_ingest, metrics_ingest_points, run_heartbeat
-from orchestrator.metrics.study_metric import default_metric
 from orchestrator.metrics.updates import UpdateError, apply_update
-from orchestrator.workspace.selectors import view_to_apply, views_config
-
-MAX_LIVE_STREAMS = 4  # a browser holds 6 connections per host: the page's own requests need the rest
 
 
 @csrf_exempt
@@ -285,131 +275,6 @@ def _run_then_release_db(user, run_id: int) -> Run:
         return get_run_for_user(user, run_id)
     finally:
         live.release_db()
-
-
-def _compare_runs(request: HttpRequest) -> tuple[list[Run], Experiment | None]:
-    experiment = None
-    if exp_id := request.GET.get("experiment"):
-        if parse_id(exp_id) is None:
-            raise Http404("experiment must be an id")
-        # one answer for an experiment that does not exist and one the user cannot see
-        experiment = visible_experiments(request.user).filter(pk=parse_id(exp_id)).first()
-        runs = list(visible_runs(request.user).filter(experiment=experiment).order_by("id")) if experiment else []
-        if not runs:
-            raise Http404(f"experiment {exp_id} does not exist")
-        return runs, experiment
-    try:
-        ids = run_ids_param(request)
-    except ParamError as exc:
-        raise Http404(exc.message) from None
-    ids = visible_ids(request.user, ids)
-    by_id = {r.pk: r for r in visible_runs(request.user).filter(pk__in=ids)}
-    return [by_id[i] for i in ids], None
-
-
-def compare_page(request: HttpRequest):
-    """/compare/?runs=1,2,3 or ?experiment=<id>: overlaid panels, grouping, diff, summary, heatmap.
-    Without either, a picker of recent runs and experiments."""
-    if not request.GET.get("runs") and not request.GET.get("experiment"):
-        recent = visible_runs(request.user).order_by("-id")[:100]
-        experiments = (
-            Experiment.objects.filter(runs__in=visible_runs(request.user))
-            .distinct()
-            .annotate(n_runs=Count("runs", distinct=True))
-            .order_by("-id")[:30]
-        )
-        return render(request, "metrics/compare_pick.html", {"runs": recent, "experiments": experiments})
-    runs, experiment = _compare_runs(request)
-    page, diff_rows = compare_data(runs)
-    project = experiment.project if experiment else runs[0].experiment.project if runs else None
-    applied = view_to_apply(request.user, request.GET.get("view"), project)
-    page["views"] = views_config(request.user, project, applied, "compare")
-    return render(
-        request,
-        "metrics/compare.html",
-        {
-            "runs": runs,
-            "experiment": experiment,
-            "diff_rows": diff_rows,
-            "page": page,
-        },
-    )
-
-
-def compare_data(runs: list[Run], *, experiment: Experiment | None = None) -> tuple[dict, list[dict]]:
-    """What the compare charts need for `runs` (the JSON config of metrics_compare.js) and the
-    config diff rows. With `experiment`, the charts are embedded in its page: grouped by its first
-    swept field, with a link to the full compare page."""
-    ids = [r.pk for r in runs]
-    keys = selectors.keys_of(ids)
-    bundled = [r.uses_bundled_trainer for r in runs]
-    panels = panels_for(keys, [r.config for r in runs if r.uses_bundled_trainer], bundled=any(bundled) or not runs)
-    differing = differing_fields([r.config for r in runs], bundled)
-    flat = {r.pk: comparable(r.config, bundled=r.uses_bundled_trainer) for r in runs}
-    diff_rows = [{"field": f, "values": [_show(flat[r.pk].get(f, NOT_IN_CONFIG)) for r in runs]} for f in differing]
-    study_metric = default_metric(keys)
-    summary_keys = list(dict.fromkeys([*panel_keys(panels), *([study_metric] if study_metric else [])]))
-    page = {
-        "keys": keys,  # what the runs logged: the charts ask for these only
-        "runs": [
-            {
-                "id": r.pk,
-                "name": r.name,
-                "state": r.state,
-                "seed": r.seed,
-                "objective": flat[r.pk].get("algorithm.objective", "m2po") if r.uses_bundled_trainer else None,
-                "fraction_label": fraction_label(variant_of(r.config) if r.uses_bundled_trainer else None),
-                "config": {f: flat[r.pk].get(f) for f in differing},
-            }
-            for r in runs
-        ],
-        "fields": differing,
-        "study_metric": study_metric,  # the heatmap's and the summary's key until one is chosen
-        "panels": panels,
-        "x_axes": X_AXES,
-        "summary": _with_tail_means(selectors.summaries(ids, summary_keys), ids, summary_keys),
-        "series_url": reverse("metrics-compare-api"),
-        # live runs: their streams, resumed from where the page's data starts (points the data
-        # already has are skipped by step, so a point landing in between is not lost)
-        "live": [
-            {"run": r.pk, "stream_url": reverse("metrics-stream", args=[r.pk]), "after": selectors.current_seq(r.pk)}
-            for r in [r for r in runs if r.is_active][:MAX_LIVE_STREAMS]
-        ],
-    }
-    page["forks"], page["fork_clip"] = fork_steps(runs)  # the "forks from the parent's step" option
-    if experiment is not None:
-        swept = [
-            f for f in ("staleness.k" if f == "staleness.s" else f for f in experiment.sweep or {}) if f in differing
-        ]
-        page.update(
-            embedded=True,
-            default_group=swept[0] if swept else "",
-            compare_url=f"{reverse('metrics-compare')}?experiment={experiment.pk}",
-        )
-    return page, diff_rows
-
-
-def _with_tail_means(summary: dict, ids: list[int], keys: list[str]) -> dict:
-    """Each summary row gains the run summaries' tail mean (mean of the last 10% of updates), the
-    heatmap's and the summary table's default: the last value alone is one noisy point."""
-    from orchestrator.metrics.summaries import run_summaries
-
-    tails = run_summaries(ids, keys)
-    for rid, per_key in summary.items():
-        for key, row in per_key.items():
-            row["tail_mean"] = tails.get(rid, {}).get(key, {}).get("tail_mean")
-    return summary
-
-
-NOT_IN_CONFIG = object()  # a field a run's config does not have: shown as "—", never as a default
-
-
-def _show(value) -> str:
-    if value is NOT_IN_CONFIG:
-        return "—"
-    if value is None:
-        return "–"
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 @csrf_exempt

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orchestrator.api import pydantic_errors
+from orchestrator.lib.api import pydantic_errors
 from orchestrator.metrics.schemas import MAX_STEP
 from orchestrator.samples import marks
 

@@ -11,9 +11,10 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from orchestrator.api import api_view, json_error
+from orchestrator.accounts.decorators import api_view
 from orchestrator.experiments.access import get_run_for_user
 from orchestrator.experiments.models import Run
+from orchestrator.lib.api import json_error
 from orchestrator.metrics import ingest_queue
 from orchestrator.metrics.access import ParamError, run_ids_param, visible_ids
 from orchestrator.metrics.ingest_queue import busy_response

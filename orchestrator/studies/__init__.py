@@ -4,5 +4,5 @@ Plain functions over numbers (no models, no requests), so the experiment page, t
 exports all show the same figures. See statistics.py and claims.py.
 
 Import contract (kept by tests/unit/test_import_layers.py):
-May import: accounts, api, experiments, metrics, trainer
+May import: accounts, lib, experiments, metrics, trainer
 """

@@ -5,7 +5,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from orchestrator.experiments.access import get_experiment_for_user
-from orchestrator.experiments.bounds import safe_filename
+from orchestrator.lib.bounds import safe_filename
 from orchestrator.studies.claims import Thresholds
 from orchestrator.studies.report import experiment_runs, runs_csv, study_report
 from orchestrator.studies.table import as_csv, as_json, as_markdown, build_table

@@ -8,8 +8,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from orchestrator.experiments.access import role_in, visible_projects
-from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Membership, Project
+from orchestrator.lib.bounds import parse_id
 from orchestrator.workspace.models import SavedView
 from orchestrator.workspace.services import ViewRefused
 

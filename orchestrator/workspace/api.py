@@ -4,8 +4,9 @@
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 
-from orchestrator.api import api_view, json_error, validate_body
+from orchestrator.accounts.decorators import api_view
 from orchestrator.experiments.access import get_project_for_user
+from orchestrator.lib.api import json_error, validate_body
 from orchestrator.workspace.access import check_can_set_default, check_can_write, get_view_for_user
 from orchestrator.workspace.schemas import ViewIn, ViewPatchIn
 from orchestrator.workspace.services import ViewNameTaken, ViewRefused, view_create, view_delete, view_update

@@ -30,11 +30,11 @@ django.setup()
 
 from pydantic import ValidationError  # noqa: E402
 
-from orchestrator.api import pydantic_errors  # noqa: E402
 from orchestrator.experiments.experiment_file import load_yaml, parse_experiment_yaml  # noqa: E402
 from orchestrator.experiments.runconfig import ConfigError, merge_config  # noqa: E402
 from orchestrator.experiments.schemas import ExperimentIn  # noqa: E402
 from orchestrator.experiments.services import experiment_plan  # noqa: E402
+from orchestrator.lib.api import pydantic_errors  # noqa: E402
 from orchestrator.studies.warmup import SUFFIX, warmup_config  # noqa: E402
 from trainer.policy.models import SMOLLM2_PRESET  # noqa: E402
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from orchestrator.experiments.services import experiment_create
-from orchestrator.openapi import document
+from orchestrator.web.openapi import document
 from orchestrator.workspace.models import SavedView
 
 

@@ -5,7 +5,7 @@ import re
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from orchestrator.openapi import document
+from orchestrator.web.openapi import document
 
 NOT_DOCUMENTED = {"/api/v1/openapi.json"}  # the document itself
 

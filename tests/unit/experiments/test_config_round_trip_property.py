@@ -25,11 +25,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
-from orchestrator.experiments.experiment_form import flat_from_spec, form_context
 from orchestrator.experiments.runconfig import ConfigError, data_roots, validate_run_config
 from orchestrator.experiments.schema_form import config_from_post, minimal_config
 from orchestrator.experiments.schemas import ExperimentIn
 from orchestrator.experiments.services import experiment_plan
+from orchestrator.web.experiment_form import flat_from_spec, form_context
 from tests.unit.experiments.browser_form import submitted_fields
 from trainer.config import KNOWN_EVAL_SETS, RunConfig
 from trainer.metric_keys import METRIC_KEYS

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from orchestrator.experiments.experiment_file import parse_experiment_yaml
-from orchestrator.experiments.experiment_form import flat_from_spec
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import runs_to_dispatch, waiting_reasons
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.services import experiment_create, project_add_member, run_transition
+from orchestrator.web.experiment_form import flat_from_spec
 from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = pytest.mark.django_db

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from orchestrator.experiments.experiment_form import flat_from_spec
 from orchestrator.experiments.presets import list_presets
+from orchestrator.web.experiment_form import flat_from_spec
 
 pytestmark = pytest.mark.django_db
 COUNTED = [p for p in list_presets() if re.search(r"\((\d+) runs", p.title)]

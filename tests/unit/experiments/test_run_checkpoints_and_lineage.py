@@ -5,10 +5,10 @@ import pytest
 from django.conf import settings
 
 from orchestrator.experiments.checkpoints import run_checkpoints
-from orchestrator.experiments.experiment_form import flat_from_spec
 from orchestrator.experiments.lineage import run_lineage
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.services import experiment_create, project_add_member, run_transition
+from orchestrator.web.experiment_form import flat_from_spec
 from trainer.ckpt import checkpoint as ckpt
 
 pytestmark = pytest.mark.django_db

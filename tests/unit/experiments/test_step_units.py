@@ -3,9 +3,9 @@ shows progress or staleness, and the sweep preview explains s = k x updates per 
 
 import pytest
 
-from orchestrator.experiments.experiment_form import flat_from_spec
 from orchestrator.experiments.progress import progress, staleness_updates
 from orchestrator.experiments.services import experiment_create
+from orchestrator.web.experiment_form import flat_from_spec
 
 
 def test_progress_names_updates_and_training_steps():

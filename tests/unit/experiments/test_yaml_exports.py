@@ -5,8 +5,8 @@ for line, and names the values that decide what runs even at their defaults."""
 import pytest
 import yaml
 
-from orchestrator.experiments.experiment_form import flat_from_spec
 from orchestrator.experiments.services import experiment_create
+from orchestrator.web.experiment_form import flat_from_spec
 
 pytestmark = pytest.mark.django_db
 TEMPLATE = "Solve: {question}\nShow your work.\nAnswer:"

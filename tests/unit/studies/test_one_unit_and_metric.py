@@ -6,9 +6,9 @@ heatmap default to the same key, so one cell shows one number everywhere."""
 import pytest
 
 from orchestrator.experiments.services import experiment_create
+from orchestrator.metrics.compare_charts import compare_data
 from orchestrator.metrics.services import metrics_ingest
 from orchestrator.metrics.sweep_glance import sweep_glance
-from orchestrator.metrics.views import compare_data
 from orchestrator.studies.report import study_report
 from tests.unit.metrics.helpers import points
 

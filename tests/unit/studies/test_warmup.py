@@ -6,12 +6,12 @@ import pytest
 from django.test import Client
 
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
-from orchestrator.experiments.experiment_form import draft_from_post, flat_from_spec
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.queue import runs_to_dispatch, waiting_reasons
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schemas import ExperimentIn
 from orchestrator.studies.warmup import COUNT, experiment_create_with_warmup, warmup_config
+from orchestrator.web.experiment_form import draft_from_post, flat_from_spec
 
 pytestmark = pytest.mark.django_db
 

@@ -2,6 +2,8 @@
 
 from django.core.management.base import BaseCommand
 
+from orchestrator.cluster.services import sync_active_runs
+
 
 class Command(BaseCommand):
     help = "Ask each cluster backend once about every active run and record what changed."
@@ -10,7 +12,5 @@ class Command(BaseCommand):
         parser.add_argument("--backend", help="only runs on this backend (local, slurm)")
 
     def handle(self, *args, backend=None, **options):
-        from orchestrator.cluster.services import sync_active_runs
-
         changed = sync_active_runs(backend)
         self.stdout.write(f"{changed} run(s) changed")

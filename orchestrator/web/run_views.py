@@ -20,16 +20,13 @@ from orchestrator.experiments.access import (
     visible_projects,
     visible_tags,
 )
-from orchestrator.experiments.bounds import parse_priority, safe_filename
 from orchestrator.experiments.checkpoints import run_checkpoints
 from orchestrator.experiments.forks import may_fork
 from orchestrator.experiments.lineage import run_lineage
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
-from orchestrator.experiments.run_columns import STAT_LABELS, column_values
 from orchestrator.experiments.run_status import status_context
 from orchestrator.experiments.runconfig import ConfigError
-from orchestrator.experiments.selectors import RunFilter, runs_page
 from orchestrator.experiments.services import (
     run_move_to_top,
     run_retry,
@@ -39,6 +36,9 @@ from orchestrator.experiments.services import (
     run_stop,
 )
 from orchestrator.experiments.yaml_text import dump_yaml
+from orchestrator.lib.bounds import parse_priority, safe_filename
+from orchestrator.web.run_columns import STAT_LABELS, column_values
+from orchestrator.web.selectors import RunFilter, runs_page
 from trainer.metric_keys import METRIC_KEYS
 
 

@@ -1,21 +1,15 @@
-"""Small helpers shared by the JSON API views: authentication and error answers.
+"""The JSON API's answers: errors in one shape, strict bodies, refused NUL characters and sizes.
+Authentication is accounts' api_view (orchestrator/accounts/decorators.py)."""
 
-API views authenticate either with the browser session (CSRF enforced) or with
-`Authorization: Bearer <personal token>` (no cookies, so no CSRF). They answer 401 in JSON
-instead of redirecting to the login page.
-"""
-
-import functools
 import json
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponseNotAllowed, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
+
+from orchestrator.lib.bounds import MAX_DEPTH, json_problem, text_problem
 
 
 def json_error(status: int, message: str, errors: list[dict[str, Any]] | None = None) -> JsonResponse:
@@ -33,53 +27,8 @@ def bearer_token(request: HttpRequest) -> str | None:
     return token.strip()
 
 
-def _csrf_failure(request: HttpRequest):
-    check = CsrfViewMiddleware(lambda req: None)
-    check.process_request(request)
-    return check.process_view(request, None, (), {})
-
-
-def api_view(view):
-    """Authenticate an API view by session or personal token; set request.user."""
-    from orchestrator.accounts.services import api_token_lookup
-
-    @csrf_exempt
-    @login_not_required
-    @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        token = bearer_token(request)
-        if token is not None:
-            api_token = api_token_lookup(token)
-            if api_token is None:
-                return json_error(401, "invalid or expired API token")
-            if api_token.read_only and request.method not in ("GET", "HEAD", "OPTIONS"):
-                return json_error(403, "this API token is read-only: it may only read (GET)")
-            request.user = api_token.user
-        elif not request.user.is_authenticated:
-            return json_error(401, "authentication required: log in or send Authorization: Bearer <token>")
-        elif request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request):
-            return json_error(403, "CSRF check failed")
-        if bad := nul_in_url(request):
-            return bad
-        try:
-            response = view(request, *args, **kwargs)
-        except Http404 as exc:
-            return json_error(404, str(exc) or "not found")
-        except PermissionDenied as exc:
-            return json_error(403, str(exc) or "permission denied")
-        except RequestDataTooBig:
-            return body_too_large(settings.DATA_UPLOAD_MAX_MEMORY_SIZE, "DATA_UPLOAD_MAX_MEMORY_SIZE")
-        if isinstance(response, HttpResponseNotAllowed):
-            return method_not_allowed(response["Allow"])
-        return response
-
-    return wrapper
-
-
 def nul_in_url(request: HttpRequest) -> JsonResponse | None:
     """No PostgreSQL text holds a NUL: refuse it in the path or a query parameter up front."""
-    from orchestrator.experiments.bounds import text_problem
-
     if "\x00" in request.path:
         return json_error(404, "no such path: it contains a NUL character")
     if problem := text_problem(request.GET):
@@ -116,8 +65,6 @@ def _no_constant(name: str):
 
 def parse_json_body(request: HttpRequest) -> tuple[Any, JsonResponse | None]:
     """The JSON body, or a 400: strict JSON (no NaN/Infinity), nested at most MAX_DEPTH levels."""
-    from orchestrator.experiments.bounds import MAX_DEPTH, json_problem
-
     try:
         data = json.loads(request.body or b"null", parse_constant=_no_constant)
     except RecursionError:

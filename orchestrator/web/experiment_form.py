@@ -13,11 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.experiments.bounds import INT32, MAX_NOTES
 from orchestrator.experiments.runconfig import ConfigError, merge_config, validate_run_config
 from orchestrator.experiments.schema_form import config_from_post, config_sections, fields_by_path, parse_values
 from orchestrator.experiments.schemas import NAME_RE
 from orchestrator.experiments.yaml_text import dump_yaml
+from orchestrator.lib.bounds import INT32, MAX_NOTES
+from orchestrator.studies.warmup import (
+    COUNT,  # how many warm-up runs; the rest of a warm-up mapping are config sections
+)
 
 SWEEP_MODES = ("list", "linear", "log")
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice")
@@ -180,7 +183,6 @@ def _warmup_overrides(text: str, errors: list) -> dict[str, Any] | None:
     except ConfigError as exc:
         errors += [{"field": "warmup_run", "message": e["message"]} for e in exc.errors]
         return None
-    from orchestrator.studies.warmup import COUNT  # how many warm-up runs; the rest are config sections
 
     if not isinstance(data, dict) or not all(isinstance(v, dict) for k, v in data.items() if k != COUNT):
         errors.append({"field": "warmup_run", "message": "a mapping of config sections, e.g. {train: {steps: 200}}"})

@@ -1,5 +1,5 @@
 """JSON API for experiments, runs, projects and tags (/api/v1). Request bodies are the pydantic
-models in schemas.py, from which orchestrator/openapi.py builds the OpenAPI document."""
+models in schemas.py, from which orchestrator/web/openapi.py builds the OpenAPI document."""
 
 from typing import Any
 
@@ -11,7 +11,7 @@ from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.http import require_http_methods
 
-from orchestrator.api import api_view, json_error, validate_body
+from orchestrator.accounts.decorators import api_view
 from orchestrator.experiments.access import (
     get_experiment_for_user,
     get_project_for_user,
@@ -21,7 +21,6 @@ from orchestrator.experiments.access import (
     visible_projects,
     visible_tags,
 )
-from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.forks import fork_plan
 from orchestrator.experiments.invitations import (
@@ -36,7 +35,6 @@ from orchestrator.experiments.invitations import (
 from orchestrator.experiments.models import Experiment, Membership, Project, ProjectInvitation, Run
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields
 from orchestrator.experiments.schemas import ExperimentIn, PriorityIn, ProjectIn, ProjectPatchIn, RunAnnotationIn
-from orchestrator.experiments.selectors import RunFilter, filtered_runs
 from orchestrator.experiments.services import (
     LastOwnerError,
     experiment_cancel,
@@ -55,7 +53,13 @@ from orchestrator.experiments.services import (
     run_set_tags,
     run_stop,
 )
+from orchestrator.lib.api import json_error, validate_body
+from orchestrator.lib.bounds import parse_id
+from orchestrator.metrics.schemas import KEY_PATTERN
+from orchestrator.metrics.summaries import encode_summary, run_summaries
+from orchestrator.metrics.updates import summary_values, user_summaries
 from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup, forks_planned
+from orchestrator.web.selectors import RunFilter, filtered_runs
 
 MAX_PER_PAGE = 500
 
@@ -204,9 +208,6 @@ def runs(request: HttpRequest):
 
 def with_summaries(runs: list, keys: list[str] | None = None) -> list[dict[str, Any]]:
     """The runs' dicts, each with "summary": {key: {last, min, max, tail_mean, count, last_step}}."""
-    from orchestrator.metrics.summaries import encode_summary, run_summaries
-    from orchestrator.metrics.updates import summary_values, user_summaries
-
     ids = [run.pk for run in runs]
     found, own = run_summaries(ids, keys), user_summaries(ids)
     out = []
@@ -221,8 +222,6 @@ def with_summaries(runs: list, keys: list[str] | None = None) -> list[dict[str, 
 
 def _summary_keys(request: HttpRequest) -> list[str] | None | JsonResponse:
     """?summary_keys=a,b limits each run's summary to those metric keys (default: all)."""
-    from orchestrator.metrics.schemas import KEY_PATTERN
-
     raw = ",".join(request.GET.getlist("summary_keys"))
     if not raw:
         return None

@@ -6,20 +6,21 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth.models import User
 from django.core.paginator import Page, Paginator
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery
 
+from orchestrator.alerts.models import Alert
 from orchestrator.experiments.access import visible_runs
-from orchestrator.experiments.bounds import parse_id
 from orchestrator.experiments.models import Run
 from orchestrator.experiments.queue import waiting_reasons
-from orchestrator.experiments.run_columns import (
+from orchestrator.lib.bounds import parse_id
+from orchestrator.web.run_columns import (
     DEFAULT_COLUMNS,
     column_values,
     metric_sort_key,
     order_by_metric,
     parse_columns,
 )
-from orchestrator.experiments.runquery import QueryError, parse_query
+from orchestrator.web.runquery import QueryError, parse_query
 
 # The metrics shown as columns of the runs table.
 KEY_METRICS = DEFAULT_COLUMNS
@@ -137,9 +138,5 @@ def runs_page(user: User, f: RunFilter) -> Page:
 
 def _alert_count():
     """How many alerts fired for each run, as a subquery of the page's own query (no extra query)."""
-    from django.db.models import Count, IntegerField, OuterRef, Subquery
-
-    from orchestrator.alerts.models import Alert
-
     fired = Alert.objects.filter(run=OuterRef("pk")).order_by().values("run").annotate(n=Count("pk")).values("n")
     return Subquery(fired, output_field=IntegerField())

@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 
 from orchestrator.experiments.models import Run
-from orchestrator.experiments.runquery import QueryError, parse_query
 from orchestrator.experiments.services import experiment_create, run_set_tags, run_transition
+from orchestrator.web.runquery import QueryError, parse_query
 
 pytestmark = pytest.mark.django_db
 

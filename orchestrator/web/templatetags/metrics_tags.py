@@ -1,10 +1,14 @@
-"""Template helpers for the metrics partials included in other apps' pages."""
+"""What the chart partials of the run and experiment pages need: the metrics of the runs, and the
+saved views of their project."""
 
 from django import template
 from django.urls import reverse
 
+from orchestrator.experiments.access import visible_runs
 from orchestrator.experiments.progress import progress
 from orchestrator.metrics import selectors
+from orchestrator.metrics.access import MAX_COMPARE_RUNS
+from orchestrator.metrics.compare_charts import compare_data
 from orchestrator.metrics.panels import X_AXES, panels_for
 from orchestrator.workspace.selectors import view_to_apply, views_config
 
@@ -42,9 +46,6 @@ def experiment_compare_config(experiment, user, request=None) -> dict:
     """The compare charts of an experiment's runs, for its page: grouped by the swept field; the
     first MAX_COMPARE_RUNS runs (the series API's limit), with the total for the page to say so.
     Given the request, the saved view of ?view=<id> (else the project's default) applies."""
-    from orchestrator.experiments.access import visible_runs
-    from orchestrator.metrics.views import MAX_COMPARE_RUNS, compare_data
-
     runs = visible_runs(user).filter(experiment=experiment).order_by("id")
     shown = list(runs[:MAX_COMPARE_RUNS])
     page, _ = compare_data(shown, experiment=experiment)

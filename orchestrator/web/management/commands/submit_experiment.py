@@ -11,11 +11,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 from pydantic import ValidationError
 
-from orchestrator.api import pydantic_errors
 from orchestrator.experiments.experiment_file import parse_experiment_yaml
 from orchestrator.experiments.runconfig import ConfigError
 from orchestrator.experiments.schemas import ExperimentIn
 from orchestrator.experiments.services import experiment_plan
+from orchestrator.lib.api import pydantic_errors
 from orchestrator.studies.warmup import check_warmup, experiment_create_with_warmup, forks_planned
 
 

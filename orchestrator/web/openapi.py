@@ -8,13 +8,18 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
-from orchestrator.api import api_view
+from orchestrator.accounts.decorators import api_view
+from orchestrator.alerts.views import ProjectAlertsIn, RuleIn
 from orchestrator.experiments import schemas
-from orchestrator.experiments.bounds import INT64
+from orchestrator.experiments.external_api import ExternalRunIn, FinishIn, LoggingTokenIn
 from orchestrator.experiments.models import Experiment, Membership, Run
 from orchestrator.experiments.sweeps import Distribution, LinearRange, LogRange, RandomSearch
+from orchestrator.launchers.schemas import LauncherRunIn
+from orchestrator.lib.bounds import INT64
 from orchestrator.metrics.models import MAX_KEY_LENGTH
 from orchestrator.metrics.schemas import KEY_SCHEMA_PATTERN
+from orchestrator.samples.schemas import SampleBatchIn
+from orchestrator.workspace.schemas import ViewIn, ViewPatchIn
 from trainer.config import RunConfig
 
 ERROR = {"$ref": "#/components/responses/Error"}
@@ -393,11 +398,6 @@ def _schemas() -> dict[str, Any]:
         "Distribution": Distribution,
         "RunConfig": RunConfig,
     }
-    from orchestrator.alerts.views import ProjectAlertsIn, RuleIn
-    from orchestrator.experiments.external_api import ExternalRunIn, FinishIn, LoggingTokenIn
-    from orchestrator.launchers.schemas import LauncherRunIn
-    from orchestrator.samples.schemas import SampleBatchIn
-    from orchestrator.workspace.schemas import ViewIn, ViewPatchIn
 
     models.update({"AlertRuleIn": RuleIn, "ProjectAlertsIn": ProjectAlertsIn, "SampleBatch": SampleBatchIn})
     models.update({"ExternalRunIn": ExternalRunIn, "FinishIn": FinishIn, "LoggingTokenIn": LoggingTokenIn})

@@ -24,6 +24,11 @@ from typing import Any
 
 from django.db.models import Q
 
+from orchestrator.alerts.models import Alert
+from orchestrator.experiments.models import Run
+from orchestrator.metrics.models import MetricSeries
+from orchestrator.metrics.schemas import KEY_PATTERN
+from orchestrator.metrics.summaries import refresh_stale_tails
 from trainer.config import RunConfig
 
 OPS = {"=": "exact", "==": "exact", "!=": "exact", ">": "gt", ">=": "gte", "<": "lt", "<=": "lte", "~": "icontains"}
@@ -236,9 +241,6 @@ def _summary_clause(field: str, op_token: tuple[str, str], value_token: tuple[st
     """Runs whose summary of a metric key passes a numeric comparison, e.g.
     `summary.train/reward_mean > 0.5` (the tail mean) or `summary.eval/avg_acc.max >= 0.9`.
     Runs without the key never match (except with !=)."""
-    from orchestrator.metrics.models import MetricSeries
-    from orchestrator.metrics.schemas import KEY_PATTERN
-    from orchestrator.metrics.summaries import refresh_stale_tails
 
     key, _, name = field[len(SUMMARY_PREFIX) :].rpartition(".")
     if name not in SUMMARY_FIELDS:
@@ -279,11 +281,7 @@ def _check_type(field: str, value: Any) -> None:
 def _tag_subquery(field: str, clause: Q) -> Q:
     """Tags (and fired alerts) are many per run: match through a subquery so a run never appears twice."""
     if field == "alert":
-        from orchestrator.alerts.models import Alert
-
         return Q(pk__in=Alert.objects.filter(clause).values("run_id"))
     if field != "tag":
         return clause
-    from orchestrator.experiments.models import Run
-
     return Q(pk__in=Run.tags.through.objects.filter(clause).values("run_id"))

@@ -19,25 +19,14 @@ from orchestrator.experiments.access import (
     get_run_for_user,
     visible_experiments,
 )
-from orchestrator.experiments.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
 from orchestrator.experiments.config_paths import run_reader
 from orchestrator.experiments.experiment_file import dump_experiment_yaml, parse_experiment_yaml
-from orchestrator.experiments.experiment_form import (
-    Draft,
-    draft_from_post,
-    errors_by_slot,
-    flat_from_spec,
-    fold_pasted,
-    form_context,
-)
 from orchestrator.experiments.forks import fork_plan, fork_spec
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.presets import get_preset, list_presets
 from orchestrator.experiments.progress import staleness_updates
-from orchestrator.experiments.run_columns import STAT_LABELS
 from orchestrator.experiments.runconfig import ConfigError, experiment_fields, validate_run_config
 from orchestrator.experiments.schema_form import fields_by_path, minimal_config
-from orchestrator.experiments.selectors import RunFilter, runs_page
 from orchestrator.experiments.services import (
     experiment_cancel,
     experiment_pause,
@@ -45,9 +34,20 @@ from orchestrator.experiments.services import (
     experiment_resume,
     experiment_set_priority,
 )
-from orchestrator.experiments.views import compare_url
+from orchestrator.lib.bounds import MAX_YAML_BYTES, parse_id, parse_priority, safe_filename
 from orchestrator.studies.warmup import SUFFIX as WARMUP_SUFFIX
 from orchestrator.studies.warmup import experiment_create_with_warmup, forks_planned, warmup_plans
+from orchestrator.web.experiment_form import (
+    Draft,
+    draft_from_post,
+    errors_by_slot,
+    flat_from_spec,
+    fold_pasted,
+    form_context,
+)
+from orchestrator.web.run_columns import STAT_LABELS
+from orchestrator.web.run_views import compare_url
+from orchestrator.web.selectors import RunFilter, runs_page
 
 PREVIEW_ROWS = 200
 PROJECT_COMMENT = re.compile(r"^# project: ([A-Za-z0-9][A-Za-z0-9_.-]*)$", re.MULTILINE)

@@ -3,8 +3,8 @@
 import pytest
 
 from orchestrator.experiments.models import Run
-from orchestrator.experiments.runquery import QueryError, parse_query
 from orchestrator.metrics.services import metrics_ingest
+from orchestrator.web.runquery import QueryError, parse_query
 from tests.unit.metrics.helpers import make_run, points
 
 pytestmark = pytest.mark.django_db

@@ -14,6 +14,8 @@ from django.db.models import F, OuterRef, QuerySet, Subquery
 
 from orchestrator.metrics.models import MetricSeries
 from orchestrator.metrics.schemas import KEY_PATTERN
+from orchestrator.metrics.summaries import refresh_stale_tails, run_summaries
+from orchestrator.metrics.updates import user_summaries
 
 DEFAULT_COLUMNS = ("train/reward_mean", "eval/avg_acc", "actor/clip_frac")
 STATS = {"last": "last_value", "tail_mean": "tail_mean", "min": "min_value", "max": "max_value"}
@@ -54,8 +56,6 @@ def metric_sort_key(sort: str) -> str | None:
 def order_by_metric(runs: QuerySet, key: str, stat: str, *, descending: bool) -> QuerySet:
     """Runs ordered by their `stat` summary of `key`; runs without it go last."""
     if stat == "tail_mean":
-        from orchestrator.metrics.summaries import refresh_stale_tails
-
         refresh_stale_tails(key)  # the cached column is exact for every run before ordering on it
     value = Subquery(MetricSeries.objects.filter(run=OuterRef("pk"), key=key).values(STATS[stat])[:1])
     runs = runs.annotate(metric_sort=value)
@@ -65,9 +65,6 @@ def order_by_metric(runs: QuerySet, key: str, stat: str, *, descending: bool) ->
 
 def column_values(run_ids: list[int], keys: list[str], stat: str) -> dict[int, list[float | None]]:
     """{run id: [the stat of each key, None where missing]} for a page of runs."""
-    from orchestrator.metrics.summaries import run_summaries
-    from orchestrator.metrics.updates import user_summaries
-
     found, own = run_summaries(run_ids, keys), user_summaries(run_ids)
 
     def value(rid: int, key: str):

@@ -4,9 +4,9 @@ clone, presets, YAML import and export."""
 import pytest
 import yaml
 
-from orchestrator.experiments.experiment_form import flat_from_spec
 from orchestrator.experiments.models import Experiment, Run
 from orchestrator.experiments.services import experiment_create
+from orchestrator.web.experiment_form import flat_from_spec
 
 pytestmark = pytest.mark.django_db
 
