@@ -1,7 +1,7 @@
 """A run's checkpoints as its page lists them: step, size on disk, and why each is kept.
 
 Read from the run's folder (cluster/jobspec.py `run_dir_for`, the folder a fork's job reads its
-parent from), with the same clean-up rule the trainer applies (trainer/checkpoint.py
+parent from), with the same clean-up rule the trainer applies (trainer/ckpt/checkpoint.py
 `retention`), so the page says what the trainer will keep and why. A step pinned by a fork but
 not written yet is listed too.
 """

@@ -27,7 +27,7 @@ X_AXES = [
 
 CORRECTIONS = "Corrections and the A<0 tail"
 DRIFTS = "Two drifts: engine mismatch and policy drift"  # shown once a run logs them (behav_logp: recompute)
-TIME = "Where the time went"  # trainer/utilisation.py; shown once a run logs them
+TIME = "Where the time went"  # trainer/telemetry/utilisation.py; shown once a run logs them
 LOGGED_ONLY = (DRIFTS, TIME)
 EVAL_SET = re.compile(r"^eval/[^/]+/acc\Z")
 EVAL_AVG = "eval/avg_acc"
@@ -234,7 +234,7 @@ PANELS: list[dict[str, Any]] = [
         "description": "β·mean (log r)² added to the loss (prime-rl style): the soft cousin of M2PO's mask; it marks "
         "no token.",
     },
-    # the drifts group (trainer/diagnostics.py drift_stats)
+    # the drifts group (trainer/algo/diagnostics.py drift_stats)
     {
         "id": "drift_engine",
         "group": DRIFTS,
@@ -262,7 +262,7 @@ PANELS: list[dict[str, Any]] = [
         "description": "(Σ w)² / (N Σ w²) of each drift's weights: 1 when that drift leaves every token the same "
         "weight.",
     },
-    # where the time went (trainer/utilisation.py)
+    # where the time went (trainer/telemetry/utilisation.py)
     {
         "id": "time_went",
         "group": TIME,
@@ -315,7 +315,7 @@ PANELS: list[dict[str, Any]] = [
         "description": "Bytes of weights handed to the generator or engine in the step (0 when the engine shares the "
         "trainer's weights).",
     },
-    # the System group (trainer/system_metrics.py); the GPU panels only where a GPU reported
+    # the System group (trainer/telemetry/system_metrics.py); the GPU panels only where a GPU reported
     {
         "id": "system_cpu",
         "group": "System",
