@@ -574,18 +574,34 @@ def is_hub_id(name: str) -> bool:
     return bool(_HUB_ID.match(name)) and ".." not in name
 
 
+# (section, key, always a path): the fields that name a file; model.name and hf_dataset only when
+# they are not hub ids. The trainer's check of a job's roots and the dashboard's check of a
+# submitted config both read this one list.
+FILE_FIELDS = (
+    ("model", "name", False),
+    ("task", "train_file", True),
+    ("task", "hf_dataset", False),
+    ("init", "from_path", True),
+)
+
+
+def file_values(data: dict) -> list[tuple[str, str, str]]:
+    """(section, key, value) of each field of a (partial) config, as plain data, that names a file."""
+    out = []
+    for section, key, always in FILE_FIELDS:
+        values = data.get(section)
+        value = values.get(key) if isinstance(values, dict) else None
+        if isinstance(value, str) and (always or not is_hub_id(value)):
+            out.append((section, key, value))
+    return out
+
+
 def named_paths(cfg: RunConfig) -> list[tuple[str, str]]:
     """(field, path as the trainer opens it) for every field of the config that names a file."""
-    out = []
-    if not is_hub_id(cfg.model.name):
-        out.append(("model.name", cfg.model.name))
-    if cfg.task.train_file is not None:
-        out.append(("task.train_file", str(resolve_data_path(cfg.task.train_file))))
-    if cfg.task.hf_dataset is not None and not is_hub_id(cfg.task.hf_dataset):
-        out.append(("task.hf_dataset", cfg.task.hf_dataset))
-    if cfg.init.from_path is not None:
-        out.append(("init.from_path", cfg.init.from_path))
-    return out
+    return [
+        (f"{section}.{key}", str(resolve_data_path(value)) if key == "train_file" else value)
+        for section, key, value in file_values(cfg.model_dump())
+    ]
 
 
 def job_path_roots() -> list[str] | None:

@@ -1,4 +1,4 @@
-"""Who may name which run folder in a run config's paths (runconfig.path_problems holds the rules).
+"""Who may name which run folder in a run config's paths (runconfig.submitted_path_problems holds the rules).
 
 `run_reader(user)` is what validation asks before it accepts a path in another run's folder: the
 access helpers' answer, so a run the user cannot read and one that does not exist look the same.
@@ -15,7 +15,8 @@ from django.db.models import QuerySet
 
 from orchestrator.experiments.access import visible_runs
 from orchestrator.experiments.models import Run
-from orchestrator.experiments.runconfig import MayReadRun, named_paths, run_folder_of
+from orchestrator.experiments.runconfig import MayReadRun, run_folder_of
+from trainer.config import file_values
 
 
 def run_reader(user: User) -> MayReadRun:
@@ -32,7 +33,7 @@ def runs_named(run: Run) -> QuerySet[Run]:
     ids = set()
     if (parent := (config.get("init") or {}).get("from_run")) is not None:
         ids.add(int(parent))
-    for _section, _key, value in named_paths(config):
+    for _section, _key, value in file_values(config):
         if Path(value).is_absolute():
             _in_runs, run_id = run_folder_of(Path(value))
             if run_id is not None:

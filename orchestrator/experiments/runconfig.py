@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from trainer.config import ConfigError as TrainerConfigError
-from trainer.config import RunConfig, is_hub_id, parse_config
+from trainer.config import RunConfig, file_values, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,23 +52,6 @@ def new_run_folder() -> Path:
     return runs_root() / "run-new"
 
 
-def named_paths(data: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(section, key, value) of each field of a (partial) config that names a file: train_file and
-    from_path always, model.name and hf_dataset unless they are hub ids (`org/name`)."""
-    out = []
-    for section, key, always in (
-        ("model", "name", False),
-        ("task", "train_file", True),
-        ("task", "hf_dataset", False),
-        ("init", "from_path", True),
-    ):
-        values = data.get(section)
-        value = values.get(key) if isinstance(values, dict) else None
-        if isinstance(value, str) and (always or not is_hub_id(value)):
-            out.append((section, key, value))
-    return out
-
-
 def _stays_in_new_folder(value: str) -> bool:
     """A relative path that does not climb out of the (new, empty) run folder it is opened from."""
     base = new_run_folder()
@@ -95,7 +78,7 @@ def run_folder_of(path: Path) -> tuple[bool, int | None]:
     return True, int(match.group(1)) if match else None
 
 
-def path_problems(
+def submitted_path_problems(
     data: Any, may_read_run: MayReadRun | None = None
 ) -> tuple[list[dict[str, str]], dict[tuple[str, str], str]]:
     """(problems, resolved paths) of a config's file paths, worked out before the trainer's
@@ -106,7 +89,7 @@ def path_problems(
     problems, resolved = [], {}
     if not isinstance(data, dict):
         return problems, resolved
-    for section, key, value in named_paths(data):
+    for section, key, value in file_values(data):
         field = f"{section}.{key}"
         if "\x00" in value or not value:
             problems.append({"field": field, "message": "not a valid path"})
@@ -169,9 +152,9 @@ def _empty_as_null(data: Any) -> Any:
 
 def validate_run_config(data: dict[str, Any], *, may_read_run: MayReadRun | None = None) -> dict[str, Any]:
     """Validate a (partial) config and return the full config with every default filled in and
-    every file path resolved to where the trainer will open it (path_problems)."""
+    every file path resolved to where the trainer will open it (submitted_path_problems)."""
     data = _empty_as_null(data)
-    problems, resolved = path_problems(data, may_read_run)
+    problems, resolved = submitted_path_problems(data, may_read_run)
     if problems:
         raise ConfigError(problems)
     for (section, key), path in resolved.items():

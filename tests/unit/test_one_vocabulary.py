@@ -62,3 +62,20 @@ def test_updates_per_step_is_the_trainers_for_a_stored_config(algorithm):
     config = {"algorithm": {"objective": "m2po", **algorithm}}
     trainer_value = derive_sizes(parse_config(config)).updates_per_step
     assert updates_per_step(config) == trainer_value == page_updates_per_step(config)
+
+
+def test_the_fields_that_name_files_are_listed_once_and_each_path_rule_is_named_once():
+    """The trainer's check of a job's roots and the dashboard's check of a submitted config read one
+    list of file fields (trainer.config.FILE_FIELDS); two functions of one name with different rules
+    (named_paths, path_problems) were how the two checks came to drift apart."""
+    defined: dict[str, list[str]] = {}
+    for tree_name in SOURCE_TREES:
+        for path in sorted((ROOT / tree_name).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.FunctionDef) and node.name in ("named_paths", "path_problems", "file_values"):
+                    defined.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: len(where) for name, where in defined.items()} == {
+        "named_paths": 1,
+        "path_problems": 1,
+        "file_values": 1,
+    }, defined
