@@ -10,6 +10,7 @@ document without figures. A panel with no data is an error too, never a blank im
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from orchestrator.metrics.panels import panels_for
 from orchestrator.metrics.selectors import keys_of, series
 
 WIDTH, HEIGHT = 900, 420
+TITLE_CHARS = 105  # a 14 px title line that fits the figure's width; a longer caption wraps
 GRID = 300  # points of a group's mean line, as on the compare page
 MAX_POINTS = 3000  # points read per run and key, as the compare page asks for
 # static/js/metrics_core.js's COLORS, so a figure's groups have the page's colours
@@ -139,10 +141,11 @@ def figure(spec: FigureSpec):
                 line={"dash": "dash", "width": 1.2, "color": THRESHOLD_COLOR},
             )
         )
+    title = textwrap.wrap(spec.caption, TITLE_CHARS) or [""]
     layout = {
-        "title": {"text": spec.caption, "font": {"size": 14}},
+        "title": {"text": "<br>".join(title), "font": {"size": 14}},
         "showlegend": True,
-        "margin": {"t": 48, "r": 16, "b": 110, "l": 60},
+        "margin": {"t": 28 + 20 * len(title), "r": 16, "b": 110, "l": 60},
         "legend": {"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
         "xaxis": {"title": {"text": "optimizer updates"}},
         "yaxis": {"type": "log" if panel["log_y"] else "linear"},

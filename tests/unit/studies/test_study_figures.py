@@ -87,3 +87,15 @@ def test_study_report_appends_each_appendix_in_order_and_names_a_missing_one(ali
         call_command(
             "study_report", sweep.pk, user="alice", out=out, no_figures=True, appendix=[tests, tmp_path / "gone.md"]
         )
+
+
+def test_a_long_caption_wraps_inside_the_figure_instead_of_running_off_its_edge(sweep):
+    k8 = [r.pk for r in sweep.runs.all() if r.sweep_values["staleness.k"] == 8]
+    caption = (
+        "Reward of fresh rollouts by objective, staleness staleness.k=16 (16 × 4 = 64 updates); "
+        "mean and min-max band over seeds"
+    )
+    fig = figure(FigureSpec("r.png", caption, k8, "algorithm.objective", "rollout_reward"))
+    lines = fig.layout.title.text.split("<br>")
+    assert len(lines) == 2 and all(len(line) <= 105 for line in lines)
+    assert " ".join(lines) == caption and fig.layout.margin.t >= 60
