@@ -600,7 +600,7 @@ def named_paths(cfg: RunConfig) -> list[tuple[str, str]]:
     """(field, path as the trainer opens it) for every field of the config that names a file."""
     return [
         (f"{section}.{key}", str(resolve_data_path(value)) if key == "train_file" else value)
-        for section, key, value in file_values(cfg.model_dump())
+        for section, key, value in file_values({s: getattr(cfg, s).model_dump() for s, _, _ in FILE_FIELDS})
     ]
 
 
